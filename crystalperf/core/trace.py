@@ -1,0 +1,423 @@
+"""The versioned trace schema every hook writes and every analysis reads.
+
+One document per application (a Spark application, a Keras ``fit``, a Flink job). Times are seconds
+since the Unix epoch (floats), durations are seconds, sizes are bytes, bandwidths are bytes per second.
+
+Stack samples are stored compactly: frames and stacks are interned once, and the sample table is
+columnar (one row per operation/task key, time bucket and stack, with a count), so a job with a million
+samples stays a few megabytes and validates fast.
+
+Compatibility rule: a reader accepts any document with the same major ``schema_version`` (minor versions
+only add optional fields) and rejects a newer major version or a foreign document with one clear line.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from crystalperf.core.errors import BadInputError, UnsupportedSchemaError
+
+SCHEMA_VERSION = "1.0"
+SCHEMA_MAJOR = 1
+SCHEMA_ID = f"urn:crystalperf:trace:{SCHEMA_VERSION}"
+TRACE_FILENAMES = ("crystalperf-trace.json.gz", "crystalperf-trace.json")
+
+Framework = Literal["spark", "tensorflow", "flink", "other"]
+Language = Literal["java", "scala", "python", "cpp", "native", "unknown"]
+
+# Well-known native metric names that hooks fill in (per task, or per operation when it has no
+# tasks). Frameworks may add their own names next to these; the core reads only these.
+METRIC_RUN_TIME = "run_time_s"  # time the task/operation actually ran (excludes scheduling delay)
+METRIC_CPU_TIME = "cpu_time_s"  # CPU time consumed by its thread(s)
+METRIC_GC_TIME = "gc_time_s"
+METRIC_NETWORK_WAIT = "network_wait_s"  # e.g. Spark shuffle fetch wait time
+METRIC_DISK_TIME = "disk_time_s"  # e.g. Spark shuffle write time, spill time when known
+METRIC_DEVICE_TIME = "device_time_s"  # time on an accelerator (TF on GPU)
+METRIC_INPUT_BYTES = "input_bytes"  # read from storage
+METRIC_OUTPUT_BYTES = "output_bytes"  # written to storage
+METRIC_SHUFFLE_READ_BYTES = "shuffle_read_bytes"
+METRIC_SHUFFLE_REMOTE_READ_BYTES = "shuffle_remote_read_bytes"
+METRIC_SHUFFLE_WRITE_BYTES = "shuffle_write_bytes"
+METRIC_SPILL_DISK_BYTES = "spill_disk_bytes"
+METRIC_SPILL_MEMORY_BYTES = "spill_memory_bytes"
+METRIC_PEAK_MEMORY_BYTES = "peak_memory_bytes"
+METRIC_NETWORK_BYTES = "network_bytes"  # sent + received over the network (not shuffle)
+METRIC_RECORDS_IN = "records_in"
+METRIC_RECORDS_OUT = "records_out"
+
+
+class _Model(BaseModel):
+    # Unknown fields are kept (not rejected) so that a newer minor version still loads.
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+def _finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise ValueError("must be a finite number")
+    return value
+
+
+class Device(_Model):
+    """A compute device available to the job."""
+
+    kind: Literal["cpu", "gpu", "tpu", "other"] = "cpu"
+    name: str | None = None
+    count: int = Field(1, ge=1)
+    memory_bytes: int | None = Field(None, ge=0)
+
+
+class Executor(_Model):
+    """A process that runs tasks: a Spark executor, a Flink TaskManager, a TF worker."""
+
+    id: str
+    host: str | None = None
+    cores: int | None = Field(None, ge=1, description="task slots (Spark cores, Flink slots, TF threads)")
+    memory_bytes: int | None = Field(None, ge=0)
+    added: float | None = None
+    removed: float | None = None
+
+
+class Environment(_Model):
+    """What the job ran on. Every field is optional: hooks fill in what their framework exposes."""
+
+    hosts: list[str] = Field(default_factory=list)
+    executors: list[Executor] = Field(default_factory=list)
+    cores_per_executor: int | None = Field(None, ge=1)
+    total_slots: int | None = Field(None, ge=1, description="tasks that can run at once in the whole job")
+    cpu_count: int | None = Field(None, ge=1, description="logical CPUs of the machine(s) the tasks ran on")
+    memory_bytes: int | None = Field(None, ge=0, description="memory available for the job's data")
+    devices: list[Device] = Field(default_factory=list)
+    network_bandwidth: float | None = Field(None, gt=0, description="bytes/s between hosts")
+    disk_bandwidth: float | None = Field(None, gt=0, description="bytes/s of the storage the job reads")
+    cpu_speed: float = Field(1.0, gt=0, description="relative CPU speed; what-if ratios apply to it")
+    classpath: list[str] = Field(default_factory=list, description="jars/dirs of the job (bytecode fallback)")
+    source_roots: list[str] = Field(default_factory=list, description="user-configured source dirs/jars")
+    properties: dict[str, str] = Field(default_factory=dict, description="framework configuration")
+
+
+class Task(_Model):
+    """One unit of parallel work inside an operation (a Spark task, a Flink subtask...)."""
+
+    id: str
+    index: int | None = Field(None, description="partition / subtask index")
+    attempt: int = Field(0, ge=0)
+    executor: str | None = None
+    host: str | None = None
+    slot: int | None = Field(None, description="slot/thread the task ran on, when known")
+    start: float
+    end: float
+    status: Literal["success", "failed", "killed", "unknown"] = "success"
+    metrics: dict[str, float] = Field(default_factory=dict)
+
+    _check_start = field_validator("start", "end")(_finite)
+
+    @model_validator(mode="after")
+    def _end_after_start(self) -> Task:
+        if self.end < self.start:
+            raise ValueError(f"task {self.id}: end {self.end} is before start {self.start}")
+        return self
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+
+class Operation(_Model):
+    """A node of the job's DAG: a Spark job or stage, a TF op, a Flink operator (chain).
+
+    ``parents`` name operations of the same level (siblings) that must finish before this one starts.
+    ``children`` is the nested sub-DAG (Spark: job -> stages); ``tasks`` the parallel units it ran as.
+    """
+
+    id: str
+    name: str
+    kind: str = Field("operation", description="job, stage, op, operator, input, step... (framework's word)")
+    parents: list[str] = Field(default_factory=list)
+    start: float
+    end: float
+    status: Literal["success", "failed", "killed", "skipped", "running", "unknown"] = "success"
+    children: list[Operation] = Field(default_factory=list)
+    tasks: list[Task] = Field(default_factory=list)
+    parallelism: int | None = Field(None, ge=1, description="declared parallelism (tasks/subtasks/threads)")
+    metrics: dict[str, float] = Field(default_factory=dict)
+    attributes: dict[str, str] = Field(default_factory=dict, description="call site, op type, plan...")
+
+    _check_times = field_validator("start", "end")(_finite)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Operation:
+        if self.end < self.start:
+            raise ValueError(f"operation {self.id}: end {self.end} is before start {self.start}")
+        if self.id in self.parents:
+            raise ValueError(f"operation {self.id} lists itself as a parent")
+        ids = [c.id for c in self.children]
+        if len(ids) != len(set(ids)):
+            raise ValueError(f"operation {self.id}: duplicate child ids")
+        return self
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+
+class Frame(_Model):
+    """One interned stack frame. ``name`` is qualified: ``pkg.Class.method`` or ``module.function``."""
+
+    name: str
+    file: str | None = None
+    line: int | None = None
+    language: Language = "unknown"
+    module: str | None = Field(None, description="jar, shared library or Python module the frame came from")
+
+
+class SampleKey(_Model):
+    """Whose samples a row counts: an operation, and optionally one of its tasks and a thread role."""
+
+    operation: str
+    task: str | None = None
+    thread: str | None = Field(None, description="e.g. 'python-worker' for PySpark's Python side")
+
+
+class StackSamples(_Model):
+    """Aggregated call-stack samples.
+
+    ``stacks[i]`` lists frame indices from the *top* (innermost call) down to the thread's entry point.
+    Row ``r`` of the table says: ``count[r]`` samples of stack ``stack[r]`` were taken for key
+    ``key[r]`` during bucket ``bucket[r]``, i.e. between ``origin + bucket*bucket_s`` and the next bucket.
+    """
+
+    interval_s: float = Field(0.1, gt=0, description="sampling period")
+    bucket_s: float = Field(1.0, gt=0, description="width of an aggregation bucket (a sampling interval of §4.1)")
+    origin: float = Field(description="time of bucket 0")
+    frames: list[Frame] = Field(default_factory=list)
+    stacks: list[list[int]] = Field(default_factory=list)
+    keys: list[SampleKey] = Field(default_factory=list)
+    key: list[int] = Field(default_factory=list)
+    bucket: list[int] = Field(default_factory=list)
+    stack: list[int] = Field(default_factory=list)
+    count: list[int] = Field(default_factory=list)
+    dropped: int = Field(0, ge=0, description="samples not kept because a memory bound was reached")
+
+    @model_validator(mode="after")
+    def _columns_consistent(self) -> StackSamples:
+        n = len(self.key)
+        if not (len(self.bucket) == len(self.stack) == len(self.count) == n):
+            raise ValueError("sample columns key/bucket/stack/count differ in length")
+        nframes, nstacks, nkeys = len(self.frames), len(self.stacks), len(self.keys)
+        for i, s in enumerate(self.stacks):
+            if any(f < 0 or f >= nframes for f in s):
+                raise ValueError(f"stack {i} refers to a frame that does not exist")
+        if n:
+            if min(self.key) < 0 or max(self.key) >= nkeys:
+                raise ValueError("a sample row refers to a key that does not exist")
+            if min(self.stack) < 0 or max(self.stack) >= nstacks:
+                raise ValueError("a sample row refers to a stack that does not exist")
+            if min(self.count) < 1:
+                raise ValueError("sample counts must be positive")
+            if min(self.bucket) < 0:
+                raise ValueError("sample buckets must be non-negative")
+        return self
+
+    def rows(self) -> Iterator[tuple[int, int, int, int]]:
+        """(key, bucket, stack, count) per row."""
+        return zip(self.key, self.bucket, self.stack, self.count, strict=True)
+
+    @property
+    def total(self) -> int:
+        return sum(self.count)
+
+
+class Application(_Model):
+    framework: Framework
+    framework_version: str | None = None
+    id: str
+    name: str = ""
+    attempt: str | None = None
+    start: float
+    end: float
+    status: Literal["succeeded", "failed", "cancelled", "unknown"] = "unknown"
+    output_dir: str | None = None
+    user: str | None = None
+
+    _check_times = field_validator("start", "end")(_finite)
+
+    @model_validator(mode="after")
+    def _end_after_start(self) -> Application:
+        if self.end < self.start:
+            raise ValueError(f"application end {self.end} is before start {self.start}")
+        return self
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+
+class Streaming(_Model):
+    """Streaming jobs (Flink): the runtime we model is the latency of a record batch (paper §7.1)."""
+
+    latency_s: float | None = Field(None, ge=0, description="observed end-to-end latency of a record batch")
+    input_rate: float | None = Field(None, ge=0, description="records/s the sources ingested")
+    throughput: float | None = Field(None, ge=0, description="records/s the sinks emitted")
+
+
+class Producer(_Model):
+    """Which hook wrote the trace."""
+
+    name: str = "crystalperf"
+    version: str = ""
+    hook: str = Field("", description="e.g. spark-listener, keras-callback, flink-reporter, spark-eventlog")
+
+
+class Trace(_Model):
+    schema_version: str = SCHEMA_VERSION
+    schema_id: str = Field(SCHEMA_ID, alias="$schema")
+    producer: Producer = Field(default_factory=Producer)
+    application: Application
+    environment: Environment = Field(default_factory=Environment)
+    operations: list[Operation] = Field(default_factory=list)
+    samples: StackSamples | None = None
+    metrics: dict[str, float] = Field(
+        default_factory=dict,
+        description="job-wide figures: cached/spilled/shuffled bytes, tensor bytes, data_bytes...",
+    )
+    streaming: Streaming | None = None
+    warnings: list[str] = Field(default_factory=list, description="problems the hook met while recording")
+
+    @field_validator("schema_version")
+    @classmethod
+    def _supported_version(cls, value: str) -> str:
+        major = _major(value)
+        if major is None:
+            raise ValueError(f"schema_version {value!r} is not of the form MAJOR.MINOR")
+        if major != SCHEMA_MAJOR:
+            raise ValueError(f"schema_version {value} is not supported (this crystalperf reads {SCHEMA_MAJOR}.x)")
+        return value
+
+    @model_validator(mode="after")
+    def _ids_unique_and_parents_known(self) -> Trace:
+        _check_level(self.operations, "top level")
+        return self
+
+    def iter_operations(self) -> Iterator[Operation]:
+        """Every operation, depth first (parents before children)."""
+        stack = list(reversed(self.operations))
+        while stack:
+            op = stack.pop()
+            yield op
+            stack.extend(reversed(op.children))
+
+    def to_json(self, *, indent: int | None = None) -> str:
+        return self.model_dump_json(by_alias=True, exclude_none=True, indent=indent)
+
+
+def _check_level(ops: list[Operation], where: str) -> None:
+    ids = {op.id for op in ops}
+    if len(ids) != len(ops):
+        raise ValueError(f"duplicate operation ids at {where}")
+    for op in ops:
+        unknown = [p for p in op.parents if p not in ids]
+        if unknown:
+            raise ValueError(f"operation {op.id}: parent(s) {unknown} not found at {where}")
+        if op.children:
+            _check_level(op.children, f"children of {op.id}")
+
+
+def _major(version: str) -> int | None:
+    head = version.split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def _read_text(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise BadInputError("no such file", path) from None
+    except IsADirectoryError:
+        raise BadInputError("is a directory, not a trace file", path) from None
+    except OSError as exc:
+        raise BadInputError(f"cannot read: {exc.strerror or exc}", path) from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            raise BadInputError(f"truncated or corrupt gzip data ({exc})", path) from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInputError("not a crystalperf trace (not UTF-8 text)", path) from None
+
+
+def parse_trace(document: Any, path: str | Path | None = None) -> Trace:
+    """Validate a decoded JSON document as a Trace, with one-line errors."""
+    if not isinstance(document, dict):
+        raise UnsupportedSchemaError("not a crystalperf trace (the top level is not a JSON object)", path)
+    version = document.get("schema_version")
+    if version is None:
+        raise UnsupportedSchemaError("not a crystalperf trace (no schema_version field)", path)
+    if not isinstance(version, str) or _major(version) is None:
+        raise UnsupportedSchemaError(f"not a crystalperf trace (schema_version {version!r} is malformed)", path)
+    if _major(version) != SCHEMA_MAJOR:
+        raise UnsupportedSchemaError(
+            f"trace schema version {version} is not supported; this crystalperf reads {SCHEMA_MAJOR}.x "
+            f"(upgrade crystalperf to read newer traces)",
+            path,
+        )
+    try:
+        return Trace.model_validate(document)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "document"
+        more = f" (+{exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
+        raise BadInputError(f"invalid trace at {where}: {first.get('msg', 'invalid')}{more}", path) from None
+    except RecursionError:
+        raise BadInputError("invalid trace: operations nested too deeply", path) from None
+
+
+def load_trace(path: str | Path) -> Trace:
+    """Read a trace file (``.json`` or gzip-compressed, detected by content)."""
+    path = Path(path)
+    if path.is_dir():
+        for name in TRACE_FILENAMES:
+            if (path / name).is_file():
+                path = path / name
+                break
+        else:
+            raise BadInputError(f"no {' or '.join(TRACE_FILENAMES)} in this directory", path)
+    text = _read_text(path)
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInputError(
+            f"not valid JSON (truncated or corrupt?) at line {exc.lineno} column {exc.colno}: {exc.msg}", path
+        ) from None
+    except RecursionError:
+        raise BadInputError("not a crystalperf trace (JSON nested too deeply)", path) from None
+    return parse_trace(document, path)
+
+
+def save_trace(trace: Trace, path: str | Path) -> Path:
+    """Write a trace; a ``.gz`` suffix compresses it. The file appears atomically (write then rename)."""
+    path = Path(path)
+    data = trace.to_json().encode("utf-8")
+    if path.suffix == ".gz":
+        data = gzip.compress(data, compresslevel=6)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+    return path
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of the trace document, with the schema version in ``$id``."""
+    schema = Trace.model_json_schema(by_alias=True, mode="validation")
+    schema["$id"] = SCHEMA_ID
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = f"crystalperf trace {SCHEMA_VERSION}"
+    return schema

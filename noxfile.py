@@ -1,0 +1,53 @@
+"""Test sessions, one per environment: the frameworks pin conflicting versions (protobuf, numpy...),
+so each integration is tested in a virtualenv of its own. torch is always installed first from the
+pinned CPU build so that nothing resolves it to a CUDA build."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["unit", "models", "spark", "tensorflow", "flink"]
+nox.options.reuse_existing_virtualenvs = True
+nox.options.error_on_missing_interpreters = True
+
+PYTHON = "3.11"
+TORCH = "torch==2.13.0"
+
+
+@nox.session(python=PYTHON)
+def unit(session: nox.Session) -> None:
+    """The framework-free core: no Spark, TensorFlow, Flink or torch installed."""
+    session.install("-e", ".[test]")
+    session.run("pytest", "tests/unit", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def models(session: nox.Session) -> None:
+    """The resource classifiers (torch, flair, tree-sitter)."""
+    session.install(TORCH)
+    session.install("-e", ".[test,models]")
+    session.run("pytest", "tests/models", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def spark(session: nox.Session) -> None:
+    """Real local Spark jobs with the listener and the executor plugin."""
+    session.install(TORCH)
+    session.install("-e", ".[test,spark,models]")
+    session.run("pytest", "tests/integrations/spark", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def tensorflow(session: nox.Session) -> None:
+    """Real Keras fit() runs with the callback."""
+    session.install(TORCH)
+    session.install("-e", ".[test,tensorflow,models]")
+    session.run("pytest", "tests/integrations/tensorflow", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def flink(session: nox.Session) -> None:
+    """Real PyFlink jobs with the metrics reporter."""
+    session.install(TORCH)
+    session.install("-e", ".[test,flink,models]")
+    session.run("pytest", "tests/integrations/flink", *session.posargs)
