@@ -20,15 +20,14 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent
 HASH_ENTRY = "META-INF/crystalperf-sources.sha256"
 
 
-@dataclass(frozen=True)
-class JavaJar:
+class JavaJar(NamedTuple):
     name: str
     source_dir: Path  # Java sources, plus resources/ copied into the jar as they are
     jar: Path

@@ -1,0 +1,290 @@
+"""What-if prediction (paper §5): new task times from the resource models, a replay of the tasks on
+the new slots, then a re-traversal of the DAG for the job's new runtime.
+
+Every prediction carries a low/high band (a seeded Monte Carlo over task durations, resource vectors
+and the warm-up factor) and, for honesty, two baselines computed in the same call: linear scaling by
+the changed resource, and task replay without resource vectors (what Sparklens does).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+
+from crystalperf.core.predict.base import (
+    DEFAULT_GPU_SPEEDUP,
+    KNOWN_KEYS,
+    Baseline,
+    Changes,
+    OpContext,
+    ResourceModel,
+    TaskParts,
+)
+from crystalperf.core.predict.compute import ComputeModel, estimate_warmup, replay
+from crystalperf.core.predict.io import IOModel
+from crystalperf.core.predict.memory import MemoryModel
+from crystalperf.core.profile import ExecutionProfile, LevelGraph, OperationProfile
+from crystalperf.core.resources import ResourceVector
+
+__all__ = ["Baseline", "Changes", "KNOWN_KEYS", "Prediction", "Predictor", "default_scenarios", "replay"]
+
+log = logging.getLogger(__name__)
+
+MONTE_CARLO_RUNS = 16
+BAND_QUANTILES = (0.1, 0.9)
+
+
+def installed_models() -> list[ResourceModel]:
+    """The built-in models plus any registered under ``crystalperf.predictors``."""
+    models: list[ResourceModel] = []
+    seen: set[str] = set()
+    try:
+        eps = sorted(metadata.entry_points(group="crystalperf.predictors"), key=lambda e: e.name)
+    except Exception:  # a broken distribution's metadata must not stop predictions
+        eps = []
+    for ep in eps:
+        try:
+            models.append(ep.load()())
+            seen.add(ep.name)
+        except Exception as exc:
+            log.warning("predictor %s could not be loaded: %s", ep.name, exc)
+    for name, cls in (("compute", ComputeModel), ("memory", MemoryModel), ("io", IOModel)):
+        if name not in seen:
+            models.append(cls())
+    return models
+
+
+@dataclass
+class Estimate:
+    runtime_s: float
+    low_s: float | None = None
+    high_s: float | None = None
+
+
+@dataclass
+class Prediction:
+    changes: Changes
+    crystalperf: Estimate
+    linear: Estimate
+    replay: Estimate
+    baseline_runtime_s: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def speedup(self) -> float:
+        return self.baseline_runtime_s / self.crystalperf.runtime_s if self.crystalperf.runtime_s > 0 else float("inf")
+
+    def as_dict(self) -> dict[str, object]:
+        def est(e: Estimate) -> dict[str, object]:
+            d: dict[str, object] = {"runtime_s": round(e.runtime_s, 6)}
+            if e.low_s is not None:
+                d["low_s"] = round(e.low_s, 6)
+                d["high_s"] = round(e.high_s or e.runtime_s, 6)
+            return d
+
+        return {
+            "changes": {k: v for k, v in self.changes.values.items()},
+            "description": self.changes.describe(),
+            "baseline_runtime_s": round(self.baseline_runtime_s, 6),
+            "crystalperf": est(self.crystalperf),
+            "linear": est(self.linear),
+            "replay": est(self.replay),
+            "speedup": round(self.speedup, 4),
+            "notes": self.notes,
+        }
+
+
+@dataclass
+class _Draw:
+    """One Monte Carlo draw of the uncertain inputs (None: use the measured values)."""
+
+    rng: random.Random | None = None
+    warmup: float | None = None
+
+
+class Predictor:
+    """Predicts the runtime of a traced job under resource changes."""
+
+    def __init__(self, profile: ExecutionProfile, models: Sequence[ResourceModel] | None = None) -> None:
+        self.profile = profile
+        self.baseline = Baseline.of(profile.trace)
+        self.models = list(models) if models is not None else installed_models()
+        self.warmup, self.warmup_factors = estimate_warmup(profile, self.baseline.slots)
+        self.runtime = profile.trace.application.duration
+
+    # -- scenario parameters -------------------------------------------------------------------
+    def new_slots(self, changes: Changes) -> int:
+        b = self.baseline
+        if "slots" in changes:
+            return int(changes.get("slots"))  # type: ignore[arg-type]
+        if "parallelism" in changes:
+            return int(changes.get("parallelism"))  # type: ignore[arg-type]
+        cores = int(changes.get("cores", b.cores_per_executor))  # type: ignore[arg-type]
+        executors = int(changes.get("executors", b.executors))  # type: ignore[arg-type]
+        if "cores" in changes or "executors" in changes:
+            return max(1, cores * executors)
+        return b.slots
+
+    def linear_factor(self, changes: Changes) -> float:
+        b = self.baseline
+        factor = b.slots / self.new_slots(changes)
+        if "cpu_speed" in changes:
+            factor /= float(changes.get("cpu_speed"))  # type: ignore[arg-type]
+        if "cpu_share" in changes:
+            factor /= float(changes.get("cpu_share"))  # type: ignore[arg-type]
+        if "device" in changes and changes.get("device") != b.device:
+            speedup = float(changes.get("gpu_speedup", DEFAULT_GPU_SPEEDUP))  # type: ignore[arg-type]
+            factor *= 1 / speedup if changes.get("device") == "gpu" else speedup
+        if "network" in changes:
+            factor *= b.network_bandwidth / float(changes.get("network"))  # type: ignore[arg-type]
+        if "disk" in changes:
+            factor *= b.disk_bandwidth / float(changes.get("disk"))  # type: ignore[arg-type]
+        if "memory" in changes and b.memory_bytes:
+            factor *= float(b.memory_bytes) / float(changes.get("memory"))  # type: ignore[arg-type]
+        return factor
+
+    # -- the simulation ----------------------------------------------------------------------------
+    def _parts(self, prof: OperationProfile, durations: Sequence[float], with_vectors: bool,
+               draw: _Draw) -> list[TaskParts]:
+        if not with_vectors:
+            return [TaskParts(d, 0.0, 0.0) for d in durations]
+        vec = prof.vector.vector
+        if draw.rng is not None:
+            vec = _perturb(vec, prof.vector.samples, prof.vector.source, draw.rng)
+        return [TaskParts(d * vec.cpu, d * vec.disk, d * vec.network) for d in durations]
+
+    def _leaf_duration(self, prof: OperationProfile, changes: Changes, slots: int, with_vectors: bool,
+                       draw: _Draw) -> float:
+        op = prof.op
+        tasks = sorted(op.tasks, key=lambda t: t.start)
+        durations = [t.duration for t in tasks] if tasks else [op.duration]
+        if draw.rng is not None and len(durations) >= 3:
+            durations = [draw.rng.choice(durations) for _ in durations]
+        parts = self._parts(prof, durations, with_vectors, draw)
+        if with_vectors:
+            ctx = OpContext(prof, tasks)
+            for model in self.models:
+                parts = model.adjust(ctx, parts)
+        new = [p.total for p in parts]
+        if not tasks:
+            return max(0.0, op.duration + sum(new) - sum(durations))
+        warmup = draw.warmup if draw.warmup is not None else self.warmup
+        if "parallelism" in changes and op.parallelism and len(tasks) == op.parallelism:
+            # Long-running subtasks (streaming): the operator's work is spread over the new subtasks.
+            busy_old = max(durations)
+            busy_new = sum(new) / slots
+            return max(0.0, op.duration * busy_new / busy_old) if busy_old > 0 else op.duration
+        before = replay(durations, self.baseline.slots)
+        after = replay(new, slots, original_slots=self.baseline.slots, warmup=warmup)
+        return max(0.0, op.duration + after - before)
+
+    def _level_duration(self, level: LevelGraph, leaf: Callable[[OperationProfile], float]) -> float:
+        new_start: dict[str, float] = {}
+        new_end: dict[str, float] = {}
+        last_end = level.start
+        for node in level.topological():
+            prof = level.nodes[node]
+            op = prof.op
+            preds = list(level.graph.predecessors(node))
+            if preds:
+                # Keep the offset to each predecessor's end (negative when they overlapped, as
+                # pipelined streaming operators do), never starting before a predecessor started.
+                start = max(new_end[p] + (op.start - level.nodes[p].op.end) for p in preds)
+                start = max([start, *(new_start[p] for p in preds)])
+            else:
+                start = op.start - level.start
+            start = max(0.0, start)
+            duration = self._level_duration(prof.children, leaf) if prof.children else leaf(prof)
+            if prof.children:
+                duration = max(duration, 0.0)
+            new_start[node] = start
+            new_end[node] = start + duration
+            last_end = max(last_end, op.end)
+        tail = max(0.0, level.end - last_end)
+        return max(new_end.values(), default=0.0) + tail
+
+    def simulate(self, changes: Changes, *, with_vectors: bool = True, draw: _Draw | None = None) -> float:
+        draw = draw or _Draw()
+        slots = self.new_slots(changes)
+
+        def leaf(prof: OperationProfile) -> float:
+            return self._leaf_duration(prof, changes, slots, with_vectors, draw)
+
+        # A parent's duration comes from its children's re-traversal; give it the parent's own span.
+        def level_span(level: LevelGraph) -> float:
+            return self._level_duration(level, leaf)
+
+        return level_span(self.profile.top)
+
+    def predict(self, changes: Changes, *, band: bool = True, seed: int = 0) -> Prediction:
+        notes = list(self.baseline.assumptions)
+        for model in self.models:
+            notes.extend(model.prepare(self.profile, self.baseline, changes))
+        if self.baseline.slots != self.new_slots(changes):
+            notes.append(f"task slots {self.baseline.slots} -> {self.new_slots(changes)}"
+                         + (f" (first-wave warm-up factor {self.warmup:.2f})" if self.warmup != 1.0 else ""))
+        point = self.simulate(changes)
+        estimate = Estimate(point)
+        if band:
+            rng = random.Random(seed)
+            runs = MONTE_CARLO_RUNS if _task_count(self.profile) < 5000 else MONTE_CARLO_RUNS // 2
+            draws = []
+            for _ in range(runs):
+                warm = rng.choice(self.warmup_factors) if self.warmup_factors else None
+                draws.append(self.simulate(changes, draw=_Draw(random.Random(rng.random()), warm)))
+            estimate.low_s = min(point, _quantile(draws, BAND_QUANTILES[0]))
+            estimate.high_s = max(point, _quantile(draws, BAND_QUANTILES[1]))
+        linear = Estimate(self.runtime * self.linear_factor(changes))
+        replayed = Estimate(self.simulate(changes, with_vectors=False))
+        return Prediction(changes, estimate, linear, replayed, self.runtime, notes)
+
+
+def _task_count(profile: ExecutionProfile) -> int:
+    return sum(len(p.op.tasks) for p in profile.walk())
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[max(0, min(98, round(q * 100) - 1))]
+
+
+def _perturb(vec: ResourceVector, samples: int, source: str, rng: random.Random) -> ResourceVector:
+    """A Dirichlet draw around the vector: confident with many samples, loose for guesses."""
+    if source == "samples":
+        concentration = 10.0 + min(samples, 400)
+    elif source in ("metrics", "children"):
+        concentration = 60.0
+    else:
+        concentration = 6.0
+    draws = [rng.gammavariate(concentration * v + 0.05, 1.0) for v in vec]
+    return ResourceVector.of(*draws)
+
+
+def default_scenarios(profile: ExecutionProfile, baseline: Baseline) -> list[Changes]:
+    """The what-ifs a report shows by default, chosen by framework and by what the trace knows."""
+    trace = profile.trace
+    framework = trace.application.framework
+    scenarios: list[dict[str, object]] = []
+    if framework == "flink":
+        scenarios += [{"parallelism": baseline.slots * 2}]
+        if baseline.slots > 1:
+            scenarios += [{"parallelism": max(1, baseline.slots // 2)}]
+    else:
+        scenarios += [{"cores": baseline.cores_per_executor * 2}]
+        if baseline.cores_per_executor > 1:
+            scenarios += [{"cores": max(1, baseline.cores_per_executor // 2)}]
+        if framework == "spark":
+            scenarios += [{"executors": baseline.executors * 2}]
+    scenarios += [{"cpu_speed": 2.0}, {"cpu_share": 0.5}]
+    scenarios += [{"network": baseline.network_bandwidth / 10}, {"disk": baseline.disk_bandwidth * 2},
+                  {"disk": baseline.disk_bandwidth / 2}]
+    if baseline.memory_bytes and baseline.data_bytes:
+        scenarios += [{"memory": baseline.memory_bytes * 2}, {"memory": baseline.memory_bytes / 2}]
+    if framework == "tensorflow":
+        scenarios += [{"device": "gpu" if baseline.device == "cpu" else "cpu"}]
+    return [Changes(s) for s in scenarios]

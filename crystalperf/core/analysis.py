@@ -1,0 +1,257 @@
+"""One analysis, used by the CLI and by every hook at job end: trace -> profile -> bottleneck ->
+predictions -> report files. Anything the report shows is computed here from the trace alone."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+from crystalperf import __version__
+from crystalperf.core import trace as tr
+from crystalperf.core.bottleneck import Bottleneck, find_bottleneck
+from crystalperf.core.classify import ResourceClassifier, load_classifier
+from crystalperf.core.errors import BadInputError
+from crystalperf.core.predict import Changes, Prediction, Predictor, default_scenarios
+from crystalperf.core.profile import ExecutionProfile, OperationProfile, build_profile, vector_dict
+from crystalperf.core.resources import RESOURCES
+
+log = logging.getLogger(__name__)
+
+REPORT_VERSION = "1.0"
+REPORT_JSON = "crystalperf-report.json"
+REPORT_HTML = "crystalperf-report.html"
+TOP_FUNCTIONS = 5
+INPUT_BOUND_THRESHOLD = 0.20  # TensorBoard's "highly input-bound" line
+
+
+@dataclass
+class Analysis:
+    trace: tr.Trace
+    profile: ExecutionProfile
+    bottleneck: Bottleneck
+    predictions: list[Prediction]
+    report: dict[str, Any]
+    files: list[Path] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def analyze(
+    trace: tr.Trace,
+    *,
+    classifier: ResourceClassifier | None = None,
+    scenarios: Sequence[Changes] | None = None,
+    locators: Sequence[object] | None = None,
+    source_roots: Sequence[str] = (),
+    band: bool = True,
+) -> Analysis:
+    """Analyse a trace in memory; writes nothing."""
+    started = time.perf_counter()
+    classifier = classifier or load_classifier()
+    try:
+        profile = build_profile(trace, classifier, locators=locators, source_roots=source_roots)
+    except (ValueError, nx.NetworkXException) as exc:
+        raise BadInputError(f"inconsistent trace: {exc}") from None
+    bottleneck = find_bottleneck(profile)
+    predictor = Predictor(profile)
+    chosen = list(scenarios) if scenarios is not None else default_scenarios(profile, predictor.baseline)
+    predictions = [predictor.predict(c, band=band) for c in chosen]
+    report = build_report(profile, bottleneck, predictions, predictor)
+    return Analysis(trace, profile, bottleneck, predictions, report, seconds=time.perf_counter() - started)
+
+
+def analyze_path(
+    trace_path: str | Path,
+    out_dir: str | Path | None = None,
+    *,
+    classifier: ResourceClassifier | None = None,
+    formats: Sequence[str] = ("json", "html"),
+    scenarios: Sequence[Changes] | None = None,
+    source_roots: Sequence[str] = (),
+) -> Analysis:
+    """Load a trace file, analyse it and write the report files next to it (or into ``out_dir``)."""
+    from crystalperf.core.report import write_reports
+
+    trace_path = Path(trace_path)
+    trace = tr.load_trace(trace_path)
+    try:
+        result = analyze(trace, classifier=classifier, scenarios=scenarios, source_roots=source_roots)
+    except BadInputError as exc:
+        raise BadInputError(exc.problem, trace_path) from None
+    target = Path(out_dir) if out_dir is not None else (trace_path if trace_path.is_dir() else trace_path.parent)
+    result.files = write_reports(result.report, target, formats)
+    return result
+
+
+# -- the report document ---------------------------------------------------------------------------
+
+def _op_entry(prof: OperationProfile, bottleneck: Bottleneck, on_path: set[str]) -> dict[str, Any]:
+    op = prof.op
+    entry: dict[str, Any] = {
+        "id": op.id,
+        "path": prof.path,
+        "parent": prof.parent_path,
+        "name": op.name,
+        "kind": op.kind,
+        "status": op.status,
+        "start": op.start,
+        "end": op.end,
+        "runtime_s": round(prof.runtime, 6),
+        "vector": vector_dict(prof.vector.vector),
+        "vector_source": prof.vector.source,
+        "samples": prof.vector.samples,
+        "resource_seconds": {k: round(v, 6) for k, v in prof.resource_seconds.items()},
+        "work_seconds": {k: round(v, 6) for k, v in prof.work_seconds.items()},
+        "tasks": len(op.tasks),
+        "parents": list(op.parents),
+        "children": [c.id for c in op.children],
+        "on_critical_path": prof.path in on_path,
+        "share_of_critical_path": round(bottleneck.operation_share(prof), 6) if prof.path in on_path else 0.0,
+        "top_functions": [
+            {
+                "name": f.function.qualified_name,
+                "origin": f.function.origin,
+                "location": f.function.location,
+                "language": f.function.language,
+                "samples": f.samples,
+                "share": round(f.samples / prof.vector.samples, 4) if prof.vector.samples else 0.0,
+                "vector": vector_dict(f.vector),
+            }
+            for f in prof.vector.functions[:TOP_FUNCTIONS]
+        ],
+    }
+    if op.attributes:
+        entry["attributes"] = dict(op.attributes)
+    return entry
+
+
+def _advice(bottleneck: Bottleneck, predictions: Sequence[Prediction], profile: ExecutionProfile) -> list[str]:
+    lines: list[str] = []
+    resource = bottleneck.resource
+    useful = {
+        "cpu": ("cores", "executors", "cpu_speed", "parallelism", "slots", "device"),
+        "disk": ("disk", "memory"),
+        "network": ("network",),
+    }[resource]
+    helpful = [p for p in predictions if any(k in p.changes for k in useful) and p.speedup > 1.0]
+    if helpful:
+        best = max(helpful, key=lambda p: p.speedup)
+        lines.append(
+            f"Add {resource}: with {best.changes.describe()} the job is predicted to take "
+            f"{best.crystalperf.runtime_s:.2f} s instead of {best.baseline_runtime_s:.2f} s "
+            f"({best.speedup:.2f}x)."
+        )
+    slot_changes = [p for p in predictions if any(k in p.changes for k in ("cores", "executors", "parallelism"))]
+    if slot_changes and all(p.speedup < 1.1 for p in slot_changes if p.speedup >= 1.0):
+        lines.append("More cores or executors buy little here: the critical path is not limited by task slots.")
+    if bottleneck.path:
+        top = max(bottleneck.path, key=lambda p: p.resource_seconds[resource])
+        funcs = ", ".join(f.function.qualified_name for f in top.vector.functions[:2])
+        lines.append(
+            f"Look at {top.op.name} first: it spends {top.resource_seconds[resource]:.2f} s on {resource} on "
+            f"the critical path" + (f", mostly in {funcs}." if funcs else ".")
+        )
+    if bottleneck.total_runtime_s and bottleneck.unattributed_s / bottleneck.total_runtime_s > 0.3:
+        lines.append(
+            f"{bottleneck.unattributed_s:.2f} s ({bottleneck.unattributed_s / bottleneck.total_runtime_s:.0%}) of "
+            f"the run was outside any traced operation (driver code, scheduling, start-up): no resource "
+            f"change above touches it."
+        )
+    wait = profile.trace.metrics.get("input_wait_fraction")
+    if wait is not None and wait >= INPUT_BOUND_THRESHOLD:
+        lines.append(f"The input pipeline is the limit: {wait:.0%} of step time waits for input "
+                     f"(TensorBoard calls >= 20 % highly input-bound).")
+    return lines
+
+
+def build_report(
+    profile: ExecutionProfile, bottleneck: Bottleneck, predictions: Sequence[Prediction], predictor: Predictor
+) -> dict[str, Any]:
+    trace = profile.trace
+    app = trace.application
+    on_path = {p.path for p in bottleneck.path} | {p.path for p in bottleneck.top_path}
+    operations = [_op_entry(p, bottleneck, on_path) for p in profile.walk()]
+    counts: dict[str, int] = {}
+    for p in profile.walk():
+        counts[p.vector.source] = counts.get(p.vector.source, 0) + 1
+    resolution = profile.resolution
+    sources: dict[str, Any] = {
+        "classifier": profile.classifier_version,
+        "vector_sources": counts,
+    }
+    if resolution is not None:
+        sources.update(
+            samples=resolution.total_samples,
+            located_samples=resolution.located_samples,
+            located_fraction=round(resolution.located_samples / resolution.total_samples, 4)
+            if resolution.total_samples else 0.0,
+            samples_by_origin=dict(resolution.by_origin),
+            problems=resolution.problems[:50],
+        )
+    edges = []
+
+    def collect_edges(level: Any) -> None:
+        for u, v, data in level.graph.edges(data=True):
+            edges.append({"from": level.nodes[u].path, "to": level.nodes[v].path, "implicit": bool(data.get("implicit"))})
+        for node in level.nodes.values():
+            if node.children is not None:
+                collect_edges(node.children)
+
+    collect_edges(profile.top)
+    report: dict[str, Any] = {
+        "report_version": REPORT_VERSION,
+        "producer": {"name": "crystalperf", "version": __version__},
+        "trace_schema_version": trace.schema_version,
+        "application": {
+            "framework": app.framework,
+            "framework_version": app.framework_version,
+            "id": app.id,
+            "name": app.name,
+            "status": app.status,
+            "start": app.start,
+            "end": app.end,
+        },
+        "total_runtime_s": round(app.duration, 6),
+        "bottleneck": {
+            "resource": bottleneck.resource,
+            "seconds": {r: round(bottleneck.seconds[r], 6) for r in RESOURCES},
+            "share": {r: round(v, 6) for r, v in bottleneck.share.items()},
+            "unattributed_s": round(bottleneck.unattributed_s, 6),
+            "sentence": bottleneck.sentence(),
+        },
+        "critical_path": [p.path for p in bottleneck.path],
+        "critical_path_top": [p.path for p in bottleneck.top_path],
+        "operations": operations,
+        "edges": edges,
+        "baseline": {
+            "slots": predictor.baseline.slots,
+            "executors": predictor.baseline.executors,
+            "cores_per_executor": predictor.baseline.cores_per_executor,
+            "network_bandwidth": predictor.baseline.network_bandwidth,
+            "disk_bandwidth": predictor.baseline.disk_bandwidth,
+            "memory_bytes": predictor.baseline.memory_bytes,
+            "data_bytes": predictor.baseline.data_bytes,
+            "device": predictor.baseline.device,
+            "warmup_factor": round(predictor.warmup, 4),
+            "assumptions": predictor.baseline.assumptions,
+        },
+        "predictions": [p.as_dict() for p in predictions],
+        "advice": _advice(bottleneck, predictions, profile),
+        "sources": sources,
+        "warnings": list(trace.warnings),
+    }
+    if trace.streaming is not None:
+        report["streaming"] = trace.streaming.model_dump(exclude_none=True)
+        report["streaming"]["note"] = "Streaming predictions assume the observed input rate."
+    if "input_wait_fraction" in trace.metrics:
+        wait = trace.metrics["input_wait_fraction"]
+        report["input_bound"] = {
+            "input_wait_fraction": wait,
+            "highly_input_bound": wait >= INPUT_BOUND_THRESHOLD,
+        }
+    return report

@@ -1,0 +1,94 @@
+"""Critical path and bottleneck resource (paper §4.2).
+
+The critical path of a level is its longest path with each operation weighted by its measured wall
+time (which already honours the parallelism of its tasks). Operations with a sub-DAG are expanded
+into their own critical path, so the path ends at the finest level the trace has (Spark: stages).
+Resource-time is summed along it; the largest resource is the bottleneck. Time on the path that no
+operation accounts for (driver work, scheduling gaps) is reported apart, not given to a resource.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from crystalperf.core.profile import ExecutionProfile, LevelGraph, OperationProfile
+from crystalperf.core.resources import RESOURCES
+
+
+@dataclass
+class Bottleneck:
+    resource: str
+    seconds: dict[str, float]  # resource-time on the critical path
+    unattributed_s: float  # wall time of the job not covered by the path's operations
+    total_runtime_s: float
+    path: list[OperationProfile]  # finest-level operations on the critical path, in order
+    top_path: list[OperationProfile]  # top-level operations on the critical path
+
+    @property
+    def share(self) -> dict[str, float]:
+        total = sum(self.seconds.values())
+        return {r: (self.seconds[r] / total if total else 0.0) for r in RESOURCES}
+
+    def operation_share(self, prof: OperationProfile) -> float:
+        total = sum(self.seconds.values())
+        return sum(prof.resource_seconds.values()) / total if total else 0.0
+
+    def sentence(self) -> str:
+        share = self.share[self.resource]
+        secs = self.seconds[self.resource]
+        top = max(self.path, key=lambda p: p.resource_seconds[self.resource], default=None)
+        where = f"; most of it in {top.op.name!s} ({top.resource_seconds[self.resource]:.2f} s)" if top else ""
+        return (
+            f"The job is {self.resource}-bound: {secs:.2f} s of the {sum(self.seconds.values()):.2f} s on its "
+            f"critical path ({share:.0%}) went to {self.resource}{where}."
+        )
+
+
+def level_critical_path(level: LevelGraph) -> list[str]:
+    """Longest path by measured wall time; ties go to the operation that ended later."""
+    order = level.topological()
+    best: dict[str, float] = {}
+    back: dict[str, str | None] = {}
+    for node in order:
+        runtime = level.nodes[node].runtime
+        preds = list(level.graph.predecessors(node))
+        if preds:
+            pred = max(preds, key=lambda p: (best[p], level.nodes[p].op.end))
+            best[node] = best[pred] + runtime
+            back[node] = pred
+        else:
+            best[node] = runtime
+            back[node] = None
+    if not best:
+        return []
+    last = max(order, key=lambda n: (best[n], level.nodes[n].op.end))
+    path = [last]
+    while back[path[-1]] is not None:
+        path.append(back[path[-1]])  # type: ignore[arg-type]
+    path.reverse()
+    return path
+
+
+def expand(level: LevelGraph, ids: list[str]) -> list[OperationProfile]:
+    out: list[OperationProfile] = []
+    for node_id in ids:
+        prof = level.nodes[node_id]
+        if prof.children is not None and prof.children.nodes:
+            out.extend(expand(prof.children, level_critical_path(prof.children)))
+        else:
+            out.append(prof)
+    return out
+
+
+def find_bottleneck(profile: ExecutionProfile) -> Bottleneck:
+    top_ids = level_critical_path(profile.top)
+    path = expand(profile.top, top_ids)
+    seconds = {r: 0.0 for r in RESOURCES}
+    for prof in path:
+        for r, s in prof.resource_seconds.items():
+            seconds[r] += s
+    total = profile.trace.application.duration
+    covered = sum(p.runtime for p in path)
+    unattributed = max(0.0, total - covered)
+    resource = max(RESOURCES, key=lambda r: seconds[r])
+    return Bottleneck(resource, seconds, unattributed, total, path, [profile.top.nodes[i] for i in top_ids])

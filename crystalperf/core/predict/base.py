@@ -1,0 +1,220 @@
+"""What-if changes, the job's baseline resources, and the interface of a resource model."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from crystalperf.core import trace as tr
+from crystalperf.core.errors import BadInputError
+from crystalperf.core.profile import ExecutionProfile, OperationProfile
+from crystalperf.core.units import parse_bandwidth, parse_size
+
+# Assumed when the trace does not record them. Sources in docs/whatif.md.
+DEFAULT_NETWORK_BANDWIDTH = 10e9 / 8  # 10 Gbit/s: a common data-centre NIC
+DEFAULT_DISK_BANDWIDTH = 500e6  # 500 MB/s: a SATA SSD's sequential read
+DEFAULT_MEMORY_BANDWIDTH = 10e9  # 10 GB/s: one core streaming from DRAM
+DEFAULT_GPU_SPEEDUP = 8.0  # a mid-range GPU over a few CPU cores on dense kernels
+
+
+def _positive_int(key: str, text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(f"{key} must be at least 1")
+    return value
+
+
+def _positive_float(key: str, text: str) -> float:
+    value = float(text.rstrip("x"))
+    if not value > 0:
+        raise ValueError(f"{key} must be positive")
+    return value
+
+
+def _share(key: str, text: str) -> float:
+    text = text.strip()
+    value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    if not 0 < value <= 64:
+        raise ValueError(f"{key} must be a fraction of a CPU such as 0.5 or 50%")
+    return value
+
+
+def _device(key: str, text: str) -> str:
+    value = text.strip().lower()
+    if value not in ("cpu", "gpu"):
+        raise ValueError(f"{key} must be cpu or gpu")
+    return value
+
+
+PARSERS = {
+    "cores": (_positive_int, "task slots per executor (Spark cores, TF threads); the total for one process"),
+    "executors": (_positive_int, "number of executors / workers (Spark)"),
+    "parallelism": (_positive_int, "operator parallelism (Flink)"),
+    "slots": (_positive_int, "total tasks that run at once"),
+    "cpu_speed": (_positive_float, "CPU speed relative to the traced run (2 = twice as fast)"),
+    "cpu_share": (_share, "CPU share per slot relative to the traced run (0.5 or 50% = half)"),
+    "memory": (lambda k, v: parse_size(v), "memory for the job's data, e.g. 4g"),
+    "network": (lambda k, v: parse_bandwidth(v), "network bandwidth, e.g. 1gbit"),
+    "disk": (lambda k, v: parse_bandwidth(v), "disk bandwidth, e.g. 200MB/s"),
+    "device": (_device, "compute device: cpu or gpu"),
+    "gpu_speedup": (_positive_float, f"GPU over CPU speed for compute ops (default {DEFAULT_GPU_SPEEDUP:g})"),
+}
+KNOWN_KEYS = tuple(PARSERS)
+
+
+@dataclass(frozen=True)
+class Changes:
+    """A what-if scenario: the resources that differ from the traced run."""
+
+    values: Mapping[str, object] = field(default_factory=dict)
+
+    def get(self, key: str, default: object = None) -> object:
+        return self.values.get(key, default)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.values
+
+    def describe(self) -> str:
+        return ", ".join(f"{k}={_show(k, v)}" for k, v in self.values.items()) or "as traced"
+
+    @classmethod
+    def parse(cls, assignments: Sequence[str], source: str | None = None) -> Changes:
+        """``["cores=4", "network=1gbit"]`` -> Changes. Bad keys/values raise BadInputError."""
+        values: dict[str, object] = {}
+        for item in assignments:
+            key, sep, raw = item.partition("=")
+            key = key.strip().lower().replace("-", "_")
+            if not sep or not raw.strip():
+                raise BadInputError(f"--set {item!r}: expected KEY=VALUE", source)
+            if key not in PARSERS:
+                raise BadInputError(
+                    f"--set {item!r}: unknown resource {key!r} (known: {', '.join(KNOWN_KEYS)})", source
+                )
+            parse, _ = PARSERS[key]
+            try:
+                values[key] = parse(key, raw.strip())
+            except ValueError as exc:
+                raise BadInputError(f"--set {item!r}: {exc}", source) from None
+        return cls(values)
+
+
+def _show(key: str, value: object) -> str:
+    from crystalperf.core.units import format_bandwidth, format_byte_rate, format_size
+
+    if key == "memory":
+        return format_size(float(value))  # type: ignore[arg-type]
+    if key == "network":
+        return format_bandwidth(float(value))  # type: ignore[arg-type]
+    if key == "disk":
+        return format_byte_rate(float(value))  # type: ignore[arg-type]
+    return str(value)
+
+
+@dataclass
+class Baseline:
+    """The resources of the traced run, from the trace or stated assumptions."""
+
+    slots: int
+    executors: int
+    cores_per_executor: int
+    network_bandwidth: float
+    disk_bandwidth: float
+    memory_bytes: float | None
+    data_bytes: float | None
+    device: str
+    assumptions: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, trace: tr.Trace) -> Baseline:
+        env = trace.environment
+        assumptions: list[str] = []
+        executors = max(1, len([e for e in env.executors if e.id != "driver"]) or len(env.executors) or 1)
+        slots = env.total_slots
+        if slots is None and env.cores_per_executor:
+            slots = env.cores_per_executor * executors
+        if slots is None:
+            slots = observed_concurrency(trace)
+            assumptions.append(f"task slots taken as the observed concurrency ({slots})")
+        cores = env.cores_per_executor or max(1, slots // executors)
+        net = env.network_bandwidth
+        if net is None:
+            net = DEFAULT_NETWORK_BANDWIDTH
+            assumptions.append("network bandwidth assumed 10 Gbit/s (not in the trace)")
+        disk = env.disk_bandwidth
+        if disk is None:
+            disk = DEFAULT_DISK_BANDWIDTH
+            assumptions.append("disk bandwidth assumed 500 MB/s (not in the trace)")
+        device = "gpu" if any(d.kind == "gpu" for d in env.devices) else "cpu"
+        return cls(slots, executors, cores, net, disk, env.memory_bytes, data_bytes(trace), device, assumptions)
+
+
+def observed_concurrency(trace: tr.Trace) -> int:
+    """Most tasks that ran at the same time anywhere in the job (at least 1)."""
+    events: list[tuple[float, int]] = []
+    for op in trace.iter_operations():
+        for t in op.tasks:
+            events.append((t.start, 1))
+            events.append((t.end, -1))
+    events.sort(key=lambda e: (e[0], e[1]))
+    best = running = 0
+    for _, delta in events:
+        running += delta
+        best = max(best, running)
+    return max(1, best)
+
+
+def data_bytes(trace: tr.Trace) -> float | None:
+    """Bytes the job wants in memory: given by the hook, else what was cached plus what spilled."""
+    m = trace.metrics
+    if m.get("data_bytes", 0) > 0:
+        return m["data_bytes"]
+    cached = m.get("cached_bytes", 0.0)
+    spilled = m.get(tr.METRIC_SPILL_MEMORY_BYTES, 0.0)
+    if not spilled:
+        spilled = sum(t.metrics.get(tr.METRIC_SPILL_MEMORY_BYTES, 0.0)
+                      for op in trace.iter_operations() for t in op.tasks)
+    total = cached + spilled
+    memory = trace.environment.memory_bytes
+    if spilled and memory:
+        # What spilled did not fit next to what did: the data needs the memory plus the spill.
+        total = max(total, memory + spilled)
+    return total or None
+
+
+@dataclass
+class TaskParts:
+    """A task's duration split by resource (sequential-use assumption of paper §4.1)."""
+
+    cpu: float
+    disk: float
+    network: float
+    fixed: float = 0.0  # time no resource change affects
+
+    @property
+    def total(self) -> float:
+        return self.cpu + self.disk + self.network + self.fixed
+
+    def copy(self) -> TaskParts:
+        return TaskParts(self.cpu, self.disk, self.network, self.fixed)
+
+
+@dataclass
+class OpContext:
+    """What a model may read about the operation whose tasks it adjusts."""
+
+    profile: OperationProfile
+    tasks: list[tr.Task]  # empty: the operation itself is the one unit
+
+
+class ResourceModel(Protocol):
+    """Adjusts the per-resource parts of an operation's tasks for a scenario (pluggable)."""
+
+    name: str
+    keys: frozenset[str]
+
+    def prepare(self, profile: ExecutionProfile, baseline: Baseline, changes: Changes) -> list[str]:
+        """Called once per scenario; returns notes (assumptions, reasons it does nothing)."""
+        ...
+
+    def adjust(self, ctx: OpContext, parts: list[TaskParts]) -> list[TaskParts]: ...

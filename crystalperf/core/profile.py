@@ -1,0 +1,200 @@
+"""The DAG execution profile (paper §4.2): every operation with its times, resource vector,
+resource-time and top functions, as a networkx graph per level (hierarchical for Spark:
+job -> stages -> tasks)."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from crystalperf.core import trace as tr
+from crystalperf.core.classify import ResourceClassifier
+from crystalperf.core.resources import RESOURCES, ResourceVector, weighted_mean
+from crystalperf.core.vectors import (
+    DEFAULT_VECTOR,
+    SOURCE_CHILDREN,
+    SOURCE_METRICS,
+    OperationVector,
+    SampleResolution,
+    operation_metrics_vector,
+    resolve_samples,
+    resolver_for,
+    sampled_vectors,
+)
+
+# Two operations are treated as one after the other when the second starts no earlier than this
+# before the first ends (clocks of different hosts, rounding of event times).
+SEQUENCE_TOLERANCE_S = 0.005
+
+
+@dataclass
+class OperationProfile:
+    """One node of the execution profile."""
+
+    op: tr.Operation
+    path: str  # unique across levels: ancestor ids joined with '/'
+    parent_path: str | None
+    vector: OperationVector
+    children: LevelGraph | None = None
+
+    @property
+    def id(self) -> str:
+        return self.op.id
+
+    @property
+    def runtime(self) -> float:
+        return self.op.duration
+
+    @property
+    def resource_seconds(self) -> dict[str, float]:
+        """Wall time split by the vector: what this operation adds to a path it lies on."""
+        return self.vector.vector.scaled(self.runtime)
+
+    @property
+    def work_seconds(self) -> dict[str, float]:
+        """Task time split by the vector: the resources consumed, summed over parallel tasks."""
+        busy = sum(t.duration for t in self.op.tasks) if self.op.tasks else self.runtime
+        return self.vector.vector.scaled(busy)
+
+
+@dataclass
+class LevelGraph:
+    """The operations of one level (siblings) as a DAG. Edges are the explicit parents plus the
+    implicit 'ran after' order of operations that declare no parents but started only when an
+    earlier sibling had finished (e.g. Spark jobs submitted one after another by the driver)."""
+
+    graph: nx.DiGraph
+    nodes: dict[str, OperationProfile]
+    start: float
+    end: float
+
+    def topological(self) -> list[str]:
+        return list(nx.topological_sort(self.graph))
+
+
+@dataclass
+class ExecutionProfile:
+    trace: tr.Trace
+    top: LevelGraph
+    by_path: dict[str, OperationProfile] = field(default_factory=dict)
+    resolution: SampleResolution | None = None
+    classifier_version: str = ""
+
+    def walk(self) -> list[OperationProfile]:
+        """All operation profiles, parents before children."""
+        out: list[OperationProfile] = []
+
+        def visit(level: LevelGraph) -> None:
+            for node_id in level.topological():
+                prof = level.nodes[node_id]
+                out.append(prof)
+                if prof.children:
+                    visit(prof.children)
+
+        visit(self.top)
+        return out
+
+
+def implicit_predecessors(ops: Sequence[tr.Operation]) -> dict[str, str]:
+    """For each operation that declares no parents: the sibling that finished last before it started.
+
+    Siblings that started at the same time or later are concurrent, not predecessors.
+    """
+    by_end = sorted(ops, key=lambda o: o.end)
+    ends = [o.end for o in by_end]
+    result: dict[str, str] = {}
+    for op in ops:
+        if op.parents:
+            continue
+        i = bisect.bisect_right(ends, op.start + SEQUENCE_TOLERANCE_S) - 1
+        while i >= 0:
+            other = by_end[i]
+            if other.id != op.id and other.start < op.start:
+                result[op.id] = other.id
+                break
+            i -= 1
+    return result
+
+
+def level_graph(ops: Sequence[tr.Operation], make_node: object, parent_path: str | None, start: float,
+                end: float) -> LevelGraph:
+    graph = nx.DiGraph()
+    nodes: dict[str, OperationProfile] = {}
+    for op in ops:
+        path = f"{parent_path}/{op.id}" if parent_path else op.id
+        nodes[op.id] = make_node(op, path, parent_path)  # type: ignore[operator]
+        graph.add_node(op.id)
+    for op in ops:
+        for p in op.parents:
+            graph.add_edge(p, op.id, implicit=False)
+    for op_id, pred in implicit_predecessors(ops).items():
+        graph.add_edge(pred, op_id, implicit=True)
+    if not nx.is_directed_acyclic_graph(graph):
+        cycle = nx.find_cycle(graph)
+        raise ValueError(f"operations form a cycle: {' -> '.join(str(e[0]) for e in cycle)}")
+    return LevelGraph(graph, nodes, start, end)
+
+
+def build_profile(
+    trace: tr.Trace,
+    classifier: ResourceClassifier,
+    *,
+    locators: Sequence[object] | None = None,
+    source_roots: Sequence[str] = (),
+) -> ExecutionProfile:
+    """Locate, classify and aggregate: the execution profile of a trace."""
+    resolution: SampleResolution | None = None
+    sampled: dict[str, OperationVector] = {}
+    if trace.samples is not None and trace.samples.count:
+        resolver = resolver_for(trace, locators, source_roots)
+        resolution = resolve_samples(trace.samples, classifier, resolver)
+        sampled = sampled_vectors(trace.samples, resolution)
+
+    by_path: dict[str, OperationProfile] = {}
+
+    def make_node(op: tr.Operation, path: str, parent_path: str | None) -> OperationProfile:
+        children = (
+            level_graph(op.children, make_node, path, op.start, op.end) if op.children else None
+        )
+        vec = sampled.get(op.id)
+        if vec is None:
+            vec = _fallback_vector(op, children)
+        prof = OperationProfile(op, path, parent_path, vec, children)
+        by_path[path] = prof
+        return prof
+
+    app = trace.application
+    top = level_graph(trace.operations, make_node, None, app.start, app.end)
+    version = getattr(classifier, "version", type(classifier).__name__)
+    return ExecutionProfile(trace, top, by_path, resolution, str(version))
+
+
+def _fallback_vector(op: tr.Operation, children: LevelGraph | None) -> OperationVector:
+    if children is not None and children.nodes:
+        pairs = [
+            (c.vector.vector, sum(c.work_seconds.values())) for c in children.nodes.values()
+        ]
+        vec = weighted_mean(pairs)
+        if vec is not None:
+            samples = sum(c.vector.samples for c in children.nodes.values())
+            functions = [f for c in children.nodes.values() for f in c.vector.functions]
+            merged: dict[str, object] = {}
+            for f in functions:
+                key = f.function.key
+                if key in merged:
+                    merged[key].samples += f.samples  # type: ignore[attr-defined]
+                else:
+                    merged[key] = type(f)(f.function, f.vector, f.samples)
+            top = sorted(merged.values(), key=lambda f: -f.samples)  # type: ignore[attr-defined]
+            return OperationVector(vec, SOURCE_CHILDREN, samples, top)  # type: ignore[arg-type]
+    metrics_vec = operation_metrics_vector(op)
+    if metrics_vec is not None:
+        return OperationVector(metrics_vec, SOURCE_METRICS)
+    return DEFAULT_VECTOR
+
+
+def vector_dict(vec: ResourceVector) -> dict[str, float]:
+    return {r: round(vec[i], 6) for i, r in enumerate(RESOURCES)}

@@ -1,0 +1,67 @@
+"""The terminal summary printed by ``crystalperf analyze`` and by hooks at job end."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from crystalperf.core.report.base import Renderer
+from crystalperf.core.units import format_seconds
+
+MAX_ROWS = 12
+
+
+def _vector(v: dict[str, float]) -> str:
+    return " ".join(f"{k} {v[k]:.0%}" for k in ("cpu", "disk", "network"))
+
+
+class TerminalRenderer(Renderer):
+    name = "terminal"
+    extension = ".txt"
+
+    def __init__(self, width: int = 110, color: bool = False) -> None:
+        self.width = width
+        self.color = color
+
+    def print(self, report: dict[str, Any], console: Console) -> None:
+        app = report["application"]
+        b = report["bottleneck"]
+        console.print(f"[bold]crystalperf[/bold] {app['framework']} application {app['name'] or app['id']}: "
+                      f"{format_seconds(report['total_runtime_s'])}")
+        console.print(f"[bold]Bottleneck: {b['resource']}[/bold] — {b['sentence']}")
+        secs = b["seconds"]
+        console.print("Critical path: " + ", ".join(f"{k} {format_seconds(secs[k])}" for k in ("cpu", "disk", "network"))
+                      + (f"; outside operations {format_seconds(b['unattributed_s'])}" if b["unattributed_s"] > 0 else ""))
+        ops = sorted((o for o in report["operations"] if o["on_critical_path"] and not o["children"]),
+                     key=lambda o: -o["runtime_s"])
+        table = Table(title="Operations on the critical path", show_lines=False)
+        for col in ("operation", "kind", "runtime", "cpu / disk / network", "from", "top function"):
+            table.add_column(col, overflow="fold")
+        for o in ops[:MAX_ROWS]:
+            top = o["top_functions"][0]["name"] if o["top_functions"] else ""
+            table.add_row(o["name"], o["kind"], format_seconds(o["runtime_s"]), _vector(o["vector"]),
+                          o["vector_source"], top)
+        if len(ops) > MAX_ROWS:
+            table.add_row(f"... {len(ops) - MAX_ROWS} more", "", "", "", "", "")
+        console.print(table)
+        preds = Table(title="What if", show_lines=False)
+        for col in ("change", "crystalperf", "band", "linear", "replay"):
+            preds.add_column(col)
+        for p in report["predictions"]:
+            c = p["crystalperf"]
+            band = f"{format_seconds(c['low_s'])} – {format_seconds(c['high_s'])}" if "low_s" in c else ""
+            preds.add_row(p["description"], format_seconds(c["runtime_s"]), band,
+                          format_seconds(p["linear"]["runtime_s"]), format_seconds(p["replay"]["runtime_s"]))
+        if report["predictions"]:
+            console.print(preds)
+        for line in report.get("advice", []):
+            console.print(f"• {line}")
+
+    def render(self, report: dict[str, Any]) -> str:
+        buffer = io.StringIO()
+        console = Console(file=buffer, width=self.width, force_terminal=self.color, color_system=None if not self.color else "auto")
+        self.print(report, console)
+        return buffer.getvalue()

@@ -1,0 +1,164 @@
+"""Synthetic Spark-shaped traces with realistic numbers, for benchmarks, fuzzing and examples.
+
+Real traces recorded by the hooks live in ``tests/data/``; this generator exists so the analysis can
+be measured at sizes no test job reaches (10k tasks, a million samples) and so tests can build
+traces with known answers.
+"""
+
+from __future__ import annotations
+
+import random
+
+from crystalperf.core import trace as tr
+
+# Stacks as a Spark task thread shows them, top frame first, with the resource a reader would expect.
+_STACKS: dict[str, list[tuple[str, str, int]]] = {
+    "cpu": [
+        ("java.util.zip.Inflater.inflateBytesBytes", "Inflater.java", 0),
+        ("java.util.zip.Inflater.inflate", "Inflater.java", 378),
+        ("java.util.zip.GZIPInputStream.read", "GZIPInputStream.java", 117),
+        ("org.apache.spark.sql.execution.datasources.text.TextFileFormat.readFile", "TextFileFormat.scala", 120),
+        ("org.apache.spark.executor.Executor$TaskRunner.run", "Executor.scala", 620),
+    ],
+    "cpu2": [
+        ("org.apache.spark.sql.catalyst.expressions.GeneratedClass$SpecificUnsafeProjection.apply", "", 0),
+        ("scala.collection.Iterator$$anon$10.next", "Iterator.scala", 594),
+        ("org.apache.spark.sql.execution.aggregate.HashAggregateExec.doConsume", "HashAggregateExec.scala", 201),
+        ("org.apache.spark.executor.Executor$TaskRunner.run", "Executor.scala", 620),
+    ],
+    "disk": [
+        ("java.io.FileOutputStream.writeBytes", "FileOutputStream.java", 0),
+        ("java.io.FileOutputStream.write", "FileOutputStream.java", 349),
+        ("org.apache.spark.storage.DiskBlockObjectWriter.write", "DiskBlockObjectWriter.scala", 310),
+        ("org.apache.spark.shuffle.sort.UnsafeShuffleWriter.writeSortedFile", "UnsafeShuffleWriter.java", 240),
+        ("org.apache.spark.executor.Executor$TaskRunner.run", "Executor.scala", 620),
+    ],
+    "network": [
+        ("sun.nio.ch.SocketDispatcher.read0", "SocketDispatcher.java", 0),
+        ("sun.nio.ch.SocketChannelImpl.read", "SocketChannelImpl.java", 389),
+        ("org.apache.spark.network.client.TransportClient.fetchChunk", "TransportClient.java", 140),
+        ("org.apache.spark.storage.ShuffleBlockFetcherIterator.next", "ShuffleBlockFetcherIterator.scala", 700),
+        ("org.apache.spark.executor.Executor$TaskRunner.run", "Executor.scala", 620),
+    ],
+}
+
+
+def spark_like_trace(
+    *,
+    jobs: int = 2,
+    stages_per_job: int = 2,
+    tasks_per_stage: int = 8,
+    slots: int = 4,
+    samples_per_second: float = 10.0,
+    seed: int = 0,
+    start: float = 1_700_000_000.0,
+) -> tr.Trace:
+    """A Spark-shaped trace: sequential jobs of chained stages; map stages read gzip (CPU), write
+    shuffle files (disk); reduce stages fetch over the network and aggregate (CPU)."""
+    rng = random.Random(seed)
+    frames: list[tr.Frame] = []
+    frame_index: dict[str, int] = {}
+    stacks: list[list[int]] = []
+    stack_index: dict[str, int] = {}
+    for kind, stack in _STACKS.items():
+        ids = []
+        for name, file, line in stack:
+            if name not in frame_index:
+                frame_index[name] = len(frames)
+                lang = "scala" if file.endswith(".scala") else "java"
+                frames.append(tr.Frame(name=name, file=file or None, line=line or None, language=lang))
+            ids.append(frame_index[name])
+        stack_index[kind] = len(stacks)
+        stacks.append(ids)
+
+    keys: list[tr.SampleKey] = []
+    key_col: list[int] = []
+    bucket_col: list[int] = []
+    stack_col: list[int] = []
+    count_col: list[int] = []
+    bucket_s = 1.0
+
+    operations: list[tr.Operation] = []
+    clock = start + 0.8  # driver start-up before the first job
+    stage_no = 0
+    task_no = 0
+    for j in range(jobs):
+        job_start = clock
+        stages: list[tr.Operation] = []
+        for s in range(stages_per_job):
+            stage_id = f"stage-{stage_no}"
+            stage_no += 1
+            is_map = s % 2 == 0
+            mix = {"cpu": 0.55, "disk": 0.35, "network": 0.0, "cpu2": 0.10} if is_map else \
+                  {"cpu": 0.0, "disk": 0.05, "network": 0.45, "cpu2": 0.50}
+            stage_start = clock + 0.02
+            free = [stage_start] * slots
+            tasks: list[tr.Task] = []
+            for i in range(tasks_per_stage):
+                slot = min(range(slots), key=lambda k: free[k])
+                t_start = free[slot] + 0.003
+                first_wave = i < slots
+                duration = rng.uniform(0.8, 1.2) * (1.0 if is_map else 0.7) * (1.25 if first_wave else 1.0)
+                t_end = t_start + duration
+                free[slot] = t_end
+                task_id = f"{task_no}"
+                task_no += 1
+                run = duration * 0.97
+                metrics = {
+                    tr.METRIC_RUN_TIME: run,
+                    tr.METRIC_CPU_TIME: run * (mix["cpu"] + mix["cpu2"]),
+                    tr.METRIC_NETWORK_WAIT: run * mix["network"],
+                    tr.METRIC_DISK_TIME: run * mix["disk"],
+                    tr.METRIC_INPUT_BYTES: 64e6 if is_map else 0.0,
+                    tr.METRIC_SHUFFLE_WRITE_BYTES: 20e6 if is_map else 0.0,
+                    tr.METRIC_SHUFFLE_READ_BYTES: 0.0 if is_map else 20e6,
+                    tr.METRIC_SHUFFLE_REMOTE_READ_BYTES: 0.0 if is_map else 15e6,
+                    tr.METRIC_SPILL_DISK_BYTES: 8e6 if (is_map and i % 3 == 0) else 0.0,
+                    tr.METRIC_SPILL_MEMORY_BYTES: 24e6 if (is_map and i % 3 == 0) else 0.0,
+                }
+                tasks.append(tr.Task(id=task_id, index=i, executor="driver", host="localhost", slot=slot,
+                                     start=t_start, end=t_end, metrics=metrics))
+                if samples_per_second > 0:
+                    key = len(keys)
+                    keys.append(tr.SampleKey(operation=stage_id, task=task_id))
+                    n = max(1, round(duration * samples_per_second))
+                    per_bucket: dict[tuple[int, int], int] = {}
+                    for k in range(n):
+                        t = t_start + (k + 0.5) * duration / n
+                        kind = rng.choices(list(mix), weights=list(mix.values()))[0]
+                        b = int((t - start) / bucket_s)
+                        per_bucket[(b, stack_index[kind])] = per_bucket.get((b, stack_index[kind]), 0) + 1
+                    for (b, st), c in per_bucket.items():
+                        key_col.append(key)
+                        bucket_col.append(b)
+                        stack_col.append(st)
+                        count_col.append(c)
+            stage_end = max(t.end for t in tasks) + 0.01
+            parents = [stages[-1].id] if stages else []
+            stages.append(tr.Operation(id=stage_id, name=f"{'map' if is_map else 'reduce'} stage {stage_no - 1}",
+                                       kind="stage", parents=parents, start=stage_start, end=stage_end,
+                                       tasks=tasks, parallelism=tasks_per_stage,
+                                       attributes={"call_site": f"query.py:{10 + s}"}))
+            clock = stage_end
+        operations.append(tr.Operation(id=f"job-{j}", name=f"job {j}", kind="job", start=job_start,
+                                       end=clock + 0.01, children=stages))
+        clock += 0.25  # driver work between jobs
+    end = clock + 0.3
+    samples = tr.StackSamples(
+        interval_s=1.0 / samples_per_second if samples_per_second > 0 else 0.1, bucket_s=bucket_s, origin=start,
+        frames=frames, stacks=stacks, keys=keys, key=key_col, bucket=bucket_col, stack=stack_col,
+        count=count_col,
+    ) if samples_per_second > 0 else None
+    return tr.Trace(
+        producer=tr.Producer(version="synthetic", hook="crystalperf.core.synthetic"),
+        application=tr.Application(framework="spark", framework_version="4.3.0", id="app-synthetic-0001",
+                                   name="synthetic TPC-H-like", start=start, end=end, status="succeeded"),
+        environment=tr.Environment(
+            hosts=["localhost"], executors=[tr.Executor(id="driver", host="localhost", cores=slots,
+                                                        memory_bytes=1 << 30)],
+            cores_per_executor=slots, total_slots=slots, cpu_count=slots, memory_bytes=1 << 30,
+        ),
+        operations=operations,
+        samples=samples,
+        metrics={"cached_bytes": 0.0},
+    )

@@ -1,0 +1,211 @@
+"""Per-operation resource vectors (paper §4.1).
+
+For every sampling interval (bucket) of an operation, each sampled stack is scanned from the top
+down to the first function whose source is available; the interval's vector is the mean of those
+functions' vectors (one per sample), and the operation's vector is the time-weighted mean over its
+intervals. Operations without samples fall back to the framework's native metrics (CPU time against
+run time, shuffle fetch wait, spill bytes...), and every vector says where it came from.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from crystalperf.core import trace as tr
+from crystalperf.core.classify import FunctionSource, ResourceClassifier
+from crystalperf.core.resources import CPU_ONLY, ResourceVector, weighted_mean
+from crystalperf.core.sources import FrameResolver, LocateContext, is_native
+
+# Where an operation's vector came from, in the order of preference.
+SOURCE_SAMPLES = "samples"  # classified functions of its sampled stacks (the paper's way)
+SOURCE_METRICS = "metrics"  # the framework's native task metrics
+SOURCE_CHILDREN = "children"  # aggregated from its sub-operations
+SOURCE_DEFAULT = "default"  # nothing known: counted as CPU
+
+
+@dataclass
+class FunctionStat:
+    """A located function and how much of an operation's sampled time it accounts for."""
+
+    function: FunctionSource
+    vector: ResourceVector
+    samples: int
+
+
+@dataclass
+class OperationVector:
+    vector: ResourceVector
+    source: str
+    samples: int = 0
+    functions: list[FunctionStat] = field(default_factory=list)
+    # Spread of the interval vectors: a rough uncertainty of the operation's vector.
+    interval_spread: float = 0.0
+
+
+@dataclass
+class SampleResolution:
+    """Result of locating and classifying every stack of a trace."""
+
+    # stack index -> (function key or None, vector)
+    stack_function: dict[int, FunctionSource | None]
+    function_vectors: dict[str, ResourceVector]
+    located_samples: int
+    total_samples: int
+    by_origin: Counter[str]
+    problems: list[str]
+
+
+def _name_only(frames: Sequence[tr.Frame], stack: Sequence[int]) -> FunctionSource | None:
+    """When no frame of a stack has source, classify by the frame names themselves.
+
+    The paper skips such stacks; we keep them (marked ``frame-name``) because a JVM stack of
+    ``SocketInputStream.read`` still says a lot, and dropping it would bias the vector to whatever
+    happened to be located.
+    """
+    names = [frames[i].name for i in stack if not is_native(frames[i])]
+    if not names:
+        return None
+    top = frames[next(i for i in stack if not is_native(frames[i]))]
+    return FunctionSource(
+        qualified_name=names[0],
+        language=top.language if top.language in ("java", "scala", "python", "cpp") else "unknown",
+        code=names[0],
+        origin="frame-name",
+    )
+
+
+def resolve_samples(
+    samples: tr.StackSamples,
+    classifier: ResourceClassifier,
+    resolver: FrameResolver | None,
+) -> SampleResolution:
+    """Locate the first function with source in every interned stack, then classify them in one batch."""
+    stack_function: dict[int, FunctionSource | None] = {}
+    used_stacks = set(samples.stack)
+    for s in used_stacks:
+        stack = samples.stacks[s]
+        found = resolver.resolve_stack(stack, samples.frames) if resolver else None
+        stack_function[s] = found[1] if found else _name_only(samples.frames, stack)
+    unique = {f.key: f for f in stack_function.values() if f is not None}
+    functions = list(unique.values())
+    vectors = classifier.classify(functions) if functions else []
+    function_vectors = {f.key: v for f, v in zip(functions, vectors, strict=True)}
+
+    per_stack_count: Counter[int] = Counter()
+    for _, _, stack, count in samples.rows():
+        per_stack_count[stack] += count
+    by_origin: Counter[str] = Counter()
+    located = 0
+    total = 0
+    for s, n in per_stack_count.items():
+        total += n
+        f = stack_function.get(s)
+        origin = f.origin if f else "unresolved"
+        by_origin[origin] += n
+        if f is not None and f.origin != "frame-name":
+            located += n
+    problems = list(resolver.context.problems) if resolver else []
+    return SampleResolution(stack_function, function_vectors, located, total, by_origin, problems)
+
+
+def sampled_vectors(samples: tr.StackSamples, resolution: SampleResolution) -> dict[str, OperationVector]:
+    """Operation id -> vector from its samples (paper §4.1), keyed by the sample keys' operation."""
+    # (operation, bucket) -> stack -> count
+    per_interval: dict[tuple[str, int], Counter[int]] = defaultdict(Counter)
+    for key, bucket, stack, count in samples.rows():
+        per_interval[(samples.keys[key].operation, bucket)][stack] += count
+
+    interval_vectors: dict[str, list[tuple[ResourceVector, float]]] = defaultdict(list)
+    function_samples: dict[str, Counter[str]] = defaultdict(Counter)
+    functions_by_key: dict[str, FunctionSource] = {}
+    for (op, _bucket), stacks in per_interval.items():
+        pairs = []
+        for stack, count in stacks.items():
+            f = resolution.stack_function.get(stack)
+            if f is None:
+                continue
+            vec = resolution.function_vectors[f.key]
+            pairs.append((vec, float(count)))
+            function_samples[op][f.key] += count
+            functions_by_key[f.key] = f
+        mean = weighted_mean(pairs)
+        if mean is not None:
+            # An interval's weight is the time it covers, i.e. the samples taken in it.
+            interval_vectors[op].append((mean, sum(w for _, w in pairs)))
+
+    result: dict[str, OperationVector] = {}
+    for op, pairs in interval_vectors.items():
+        vec = weighted_mean(pairs)
+        if vec is None:
+            continue
+        total = sum(w for _, w in pairs)
+        spread = (
+            sum(w * sum((v[i] - vec[i]) ** 2 for i in range(3)) for v, w in pairs) / total
+        ) ** 0.5 if total else 0.0
+        stats = [
+            FunctionStat(functions_by_key[k], resolution.function_vectors[k], n)
+            for k, n in function_samples[op].most_common()
+        ]
+        result[op] = OperationVector(vec, SOURCE_SAMPLES, int(total), stats, spread)
+    return result
+
+
+def _metric(metrics: dict[str, float], name: str) -> float:
+    value = metrics.get(name, 0.0)
+    return value if value > 0 else 0.0
+
+
+def metrics_vector(units: Iterable[tuple[float, dict[str, float]]]) -> ResourceVector | None:
+    """Vector from native metrics of tasks (or of an operation): (wall duration, metrics) pairs.
+
+    CPU time, network wait and disk time are taken as measured; the rest of the run time (blocked,
+    but on what the framework does not say) is split between disk and network in proportion to the
+    bytes the task moved through each, and counted as CPU when it moved none.
+    """
+    cpu = disk = net = 0.0
+    known = False
+    for duration, m in units:
+        run = _metric(m, tr.METRIC_RUN_TIME) or duration
+        if run <= 0:
+            continue
+        has_cpu = tr.METRIC_CPU_TIME in m
+        known = known or has_cpu or tr.METRIC_NETWORK_WAIT in m or tr.METRIC_DISK_TIME in m
+        c = min(_metric(m, tr.METRIC_CPU_TIME), run)
+        n = min(_metric(m, tr.METRIC_NETWORK_WAIT), run - c)
+        d = min(_metric(m, tr.METRIC_DISK_TIME), run - c - n)
+        rest = run - c - n - d if has_cpu else 0.0
+        disk_bytes = sum(
+            _metric(m, k)
+            for k in (tr.METRIC_INPUT_BYTES, tr.METRIC_OUTPUT_BYTES, tr.METRIC_SPILL_DISK_BYTES,
+                      tr.METRIC_SHUFFLE_WRITE_BYTES)
+        )
+        net_bytes = _metric(m, tr.METRIC_SHUFFLE_REMOTE_READ_BYTES) + _metric(m, tr.METRIC_NETWORK_BYTES)
+        if rest > 0 and disk_bytes + net_bytes > 0:
+            d += rest * disk_bytes / (disk_bytes + net_bytes)
+            n += rest * net_bytes / (disk_bytes + net_bytes)
+        else:
+            c += rest
+        if not has_cpu and tr.METRIC_NETWORK_WAIT not in m and tr.METRIC_DISK_TIME not in m:
+            continue
+        cpu, disk, net = cpu + c, disk + d, net + n
+    if not known or cpu + disk + net <= 0:
+        return None
+    return ResourceVector.of(cpu, disk, net)
+
+
+def operation_metrics_vector(op: tr.Operation) -> ResourceVector | None:
+    if op.tasks:
+        return metrics_vector((t.duration, t.metrics) for t in op.tasks)
+    return metrics_vector([(op.duration, op.metrics)])
+
+
+def resolver_for(trace: tr.Trace, locators: Sequence[object] | None, source_roots: Sequence[str] = ()) -> FrameResolver:
+    from crystalperf.core.sources import installed_locators
+
+    context = LocateContext.from_environment(trace.environment, source_roots)
+    return FrameResolver(list(locators) if locators is not None else installed_locators(), context)  # type: ignore[arg-type]
+
+
+DEFAULT_VECTOR = OperationVector(CPU_ONLY, SOURCE_DEFAULT)
