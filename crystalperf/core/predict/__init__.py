@@ -115,6 +115,7 @@ class Predictor:
         self.models = list(models) if models is not None else installed_models()
         self.warmup, self.warmup_factors = estimate_warmup(profile, self.baseline.slots)
         self.runtime = profile.trace.application.duration
+        self._prepared: tuple[Changes, list[str]] | None = None
 
     # -- scenario parameters -------------------------------------------------------------------
     def new_slots(self, changes: Changes) -> int:
@@ -165,9 +166,10 @@ class Predictor:
         if draw.rng is not None and len(durations) >= 3:
             durations = [draw.rng.choice(durations) for _ in durations]
         parts = self._parts(prof, durations, with_vectors, draw)
-        if with_vectors:
-            ctx = OpContext(prof, tasks)
-            for model in self.models:
+        ctx = OpContext(prof, tasks)
+        for model in self.models:
+            # Without vectors all time counts as CPU, so only the compute model has anything to scale.
+            if with_vectors or model.name == "compute":
                 parts = model.adjust(ctx, parts)
         new = [p.total for p in parts]
         if not tasks:
@@ -191,9 +193,10 @@ class Predictor:
             op = prof.op
             preds = list(level.graph.predecessors(node))
             if preds:
-                # Keep the offset to each predecessor's end (negative when they overlapped, as
-                # pipelined streaming operators do), never starting before a predecessor started.
-                start = max(new_end[p] + (op.start - level.nodes[p].op.end) for p in preds)
+                # Keep the offset to the last predecessor to finish (negative when they overlapped,
+                # as pipelined streaming operators do), never starting before a predecessor started.
+                gap = op.start - max(level.nodes[p].op.end for p in preds)
+                start = max(new_end[p] for p in preds) + gap
                 start = max([start, *(new_start[p] for p in preds)])
             else:
                 start = op.start - level.start
@@ -207,7 +210,18 @@ class Predictor:
         tail = max(0.0, level.end - last_end)
         return max(new_end.values(), default=0.0) + tail
 
+    def prepare(self, changes: Changes) -> list[str]:
+        """Let every model read the scenario once; returns their notes."""
+        if self._prepared is not None and self._prepared[0] is changes:
+            return self._prepared[1]
+        notes: list[str] = []
+        for model in self.models:
+            notes.extend(model.prepare(self.profile, self.baseline, changes))
+        self._prepared = (changes, notes)
+        return notes
+
     def simulate(self, changes: Changes, *, with_vectors: bool = True, draw: _Draw | None = None) -> float:
+        self.prepare(changes)
         draw = draw or _Draw()
         slots = self.new_slots(changes)
 
@@ -221,9 +235,7 @@ class Predictor:
         return level_span(self.profile.top)
 
     def predict(self, changes: Changes, *, band: bool = True, seed: int = 0) -> Prediction:
-        notes = list(self.baseline.assumptions)
-        for model in self.models:
-            notes.extend(model.prepare(self.profile, self.baseline, changes))
+        notes = list(self.baseline.assumptions) + self.prepare(changes)
         if self.baseline.slots != self.new_slots(changes):
             notes.append(f"task slots {self.baseline.slots} -> {self.new_slots(changes)}"
                          + (f" (first-wave warm-up factor {self.warmup:.2f})" if self.warmup != 1.0 else ""))

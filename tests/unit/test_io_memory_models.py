@@ -1,0 +1,94 @@
+"""Algorithm 2 (I/O, network) and the reversed roofline for memory, hand-computed."""
+
+import pytest
+
+from crystalperf.core import trace as tr
+from crystalperf.core.classify import FixedClassifier
+from crystalperf.core.predict import Changes, Predictor
+from crystalperf.core.predict.io import scale_io_time
+from crystalperf.core.predict.memory import overflow
+from crystalperf.core.profile import build_profile
+from crystalperf.core.resources import ResourceVector
+
+from .helpers import make_trace, op, task
+
+GiB = 1 << 30
+
+
+def test_algorithm2_by_hand():
+    # t = 2 s at 100 MB/s: D = 200 MB in 200 buffers of 1 MB, 1 ms each -> t_p = 0.2 s, t_c = 1.8 s.
+    # Half the bandwidth doubles t_c: 0.2 + 3.6 = 3.8 s.
+    assert scale_io_time(2.0, 100e6, 50e6, 1e6, 1e-3) == pytest.approx(3.8)
+    # Ten times the bandwidth: 0.2 + 0.18.
+    assert scale_io_time(2.0, 100e6, 1000e6, 1e6, 1e-3) == pytest.approx(0.38)
+    assert scale_io_time(0.0, 100e6, 1e6, 1e6, 1e-3) == 0.0
+    assert scale_io_time(2.0, 100e6, 100e6, 1e6, 1e-3) == 2.0
+
+
+def test_processing_time_never_exceeds_the_io_time():
+    # So many buffers that their overhead would exceed t: all of t is processing, nothing scales.
+    assert scale_io_time(1.0, 1e9, 1e6, 1.0, 1.0) == pytest.approx(1.0)
+
+
+def _network_trace():
+    # One task of 10 s, half of it on the network at a known 1 Gbit/s.
+    t = task("t", 0, 10, run_time_s=10, cpu_time_s=5, network_wait_s=5)
+    return make_trace([op("s", 0, 10, tasks=[t])], total_slots=1, network_bandwidth=125e6)
+
+
+def test_network_change_end_to_end():
+    predictor = Predictor(build_profile(_network_trace(), FixedClassifier({}), locators=[]))
+    # 5 s of network at 125 MB/s: 625 MB in 2934 buffers of 212,992 B, 30 us each -> t_p = 0.088 s.
+    t_p = 625e6 / 212_992 * 30e-6
+    expected = 5 + t_p + (5 - t_p) * 2  # half the bandwidth
+    assert predictor.simulate(Changes({"network": 62.5e6})) == pytest.approx(expected)
+
+
+def test_overflow():
+    assert overflow(6 * GiB, 4 * GiB) == 2 * GiB
+    assert overflow(6 * GiB, 8 * GiB) == 0
+
+
+def _spilling_trace():
+    # 10 s task, half disk; of its disk bytes half are spill -> 2.5 s of spill time.
+    # 4 GiB of memory, 2 GiB spilled beyond it: the data needs 6 GiB.
+    t = task("t", 0, 10, run_time_s=10, cpu_time_s=5, disk_time_s=5, spill_disk_bytes=1e9, input_bytes=1e9,
+             spill_memory_bytes=2 * GiB)
+    trace = make_trace([op("s", 0, 10, tasks=[t])], total_slots=1, memory_bytes=4 * GiB)
+    return trace
+
+
+def test_roofline_falls_linearly_then_stays_flat():
+    predictor = Predictor(build_profile(_spilling_trace(), FixedClassifier({}), locators=[]))
+    assert predictor.baseline.data_bytes == 6 * GiB
+    assert predictor.simulate(Changes({"memory": 4 * GiB})) == pytest.approx(10)
+    # 5 GiB: half of the overflow remains -> half the spill time (1.25 s) saved.
+    assert predictor.simulate(Changes({"memory": 5 * GiB})) == pytest.approx(8.75)
+    # Everything fits from 6 GiB on: all 2.5 s saved, and no more beyond.
+    assert predictor.simulate(Changes({"memory": 6 * GiB})) == pytest.approx(7.5)
+    assert predictor.simulate(Changes({"memory": 64 * GiB})) == pytest.approx(7.5)
+    # Less memory: 3 GiB -> overflow 3 GiB = 1.5x -> +1.25 s.
+    assert predictor.simulate(Changes({"memory": 3 * GiB})) == pytest.approx(11.25)
+
+
+def test_memory_without_a_known_size_predicts_no_change_and_says_so():
+    trace = _spilling_trace()
+    trace.environment.memory_bytes = None
+    predictor = Predictor(build_profile(trace, FixedClassifier({}), locators=[]))
+    prediction = predictor.predict(Changes({"memory": 8 * GiB}), band=False)
+    assert prediction.crystalperf.runtime_s == pytest.approx(10)
+    assert any("does not say how much memory" in n for n in prediction.notes)
+
+
+def test_cpu_vector_from_samples_scales_only_the_cpu_part():
+    # Vector from a fixed classifier: 25 % CPU. Doubling CPU speed saves 1/8 of the time.
+    samples = tr.StackSamples(origin=0, frames=[tr.Frame(name="x.f", language="java")], stacks=[[0]],
+                              keys=[tr.SampleKey(operation="s")], key=[0], bucket=[0], stack=[0], count=[10])
+    trace = make_trace([op("s", 0, 8)], samples=samples)
+    clf = FixedClassifier({"x.": ResourceVector(0.25, 0.75, 0.0)})
+    predictor = Predictor(build_profile(trace, clf, locators=[]))
+    assert predictor.simulate(Changes({"cpu_speed": 2.0})) == pytest.approx(7.0)
+    prediction = predictor.predict(Changes({"cpu_speed": 2.0}))
+    assert prediction.linear.runtime_s == pytest.approx(4.0)  # linear scaling: everything halves
+    assert prediction.replay.runtime_s == pytest.approx(4.0)  # replay without vectors: all CPU
+    assert prediction.crystalperf.low_s <= 7.0 <= prediction.crystalperf.high_s

@@ -1,0 +1,130 @@
+"""Vector aggregation (paper §4.1), critical path on a DAG with parallel branches, bottleneck."""
+
+import pytest
+
+from crystalperf.core import trace as tr
+from crystalperf.core.bottleneck import find_bottleneck, level_critical_path
+from crystalperf.core.classify import FixedClassifier
+from crystalperf.core.predict import Changes, Predictor
+from crystalperf.core.profile import build_profile
+from crystalperf.core.resources import ResourceVector
+from crystalperf.core.sources import FrameResolver, LocateContext
+
+from .helpers import make_trace, op, task
+
+NET = ResourceVector(0.0, 0.0, 1.0)
+CPU = ResourceVector(1.0, 0.0, 0.0)
+DISK = ResourceVector(0.0, 1.0, 0.0)
+
+
+def _samples(rows):
+    frames = [tr.Frame(name="net.send", language="java"), tr.Frame(name="cpu.hash", language="java"),
+              tr.Frame(name="<native>", language="native")]
+    return tr.StackSamples(
+        origin=0, frames=frames, stacks=[[2, 0], [1]], keys=[tr.SampleKey(operation="a"), tr.SampleKey(operation="b")],
+        key=[r[0] for r in rows], bucket=[r[1] for r in rows], stack=[r[2] for r in rows], count=[r[3] for r in rows],
+    )
+
+
+CLASSIFIER = FixedClassifier({"net.": NET, "cpu.": CPU})
+
+
+def test_interval_means_then_time_weighted_mean():
+    # Operation a: bucket 0 has 3 network + 1 CPU samples -> (0.25, 0, 0.75); bucket 1 has 2 CPU samples.
+    # Time-weighted (4 and 2 samples): cpu = (4*0.25 + 2*1)/6 = 0.5, network = 0.5.
+    samples = _samples([(0, 0, 0, 3), (0, 0, 1, 1), (0, 1, 1, 2)])
+    trace = make_trace([op("a", 0, 2), op("b", 0, 2)], samples=samples)
+    profile = build_profile(trace, CLASSIFIER, locators=[])
+    a = profile.top.nodes["a"].vector
+    assert a.source == "samples" and a.samples == 6
+    assert a.vector.cpu == pytest.approx(0.5) and a.vector.network == pytest.approx(0.5)
+    assert [f.function.qualified_name for f in a.functions] == ["net.send", "cpu.hash"]
+    # b has no samples and no metrics: the default (CPU) and it says so.
+    assert profile.top.nodes["b"].vector.source == "default"
+
+
+def test_native_frames_are_skipped_when_scanning_down():
+    class Locator:
+        name = "test"
+
+        def locate(self, frame, context):
+            from crystalperf.core.classify import FunctionSource
+            return FunctionSource(frame.name, "java", "code")
+
+    frames = [tr.Frame(name="libc.so!read", language="native"), tr.Frame(name="a.B.c", language="java")]
+    resolver = FrameResolver([Locator()], LocateContext())
+    index, found = resolver.resolve_stack([0, 1], frames)
+    assert index == 1 and found.qualified_name == "a.B.c"
+
+
+def test_locator_errors_are_reported_per_frame_not_raised():
+    class Broken:
+        name = "broken"
+
+        def locate(self, frame, context):
+            raise OSError("corrupt jar")
+
+    context = LocateContext()
+    resolver = FrameResolver([Broken()], context)
+    assert resolver.resolve_stack([0], [tr.Frame(name="a.B.c", language="java")]) is None
+    assert "corrupt jar" in context.problems[0]
+
+
+def test_metrics_fallback():
+    # 10 s run: 6 s CPU, 1 s fetch wait, the rest (3 s) split by bytes: 2/3 disk, 1/3 network.
+    t = task("t", 0, 10, run_time_s=10, cpu_time_s=6, network_wait_s=1, input_bytes=200, shuffle_remote_read_bytes=100)
+    profile = build_profile(make_trace([op("s", 0, 10, tasks=[t])]), CLASSIFIER, locators=[])
+    vec = profile.top.nodes["s"].vector
+    assert vec.source == "metrics"
+    assert vec.vector.cpu == pytest.approx(0.6)
+    assert vec.vector.disk == pytest.approx(0.2)
+    assert vec.vector.network == pytest.approx(0.2)
+
+
+def _diamond():
+    # A(0-2) -> B(2-10) -> D(10-12); A -> C(2-5) -> D. The long branch is A, B, D.
+    ops = [
+        op("A", 0, 2, tasks=[task("a", 0, 2, run_time_s=2, cpu_time_s=2)]),
+        op("B", 2, 10, ["A"], tasks=[task("b", 2, 10, run_time_s=8, cpu_time_s=2, disk_time_s=6)]),
+        op("C", 2, 5, ["A"], tasks=[task("c", 2, 5, run_time_s=3, cpu_time_s=0, network_wait_s=3)]),
+        op("D", 10, 12, ["B", "C"], tasks=[task("d", 10, 12, run_time_s=2, cpu_time_s=2)]),
+    ]
+    return make_trace(ops, end=13, total_slots=1)
+
+
+def test_critical_path_takes_the_long_branch():
+    profile = build_profile(_diamond(), CLASSIFIER, locators=[])
+    assert level_critical_path(profile.top) == ["A", "B", "D"]
+    b = find_bottleneck(profile)
+    # A: 2 s CPU; B: 2 s CPU + 6 s disk; D: 2 s CPU. C (network) is off the path.
+    assert b.seconds == pytest.approx({"cpu": 6.0, "disk": 6.0, "network": 0.0})
+    assert b.unattributed_s == pytest.approx(1.0)
+    assert b.operation_share(profile.top.nodes["B"]) == pytest.approx(8 / 12)
+
+
+def test_disk_bound_when_disk_dominates():
+    trace = _diamond()
+    trace.operations[1].tasks[0].metrics.update(cpu_time_s=1, disk_time_s=7)
+    b = find_bottleneck(build_profile(trace, CLASSIFIER, locators=[]))
+    assert b.resource == "disk" and "disk-bound" in b.sentence()
+
+
+def test_retraversal_moves_successors_and_keeps_parallel_branches():
+    predictor = Predictor(build_profile(_diamond(), CLASSIFIER, locators=[]))
+    assert predictor.simulate(Changes({})) == pytest.approx(13)
+    # Disk 2x faster than the assumed 500 MB/s: B's 6 s of disk moved 3 GB in 22,888 read-ahead
+    # buffers of 128 KiB (15 us each: 0.343 s that stay); the other 5.657 s halve. C still ends first.
+    t_p = 3e9 / 131_072 * 15e-6
+    new_b = 2 + t_p + (6 - t_p) / 2
+    assert predictor.simulate(Changes({"disk": 1e9})) == pytest.approx(2 + new_b + 2 + 1)
+
+
+def test_hierarchy_and_implicit_job_order():
+    # Two jobs one after the other (no declared parents), each with stages.
+    job0 = op("j0", 0, 4, children=[op("s0", 0, 1), op("s1", 1, 4, ["s0"])])
+    job1 = op("j1", 5, 7, children=[op("s2", 5, 7)])
+    profile = build_profile(make_trace([job0, job1], end=8), CLASSIFIER, locators=[])
+    assert list(profile.top.graph.edges) == [("j0", "j1")]
+    b = find_bottleneck(profile)
+    assert [p.path for p in b.path] == ["j0/s0", "j0/s1", "j1/s2"]
+    assert b.unattributed_s == pytest.approx(2.0)
