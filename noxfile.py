@@ -8,7 +8,7 @@ from pathlib import Path
 
 import nox
 
-nox.options.sessions = ["unit", "models", "spark", "tensorflow", "flink"]
+nox.options.sessions = ["lint", "unit", "models", "spark", "tensorflow", "flink"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
 
@@ -22,6 +22,15 @@ def run_tests(session: nox.Session, where: str) -> None:
     if not any((HERE / where).rglob("test_*.py")):
         session.skip(f"no tests under {where} yet")
     session.run("pytest", where, *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff over the project, mypy over the framework-free core, and the bundled jars' freshness."""
+    session.install("ruff", "mypy", "pydantic>=2.6,<3", "networkx", "rich", "hatchling")
+    session.run("ruff", "check", "crystalperf", "tests", "bench", "noxfile.py", "hatch_build.py")
+    session.run("mypy", "crystalperf/core")
+    session.run("python", "hatch_build.py", "--check")
 
 
 @nox.session(python=PYTHON)

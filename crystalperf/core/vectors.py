@@ -94,8 +94,8 @@ def resolve_samples(
     function_vectors = {f.key: v for f, v in zip(functions, vectors, strict=True)}
 
     per_stack_count: Counter[int] = Counter()
-    for _, _, stack, count in samples.rows():
-        per_stack_count[stack] += count
+    for _, _, stack_id, count in samples.rows():
+        per_stack_count[stack_id] += count
     by_origin: Counter[str] = Counter()
     located = 0
     total = 0
@@ -137,9 +137,10 @@ def sampled_vectors(samples: tr.StackSamples, resolution: SampleResolution) -> d
 
     result: dict[str, OperationVector] = {}
     for op, pairs in interval_vectors.items():
-        vec = weighted_mean(pairs)
-        if vec is None:
+        mean_vec = weighted_mean(pairs)
+        if mean_vec is None:
             continue
+        vec = mean_vec
         total = sum(w for _, w in pairs)
         spread = (
             sum(w * sum((v[i] - vec[i]) ** 2 for i in range(3)) for v, w in pairs) / total

@@ -38,8 +38,8 @@ def _network_trace():
 
 def test_network_change_end_to_end():
     predictor = Predictor(build_profile(_network_trace(), FixedClassifier({}), locators=[]))
-    # 5 s of network at 125 MB/s: 625 MB in 2934 buffers of 212,992 B, 30 us each -> t_p = 0.088 s.
-    t_p = 625e6 / 212_992 * 30e-6
+    # 5 s of network at 125 MB/s: 625 MB in 2934 buffers of 212,992 B (25 us each: t_p = 0.073 s).
+    t_p = 625e6 / 212_992 * 25e-6
     expected = 5 + t_p + (5 - t_p) * 2  # half the bandwidth
     assert predictor.simulate(Changes({"network": 62.5e6})) == pytest.approx(expected)
 

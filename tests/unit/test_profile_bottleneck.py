@@ -6,6 +6,7 @@ from crystalperf.core import trace as tr
 from crystalperf.core.bottleneck import find_bottleneck, level_critical_path
 from crystalperf.core.classify import FixedClassifier
 from crystalperf.core.predict import Changes, Predictor
+from crystalperf.core.predict.io import DISK_BUFFER_BYTES, DISK_BUFFER_OVERHEAD_S
 from crystalperf.core.profile import build_profile
 from crystalperf.core.resources import ResourceVector
 from crystalperf.core.sources import FrameResolver, LocateContext
@@ -113,8 +114,8 @@ def test_retraversal_moves_successors_and_keeps_parallel_branches():
     predictor = Predictor(build_profile(_diamond(), CLASSIFIER, locators=[]))
     assert predictor.simulate(Changes({})) == pytest.approx(13)
     # Disk 2x faster than the assumed 500 MB/s: B's 6 s of disk moved 3 GB in 22,888 read-ahead
-    # buffers of 128 KiB (15 us each: 0.343 s that stay); the other 5.657 s halve. C still ends first.
-    t_p = 3e9 / 131_072 * 15e-6
+    # buffers of 128 KiB whose per-buffer time stays; the rest halves. C still ends first.
+    t_p = 3e9 / DISK_BUFFER_BYTES * DISK_BUFFER_OVERHEAD_S
     new_b = 2 + t_p + (6 - t_p) / 2
     assert predictor.simulate(Changes({"disk": 1e9})) == pytest.approx(2 + new_b + 2 + 1)
 

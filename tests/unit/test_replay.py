@@ -2,9 +2,9 @@
 
 import pytest
 
+from crystalperf.core.classify import KeywordClassifier
 from crystalperf.core.predict import Changes, Predictor
 from crystalperf.core.predict.compute import estimate_warmup, replay
-from crystalperf.core.classify import KeywordClassifier
 from crystalperf.core.profile import build_profile
 
 from .helpers import make_trace, op, task

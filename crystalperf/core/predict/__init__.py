@@ -121,11 +121,11 @@ class Predictor:
     def new_slots(self, changes: Changes) -> int:
         b = self.baseline
         if "slots" in changes:
-            return int(changes.get("slots"))  # type: ignore[arg-type]
+            return int(changes.number("slots", b.slots))
         if "parallelism" in changes:
-            return int(changes.get("parallelism"))  # type: ignore[arg-type]
-        cores = int(changes.get("cores", b.cores_per_executor))  # type: ignore[arg-type]
-        executors = int(changes.get("executors", b.executors))  # type: ignore[arg-type]
+            return int(changes.number("parallelism", b.slots))
+        cores = int(changes.number("cores", b.cores_per_executor))
+        executors = int(changes.number("executors", b.executors))
         if "cores" in changes or "executors" in changes:
             return max(1, cores * executors)
         return b.slots
@@ -134,18 +134,18 @@ class Predictor:
         b = self.baseline
         factor = b.slots / self.new_slots(changes)
         if "cpu_speed" in changes:
-            factor /= float(changes.get("cpu_speed"))  # type: ignore[arg-type]
+            factor /= changes.number("cpu_speed", 1.0)
         if "cpu_share" in changes:
-            factor /= float(changes.get("cpu_share"))  # type: ignore[arg-type]
+            factor /= changes.number("cpu_share", 1.0)
         if "device" in changes and changes.get("device") != b.device:
-            speedup = float(changes.get("gpu_speedup", DEFAULT_GPU_SPEEDUP))  # type: ignore[arg-type]
+            speedup = changes.number("gpu_speedup", DEFAULT_GPU_SPEEDUP)
             factor *= 1 / speedup if changes.get("device") == "gpu" else speedup
         if "network" in changes:
-            factor *= b.network_bandwidth / float(changes.get("network"))  # type: ignore[arg-type]
+            factor *= b.network_bandwidth / changes.number("network", b.network_bandwidth)
         if "disk" in changes:
-            factor *= b.disk_bandwidth / float(changes.get("disk"))  # type: ignore[arg-type]
+            factor *= b.disk_bandwidth / changes.number("disk", b.disk_bandwidth)
         if "memory" in changes and b.memory_bytes:
-            factor *= float(b.memory_bytes) / float(changes.get("memory"))  # type: ignore[arg-type]
+            factor *= b.memory_bytes / changes.number("memory", b.memory_bytes)
         return factor
 
     # -- the simulation ----------------------------------------------------------------------------
@@ -281,7 +281,7 @@ def default_scenarios(profile: ExecutionProfile, baseline: Baseline) -> list[Cha
     """The what-ifs a report shows by default, chosen by framework and by what the trace knows."""
     trace = profile.trace
     framework = trace.application.framework
-    scenarios: list[dict[str, object]] = []
+    scenarios: list[dict[str, float | str]] = []
     if framework == "flink":
         scenarios += [{"parallelism": baseline.slots * 2}]
         if baseline.slots > 1:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -47,7 +47,7 @@ def _device(key: str, text: str) -> str:
     return value
 
 
-PARSERS = {
+PARSERS: dict[str, tuple[Callable[[str, str], float | str], str]] = {
     "cores": (_positive_int, "task slots per executor (Spark cores, TF threads); the total for one process"),
     "executors": (_positive_int, "number of executors / workers (Spark)"),
     "parallelism": (_positive_int, "operator parallelism (Flink)"),
@@ -67,10 +67,15 @@ KNOWN_KEYS = tuple(PARSERS)
 class Changes:
     """A what-if scenario: the resources that differ from the traced run."""
 
-    values: Mapping[str, object] = field(default_factory=dict)
+    values: Mapping[str, float | str] = field(default_factory=dict)
 
-    def get(self, key: str, default: object = None) -> object:
+    def get(self, key: str, default: float | str | None = None) -> float | str | None:
         return self.values.get(key, default)
+
+    def number(self, key: str, default: float) -> float:
+        """A numeric change, or ``default`` when the scenario does not change it."""
+        value = self.values.get(key, default)
+        return float(value)
 
     def __contains__(self, key: str) -> bool:
         return key in self.values
@@ -81,7 +86,7 @@ class Changes:
     @classmethod
     def parse(cls, assignments: Sequence[str], source: str | None = None) -> Changes:
         """``["cores=4", "network=1gbit"]`` -> Changes. Bad keys/values raise BadInputError."""
-        values: dict[str, object] = {}
+        values: dict[str, float | str] = {}
         for item in assignments:
             key, sep, raw = item.partition("=")
             key = key.strip().lower().replace("-", "_")
@@ -99,15 +104,15 @@ class Changes:
         return cls(values)
 
 
-def _show(key: str, value: object) -> str:
+def _show(key: str, value: float | str) -> str:
     from crystalperf.core.units import format_bandwidth, format_byte_rate, format_size
 
     if key == "memory":
-        return format_size(float(value))  # type: ignore[arg-type]
+        return format_size(float(value))
     if key == "network":
-        return format_bandwidth(float(value))  # type: ignore[arg-type]
+        return format_bandwidth(float(value))
     if key == "disk":
-        return format_byte_rate(float(value))  # type: ignore[arg-type]
+        return format_byte_rate(float(value))
     return str(value)
 
 

@@ -87,15 +87,10 @@ class ComputeModel:
         notes: list[str] = []
         self.factor = 1.0
         self.gpu_factor = 1.0
-        speed = changes.get("cpu_speed")
-        if speed is not None:
-            self.factor /= float(speed)  # type: ignore[arg-type]
-        share = changes.get("cpu_share")
-        if share is not None:
-            self.factor /= float(share)  # type: ignore[arg-type]
+        self.factor /= changes.number("cpu_speed", 1.0) * changes.number("cpu_share", 1.0)
         device = changes.get("device")
         if device is not None and device != baseline.device:
-            speedup = float(changes.get("gpu_speedup", DEFAULT_GPU_SPEEDUP))  # type: ignore[arg-type]
+            speedup = changes.number("gpu_speedup", DEFAULT_GPU_SPEEDUP)
             self.gpu_factor = 1 / speedup if device == "gpu" else speedup
             if "gpu_speedup" not in changes:
                 notes.append(f"GPU assumed {speedup:g}x faster than the CPU on compute operations "

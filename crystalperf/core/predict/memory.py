@@ -42,12 +42,12 @@ class MemoryModel:
         self.ratio, self.extra_s, self.weight_total = 1.0, 0.0, 0.0
         if "memory" not in changes:
             return []
-        new_memory = float(changes.get("memory"))  # type: ignore[arg-type]
         if baseline.memory_bytes is None:
             return ["memory: the trace does not say how much memory the job had; no change predicted"]
         if baseline.data_bytes is None:
             return ["memory: the trace records no data size (cached/spilled bytes); no change predicted"]
         data, memory = baseline.data_bytes, float(baseline.memory_bytes)
+        new_memory = changes.number("memory", memory)
         before, after = overflow(data, memory), overflow(data, new_memory)
         self.disk_bandwidth = baseline.disk_bandwidth
         note = (f"memory {format_size(memory)} -> {format_size(new_memory)} for {format_size(data)} of data "
