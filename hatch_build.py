@@ -160,5 +160,5 @@ except ImportError:  # running as a script without hatchling
 if __name__ == "__main__":
     check_only = "--check" in sys.argv[1:]
     results = [ensure(spec, check_only=check_only) for spec in JARS]
-    print("\n".join(results))
+    print("\n".join(results))  # noqa: T201 - a build script talks to its user
     sys.exit(1 if any("STALE" in r or "missing" in r for r in results) else 0)

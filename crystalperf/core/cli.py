@@ -76,6 +76,35 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_import(args: argparse.Namespace) -> int:
+    from crystalperf.core.trace import save_trace
+
+    readers = _entry_points("crystalperf.trace_readers")
+    if args.format not in readers:
+        known = ", ".join(sorted(readers)) or "none installed"
+        raise BadInputError(f"unknown trace format {args.format!r} (known: {known})")
+    try:
+        read = readers[args.format].load()
+    except ImportError as exc:
+        raise BadInputError(f"the {args.format} reader cannot be loaded: {exc}") from None
+    source = Path(args.path)
+    if not source.exists():
+        raise BadInputError("no such file or directory", source)
+    trace = read(source)
+    out = Path(args.out) if args.out else source.parent / "crystalperf-trace.json.gz"
+    if out.is_dir():
+        out = out / "crystalperf-trace.json.gz"
+    save_trace(trace, out)
+    sys.stdout.write(f"wrote {out}\n")
+    if args.analyze:
+        from crystalperf.core.analysis import analyze_path
+        from crystalperf.core.report.terminal import TerminalRenderer
+
+        result = analyze_path(out, out.parent)
+        TerminalRenderer(width=_width()).print(result.report, _console())
+    return EXIT_OK
+
+
 def _classifier(name: str | None):  # type: ignore[no-untyped-def]
     from crystalperf.core.classify import load_classifier
 
@@ -121,7 +150,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--classifier")
     p.set_defaults(func=_cmd_predict)
 
-    for ep in sorted(_command_entry_points(), key=lambda e: e.name):
+    p = sub.add_parser("import", help="turn a framework's own logs into a crystalperf trace")
+    p.add_argument("format", help="trace reader, e.g. spark-eventlog (entry points crystalperf.trace_readers)")
+    p.add_argument("path", help="the log file or directory")
+    p.add_argument("--out", help="trace file or directory (default: next to the input)")
+    p.add_argument("--analyze", action="store_true", help="also write the report and print a summary")
+    p.set_defaults(func=_cmd_import)
+
+    for ep in sorted(_entry_points("crystalperf.commands").values(), key=lambda e: e.name):
         try:
             ep.load()(sub)
         except Exception as exc:  # one broken plug-in must not take the whole CLI down
@@ -129,11 +165,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _command_entry_points() -> list[metadata.EntryPoint]:
+def _entry_points(group: str) -> dict[str, metadata.EntryPoint]:
     try:
-        return list(metadata.entry_points(group="crystalperf.commands"))
-    except Exception:
-        return []
+        return {ep.name: ep for ep in metadata.entry_points(group=group)}
+    except Exception:  # a broken distribution's metadata must not take the CLI down
+        return {}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
