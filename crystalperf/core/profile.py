@@ -5,7 +5,7 @@ job -> stages -> tasks)."""
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -14,11 +14,12 @@ from crystalperf.core import trace as tr
 from crystalperf.core.classify import ResourceClassifier
 from crystalperf.core.resources import RESOURCES, ResourceVector, weighted_mean
 from crystalperf.core.vectors import (
-    DEFAULT_VECTOR,
     SOURCE_CHILDREN,
     SOURCE_METRICS,
+    FunctionStat,
     OperationVector,
     SampleResolution,
+    default_vector,
     operation_metrics_vector,
     resolve_samples,
     resolver_for,
@@ -119,13 +120,18 @@ def implicit_predecessors(ops: Sequence[tr.Operation]) -> dict[str, str]:
     return result
 
 
-def level_graph(ops: Sequence[tr.Operation], make_node: object, parent_path: str | None, start: float,
-                end: float) -> LevelGraph:
+def level_graph(
+    ops: Sequence[tr.Operation],
+    make_node: Callable[[tr.Operation, str, str | None], OperationProfile],
+    parent_path: str | None,
+    start: float,
+    end: float,
+) -> LevelGraph:
     graph = nx.DiGraph()
     nodes: dict[str, OperationProfile] = {}
     for op in ops:
         path = f"{parent_path}/{op.id}" if parent_path else op.id
-        nodes[op.id] = make_node(op, path, parent_path)  # type: ignore[operator]
+        nodes[op.id] = make_node(op, path, parent_path)
         graph.add_node(op.id)
     for op in ops:
         for p in op.parents:
@@ -173,27 +179,25 @@ def build_profile(
 
 
 def _fallback_vector(op: tr.Operation, children: LevelGraph | None) -> OperationVector:
+    """A vector for an operation without samples of its own: from its children, else from its
+    native metrics, else the default."""
     if children is not None and children.nodes:
-        pairs = [
-            (c.vector.vector, sum(c.work_seconds.values())) for c in children.nodes.values()
-        ]
-        vec = weighted_mean(pairs)
+        kids = list(children.nodes.values())
+        vec = weighted_mean((c.vector.vector, sum(c.work_seconds.values())) for c in kids)
         if vec is not None:
-            samples = sum(c.vector.samples for c in children.nodes.values())
-            functions = [f for c in children.nodes.values() for f in c.vector.functions]
-            merged: dict[str, object] = {}
-            for f in functions:
-                key = f.function.key
+            merged: dict[str, FunctionStat] = {}
+            for stat in (f for c in kids for f in c.vector.functions):
+                key = stat.function.key
                 if key in merged:
-                    merged[key].samples += f.samples  # type: ignore[attr-defined]
+                    merged[key].samples += stat.samples
                 else:
-                    merged[key] = type(f)(f.function, f.vector, f.samples)
-            top = sorted(merged.values(), key=lambda f: -f.samples)  # type: ignore[attr-defined]
-            return OperationVector(vec, SOURCE_CHILDREN, samples, top)  # type: ignore[arg-type]
+                    merged[key] = FunctionStat(stat.function, stat.vector, stat.samples)
+            functions = sorted(merged.values(), key=lambda f: -f.samples)
+            return OperationVector(vec, SOURCE_CHILDREN, sum(c.vector.samples for c in kids), functions)
     metrics_vec = operation_metrics_vector(op)
     if metrics_vec is not None:
         return OperationVector(metrics_vec, SOURCE_METRICS)
-    return DEFAULT_VECTOR
+    return default_vector()
 
 
 def vector_dict(vec: ResourceVector) -> dict[str, float]:

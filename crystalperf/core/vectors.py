@@ -209,4 +209,6 @@ def resolver_for(trace: tr.Trace, locators: Sequence[object] | None, source_root
     return FrameResolver(list(locators) if locators is not None else installed_locators(), context)  # type: ignore[arg-type]
 
 
-DEFAULT_VECTOR = OperationVector(CPU_ONLY, SOURCE_DEFAULT)
+def default_vector() -> OperationVector:
+    """Nothing known about an operation: counted as CPU, and the report says so."""
+    return OperationVector(CPU_ONLY, SOURCE_DEFAULT)
