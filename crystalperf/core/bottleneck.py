@@ -34,6 +34,8 @@ class Bottleneck:
         return sum(prof.resource_seconds.values()) / total if total else 0.0
 
     def sentence(self) -> str:
+        if sum(self.seconds.values()) <= 0:
+            return "No operation time was recorded, so there is no bottleneck to name."
         share = self.share[self.resource]
         secs = self.seconds[self.resource]
         top = max(self.path, key=lambda p: p.resource_seconds[self.resource], default=None)
@@ -50,7 +52,7 @@ def level_critical_path(level: LevelGraph) -> list[str]:
     best: dict[str, float] = {}
     back: dict[str, str | None] = {}
     for node in order:
-        runtime = level.nodes[node].runtime
+        runtime = level.nodes[node].path_time
         preds = list(level.graph.predecessors(node))
         if preds:
             pred = max(preds, key=lambda p: (best[p], level.nodes[p].op.end))
@@ -88,7 +90,7 @@ def find_bottleneck(profile: ExecutionProfile) -> Bottleneck:
         for r, s in prof.resource_seconds.items():
             seconds[r] += s
     total = profile.trace.application.duration
-    covered = sum(p.runtime for p in path)
+    covered = sum(p.path_time for p in path)
     unattributed = max(0.0, total - covered)
     resource = max(RESOURCES, key=lambda r: seconds[r])
     return Bottleneck(resource, seconds, unattributed, total, path, [profile.top.nodes[i] for i in top_ids])

@@ -40,6 +40,7 @@ class OperationProfile:
     parent_path: str | None
     vector: OperationVector
     children: LevelGraph | None = None
+    pipelined: bool = False  # runs at the same time as the operations it depends on (streaming)
 
     @property
     def id(self) -> str:
@@ -50,9 +51,22 @@ class OperationProfile:
         return self.op.duration
 
     @property
+    def busy_time(self) -> float:
+        """Time the operation's busiest task worked (run time, else its span); the span without tasks."""
+        if not self.op.tasks:
+            return self.op.metrics.get(tr.METRIC_RUN_TIME, self.runtime)
+        return max(t.metrics.get(tr.METRIC_RUN_TIME, t.duration) for t in self.op.tasks)
+
+    @property
+    def path_time(self) -> float:
+        """What this operation adds to a path through it: its span, or, when it is pipelined with its
+        neighbours (all running at once), the busy time of its busiest task."""
+        return self.busy_time if self.pipelined else self.runtime
+
+    @property
     def resource_seconds(self) -> dict[str, float]:
-        """Wall time split by the vector: what this operation adds to a path it lies on."""
-        return self.vector.vector.scaled(self.runtime)
+        """Path time split by the vector: what this operation adds to a path it lies on."""
+        return self.vector.vector.scaled(self.path_time)
 
     @property
     def work_seconds(self) -> dict[str, float]:
@@ -71,6 +85,7 @@ class LevelGraph:
     nodes: dict[str, OperationProfile]
     start: float
     end: float
+    pipelined: bool = False
 
     def topological(self) -> list[str]:
         return list(nx.topological_sort(self.graph))
@@ -141,7 +156,17 @@ def level_graph(
     if not nx.is_directed_acyclic_graph(graph):
         cycle = nx.find_cycle(graph)
         raise ValueError(f"operations form a cycle: {' -> '.join(str(e[0]) for e in cycle)}")
-    return LevelGraph(graph, nodes, start, end)
+    by_id = {op.id: op for op in ops}
+    # A level whose operations overlap their declared predecessors is a pipeline (streaming): its
+    # operations' spans say nothing about where the time went, their busy times do.
+    pipelined = any(
+        by_id[v].start < by_id[u].end - SEQUENCE_TOLERANCE_S and by_id[u].duration > 0
+        for u, v, implicit in graph.edges(data="implicit") if not implicit
+    )
+    if pipelined:
+        for node in nodes.values():
+            node.pipelined = True
+    return LevelGraph(graph, nodes, start, end, pipelined)
 
 
 def build_profile(

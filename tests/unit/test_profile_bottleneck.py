@@ -129,3 +129,22 @@ def test_hierarchy_and_implicit_job_order():
     b = find_bottleneck(profile)
     assert [p.path for p in b.path] == ["j0/s0", "j0/s1", "j1/s2"]
     assert b.unattributed_s == pytest.approx(2.0)
+
+
+def test_pipelined_operators_count_their_busy_time_not_their_span():
+    # A streaming pipeline: all three operators run for the whole 10 s; the map is busy 8 s of it.
+    def operator(id, parents, start, busy, cpu):
+        t = task(f"{id}-0", start, 10, run_time_s=busy, cpu_time_s=cpu)
+        return op(id, start, 10, parents, tasks=[t], parallelism=1)
+
+    ops = [operator("src", [], 0.0, 2, 2), operator("map", ["src"], 0.1, 8, 8), operator("sink", ["map"], 0.2, 1, 1)]
+    profile = build_profile(make_trace(ops, end=10), CLASSIFIER, locators=[])
+    assert profile.top.pipelined
+    b = find_bottleneck(profile)
+    assert b.seconds["cpu"] == pytest.approx(11.0)
+    assert "most of it in map (8.00 s)" in b.sentence()
+
+
+def test_empty_job_has_no_bottleneck_to_name():
+    b = find_bottleneck(build_profile(make_trace([op("x", 0, 0)], end=0), CLASSIFIER, locators=[]))
+    assert b.sentence().startswith("No operation time was recorded")
