@@ -92,3 +92,21 @@ def test_cpu_vector_from_samples_scales_only_the_cpu_part():
     assert prediction.linear.runtime_s == pytest.approx(4.0)  # linear scaling: everything halves
     assert prediction.replay.runtime_s == pytest.approx(4.0)  # replay without vectors: all CPU
     assert prediction.crystalperf.low_s <= 7.0 <= prediction.crystalperf.high_s
+
+
+def test_streaming_predicts_the_batch_latency_from_busy_time_on_the_path():
+    # Latency 0.5 s through src (busy 2 s) -> map (busy 8 s, 2 subtasks of 4 s) -> sink (busy 1 s).
+    def operator(id, parents, start, busy, subtasks=1):
+        tasks = [task(f"{id}-{i}", start, 10, run_time_s=busy, cpu_time_s=busy) for i in range(subtasks)]
+        return op(id, start, 10, parents, tasks=tasks, parallelism=subtasks)
+
+    ops = [operator("src", [], 0.0, 2), operator("map", ["src"], 0.1, 4, subtasks=2), operator("sink", ["map"], 0.2, 1)]
+    trace = make_trace(ops, end=10)
+    trace.application.framework = "flink"
+    trace.streaming = tr.Streaming(latency_s=0.5)
+    predictor = Predictor(build_profile(trace, FixedClassifier({}), locators=[]))
+    assert predictor.runtime == 0.5 and predictor.baseline.slots == 2
+    # Path busy time 2 + 4 + 1 = 7 s. CPU share halved: all CPU, so 14 s -> latency doubles.
+    assert predictor.simulate(Changes({"cpu_share": 0.5})) == pytest.approx(1.0)
+    # Parallelism 4: src 2/4, map 8/4, sink 1/4 = 3.25 s of 7 s.
+    assert predictor.simulate(Changes({"parallelism": 4})) == pytest.approx(0.5 * 3.25 / 7)

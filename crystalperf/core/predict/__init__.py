@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 
+from crystalperf.core.bottleneck import expand, level_critical_path
 from crystalperf.core.predict.base import (
     DEFAULT_GPU_SPEEDUP,
     KNOWN_KEYS,
@@ -29,6 +30,7 @@ from crystalperf.core.predict.io import IOModel
 from crystalperf.core.predict.memory import MemoryModel
 from crystalperf.core.profile import ExecutionProfile, LevelGraph, OperationProfile
 from crystalperf.core.resources import ResourceVector
+from crystalperf.core.trace import METRIC_RUN_TIME
 
 __all__ = ["Baseline", "Changes", "KNOWN_KEYS", "Prediction", "Predictor", "default_scenarios", "replay"]
 
@@ -114,7 +116,13 @@ class Predictor:
         self.baseline = Baseline.of(profile.trace)
         self.models = list(models) if models is not None else installed_models()
         self.warmup, self.warmup_factors = estimate_warmup(profile, self.baseline.slots)
-        self.runtime = profile.trace.application.duration
+        self.streaming = profile.top.pipelined
+        streaming = profile.trace.streaming
+        # Streaming jobs run until stopped: what we predict is the latency of a record batch
+        # through the operators (paper §7.1), at the observed input rate.
+        latency = streaming.latency_s if streaming is not None else None
+        self.runtime = latency if self.streaming and latency else profile.trace.application.duration
+        self._path = expand(profile.top, level_critical_path(profile.top)) if self.streaming else []
         self._prepared: tuple[Changes, list[str]] | None = None
 
     # -- scenario parameters -------------------------------------------------------------------
@@ -220,10 +228,32 @@ class Predictor:
         self._prepared = (changes, notes)
         return notes
 
+    def _busy_after(self, prof: OperationProfile, changes: Changes, slots: int, with_vectors: bool,
+                    draw: _Draw) -> float:
+        """Busy time of a pipelined operation's busiest task under the changes; work is spread over
+        the new number of subtasks when the parallelism changes."""
+        tasks = prof.op.tasks
+        busy = [t.metrics.get(METRIC_RUN_TIME, t.duration) for t in tasks] if tasks else [prof.busy_time]
+        if draw.rng is not None and len(busy) >= 3:
+            busy = [draw.rng.choice(busy) for _ in busy]
+        parts = self._parts(prof, busy, with_vectors, draw)
+        ctx = OpContext(prof, list(tasks))
+        for model in self.models:
+            if with_vectors or model.name == "compute":
+                parts = model.adjust(ctx, parts)
+        new = [p.total for p in parts]
+        if tasks and "parallelism" in changes:
+            return sum(new) / int(changes.number("parallelism", len(tasks)))
+        return max(new)
+
     def simulate(self, changes: Changes, *, with_vectors: bool = True, draw: _Draw | None = None) -> float:
         self.prepare(changes)
         draw = draw or _Draw()
         slots = self.new_slots(changes)
+        if self.streaming:
+            before = sum(p.path_time for p in self._path)
+            after = sum(self._busy_after(p, changes, slots, with_vectors, draw) for p in self._path)
+            return self.runtime * after / before if before > 0 else self.runtime
 
         def leaf(prof: OperationProfile) -> float:
             return self._leaf_duration(prof, changes, slots, with_vectors, draw)

@@ -138,6 +138,10 @@ class Baseline:
         slots = env.total_slots
         if slots is None and env.cores_per_executor:
             slots = env.cores_per_executor * executors
+        if slots is None and trace.application.framework == "flink":
+            # Streaming subtasks run side by side for the whole job: the parallelism is the measure.
+            widths = [op.parallelism or len(op.tasks) for op in trace.iter_operations()]
+            slots = max([w for w in widths if w] or [1])
         if slots is None:
             slots = observed_concurrency(trace)
             assumptions.append(f"task slots taken as the observed concurrency ({slots})")
