@@ -108,5 +108,5 @@ def test_streaming_predicts_the_batch_latency_from_busy_time_on_the_path():
     assert predictor.runtime == 0.5 and predictor.baseline.slots == 2
     # Path busy time 2 + 4 + 1 = 7 s. CPU share halved: all CPU, so 14 s -> latency doubles.
     assert predictor.simulate(Changes({"cpu_share": 0.5})) == pytest.approx(1.0)
-    # Parallelism 4: src 2/4, map 8/4, sink 1/4 = 3.25 s of 7 s.
-    assert predictor.simulate(Changes({"parallelism": 4})) == pytest.approx(0.5 * 3.25 / 7)
+    # Parallelism 4: the work spreads over 4 subtasks: src 2/4, map 8/4, sink 1/4 = 2.75 s of 7 s.
+    assert predictor.simulate(Changes({"parallelism": 4})) == pytest.approx(0.5 * 2.75 / 7)
