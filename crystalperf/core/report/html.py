@@ -1,40 +1,411 @@
-"""The human report: one self-contained ``crystalperf-report.html`` (no network fetches)."""
+"""The human report: one self-contained ``crystalperf-report.html``.
+
+No network fetches: the CSS is inline and every chart is SVG drawn here, in Python; the page needs no
+script at all (links between the DAG, the bars and the operation table are plain anchors). Every
+string that comes from the trace is escaped (:func:`crystalperf.core.report.svg.esc`).
+"""
 
 from __future__ import annotations
 
-from html import escape
+import math
 from typing import Any
 
 from crystalperf.core.report.base import Renderer
-from crystalperf.core.units import format_seconds
+from crystalperf.core.report.svg import (
+    COLOURS,
+    LABELS,
+    RESOURCES,
+    Hierarchy,
+    band_plot,
+    esc,
+    mini_bar,
+    render_bars,
+    render_dag,
+    render_split,
+    seconds,
+    total,
+)
+from crystalperf.core.units import format_bandwidth, format_byte_rate, format_size
+
+MAX_DAG_NODES = 200
+MAX_BARS = 50
+MAX_TABLE_ROWS = 200
+
+VECTOR_SOURCES = {
+    "samples": "stack samples classified by the resource classifier (the paper's method)",
+    "metrics": "the framework's own task metrics (CPU time, fetch wait, disk time) — no samples",
+    "children": "the time-weighted mean of its child operations",
+    "default": "nothing known: an even split, treat it as unknown",
+}
+
+CSS = """
+:root{--ink:#1f2328;--muted:#5b6470;--line:#d8dde3;--soft:#f5f7fa;--cpu:#0072B2;--disk:#E69F00;--net:#009E73}
+*{box-sizing:border-box}
+body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:var(--ink);
+  background:#fff}
+header.top{background:#14213d;color:#fff;padding:18px 32px}
+header.top h1{margin:0;font-size:22px;font-weight:600}
+header.top .meta{color:#c9d2e3;margin-top:4px;font-size:13px}
+main{max-width:1400px;margin:0 auto;padding:8px 32px 40px}
+section{margin-top:28px}
+h2{font-size:18px;margin:0 0 10px;padding-bottom:4px;border-bottom:2px solid var(--line)}
+p.note,.note{color:var(--muted);font-size:13px}
+.verdict{font-size:18px;font-weight:600;margin:0 0 12px;padding:12px 16px;background:var(--soft);
+  border-left:5px solid #14213d;border-radius:4px}
+.figures{display:flex;flex-wrap:wrap;gap:12px;margin:12px 0}
+.figure{background:var(--soft);border:1px solid var(--line);border-radius:6px;padding:8px 14px;min-width:150px}
+.figure b{display:block;font-size:20px}
+.figure span{color:var(--muted);font-size:12px}
+.legend{display:flex;flex-wrap:wrap;gap:16px;align-items:center;font-size:13px;margin:6px 0 10px}
+.legend i{display:inline-block;width:14px;height:14px;border-radius:2px;vertical-align:-2px;margin-right:5px}
+.legend i.crit{background:#fff;border:3px solid #1b1b1b}
+.legend i.implicit{background:none;border-top:2px dashed #8a8f98;height:0;width:22px;border-radius:0}
+ul.advice{padding-left:20px;margin:0}ul.advice li{margin:4px 0;font-size:15px}
+.scroll{overflow:auto;border:1px solid var(--line);border-radius:6px;padding:10px;background:#fff;max-height:1100px}
+svg text{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif}
+.dag .op-node rect.box{fill:#fff;stroke:#9aa3ad;stroke-width:1.2}
+.dag .op-node.critical rect.box{stroke:#1b1b1b;stroke-width:3}
+.dag .op-node:hover rect.box{fill:#eef4ff}
+.dag .cluster rect.box{fill:#f3f5f8;stroke:#b9c1cb;stroke-width:1.2}
+.dag .cluster.critical rect.box{stroke:#1b1b1b;stroke-width:2.5;stroke-dasharray:none}
+.dag .node-name{font-size:12px;font-weight:600;fill:#1f2328}
+.dag .node-sub{font-size:11px;fill:#5b6470}
+.dag .node-note{font-size:11px;fill:#5b6470;font-style:italic}
+.dag .edge{fill:none;stroke:#8a8f98;stroke-width:1.4}
+.dag .edge.implicit{stroke-dasharray:5 4}
+.dag .edge.critical{stroke:#1b1b1b;stroke-width:3}
+.bars .grid{stroke:#e6e9ee}
+.bars .tick{font-size:11px;fill:#5b6470;text-anchor:middle}
+.bars .bar-label{font-size:12px;fill:#1f2328}
+.bars .critical .bar-label{font-weight:700}
+.bars .bar-value{font-size:11px;fill:#5b6470}
+.bars .crit-mark{fill:#1b1b1b}
+.bars .bar-row:hover .bar-label{fill:#0b3d91;text-decoration:underline}
+.seg-text{font-size:12px;font-weight:600}
+table{border-collapse:collapse;width:100%;font-size:13px}
+th,td{text-align:left;padding:6px 8px;border-bottom:1px solid var(--line);vertical-align:top}
+th{background:var(--soft);font-weight:600;position:sticky;top:0}
+#operations-table td:first-child{min-width:240px}
+#operations-table td:nth-child(4){min-width:110px}
+td.num,th.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
+tr.critical td:first-child{border-left:4px solid #1b1b1b}
+tr:target td{background:#fff6d6}
+.opname{font-weight:600;word-break:break-word}
+.kind{color:var(--muted);font-size:12px}
+.attrs{color:var(--muted);font-size:12px;word-break:break-word}
+code,.fn{font-family:ui-monospace,"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12px;word-break:break-all}
+ol.fns{margin:0;padding-left:18px}ol.fns li{margin:1px 0}
+.share{color:var(--muted);font-size:12px;white-space:nowrap}
+.better{color:#0b6e3d;font-weight:600}.worse{color:#a3361a;font-weight:600}
+details summary{cursor:pointer;color:var(--muted)}
+.warnings li{color:#7a3b00}
+dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:4px 18px;margin:0}
+dl.kv dt{color:var(--muted)}dl.kv dd{margin:0}
+footer{color:var(--muted);font-size:12px;margin-top:36px;border-top:1px solid var(--line);padding-top:8px}
+"""
 
 
-def _e(value: object) -> str:
-    return escape(str(value), quote=True)
+def _legend(critical: bool = True, implicit: bool = False, outside: bool = False) -> str:
+    keys = RESOURCES + (("outside",) if outside else ())
+    items = [f'<span><i style="background:{COLOURS[r]}"></i>{esc(LABELS[r])}</span>' for r in keys]
+    if critical:
+        items.append('<span><i class="crit"></i>on the critical path</span>')
+    if implicit:
+        items.append('<span><i class="implicit"></i>order inferred from time (no declared dependency)</span>')
+    return '<div class="legend">' + "".join(items) + "</div>"
+
+
+def _finite_or_nan(value: Any) -> float:
+    """A report number as a float for plotting; anything missing becomes NaN, which the plots skip."""
+    return float(value) if isinstance(value, (int, float)) else math.nan
+
+
+def _num(value: Any, fmt: str = "{:.2f}") -> str:
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        return "—"
+    return fmt.format(value)
+
+
+def _mini_svg(vector: dict[str, float] | None, width: int = 90) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="10" viewBox="0 0 {width} 10">'
+            + mini_bar(vector, 0, 1, width, 8) + "</svg>")
 
 
 class HtmlRenderer(Renderer):
+    """Renders the report document as a single self-contained HTML page."""
+
     name = "html"
     extension = ".html"
 
     def render(self, report: dict[str, Any]) -> str:
-        app = report["application"]
-        b = report["bottleneck"]
-        rows = "".join(
-            f"<tr><td>{_e(o['name'])}</td><td>{_e(o['kind'])}</td><td>{format_seconds(o['runtime_s'])}</td>"
-            f"<td>{o['vector']['cpu']:.0%} / {o['vector']['disk']:.0%} / {o['vector']['network']:.0%}</td></tr>"
-            for o in report["operations"]
-        )
-        preds = "".join(
-            f"<tr><td>{_e(p['description'])}</td><td>{format_seconds(p['crystalperf']['runtime_s'])}</td></tr>"
-            for p in report["predictions"]
-        )
+        app = report.get("application") or {}
+        title = str(app.get("name") or app.get("id") or "application")
+        body = "".join((
+            self._verdict(report),
+            self._advice(report),
+            self._dag(report),
+            self._bars(report),
+            self._whatif(report),
+            self._operations(report),
+            self._sources(report),
+            self._warnings(report),
+        ))
+        producer = report.get("producer") or {}
+        framework = " ".join(str(x) for x in (app.get("framework"), app.get("framework_version")) if x)
+        meta = " · ".join(esc(x) for x in (
+            framework, f"id {app.get('id', '')}", f"status {app.get('status', '?')}",
+            f"runtime {seconds(report.get('total_runtime_s'))}") if x)
         return (
-            "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-            f"<title>crystalperf report: {_e(app['name'] or app['id'])}</title></head><body>"
-            f"<h1>{_e(app['framework'])} application {_e(app['name'] or app['id'])}</h1>"
-            f"<p class='verdict'>{_e(b['sentence'])}</p>"
-            f"<table><tr><th>operation</th><th>kind</th><th>runtime</th><th>cpu / disk / network</th></tr>{rows}</table>"
-            f"<table><tr><th>change</th><th>predicted</th></tr>{preds}</table>"
-            "</body></html>\n"
+            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>crystalperf report: {esc(title)}</title><style>{CSS}</style></head><body>"
+            f'<header class="top"><h1>crystalperf: {esc(title)}</h1><div class="meta">{meta}</div></header>'
+            f"<main>{body}"
+            f"<footer>Written by {esc(producer.get('name', 'crystalperf'))} {esc(producer.get('version', ''))}"
+            f" (report {esc(report.get('report_version', ''))}, trace schema "
+            f"{esc(report.get('trace_schema_version', ''))}). Every figure here is computed from the trace "
+            "alone; <code>crystalperf-report.json</code> next to this file holds the same numbers.</footer>"
+            "</main></body></html>\n"
         )
+
+    # -- sections ---------------------------------------------------------------------------------
+
+    def _verdict(self, report: dict[str, Any]) -> str:
+        b = report.get("bottleneck") or {}
+        secs = b.get("seconds") or {}
+        outside = float(b.get("unattributed_s") or 0.0)
+        parts = [(r, float(secs.get(r) or 0.0)) for r in RESOURCES] + [("outside", outside)]
+        on_path = sum(float(secs.get(r) or 0.0) for r in RESOURCES)
+        figures = [
+            (seconds(report.get("total_runtime_s")), "total runtime"),
+            (seconds(on_path), "in operations on the critical path"),
+            (str(b.get("resource") or "—"), "bottleneck resource"),
+        ] + [(seconds(secs.get(r)), f"{LABELS[r]} on the critical path") for r in RESOURCES]
+        if outside > 0:
+            figures.append((seconds(outside), "outside any operation"))
+        extra = ""
+        streaming = report.get("streaming")
+        if streaming:
+            rows = "".join(f"<dt>{esc(k.replace('_', ' '))}</dt><dd>{esc(_num(v, '{:.4g}') if isinstance(v, (int, float)) else v)}</dd>"
+                           for k, v in streaming.items())
+            extra += f'<h3>Streaming</h3><dl class="kv" id="streaming">{rows}</dl>'
+        bound = report.get("input_bound")
+        if bound:
+            wait = bound.get("input_wait_fraction")
+            verdict = "highly input-bound" if bound.get("highly_input_bound") else "not input-bound"
+            extra += (f'<p id="input-bound">Input pipeline: {esc(_num(wait, "{:.0%}"))} of step time waits for '
+                      f"input — {esc(verdict)} (TensorBoard's line is 20 %).</p>")
+        return (
+            '<section id="bottleneck"><h2>Bottleneck</h2>'
+            f'<p class="verdict">{esc(b.get("sentence", ""))}</p>'
+            '<div class="figures">'
+            + "".join(f'<div class="figure"><b>{esc(v)}</b><span>{esc(k)}</span></div>' for v, k in figures)
+            + "</div>"
+            "<p class=\"note\">Where the wall-clock time of the run went: the critical path's seconds split by "
+            "resource, plus the time outside every traced operation (driver code, scheduling, start-up).</p>"
+            + render_split(parts) + _legend(critical=False, outside=True)
+            + extra + "</section>"
+        )
+
+    def _advice(self, report: dict[str, Any]) -> str:
+        lines = report.get("advice") or []
+        if not lines:
+            return ('<section id="advice"><h2>Advice</h2><p class="note">No resource change the predictor tried '
+                    "helps this job noticeably.</p></section>")
+        return ('<section id="advice"><h2>Advice</h2><ul class="advice">'
+                + "".join(f"<li>{esc(line)}</li>" for line in lines) + "</ul></section>")
+
+    def _dag(self, report: dict[str, Any]) -> str:
+        svg, drawn, count = render_dag(report, MAX_DAG_NODES)
+        if not count:
+            return '<section id="dag-section"><h2>Operations DAG</h2><p class="note">The trace has no operations.</p></section>'
+        implicit = any(e.get("implicit") for e in report.get("edges", []))
+        note = (f"All {count} operations are drawn." if drawn == count else
+                f"{drawn} of {count} operations are drawn: every top-level operation (while they fit), then the "
+                f"critical path, then the largest by resource time. The {count - drawn} left out are listed in "
+                f"the operations table below (if among the largest) and in crystalperf-report.json; edges to "
+                f"them are not drawn.")
+        return (
+            '<section id="dag-section"><h2>Operations DAG</h2>'
+            '<p class="note">Top-level operations run top to bottom in dependency order; the operations inside '
+            "each run left to right. Each box shows the runtime and, as a thin bar, its resource vector. "
+            f"Click a box for its details. {esc(note)}</p>"
+            + _legend(implicit=implicit) + f'<div class="scroll">{svg}</div></section>'
+        )
+
+    def _bars(self, report: dict[str, Any]) -> str:
+        svg, drawn, count, omitted = render_bars(report, MAX_BARS)
+        if not drawn:
+            return ""
+        note = (f"The {count - drawn} smaller operations left out add up to {seconds(omitted)}."
+                if drawn < count else "")
+        return (
+            '<section id="resource-time"><h2>Resource time per operation</h2>'
+            "<p class=\"note\">Wall-clock seconds of each finest-level operation split by its resource vector, "
+            f"largest first ({drawn} of {count}). Hover a bar for the task seconds summed over all slots. "
+            f"{esc(note)}</p>" + _legend() + f'<div class="scroll">{svg}</div></section>'
+        )
+
+    def _whatif(self, report: dict[str, Any]) -> str:
+        preds = report.get("predictions") or []
+        if not preds:
+            return ('<section id="what-if"><h2>What if</h2><p class="note">No what-if scenarios were computed.'
+                    "</p></section>")
+        assumptions = set((report.get("baseline") or {}).get("assumptions") or [])
+        values = []
+        for p in preds:
+            c = p.get("crystalperf") or {}
+            values += [c.get("high_s"), c.get("runtime_s"), p.get("baseline_runtime_s")]
+        finite = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+        axis_max = max(finite) * 1.08 if finite and max(finite) > 0 else 1.0
+        rows = []
+        for p in preds:
+            c = p.get("crystalperf") or {}
+            base = p.get("baseline_runtime_s")
+            mid = c.get("runtime_s")
+            low, high = c.get("low_s", mid), c.get("high_s", mid)
+            speedup = p.get("speedup")
+            cls = ""
+            if isinstance(speedup, (int, float)) and math.isfinite(speedup):
+                cls = "better" if speedup > 1.02 else "worse" if speedup < 0.98 else ""
+            lin = (p.get("linear") or {}).get("runtime_s")
+            rep = (p.get("replay") or {}).get("runtime_s")
+            notes = [n for n in p.get("notes") or [] if n not in assumptions]
+            plot = band_plot(_finite_or_nan(low), _finite_or_nan(mid), _finite_or_nan(high), _finite_or_nan(base),
+                             [("linear scaling", _finite_or_nan(lin)), ("task replay", _finite_or_nan(rep))],
+                             axis_max)
+            rows.append(
+                f"<tr><td><b>{esc(p.get('description', ''))}</b></td>"
+                f'<td class="num"><b>{esc(seconds(mid))}</b></td>'
+                f'<td class="num">{esc(seconds(low))} – {esc(seconds(high))}</td>'
+                f'<td class="num {cls}">{esc(_num(speedup))}×</td>'
+                f'<td class="num">{esc(seconds(lin))}</td><td class="num">{esc(seconds(rep))}</td>'
+                f"<td>{plot}</td><td class=\"note\">{'<br>'.join(esc(n) for n in notes)}</td></tr>"
+            )
+        return (
+            '<section id="what-if"><h2>What if</h2>'
+            f"<p class=\"note\">Predicted runtime of the whole job after one change, against the measured "
+            f"{esc(seconds(preds[0].get('baseline_runtime_s')))}. <b>crystalperf</b> replays the tasks with "
+            "their resource vectors (band: from the spread of task durations and vector uncertainty); "
+            "<b>linear scaling</b> scales the whole runtime by the changed resource; <b>task replay</b> "
+            "re-schedules the tasks on the new slots and CPU speed but, without resource vectors, cannot see "
+            "disk or network changes. In the plot: grey tick = measured, blue band and dot = crystalperf, "
+            "diamonds = the two baselines.</p>"
+            '<table id="whatif-table"><thead><tr><th>change</th><th class="num">crystalperf</th>'
+            '<th class="num">band</th><th class="num">speed-up</th><th class="num">linear scaling</th>'
+            '<th class="num">task replay (no vectors)</th><th>on one axis</th><th>notes</th></tr></thead>'
+            "<tbody>" + "".join(rows) + "</tbody></table></section>"
+        )
+
+    def _operations(self, report: dict[str, Any]) -> str:
+        h = Hierarchy.of(report)
+        order = list(h.ops)
+        if len(order) > MAX_TABLE_ROWS:
+            ranked = sorted(order, key=lambda p: (0 if h.ops[p].get("on_critical_path") else 1,
+                                                  -total(h.ops[p].get("resource_seconds"))))
+            chosen = set(ranked[:MAX_TABLE_ROWS])
+            order = [p for p in order if p in chosen]
+            note = (f"{len(order)} of {len(h.ops)} operations: the critical path first, then the largest by "
+                    "resource time; crystalperf-report.json lists them all.")
+        else:
+            note = f"All {len(order)} operations, in the trace's order."
+        rows = []
+        for path in order:
+            op = h.ops[path]
+            depth = h.depth(path)
+            attrs = op.get("attributes") or {}
+            attr_text = "; ".join(f"{k}: {v}" for k, v in list(attrs.items())[:6])
+            fns = []
+            for f in op.get("top_functions") or []:
+                where = " · ".join(str(x) for x in (f.get("language"), f.get("origin"), f.get("location")) if x)
+                fns.append(
+                    f'<li><span class="fn" title="{esc(where)}">{esc(f.get("name", ""))}</span> '
+                    f'<span class="share">{esc(_num(f.get("share"), "{:.0%}"))} of samples</span> '
+                    f'{_mini_svg(f.get("vector"), 60)}</li>')
+            functions = f'<ol class="fns">{"".join(fns)}</ol>' if fns else '<span class="note">no samples</span>'
+            share = op.get("share_of_critical_path")
+            crit = op.get("on_critical_path")
+            row_class = ' class="critical"' if crit else ""
+            rows.append(
+                f'<tr id="{h.anchors[path]}"{row_class}>'
+                f'<td style="padding-left:{8 + 18 * min(depth, 6)}px"><div class="opname">{esc(op.get("name", ""))}</div>'
+                f'<div class="kind">{esc(op.get("kind", ""))} · <code>{esc(path)}</code>'
+                f'{" · " + esc(op.get("status")) if op.get("status") not in (None, "", "success", "succeeded") else ""}</div>'
+                + (f'<div class="attrs">{esc(attr_text)}</div>' if attr_text else "")
+                + f'</td><td class="num">{esc(seconds(op.get("runtime_s")))}</td>'
+                f'<td class="num">{esc(op.get("tasks", 0))}</td>'
+                f'<td>{_mini_svg(op.get("vector"))}<div class="share">{esc(_vector_pct(op.get("vector")))}</div></td>'
+                f'<td>{esc(op.get("vector_source", ""))}<div class="share">{esc(op.get("samples", 0))} samples</div></td>'
+                f'<td class="num">{esc(_num(share, "{:.0%}")) if crit else ""}</td>'
+                f"<td>{functions}</td></tr>"
+            )
+        return (
+            '<section id="operations"><h2>Operations and their top functions</h2>'
+            f'<p class="note">{esc(note)} The top functions are the frames the stack scan stopped at (the first '
+            "with available source, else the top frame), with their share of the operation's samples and "
+            "their resource vector. Hover a function for its language, how it was found and where.</p>"
+            + _legend() +
+            '<table id="operations-table"><thead><tr><th>operation</th><th class="num">runtime</th>'
+            '<th class="num">tasks</th><th>cpu / disk / network</th><th>vector from</th>'
+            '<th class="num">share of critical path</th><th>top functions</th></tr></thead><tbody>'
+            + "".join(rows) + "</tbody></table></section>"
+        )
+
+    def _sources(self, report: dict[str, Any]) -> str:
+        s = report.get("sources") or {}
+        items = [("classifier", esc(s.get("classifier", "?")))]
+        if "samples" in s:
+            items.append(("stack samples", esc(f"{int(s.get('samples') or 0):,}")))
+            items.append(("samples located in source", esc(
+                f"{int(s.get('located_samples') or 0):,} ({_num(s.get('located_fraction'), '{:.0%}')}) — the rest "
+                "were classified by their frame name alone")))
+            by_origin = s.get("samples_by_origin") or {}
+            if by_origin:
+                items.append(("samples by how the function was found",
+                              ", ".join(f"{esc(k)}: {esc(f'{int(v):,}')}" for k, v in by_origin.items())))
+        else:
+            items.append(("stack samples", "none in the trace: vectors come from the framework's metrics"))
+        counts = s.get("vector_sources") or {}
+        vs = "".join(f"<li><b>{esc(k)}</b> ({esc(v)} operations): {esc(VECTOR_SOURCES.get(str(k), ''))}</li>"
+                     for k, v in counts.items())
+        base = report.get("baseline") or {}
+        env = []
+        for key, label, fmt in (
+            ("slots", "task slots", str), ("executors", "executors", str),
+            ("cores_per_executor", "cores per executor", str),
+            ("network_bandwidth", "network", lambda v: format_bandwidth(float(v))),
+            ("disk_bandwidth", "disk", lambda v: format_byte_rate(float(v))),
+            ("memory_bytes", "memory", lambda v: format_size(float(v))),
+            ("data_bytes", "data size", lambda v: format_size(float(v))),
+            ("device", "device", str), ("warmup_factor", "first-wave warm-up factor", str),
+        ):
+            if base.get(key) is not None:
+                try:
+                    env.append((label, esc(fmt(base[key]))))
+                except (TypeError, ValueError):
+                    env.append((label, esc(base[key])))
+        for a in base.get("assumptions") or []:
+            env.append(("assumed", esc(a)))
+        problems = s.get("problems") or []
+        prob = ("<details><summary>" + esc(f"{len(problems)} problems locating sources") + "</summary><ul>"
+                + "".join(f"<li><code>{esc(p)}</code></li>" for p in problems) + "</ul></details>") if problems else ""
+        return (
+            '<section id="sources"><h2>Sources of the figures</h2><dl class="kv">'
+            + "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in items)
+            + "</dl><h3>Where each operation's resource vector came from</h3>"
+            f'<ul id="vector-sources">{vs}</ul>{prob}'
+            '<h3>The resources the predictions start from</h3><dl class="kv">'
+            + "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in env) + "</dl></section>"
+        )
+
+    def _warnings(self, report: dict[str, Any]) -> str:
+        warnings = report.get("warnings") or []
+        if not warnings:
+            return '<section id="warnings"><h2>Warnings</h2><p class="note">None: the hook recorded cleanly.</p></section>'
+        return ('<section id="warnings"><h2>Warnings</h2><ul class="warnings">'
+                + "".join(f"<li>{esc(w)}</li>" for w in warnings) + "</ul></section>")
+
+
+def _vector_pct(vector: dict[str, float] | None) -> str:
+    vector = vector or {}
+    return " / ".join(f"{float(vector.get(r) or 0.0):.0%}" for r in RESOURCES)
