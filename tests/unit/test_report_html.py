@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import struct
 import subprocess
+import zlib
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -16,7 +18,7 @@ from crystalperf.core.classify import KeywordClassifier
 from crystalperf.core.report import renderer_for
 from crystalperf.core.report.html import MAX_BARS, MAX_DAG_NODES, HtmlRenderer
 from crystalperf.core.report.json import JsonRenderer
-from crystalperf.core.report.svg import Hierarchy, select_nodes
+from crystalperf.core.report.svg import COLOURS, Hierarchy, render_bars, render_dag, select_nodes
 from crystalperf.core.synthetic import spark_like_trace
 
 HOSTILE = "<script>alert(1)</script>"
@@ -305,3 +307,65 @@ def test_a_real_browser_builds_the_same_document(small_html: str, tmp_path: Path
         return "".join(doc.text).split()
 
     assert words(theirs) == words(ours)
+
+
+def _png_pixels(png: bytes) -> set[tuple[int, int, int]]:
+    """The distinct RGB colours of an 8-bit, non-interlaced RGB/RGBA PNG (what Chromium writes)."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, width, height, channels = 8, b"", 0, 0, 0
+    while pos < len(png):
+        (length,) = struct.unpack(">I", png[pos:pos + 4])
+        kind, body = png[pos + 4:pos + 8], png[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, colour_type, _, _, interlace = struct.unpack(">IIBBBBB", body)
+            assert depth == 8 and interlace == 0 and colour_type in (2, 6)
+            channels = 3 if colour_type == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    raw, stride, colours = zlib.decompress(idat), width * channels, set()
+    previous = bytearray(stride)
+    for row in range(height):
+        line = raw[row * (stride + 1):(row + 1) * (stride + 1)]
+        kind, data = line[0], bytearray(line[1:])
+        for i in range(stride):
+            left = data[i - channels] if i >= channels else 0
+            up, up_left = previous[i], previous[i - channels] if i >= channels else 0
+            if kind == 1:
+                data[i] = (data[i] + left) & 0xFF
+            elif kind == 2:
+                data[i] = (data[i] + up) & 0xFF
+            elif kind == 3:
+                data[i] = (data[i] + (left + up) // 2) & 0xFF
+            elif kind == 4:
+                p = left + up - up_left
+                pa, pb, pc = abs(p - left), abs(p - up), abs(p - up_left)
+                data[i] = (data[i] + (left if pa <= pb and pa <= pc else up if pb <= pc else up_left)) & 0xFF
+        colours.update(tuple(data[i:i + 3]) for i in range(0, stride, channels))  # type: ignore[misc]
+        previous = data
+    return colours
+
+
+def _rgb(colour: str) -> tuple[int, int, int]:
+    return int(colour[1:3], 16), int(colour[3:5], 16), int(colour[5:7], 16)
+
+
+@pytest.mark.skipif(_browser() is None, reason="no headless Chromium on this machine")
+@pytest.mark.parametrize("part", ["dag", "bars"])
+def test_a_real_browser_paints_the_dag_and_the_bars(small_report: dict, tmp_path: Path, part: str) -> None:
+    """Each drawing alone, screenshotted by headless Chromium: its resource colours must reach the
+    screen (an SVG that fails to paint leaves a white page), and the browser logs no console error."""
+    svg = render_dag(small_report)[0] if part == "dag" else render_bars(small_report)[0]
+    page = tmp_path / f"{part}.html"
+    page.write_text(f"<!DOCTYPE html><html><body style='margin:0;background:#fff'>{svg}</body></html>",
+                    encoding="utf-8")
+    shot = tmp_path / f"{part}.png"
+    run = subprocess.run(
+        [str(_browser()), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+         "--enable-logging=stderr", "--v=0", f"--screenshot={shot}", "--window-size=1200,900", page.as_uri()],
+        capture_output=True, text=True, timeout=120, check=True,
+    )
+    assert not [line for line in run.stderr.splitlines() if "CONSOLE" in line], run.stderr[-2000:]
+    painted = _png_pixels(shot.read_bytes())
+    for resource in ("cpu", "disk", "network"):
+        assert _rgb(COLOURS[resource]) in painted, f"{resource} colour not on screen in the {part} drawing"
