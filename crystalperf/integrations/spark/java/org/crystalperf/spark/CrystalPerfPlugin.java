@@ -1,0 +1,275 @@
+package org.crystalperf.spark;
+
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadInfo;
+import java.lang.management.ThreadMXBean;
+import java.net.URL;
+import java.security.CodeSource;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+
+import org.apache.spark.SparkContext;
+import org.apache.spark.TaskContext;
+import org.apache.spark.api.plugin.DriverPlugin;
+import org.apache.spark.api.plugin.ExecutorPlugin;
+import org.apache.spark.api.plugin.PluginContext;
+import org.apache.spark.api.plugin.SparkPlugin;
+
+/**
+ * {@code spark.plugins=org.crystalperf.spark.CrystalPerfPlugin}: samples the stacks of task threads
+ * inside every executor (in local mode the executor lives in the driver JVM, same code path) and
+ * ships the aggregated samples to the driver through the plugin RPC.
+ *
+ * Only task threads are sampled, by id, with a bounded depth: sampling every thread of the JVM costs
+ * far more safepoint time.
+ */
+public class CrystalPerfPlugin implements SparkPlugin {
+    static final Logger LOG = Logger.getLogger("crystalperf");
+
+    @Override
+    public DriverPlugin driverPlugin() {
+        return new DriverPlugin() {
+            @Override
+            public Map<String, String> init(SparkContext sc, PluginContext ctx) {
+                return Collections.emptyMap();
+            }
+
+            @Override
+            public Object receive(Object message) {
+                try {
+                    if (message instanceof SampleBatch) {
+                        SampleStore.add((SampleBatch) message);
+                    }
+                } catch (Throwable t) {
+                    LOG.log(Level.WARNING, "crystalperf: dropping a sample batch", t);
+                }
+                return null;
+            }
+        };
+    }
+
+    @Override
+    public ExecutorPlugin executorPlugin() {
+        return new Sampler();
+    }
+
+    /** The executor side: registers task threads as tasks start and samples them on a daemon thread. */
+    static final class Sampler implements ExecutorPlugin {
+        /** The sampler of the executor living in this JVM (local mode): the driver flushes it directly. */
+        static volatile Sampler local;
+
+        private static final class Running {
+            final String stage;
+            final String task;
+            Running(String stage, String task) { this.stage = stage; this.task = task; }
+        }
+
+        private final Map<Long, Running> running = new ConcurrentHashMap<>();
+        private final Map<String, String> jarOfClass = new ConcurrentHashMap<>();
+        private HashMap<String, Long> rows = new HashMap<>();
+        private HashMap<String, Long> pythonWait = new HashMap<>();
+        private long dropped;
+        private PluginContext ctx;
+        private long intervalMs = 100;
+        private long bucketMs = 1000;
+        private int maxDepth = 64;
+        private int maxRows = 100_000;
+        private volatile boolean stopped;
+        private Thread thread;
+        private volatile ClassLoader taskLoader;
+        private final ThreadMXBean mx = ManagementFactory.getThreadMXBean();
+
+        @Override
+        public void init(PluginContext ctx, Map<String, String> extraConf) {
+            try {
+                this.ctx = ctx;
+                org.apache.spark.SparkConf conf = ctx.conf();
+                if (!conf.getBoolean("spark.crystalperf.sampling", true)) {
+                    return;
+                }
+                intervalMs = Math.max(1, conf.getLong("spark.crystalperf.sampleIntervalMs", 100));
+                bucketMs = Math.max(intervalMs, conf.getLong("spark.crystalperf.bucketMs", 1000));
+                maxDepth = conf.getInt("spark.crystalperf.maxStackDepth", 64);
+                maxRows = conf.getInt("spark.crystalperf.maxSampleRows", 100_000);
+                thread = new Thread(this::loop, "crystalperf-sampler");
+                thread.setDaemon(true);
+                thread.start();
+                if ("driver".equals(ctx.executorID())) {
+                    local = this;
+                }
+            } catch (Throwable t) {
+                LOG.log(Level.WARNING, "crystalperf: the stack sampler did not start (the job is not affected)", t);
+            }
+        }
+
+        @Override
+        public void onTaskStart() {
+            TaskContext tc = TaskContext.get();
+            if (tc != null && thread != null) {
+                taskLoader = Thread.currentThread().getContextClassLoader();
+                running.put(Thread.currentThread().getId(),
+                        new Running(Integer.toString(tc.stageId()), Long.toString(tc.taskAttemptId())));
+            }
+        }
+
+        @Override
+        public void onTaskSucceeded() {
+            running.remove(Thread.currentThread().getId());
+        }
+
+        @Override
+        public void onTaskFailed(org.apache.spark.TaskFailedReason reason) {
+            running.remove(Thread.currentThread().getId());
+        }
+
+        @Override
+        public void shutdown() {
+            stopped = true;
+            flush();
+        }
+
+        private void loop() {
+            long nextShip = System.currentTimeMillis() + 1000;
+            while (!stopped) {
+                try {
+                    Thread.sleep(intervalMs);
+                    sampleOnce();
+                    long now = System.currentTimeMillis();
+                    if (now >= nextShip) {
+                        flush();
+                        nextShip = now + 1000;
+                    }
+                } catch (InterruptedException e) {
+                    return;
+                } catch (Throwable t) {
+                    LOG.log(Level.WARNING, "crystalperf: the stack sampler stopped (the job is not affected)", t);
+                    return;
+                }
+            }
+        }
+
+        private void sampleOnce() {
+            if (running.isEmpty()) {
+                return;
+            }
+            Long[] ids = running.keySet().toArray(new Long[0]);
+            long[] tids = new long[ids.length];
+            for (int i = 0; i < ids.length; i++) {
+                tids[i] = ids[i];
+            }
+            ThreadInfo[] infos = mx.getThreadInfo(tids, maxDepth);
+            long bucket = System.currentTimeMillis() / bucketMs;
+            synchronized (this) {
+                for (int i = 0; i < infos.length; i++) {
+                    ThreadInfo info = infos[i];
+                    Running r = running.get(tids[i]);
+                    if (info == null || r == null) {
+                        continue;
+                    }
+                    StackTraceElement[] st = info.getStackTrace();
+                    if (st.length == 0) {
+                        continue;
+                    }
+                    if (waitsForPythonWorker(st)) {
+                        pythonWait.merge(r.stage + "\t" + r.task, 1L, Long::sum);
+                        continue;
+                    }
+                    String key = r.stage + "\t" + r.task + "\t" + bucket + "\t" + encode(st);
+                    Long old = rows.get(key);
+                    if (old != null) {
+                        rows.put(key, old + 1);
+                    } else if (rows.size() < maxRows) {
+                        rows.put(key, 1L);
+                    } else {
+                        dropped++;
+                    }
+                }
+            }
+        }
+
+        /**
+         * A PySpark task thread blocked on its Python worker's socket: the work happens in the
+         * worker (sampled there), so this JVM stack must not be counted as network time.
+         */
+        static boolean waitsForPythonWorker(StackTraceElement[] st) {
+            String top = st[0].getClassName();
+            if (!(top.startsWith("java.") || top.startsWith("sun.") || top.startsWith("jdk."))) {
+                return false;
+            }
+            for (StackTraceElement e : st) {
+                String c = e.getClassName();
+                if (c.startsWith("org.apache.spark.api.python.") || c.startsWith("org.apache.spark.sql.execution.python.")) {
+                    return true;
+                }
+            }
+            return false;
+        }
+
+        private String encode(StackTraceElement[] st) {
+            StringBuilder sb = new StringBuilder(st.length * 64);
+            for (int i = 0; i < st.length; i++) {
+                StackTraceElement e = st[i];
+                if (i > 0) {
+                    sb.append('\u0001');
+                }
+                sb.append(e.getClassName()).append('\u0002').append(e.getMethodName()).append('\u0002')
+                        .append(e.getFileName() == null ? "" : e.getFileName()).append('\u0002')
+                        .append(e.getLineNumber()).append('\u0002').append(jarOf(e.getClassName()));
+            }
+            return sb.toString();
+        }
+
+        private String jarOf(String className) {
+            String found = jarOfClass.get(className);
+            if (found != null) {
+                return found;
+            }
+            String jar = "";
+            try {
+                ClassLoader loader = taskLoader != null ? taskLoader : ClassLoader.getSystemClassLoader();
+                Class<?> c = Class.forName(className, false, loader);
+                CodeSource cs = c.getProtectionDomain() == null ? null : c.getProtectionDomain().getCodeSource();
+                URL url = cs == null ? null : cs.getLocation();
+                if (url != null) {
+                    jar = url.getPath();
+                }
+            } catch (Throwable ignored) {
+                // JDK classes, lambdas and classes of other loaders: no jar to name
+            }
+            jarOfClass.put(className, jar);
+            return jar;
+        }
+
+        /** Ship what was aggregated since the last shipment to the driver (or store it directly). */
+        void flush() {
+            HashMap<String, Long> out;
+            HashMap<String, Long> waits;
+            long d;
+            synchronized (this) {
+                if (rows.isEmpty() && pythonWait.isEmpty() && dropped == 0) {
+                    return;
+                }
+                out = rows;
+                waits = pythonWait;
+                d = dropped;
+                rows = new HashMap<>();
+                pythonWait = new HashMap<>();
+                dropped = 0;
+            }
+            SampleBatch batch = new SampleBatch(ctx.executorID(), intervalMs, bucketMs, out, waits, d);
+            try {
+                if ("driver".equals(ctx.executorID())) {
+                    SampleStore.add(batch);
+                } else {
+                    ctx.send(batch);
+                }
+            } catch (Throwable t) {
+                LOG.log(Level.WARNING, "crystalperf: could not ship samples to the driver", t);
+            }
+        }
+    }
+}

@@ -1,0 +1,114 @@
+"""``spark.python.daemon.module``: PySpark's own worker daemon, with a stack sampler in every worker.
+
+The task thread of a PySpark task only waits on its Python worker's socket, so the Python functions
+(UDFs, RDD lambdas) are visible only from inside the worker. Each forked worker samples its main
+thread while a task runs and, after every task, rewrites its aggregated samples into the spool
+directory that the driver side merges into the trace when the application ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pyspark.daemon as _daemon
+
+from crystalperf.core import trace as tr
+from crystalperf.core.sampling import PythonStackSampler
+
+log = logging.getLogger(__name__)
+SPOOL_ENV = "CRYSTALPERF_SPARK_SPOOL"
+INTERVAL_ENV = "CRYSTALPERF_PY_SAMPLE_INTERVAL_S"
+
+_original_worker = _daemon.worker
+_state: dict[str, Any] = {"pid": None, "sampler": None, "main": None}
+
+
+def _key_for(thread_id: int, _name: str) -> tr.SampleKey | None:
+    if thread_id != _state["main"]:
+        return None
+    from pyspark.taskcontext import TaskContext
+
+    ctx = TaskContext._taskContext
+    if ctx is None or not _state.get("in_task"):
+        return None
+    return tr.SampleKey(operation=f"stage-{ctx.stageId()}", task=str(ctx.taskAttemptId()), thread="python-worker")
+
+
+# Innermost Python frames of a worker blocked reading from the JVM: the JVM side is busy producing the
+# input then (and is sampled there), so counting these as the worker's stacks would double-count that
+# time as network.
+_WAITING_FOR_JVM = frozenset({"pyspark.serializers.read_int", "pyspark.serializers.read_long",
+                              "pyspark.serializers.read_bool", "pyspark.serializers.FramedSerializer._read_with_length",
+                              "pyspark.serializers.UTF8Deserializer.loads"})
+
+
+def without_jvm_waits(samples: tr.StackSamples) -> tr.StackSamples:
+    """The samples minus rows whose stack is blocked reading from the JVM (see _WAITING_FOR_JVM)."""
+    waiting = {i for i, stack in enumerate(samples.stacks)
+               if stack and samples.frames[stack[0]].name in _WAITING_FOR_JVM}
+    if not waiting:
+        return samples
+    keep = [r for r, stack in enumerate(samples.stack) if stack not in waiting]
+    return samples.model_copy(update={
+        "key": [samples.key[r] for r in keep], "bucket": [samples.bucket[r] for r in keep],
+        "stack": [samples.stack[r] for r in keep], "count": [samples.count[r] for r in keep]})
+
+
+def _flush() -> None:
+    spool, sampler = os.environ.get(SPOOL_ENV), _state["sampler"]
+    if not spool or sampler is None:
+        return
+    samples = without_jvm_waits(sampler.table.to_samples())
+    if not samples.count:
+        return
+    target = Path(spool) / f"pyworker-{os.getpid()}.json"
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(samples.model_dump_json(exclude_none=True))
+    tmp.replace(target)
+
+
+def _install() -> None:
+    """In a freshly forked worker: start the sampler and wrap the worker's task loop."""
+    if _state["pid"] == os.getpid() or not os.environ.get(SPOOL_ENV):
+        return
+    _state["pid"] = os.getpid()
+    _state["main"] = threading.get_ident()
+    interval = float(os.environ.get(INTERVAL_ENV, "0.1"))
+    _state["sampler"] = PythonStackSampler(_key_for, interval_s=interval, max_rows=50_000).start()
+    import pyspark.worker as worker_module
+
+    original_main = worker_module.main
+
+    def main(infile: Any, outfile: Any) -> Any:
+        from pyspark.taskcontext import TaskContext
+
+        TaskContext._taskContext = None  # so no sample is charged to the previous task
+        _state["in_task"] = True
+        try:
+            return original_main(infile, outfile)
+        finally:
+            _state["in_task"] = False
+            try:
+                _flush()
+            except Exception as exc:  # the worker must go on even if the spool is unwritable
+                log.warning("crystalperf: could not write Python worker samples: %s", exc)
+
+    worker_module.main = main
+
+
+def worker(sock: Any, authenticated: bool) -> int:
+    try:
+        _install()
+    except Exception as exc:
+        log.warning("crystalperf: Python worker sampling not started (the job is not affected): %s", exc)
+    return _original_worker(sock, authenticated)
+
+
+_daemon.worker = worker
+
+if __name__ == "__main__":
+    _daemon.manager()

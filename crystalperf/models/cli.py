@@ -1,0 +1,360 @@
+"""``crystalperf classify | train | evaluate | explain`` (registered via ``crystalperf.commands``).
+
+``classify`` follows the contract in ARCHITECTURE.md: JSONL lines ``{"id", "language", "code", "doc"}``
+in, ``{"id", "cpu", "disk", "network"}`` out, classified in batches through the content-hash cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from crystalperf.core.classify import LANGUAGES, FunctionSource
+from crystalperf.core.errors import BadInputError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DATA_DIR = Path("crystalperf-training")
+CLASSIFY_BATCH = 256
+
+
+# --------------------------------------------------------------------------------------------------
+# classify
+
+
+def read_functions(path: Path, stream: IO[str]) -> list[tuple[str, FunctionSource]]:
+    """Parse and validate the JSONL input; any bad line is a BadInputError naming line and file."""
+    out: list[tuple[str, FunctionSource]] = []
+    for number, line in enumerate(stream, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BadInputError(f"line {number} is not JSON ({exc.msg})", path) from None
+        if not isinstance(row, dict):
+            raise BadInputError(f"line {number} is not a JSON object", path)
+        missing = [k for k in ("id", "language", "code") if k not in row]
+        if missing:
+            raise BadInputError(f"line {number} lacks {', '.join(missing)}", path)
+        if row["language"] not in LANGUAGES:
+            raise BadInputError(
+                f"line {number}: language {row['language']!r} is not one of {', '.join(LANGUAGES)}", path
+            )
+        doc = row.get("doc") or ""
+        if not isinstance(row["code"], str) or not isinstance(doc, str):
+            raise BadInputError(f"line {number}: code and doc must be strings", path)
+        out.append((str(row["id"]), FunctionSource(str(row["id"]), row["language"], row["code"], doc)))
+    return out
+
+
+def _cmd_classify(args: argparse.Namespace) -> int:
+    from crystalperf.core.classify import CachedClassifier
+    from crystalperf.models.classifier import NeuralClassifier
+
+    source = Path(args.input)
+    if str(source) == "-":
+        rows = read_functions(source, sys.stdin)
+    else:
+        if not source.is_file():
+            raise BadInputError("no such input file", source)
+        with source.open(encoding="utf-8") as fh:
+            rows = read_functions(source, fh)
+    inner = NeuralClassifier(Path(args.weights) if args.weights else None)
+    classifier = inner if args.no_cache else CachedClassifier(inner)
+    out_stream = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
+    try:
+        for start in range(0, len(rows), CLASSIFY_BATCH):
+            chunk = rows[start : start + CLASSIFY_BATCH]
+            vectors = classifier.classify([f for _, f in chunk])
+            for (ident, _), v in zip(chunk, vectors, strict=True):
+                out_stream.write(
+                    json.dumps({"id": ident, "cpu": v.cpu, "disk": v.disk, "network": v.network}) + "\n"
+                )
+    finally:
+        if out_stream is not sys.stdout:
+            out_stream.close()
+    return 0
+
+
+def register_classify(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("classify", help="classify functions (JSONL in, JSONL out) as cpu/disk/network")
+    p.add_argument(
+        "--input", required=True, help='JSONL, one {"id","language","code","doc"} per line ("-" = stdin)'
+    )
+    p.add_argument("--output", help="JSONL output (default: stdout)")
+    p.add_argument("--weights", help="weights directory (default: the shipped weights)")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the classification cache")
+    p.set_defaults(func=_cmd_classify)
+
+
+# --------------------------------------------------------------------------------------------------
+# train
+
+
+def _load_split(corpus: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    from crystalperf.models.corpus import load_corpus
+
+    if not corpus.is_file():
+        raise BadInputError("corpus not found (run 'crystalperf train' to build it)", corpus)
+    try:
+        records = load_corpus(corpus)
+    except (json.JSONDecodeError, KeyError) as exc:
+        raise BadInputError(f"not a corpus JSONL file ({exc})", corpus) from None
+    by = {s: [r for r in records if r.get("split") == s] for s in ("train", "val", "test")}
+    return by["train"], by["val"], by["test"]
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from crystalperf.models import WEIGHTS_DIR
+    from crystalperf.models.code import train_code_classifier
+    from crystalperf.models.corpus import build_corpus, download_pypi_sources, summarize
+
+    data = Path(args.data_dir)
+    weights = Path(args.weights) if args.weights else WEIGHTS_DIR
+    corpus = data / "corpus.jsonl"
+    doctext = data / "doctext.txt"
+    timings: dict[str, float] = {}
+    t0 = time.monotonic()
+    if not args.reuse_corpus or not corpus.is_file():
+        pypi_dir = Path(args.pypi_dir) if args.pypi_dir else data / "pypi"
+        if not args.pypi_dir:
+            sys.stdout.write(f"downloading the corpus's PyPI sources into {pypi_dir}...\n")
+            download_pypi_sources(pypi_dir)
+        sys.stdout.write("building the labelled corpus...\n")
+        records = build_corpus(
+            corpus,
+            jdk_src_zip=Path(args.jdk_src) if args.jdk_src else None,
+            pypi_dir=pypi_dir,
+            doctext_path=doctext,
+        )
+        timings["corpus_s"] = time.monotonic() - t0
+        sys.stdout.write(f"corpus: {len(records)} functions -> {corpus}\n")
+    train, val, test = _load_split(corpus)
+    t1 = time.monotonic()
+    train_code_classifier(
+        train, val, weights / "code", seed=args.seed, epochs=args.epochs, progress=not args.quiet
+    )
+    timings["code_s"] = time.monotonic() - t1
+    if not args.code_only:
+        try:
+            from crystalperf.models import charlm, doc
+        except ImportError as exc:
+            sys.stdout.write(f"doc classifier not trained: {exc}\n")
+        else:
+            t2 = time.monotonic()
+            charlm.train_char_lms(
+                doctext,
+                weights / "charlm",
+                **_accepted(charlm.train_char_lms, seed=args.seed, progress=not args.quiet),
+            )
+            timings["charlm_s"] = time.monotonic() - t2
+            t3 = time.monotonic()
+            doc.train_doc_classifier(
+                [r for r in train if r.get("doc")],
+                [r for r in val if r.get("doc")],
+                weights / "doc",
+                seed=args.seed,
+                progress=not args.quiet,
+            )
+            timings["doc_s"] = time.monotonic() - t3
+    report = _evaluation_report(
+        test,
+        weights,
+        noise=not args.no_noise,
+        train=train,
+        val=val,
+        data=data,
+        seed=args.seed,
+        progress=not args.quiet,
+    )
+    report["timings_s"] = {k: round(v, 1) for k, v in timings.items()}
+    report["corpus"] = summarize(train + val + test)
+    out = data / "evaluation.json"
+    out.write_text(json.dumps(report, indent=2))
+    _print_report(report)
+    sys.stdout.write(f"wrote {weights} and {out}\n")
+    return 0
+
+
+def _accepted(func: Any, **kwargs: Any) -> dict[str, Any]:
+    """The keyword arguments ``func`` takes (the doc helper's trainers may not take all of ours)."""
+    import inspect
+
+    params = inspect.signature(func).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return kwargs
+    return {k: v for k, v in kwargs.items() if k in params}
+
+
+def register_train(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("train", help="rebuild the corpus and retrain the classifiers (fixed seeds)")
+    p.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR), help="where the corpus and the report go")
+    p.add_argument("--weights", help="weights directory to write (default: the package's shipped weights)")
+    p.add_argument("--jdk-src", help="the JDK's src.zip (default: Debian's openjdk-17-source)")
+    p.add_argument(
+        "--pypi-dir", help="directory of PyPI sdists to include (default: download the pinned ones)"
+    )
+    p.add_argument("--reuse-corpus", action="store_true", help="keep an existing corpus.jsonl")
+    p.add_argument("--code-only", action="store_true", help="train the code classifier only")
+    p.add_argument("--no-noise", action="store_true", help="skip the label-noise retrainings")
+    p.add_argument("--epochs", type=int, default=8)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=_cmd_train)
+
+
+# --------------------------------------------------------------------------------------------------
+# evaluate / explain
+
+
+def _evaluation_report(
+    test: list[dict[str, Any]],
+    weights: Path | None,
+    *,
+    noise: bool,
+    train: list[dict[str, Any]] | None = None,
+    val: list[dict[str, Any]] | None = None,
+    data: Path | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> dict[str, Any]:
+    from crystalperf.models.evaluate import evaluate_records, noise_robustness
+
+    report: dict[str, Any] = {"test": evaluate_records(test, weights)}
+    verified = (data or DEFAULT_DATA_DIR) / "verified.jsonl"
+    if verified.is_file():
+        from crystalperf.models.corpus import load_corpus
+
+        rows = load_corpus(verified)
+        report["verified"] = evaluate_records(rows, weights)
+        # The measured functions also include ones the rules labelled for training: score those apart.
+        trained = {r["qualified_name"] for r in train or []}
+        unseen = [r for r in rows if r["qualified_name"] not in trained]
+        if unseen and len(unseen) < len(rows):
+            report["verified_unseen"] = evaluate_records(unseen, weights)
+    if noise and train is not None and val is not None:
+        report["label_noise"] = noise_robustness(
+            train, val, test, (data or DEFAULT_DATA_DIR) / "noise", seed=seed, progress=progress
+        )
+    return report
+
+
+def _print_report(report: dict[str, Any]) -> None:
+    for part in ("test", "verified", "verified_unseen"):
+        if part not in report:
+            continue
+        r = report[part]
+        sys.stdout.write(f"{part}: {r['n']} functions ({r['with_doc']} with doc), model {r['version']}\n")
+        for name in ("code", "doc", "combined", "keyword"):
+            if name in r:
+                s = r[name]
+                per = "  ".join(f"{k} F1 {v['f1']:.3f}" for k, v in s["per_class"].items())
+                sys.stdout.write(
+                    f"  {name:9s} acc {s['accuracy']:.3f}  macro-F1 {s['macro_f1']:.3f}  [{per}]  "
+                    f"hard-names acc {s['hard']['accuracy']:.3f} (n={s['hard']['n']})\n"
+                )
+    for rate, s in report.get("label_noise", {}).items():
+        sys.stdout.write(
+            f"  code with {rate} flipped labels: acc {s['accuracy']:.3f} macro-F1 {s['macro_f1']:.3f}\n"
+        )
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    train, val, test = _load_split(Path(args.corpus))
+    report = _evaluation_report(
+        test,
+        Path(args.weights) if args.weights else None,
+        noise=args.noise,
+        train=train,
+        val=val,
+        data=Path(args.corpus).parent,
+        seed=args.seed,
+        progress=not args.quiet,
+    )
+    if args.lime:
+        report["lime_top_words"] = _top_words(test, args.weights)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    _print_report(report)
+    for label, words in report.get("lime_top_words", {}).items():
+        sys.stdout.write(f"  LIME top words {label}: {', '.join(w for w, _ in words)}\n")
+    return 0
+
+
+def register_evaluate(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "evaluate", help="score the classifiers and the keyword baseline on held-out libraries"
+    )
+    p.add_argument("--corpus", default=str(DEFAULT_DATA_DIR / "corpus.jsonl"))
+    p.add_argument("--weights", help="weights directory (default: the shipped weights)")
+    p.add_argument("--noise", action="store_true", help="also retrain with 10%%/20%% flipped labels")
+    p.add_argument("--lime", action="store_true", help="also compute LIME top words per class")
+    p.add_argument("--json", help="write the full report here")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=_cmd_evaluate)
+
+
+def _top_words(records: list[dict[str, Any]], weights: str | None, **kw: Any) -> dict[str, Any]:
+    from crystalperf.models.classifier import NeuralClassifier
+    from crystalperf.models.evaluate import top_words
+
+    neural = NeuralClassifier(Path(weights) if weights else None)
+    return top_words(records, neural.predict_proba, **kw)
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from crystalperf.models.classifier import NeuralClassifier
+    from crystalperf.models.evaluate import lime_explain
+
+    if args.input:
+        path = Path(args.input)
+        if not path.is_file():
+            raise BadInputError("no such input file", path)
+        with path.open(encoding="utf-8") as fh:
+            rows = read_functions(path, fh)
+        neural = NeuralClassifier(Path(args.weights) if args.weights else None)
+        for ident, fn in rows:
+            probs = neural.predict_proba([fn])[0]
+            weights = lime_explain(
+                fn, neural.predict_proba, num_features=args.words, num_samples=args.samples
+            )
+            sys.stdout.write(
+                json.dumps(
+                    {
+                        "id": ident,
+                        "cpu": float(probs[0]),
+                        "disk": float(probs[1]),
+                        "network": float(probs[2]),
+                        "words": weights,
+                    }
+                )
+                + "\n"
+            )
+        return 0
+    _, _, test = _load_split(Path(args.corpus))
+    table = _top_words(test, args.weights, samples_per_class=args.functions, num_samples=args.samples)
+    for label, words in table.items():
+        sys.stdout.write(f"{label}: {', '.join(f'{w} ({s:.2f})' for w, s in words)}\n")
+    return 0
+
+
+def register_explain(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("explain", help="LIME: which words drive the classification")
+    p.add_argument("--input", help="JSONL functions to explain one by one (as for classify)")
+    p.add_argument(
+        "--corpus",
+        default=str(DEFAULT_DATA_DIR / "corpus.jsonl"),
+        help="without --input: top words per class over this corpus's test split",
+    )
+    p.add_argument("--weights", help="weights directory (default: the shipped weights)")
+    p.add_argument("--words", type=int, default=8, help="words per class and function")
+    p.add_argument("--samples", type=int, default=300, help="LIME perturbations per function")
+    p.add_argument("--functions", type=int, default=15, help="functions per class for the top-word table")
+    p.set_defaults(func=_cmd_explain)

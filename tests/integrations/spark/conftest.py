@@ -1,0 +1,58 @@
+"""Real local[2] PySpark applications with crystalperf's listener, plugin and Python worker sampler.
+
+Each application runs in a subprocess of its own: the listener reads its configuration when the
+SparkContext starts (one per JVM), and a subprocess shows the application's own exit status and
+output, which crystalperf must never change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+PRELUDE = '''
+import sys
+from pyspark.sql import SparkSession
+from crystalperf.integrations.spark import configure
+
+def session(**conf):
+    builder = (SparkSession.builder.master("local[2]").appName("crystalperf-test")
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4"))
+    for key, value in conf.items():
+        builder = builder.config(key, str(value))
+    return configure(builder).getOrCreate()
+'''
+
+
+@dataclass
+class AppRun:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def report(self, out: Path) -> dict:
+        return json.loads((out / "crystalperf-report.json").read_text())
+
+
+@pytest.fixture
+def run_app(tmp_path: Path):
+    """Run a PySpark script (PRELUDE + body) in a fresh Python; returns its exit status and output."""
+
+    def run(body: str, *, testing: bool = True, timeout: float = 300) -> AppRun:
+        script = tmp_path / "app.py"
+        script.write_text(PRELUDE + textwrap.dedent(body))
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, CRYSTALPERF_TESTING="1" if testing else "0")
+        done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=timeout)
+        return AppRun(done.returncode, done.stdout, done.stderr)
+
+    return run

@@ -1,0 +1,65 @@
+"""``crystalperf spark-conf`` and the installation checks (no Spark application needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def test_spark_conf_prints_submit_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    from crystalperf.core.cli import main
+
+    assert main(["spark-conf", "--output-dir", "/tmp/x", "--no-python-sampling"]) == 0
+    out = capsys.readouterr().out
+    assert "--conf spark.extraListeners=org.crystalperf.spark.CrystalPerfListener" in out
+    assert "--conf spark.plugins=org.crystalperf.spark.CrystalPerfPlugin" in out
+    assert "crystalperf-spark.jar" in out and "spark.crystalperf.outputDir=/tmp/x" in out
+
+
+def test_configure_appends_to_existing_lists() -> None:
+    from pyspark import SparkConf
+
+    from crystalperf.integrations.spark import configure
+
+    conf = SparkConf(loadDefaults=False).set("spark.extraListeners", "com.example.Other")
+    configure(conf, python_sampling=False)
+    assert conf.get("spark.extraListeners") == "com.example.Other,org.crystalperf.spark.CrystalPerfListener"
+
+
+def test_unsupported_spark_version_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    import crystalperf.integrations.spark as integ
+
+    monkeypatch.setattr(integ, "spark_version", lambda: "3.5.1")
+    with pytest.raises(integ.SparkSetupError, match="pip install 'pyspark>=4.0,<4.4'"):
+        integ.check_installation()
+
+
+def test_stale_jar_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    import crystalperf.integrations.spark as integ
+
+    monkeypatch.setattr(integ, "_sources_hash", lambda: "0" * 64)
+    with pytest.raises(integ.SparkSetupError, match="hatch_build.py"):
+        integ.check_installation()
+
+
+def test_bad_event_log_is_one_clear_error(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    from crystalperf.core.cli import main
+
+    bad = tmp_path / "eventlog"
+    bad.write_text('{"Event": "SomethingElse"}\nnot json\n')
+    assert main(["import", "spark-eventlog", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "not a Spark event log" in err and str(bad) in err
+
+
+def test_python_worker_waiting_for_the_jvm_is_not_counted() -> None:
+    from crystalperf.core import trace as tr
+    from crystalperf.integrations.spark.pydaemon import without_jvm_waits
+
+    samples = tr.StackSamples(
+        origin=0.0,
+        frames=[tr.Frame(name="pyspark.serializers.read_int", language="python"),
+                tr.Frame(name="app.burn", language="python"), tr.Frame(name="pyspark.worker.main", language="python")],
+        stacks=[[0, 2], [1, 2]], keys=[tr.SampleKey(operation="stage-1", task="3", thread="python-worker")],
+        key=[0, 0], bucket=[0, 0], stack=[0, 1], count=[5, 7])
+    kept = without_jvm_waits(samples)
+    assert kept.stack == [1] and kept.count == [7]

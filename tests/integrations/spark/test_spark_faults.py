@@ -1,0 +1,60 @@
+"""Whatever goes wrong on crystalperf's side, the application's result and exit status are its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from crystalperf.core.trace import load_trace
+
+
+def test_unwritable_output_dir_leaves_the_application_alone(run_app, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    result = run_app(f'''
+        spark = session(**{{"spark.crystalperf.outputDir": "{blocker}/report"}})
+        print("COUNT", spark.range(0, 1000).count())
+        spark.stop()
+        print("AFTER STOP")
+    ''')
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "COUNT 1000" in result.stdout and "AFTER STOP" in result.stdout
+    assert "could not write the trace" in result.stderr
+
+
+def test_analysis_crash_keeps_the_trace_and_the_exit_status(run_app, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    result = run_app(f'''
+        spark = session(**{{"spark.crystalperf.outputDir": "{out}", "spark.crystalperf.python": "/bin/false"}})
+        print("COUNT", spark.range(0, 1000).count())
+        spark.stop()
+    ''')
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "COUNT 1000" in result.stdout
+    assert "the analysis failed" in result.stderr
+    trace = load_trace(out / "crystalperf-trace.json.gz")
+    assert trace.operations and not (out / "crystalperf-report.json").exists()
+
+
+def test_failed_job_is_recorded_and_the_application_decides(run_app, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    result = run_app(f'''
+        spark = session(**{{"spark.crystalperf.outputDir": "{out}", "spark.task.maxFailures": 1}})
+        sc = spark.sparkContext
+
+        def explode(x):
+            raise ValueError("boom")
+
+        try:
+            sc.parallelize(range(10), 2).map(explode).count()
+        except Exception:
+            print("CAUGHT")
+        print("COUNT", spark.range(0, 100).count())
+        sc.parallelize(range(10), 2).map(explode).count()  # uncaught: the application fails
+    ''', testing=False)
+    assert "CAUGHT" in result.stdout and "COUNT 100" in result.stdout
+    assert result.returncode == 1  # Python's own status for an uncaught exception
+    trace = load_trace(out / "crystalperf-trace.json.gz")
+    statuses = [j.status for j in trace.operations]
+    assert statuses.count("failed") >= 1 and "success" in statuses
+    failed_tasks = [t for j in trace.operations for s in j.children for t in s.tasks if t.status == "failed"]
+    assert failed_tasks

@@ -1,0 +1,152 @@
+"""The listener + plugin on real local Spark jobs: the trace, the report, the Python worker samples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from crystalperf.core.trace import load_trace
+
+
+def _top_names(op: dict) -> list[str]:
+    return [f["name"] for f in op.get("top_functions", [])]
+
+
+def test_bundled_jar_matches_its_sources() -> None:
+    import hatch_build
+
+    spec = next(j for j in hatch_build.JARS if j.name == "spark")
+    assert hatch_build.is_current(spec), "rebuild the jar: python hatch_build.py"
+
+
+def test_shuffle_spill_parquet_job_and_event_log(run_app, tmp_path: Path) -> None:
+    events = tmp_path / "events"
+    events.mkdir()
+    result = run_app(f'''
+        spark = session(**{{"spark.shuffle.spill.numElementsForceSpillThreshold": 20000,
+                           "spark.eventLog.enabled": "true", "spark.eventLog.dir": "{events}",
+                           "spark.eventLog.compress": "false"}})
+        df = spark.range(0, 400_000).selectExpr("id % 997 AS k", "id * 7 % 10007 AS v")
+        df.repartition(2).sortWithinPartitions("v").write.mode("overwrite").parquet("{tmp_path}/out/sorted")
+        back = spark.read.parquet("{tmp_path}/out/sorted")
+        print("GROUPS", back.groupBy("k").count().count())
+        spark.stop()
+    ''')
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "GROUPS 997" in result.stdout
+    # No spark.crystalperf.outputDir: the trace goes next to the application's last output.
+    out = tmp_path / "out"
+    trace = load_trace(out / "crystalperf-trace.json.gz")
+    assert trace.application.framework == "spark" and trace.application.status == "succeeded"
+    jobs = trace.operations
+    assert jobs and all(j.kind == "job" for j in jobs)
+    stages = [s for j in jobs for s in j.children]
+    assert all(s.kind == "stage" for s in stages)
+    assert any(s.parents for s in stages), "a shuffle makes a stage depend on another"
+    tasks = [t for s in stages for t in s.tasks]
+    assert tasks and all(t.executor == "driver" for t in tasks)
+    total = {k: sum(t.metrics.get(k, 0.0) for t in tasks) for k in
+             ("spill_disk_bytes", "output_bytes", "input_bytes", "shuffle_write_bytes", "run_time_s", "cpu_time_s")}
+    assert all(v > 0 for v in total.values()), total
+    assert trace.metrics["spill_disk_bytes"] > 0
+    assert trace.environment.total_slots == 2 and trace.environment.executors[0].cores == 2
+    assert any(p.endswith("crystalperf-spark.jar") for p in trace.environment.properties.get("spark.jars", "").split(","))
+    assert trace.samples is not None and trace.samples.total > 0
+    assert {k.thread for k in trace.samples.keys} >= {"task"}
+    report = result.report(out)
+    assert report["bottleneck"]["resource"] in ("cpu", "disk", "network")
+    assert report["predictions"] and report["critical_path"]
+    kinds = {o["kind"] for o in report["operations"]}
+    assert {"job", "stage"} <= kinds
+
+    # The same run, read back offline from Spark's own event log.
+    from crystalperf.core.cli import main
+
+    log = next(p for p in events.iterdir() if not p.name.endswith(".inprogress"))
+    assert main(["import", "spark-eventlog", str(log), "--out", str(tmp_path / "from-log.json.gz")]) == 0
+    offline = load_trace(tmp_path / "from-log.json.gz")
+    offline_tasks = [t for j in offline.operations for s in j.children for t in s.tasks]
+    assert len(offline_tasks) == len(tasks)
+    assert sum(t.metrics["spill_disk_bytes"] for t in offline_tasks) == total["spill_disk_bytes"]
+    assert offline.samples is None
+
+
+def test_cpu_heavy_python_udf_is_cpu_bound_and_named(run_app, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    result = run_app(f'''
+        from pyspark.sql.functions import udf
+        spark = session(**{{"spark.crystalperf.outputDir": "{out}"}})
+
+        def burn_cycles_in_python(x):
+            total = 0
+            for i in range(30_000):
+                total = (total + i * x) % 1_000_003
+            return total
+
+        burn = udf(burn_cycles_in_python, "long")
+        print("SUM", spark.range(0, 400, numPartitions=4).select(burn("id").alias("b")).groupBy().sum("b").collect()[0][0])
+        spark.stop()
+    ''')
+    assert result.returncode == 0, result.stderr[-3000:]
+    trace = load_trace(out / "crystalperf-trace.json.gz")
+    assert any(k.thread == "python-worker" for k in trace.samples.keys)
+    report = result.report(out)
+    assert report["bottleneck"]["resource"] == "cpu"
+    udf_stage = max((o for o in report["operations"] if o["kind"] == "stage"), key=lambda o: o["runtime_s"])
+    assert udf_stage["vector"]["cpu"] > 0.5
+    assert any("burn_cycles_in_python" in n for n in _top_names(udf_stage)), _top_names(udf_stage)
+
+
+def test_gzip_decompression_job_is_cpu_bound(run_app, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    data = tmp_path / "logs"
+    data.mkdir()
+    import gzip
+    import random
+
+    rng = random.Random(7)
+    words = [f"w{i:05d}" for i in range(5000)]
+    for part in range(4):
+        with gzip.open(data / f"part-{part}.txt.gz", "wt", compresslevel=6) as f:
+            for _ in range(150_000):
+                f.write(" ".join(rng.choices(words, k=12)) + "\n")
+    result = run_app(f'''
+        spark = session(**{{"spark.crystalperf.outputDir": "{out}"}})
+        lines = spark.read.text("{data}")
+        print("LINES", lines.filter(lines.value.contains("w00042")).count())
+        spark.stop()
+    ''')
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = result.report(out)
+    assert report["bottleneck"]["resource"] == "cpu", report["bottleneck"]
+
+
+def test_spark_submit_with_the_printed_conf_lines(tmp_path: Path) -> None:
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    import pyspark
+
+    out = tmp_path / "report"
+    conf = subprocess.run([sys.executable, "-m", "crystalperf.core.cli", "spark-conf", "--output-dir", str(out)],
+                          capture_output=True, text=True, check=True).stdout
+    args = [a for a in shlex.split(conf.replace("\\\n", " "))]
+    job = tmp_path / "job.py"
+    job.write_text(
+        "from pyspark.sql import SparkSession\n"
+        "spark = SparkSession.builder.appName('submitted').getOrCreate()\n"
+        "def slow_square(x):\n"
+        "    return sum(x for _ in range(20_000))\n"
+        "print('TOTAL', spark.sparkContext.parallelize(range(400), 2).map(slow_square).sum())\n"
+        "spark.stop()\n")
+    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
+    done = subprocess.run([str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false", *args, str(job)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "TOTAL" in done.stdout
+    trace = load_trace(out / "crystalperf-trace.json.gz")
+    assert trace.application.name == "submitted"
+    keys = trace.samples.keys if trace.samples else []
+    assert any(k.thread == "python-worker" for k in keys)

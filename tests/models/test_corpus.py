@@ -1,0 +1,113 @@
+"""The corpus builder: rules file, labelling, extraction, the out-of-sample frameworks, the split."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+from crystalperf.models.corpus import (
+    FORBIDDEN,
+    RULES_PATH,
+    Extracted,
+    build_corpus,
+    extract_python_tree,
+    label_for,
+    label_functions,
+    load_rules,
+    split_by_library,
+)
+
+
+def test_every_rule_has_a_label_pattern_and_reason() -> None:
+    rules = load_rules()
+    assert len(rules) >= 30
+    assert {r.label for r in rules} == {"cpu", "disk", "network", "skip"}
+    assert all(len(r.reason) > 10 for r in rules)
+    assert "spark" not in RULES_PATH.read_text().split("# Never add")[0].lower().replace("crystalperf", "")
+
+
+def test_labels_follow_the_first_matching_rule() -> None:
+    rules = load_rules()
+    assert label_for("java", "java.net.SocketOutputStream.socketWrite", rules) == "network"
+    assert label_for("java", "java.io.FileOutputStream.write", rules) == "disk"
+    assert label_for("java", "java.util.regex.Pattern.compile", rules) == "cpu"
+    assert label_for("python", "http.client.HTTPConnection.send", rules) == "network"
+    assert label_for("python", "shutil.copyfileobj", rules) == "disk"
+    assert label_for("python", "json.encoder.JSONEncoder.encode", rules) == "cpu"
+    assert label_for("java", "java.net.Socket.getPort", rules) is None  # accessor: skipped
+    assert label_for("java", "java.awt.Button.paint", rules) is None  # no rule: left out
+
+
+def test_frameworks_under_evaluation_never_enter_the_corpus() -> None:
+    for name in (
+        "pyspark.rdd.RDD.map",
+        "org.apache.spark.rdd.RDD.map",
+        "tensorflow.python.ops.x",
+        "keras.layers.Dense.call",
+        "org.apache.flink.runtime.Task.run",
+        "pyflink.table.Table",
+    ):
+        assert FORBIDDEN.search(name), name
+    fn = Extracted(
+        "py:pyspark",
+        "python",
+        "pyspark.socket.send",
+        "def send(sock):\n    a\n    b\n    sock.sendall(data, more, stuff)\n",
+        "",
+    )
+    assert label_functions([fn], load_rules()) == []
+
+
+def test_python_extraction_labels_and_splits_by_library(tmp_path: Path) -> None:
+    for module, body in (
+        ("socket", "sock.sendall(data)\n    reply = sock.recv(4096)\n    sock.close()"),
+        ("shutil", "with open(src) as a, open(dst, 'w') as b:\n        b.write(a.read())\n        b.flush()"),
+        (
+            "json",
+            "parts = [str(v) for v in values]\n    joined = ', '.join(parts)\n    return '[' + joined + ']'",
+        ),
+    ):
+        (tmp_path / f"{module}.py").write_text(
+            f'def work_on_{module}(sock, src, dst, data, values):\n    """Doc of {module}."""\n    {body}\n'
+        )
+    extracted = list(extract_python_tree(tmp_path, prefix="pystd"))
+    assert {e.qualified_name for e in extracted} == {
+        "socket.work_on_socket",
+        "shutil.work_on_shutil",
+        "json.work_on_json",
+    }
+    records = label_functions(extracted, load_rules())
+    assert {r["qualified_name"]: r["label"] for r in records} == {
+        "socket.work_on_socket": "network",
+        "shutil.work_on_shutil": "disk",
+        "json.work_on_json": "cpu",
+    }
+    assert all(r["doc"].startswith("Doc of") for r in records)
+    split_by_library(records)
+    assert all(r["split"] in ("train", "val", "test") for r in records)
+
+
+def test_build_corpus_from_a_small_src_zip(tmp_path: Path) -> None:
+    java = """package java.net;
+class SocketOutputStream {
+    /** Writes to the socket. */
+    private void socketWrite(byte[] b, int off, int len) throws IOException {
+        while (len > 0) {
+            int n = socketWrite0(fd, b, off, len);
+            off += n; len -= n;
+        }
+    }
+}"""
+    src = tmp_path / "src.zip"
+    with zipfile.ZipFile(src, "w") as zf:
+        zf.writestr("java.base/java/net/SocketOutputStream.java", java)
+    empty = tmp_path / "stdlib"
+    empty.mkdir()
+    records = build_corpus(
+        tmp_path / "corpus.jsonl", jdk_src_zip=src, python_stdlib=empty, doctext_path=tmp_path / "doc.txt"
+    )
+    assert [(r["qualified_name"], r["label"], r["doc"], r["library"]) for r in records] == [
+        ("java.net.SocketOutputStream.socketWrite", "network", "Writes to the socket.", "jdk:java.net")
+    ]
+    assert (tmp_path / "corpus.jsonl").read_text().count("\n") == 1
+    assert "Writes to the socket." in (tmp_path / "doc.txt").read_text()
