@@ -243,7 +243,9 @@ def build_report(
         "predictions": [p.as_dict() for p in predictions],
         "advice": _advice(bottleneck, predictions, profile),
         "sources": sources,
-        "warnings": list(trace.warnings),
+        "warnings": list(trace.warnings) + [
+            p for p in (resolution.problems if resolution is not None else []) if p.startswith("classifier ")
+        ],
     }
     if trace.streaming is not None:
         report["streaming"] = trace.streaming.model_dump(exclude_none=True)

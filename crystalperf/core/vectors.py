@@ -9,14 +9,17 @@ run time, shuffle fetch wait, spill bytes...), and every vector says where it ca
 
 from __future__ import annotations
 
+import logging
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from crystalperf.core import trace as tr
-from crystalperf.core.classify import FunctionSource, ResourceClassifier
+from crystalperf.core.classify import FunctionSource, KeywordClassifier, ResourceClassifier
 from crystalperf.core.resources import CPU_ONLY, ResourceVector, weighted_mean
 from crystalperf.core.sources import FrameResolver, LocateContext, is_native
+
+log = logging.getLogger(__name__)
 
 # Where an operation's vector came from, in the order of preference.
 SOURCE_SAMPLES = "samples"  # classified functions of its sampled stacks (the paper's way)
@@ -76,6 +79,21 @@ def _name_only(frames: Sequence[tr.Frame], stack: Sequence[int]) -> FunctionSour
     )
 
 
+def _classify_or_fall_back(
+    classifier: ResourceClassifier, functions: list[FunctionSource]
+) -> tuple[list[ResourceVector], str | None]:
+    """The classifier's vectors; if it fails (a plug-in classifier meeting input it was not built for),
+    the keyword classifier's, so that one bad function never costs the user the whole report."""
+    if not functions:
+        return [], None
+    try:
+        return list(classifier.classify(functions)), None
+    except Exception as exc:  # noqa: BLE001 - any plug-in failure degrades to the baseline classifier
+        log.warning("classifier %s failed (%s); using the keyword classifier", classifier.version, exc)
+        problem = f"classifier {classifier.version} failed ({exc}); the keyword classifier was used instead"
+        return list(KeywordClassifier().classify(functions)), problem
+
+
 def resolve_samples(
     samples: tr.StackSamples,
     classifier: ResourceClassifier,
@@ -90,7 +108,7 @@ def resolve_samples(
         stack_function[s] = found[1] if found else _name_only(samples.frames, stack)
     unique = {f.key: f for f in stack_function.values() if f is not None}
     functions = list(unique.values())
-    vectors = classifier.classify(functions) if functions else []
+    vectors, classifier_problem = _classify_or_fall_back(classifier, functions)
     function_vectors = {f.key: v for f, v in zip(functions, vectors, strict=True)}
 
     per_stack_count: Counter[int] = Counter()
@@ -107,6 +125,8 @@ def resolve_samples(
         if f is not None and f.origin != "frame-name":
             located += n
     problems = list(resolver.context.problems) if resolver else []
+    if classifier_problem:
+        problems.append(classifier_problem)
     return SampleResolution(stack_function, function_vectors, located, total, by_origin, problems)
 
 

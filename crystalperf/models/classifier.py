@@ -16,12 +16,26 @@ import numpy as np
 from crystalperf.core.classify import FunctionSource
 from crystalperf.core.resources import ResourceVector
 from crystalperf.models import LABELS, WEIGHTS_DIR
+from crystalperf.models.sources import GRAMMARS
 
 log = logging.getLogger(__name__)
 
 
 class WeightsMissingError(FileNotFoundError):
     """The trained weights are not where the package expects them."""
+
+
+_SUFFIX_LANGUAGE = {".java": "java", ".scala": "scala", ".py": "python", ".cc": "cpp", ".cpp": "cpp", ".h": "cpp"}
+
+
+def parseable_language(function: FunctionSource) -> str:
+    """The grammar to parse a function with. Frames of generated or unlabelled code (Spark's
+    ``GeneratedClass``, lambdas) arrive as language ``unknown`` with only their qualified name as code;
+    the file suffix decides when there is one, else the JVM's Java grammar reads a dotted name best."""
+    if function.language in GRAMMARS:
+        return function.language
+    suffix = Path(str(function.location or "").split(":")[0]).suffix
+    return _SUFFIX_LANGUAGE.get(suffix, "java")
 
 
 def combine(code: np.ndarray, doc: np.ndarray | None, has_doc: np.ndarray) -> np.ndarray:
@@ -76,7 +90,8 @@ class NeuralClassifier:
         if not functions:
             return np.zeros((0, len(LABELS)))
         code = self.code.predict_proba(
-            [f.code or f.qualified_name for f in functions], [f.language for f in functions], self.batch_size
+            [f.code or f.qualified_name for f in functions], [parseable_language(f) for f in functions],
+            self.batch_size,
         )
         has_doc = np.asarray([bool(f.doc and f.doc.strip()) for f in functions])
         doc = None

@@ -148,3 +148,21 @@ def test_pipelined_operators_count_their_busy_time_not_their_span():
 def test_empty_job_has_no_bottleneck_to_name():
     b = find_bottleneck(build_profile(make_trace([op("x", 0, 0)], end=0), CLASSIFIER, locators=[]))
     assert b.sentence().startswith("No operation time was recorded")
+
+
+def test_a_failing_classifier_degrades_to_the_keyword_classifier_and_says_so():
+    from crystalperf.core.analysis import analyze
+
+    class Broken:
+        version = "broken-1"
+
+        def classify(self, functions):
+            raise ValueError("unsupported language 'unknown'")
+
+    samples = _samples([(0, 0, 0, 3), (1, 0, 1, 2)])
+    trace = make_trace([op("a", 0, 2), op("b", 0, 2)], samples=samples)
+    report = analyze(trace, classifier=Broken(), scenarios=[]).report
+    # The keyword classifier reads "send" as network and knows nothing of "hash" (CPU).
+    vectors = {o["id"]: o["vector"] for o in report["operations"]}
+    assert vectors["a"]["network"] >= 0.5 > vectors["b"]["network"] and vectors["b"]["cpu"] >= 0.5
+    assert any("broken-1 failed" in w and "keyword" in w for w in report["warnings"])
