@@ -150,7 +150,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
             t2 = time.monotonic()
             charlm.train_char_lms(
                 doctext,
-                weights / "charlm",
+                weights / "doc",  # the doc classifier loads its two character LMs from its own directory
                 **_accepted(charlm.train_char_lms, seed=args.seed, progress=not args.quiet),
             )
             timings["charlm_s"] = time.monotonic() - t2
