@@ -17,10 +17,13 @@ TORCH = "torch==2.13.0"
 HERE = Path(__file__).resolve().parent
 
 
-def run_tests(session: nox.Session, where: str) -> None:
-    """pytest on one tier; a tier with no test files yet is skipped, saying so."""
+def skip_without_tests(session: nox.Session, where: str) -> None:
+    """A tier with no test files yet is skipped, saying so, before its framework is installed."""
     if not any((HERE / where).rglob("test_*.py")):
         session.skip(f"no tests under {where} yet")
+
+
+def run_tests(session: nox.Session, where: str) -> None:
     session.run("pytest", where, *session.posargs)
 
 
@@ -36,6 +39,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def unit(session: nox.Session) -> None:
     """The framework-free core: no Spark, TensorFlow, Flink or torch installed."""
+    skip_without_tests(session, "tests/unit")
     session.install("-e", ".[test]")
     run_tests(session, "tests/unit")
 
@@ -43,6 +47,7 @@ def unit(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def models(session: nox.Session) -> None:
     """The resource classifiers (torch, flair, tree-sitter)."""
+    skip_without_tests(session, "tests/models")
     session.install(TORCH)
     session.install("-e", ".[test,models]")
     run_tests(session, "tests/models")
@@ -51,6 +56,7 @@ def models(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def spark(session: nox.Session) -> None:
     """Real local Spark jobs with the listener and the executor plugin."""
+    skip_without_tests(session, "tests/integrations/spark")
     session.install(TORCH)
     session.install("-e", ".[test,spark,models]")
     run_tests(session, "tests/integrations/spark")
@@ -59,6 +65,7 @@ def spark(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def tensorflow(session: nox.Session) -> None:
     """Real Keras fit() runs with the callback."""
+    skip_without_tests(session, "tests/integrations/tensorflow")
     session.install(TORCH)
     session.install("-e", ".[test,tensorflow,models]")
     run_tests(session, "tests/integrations/tensorflow")
@@ -67,6 +74,7 @@ def tensorflow(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def flink(session: nox.Session) -> None:
     """Real PyFlink jobs with the metrics reporter."""
+    skip_without_tests(session, "tests/integrations/flink")
     session.install(TORCH)
     session.install("-e", ".[test,flink,models]")
     run_tests(session, "tests/integrations/flink")
