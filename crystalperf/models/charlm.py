@@ -6,7 +6,7 @@ docstrings extracted by the corpus builder (never Spark, Flink or TensorFlow doc
 the frameworks we evaluate on). Flair's ``Dictionary.load('chars')`` downloads too, so the character
 dictionary is built from the text itself.
 
-    python -m crystalperf.models.charlm DOCTEXT OUT_DIR [--hidden 128] [--epochs 2] [--max-chars 3000000]
+    python -m crystalperf.models.charlm DOCTEXT OUT_DIR [--hidden 128] [--epochs 8] [--max-chars 3000000]
 
 writes ``OUT_DIR/forward.pt`` and ``OUT_DIR/backward.pt`` (loadable with ``FlairEmbeddings(path)``).
 """
@@ -70,7 +70,7 @@ def train_char_lms(
     *,
     hidden: int = 128,
     embedding: int = 32,
-    epochs: int = 2,
+    epochs: int = 8,
     sequence_length: int = 100,
     batch_size: int = 64,
     max_chars: int = 3_000_000,
@@ -122,7 +122,7 @@ def main() -> None:
     parser.add_argument("doctext", type=Path)
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--hidden", type=int, default=128)
-    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--max-chars", type=int, default=3_000_000)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO)
