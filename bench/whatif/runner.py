@@ -1,0 +1,198 @@
+"""The what-if accuracy benchmark, framework-independent part.
+
+For each workload: run the baseline configuration with the hook (one trace), predict every target
+configuration from that one trace with ``crystalperf predict --json`` (crystalperf and its two
+baselines, linear scaling and task replay without vectors), re-run the job for real at each target
+(several repetitions, median) and compare: deviation = |predicted - actual| / actual (paper §7).
+
+A workload supplies ``run(config, out_dir) -> Run`` (it runs the job with the hook and returns the
+measured runtime and the trace) and its targets. A target the machine cannot apply (no cgroup write
+access, no ``tc``...) says why in ``unavailable()`` and is reported as skipped, never dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+PREDICTORS = ("crystalperf", "linear", "replay")
+PAPER_MEAN_DEVIATION = {"spark": 0.1349, "flink": 0.1270, "tensorflow": 0.1422}
+
+
+@dataclass
+class Run:
+    runtime_s: float  # the job's runtime as its trace defines it (latency for streaming jobs)
+    trace: Path | None = None
+    wall_s: float = 0.0
+
+
+@dataclass
+class Target:
+    name: str  # e.g. "cores 2->1"
+    kind: str  # resource kind: cores, memory, cpu_share, network, disk, device, parallelism
+    config: dict[str, Any]  # how the workload runs it for real
+    changes: list[str]  # what crystalperf predict is told: ["cores=1"]
+    unavailable: Callable[[], str | None] = lambda: None
+
+
+class Workload(Protocol):
+    name: str
+    framework: str
+    baseline: dict[str, Any]
+
+    def targets(self, quick: bool) -> list[Target]: ...
+
+    def run(self, config: dict[str, Any], out_dir: Path) -> Run: ...
+
+
+@dataclass
+class CaseResult:
+    framework: str
+    workload: str
+    target: str
+    kind: str
+    actual_s: float | None = None
+    actual_runs_s: list[float] = field(default_factory=list)
+    predicted_s: dict[str, float] = field(default_factory=dict)
+    band_s: tuple[float, float] | None = None
+    deviation: dict[str, float] = field(default_factory=dict)
+    skipped: str | None = None
+
+
+def predict(trace: Path, changes: Sequence[str]) -> dict[str, Any]:
+    """Ask the CLI, as a user would."""
+    args = [sys.executable, "-m", "crystalperf.core.cli", "predict", str(trace), "--json"]
+    for change in changes:
+        args += ["--set", change]
+    proc = subprocess.run(args, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"crystalperf predict failed: {proc.stderr.strip()}")
+    return json.loads(proc.stdout)
+
+
+def run_workload(workload: Workload, out_dir: Path, *, repetitions: int, quick: bool,
+                 log: Callable[[str], None] = print) -> list[CaseResult]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log(f"[{workload.framework}/{workload.name}] baseline {workload.baseline}")
+    baseline_runs = [workload.run(workload.baseline, out_dir / "baseline" / f"rep{i}") for i in range(repetitions)]
+    traced = next(r for r in baseline_runs if r.trace is not None)
+    log(f"  baseline runtime {statistics.median(r.runtime_s for r in baseline_runs):.2f} s (trace {traced.trace})")
+    results: list[CaseResult] = []
+    for target in workload.targets(quick):
+        case = CaseResult(workload.framework, workload.name, target.name, target.kind)
+        results.append(case)
+        reason = target.unavailable()
+        if reason:
+            case.skipped = reason
+            log(f"  {target.name}: skipped ({reason})")
+            continue
+        doc = predict(traced.trace, target.changes)  # type: ignore[arg-type]
+        for name in PREDICTORS:
+            case.predicted_s[name] = doc[name]["runtime_s"]
+        if "low_s" in doc["crystalperf"]:
+            case.band_s = (doc["crystalperf"]["low_s"], doc["crystalperf"]["high_s"])
+        started = time.perf_counter()
+        runs = [workload.run(target.config, out_dir / target.name.replace(" ", "_") / f"rep{i}")
+                for i in range(repetitions)]
+        case.actual_runs_s = [r.runtime_s for r in runs]
+        case.actual_s = statistics.median(case.actual_runs_s)
+        case.deviation = {n: abs(p - case.actual_s) / case.actual_s for n, p in case.predicted_s.items()}
+        log(f"  {target.name}: actual {case.actual_s:.2f} s ({time.perf_counter() - started:.0f} s to measure); "
+            + ", ".join(f"{n} {case.predicted_s[n]:.2f} s ({case.deviation[n]:.1%})" for n in PREDICTORS))
+    return results
+
+
+def summarize(results: Sequence[CaseResult]) -> dict[str, Any]:
+    """Mean deviation per framework and per resource kind, for each predictor."""
+    measured = [r for r in results if r.skipped is None and r.actual_s]
+    summary: dict[str, Any] = {"per_framework": {}, "per_kind": {}, "cases": len(measured),
+                               "skipped": len(results) - len(measured)}
+    for group, key in (("per_framework", lambda r: r.framework), ("per_kind", lambda r: f"{r.framework}/{r.kind}")):
+        buckets: dict[str, list[CaseResult]] = {}
+        for r in measured:
+            buckets.setdefault(key(r), []).append(r)
+        for name, rows in sorted(buckets.items()):
+            summary[group][name] = {
+                "cases": len(rows),
+                **{p: statistics.fmean(r.deviation[p] for r in rows) for p in PREDICTORS},
+            }
+    return summary
+
+
+def write_outputs(results: Sequence[CaseResult], out_dir: Path, *, machine: str) -> list[Path]:
+    summary = summarize(results)
+    data = {"machine": machine, "date": time.strftime("%Y-%m-%d"), "summary": summary,
+            "cases": [asdict(r) for r in results]}
+    json_path = out_dir / "whatif-results.json"
+    json_path.write_text(json.dumps(data, indent=2) + "\n")
+    md_path = out_dir / "whatif-results.md"
+    md_path.write_text(markdown(results, summary, machine))
+    written = [json_path, md_path]
+    plot = plot_predicted_vs_actual(results, out_dir / "whatif-predicted-vs-actual.png")
+    if plot:
+        written.append(plot)
+    return written
+
+
+def markdown(results: Sequence[CaseResult], summary: dict[str, Any], machine: str) -> str:
+    lines = [f"Machine: {machine}. Date: {time.strftime('%Y-%m-%d')}.", "",
+             "| framework | cases | crystalperf | linear scaling | task replay | paper |", "|---|---|---|---|---|---|"]
+    for fw, row in summary["per_framework"].items():
+        paper = PAPER_MEAN_DEVIATION.get(fw)
+        lines.append(f"| {fw} | {row['cases']} | {row['crystalperf']:.1%} | {row['linear']:.1%} | "
+                     f"{row['replay']:.1%} | {paper:.1%} |" if paper is not None else
+                     f"| {fw} | {row['cases']} | {row['crystalperf']:.1%} | {row['linear']:.1%} | {row['replay']:.1%} | – |")
+    lines += ["", "| framework/resource | cases | crystalperf | linear | replay |", "|---|---|---|---|---|"]
+    for kind, row in summary["per_kind"].items():
+        lines.append(f"| {kind} | {row['cases']} | {row['crystalperf']:.1%} | {row['linear']:.1%} | {row['replay']:.1%} |")
+    lines += ["", "| workload | target | actual (median) | crystalperf (band) | linear | replay |",
+              "|---|---|---|---|---|---|"]
+    for r in results:
+        if r.skipped:
+            lines.append(f"| {r.framework}/{r.workload} | {r.target} | skipped: {r.skipped} | | | |")
+            continue
+        band = f" ({r.band_s[0]:.2f}–{r.band_s[1]:.2f})" if r.band_s else ""
+        lines.append(
+            f"| {r.framework}/{r.workload} | {r.target} | {r.actual_s:.2f} s | "
+            f"{r.predicted_s['crystalperf']:.2f} s{band}, {r.deviation['crystalperf']:.1%} | "
+            f"{r.predicted_s['linear']:.2f} s, {r.deviation['linear']:.1%} | "
+            f"{r.predicted_s['replay']:.2f} s, {r.deviation['replay']:.1%} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot_predicted_vs_actual(results: Sequence[CaseResult], path: Path) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    measured = [r for r in results if r.skipped is None and r.actual_s]
+    if not measured:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 6))
+    markers = {"crystalperf": "o", "linear": "x", "replay": "^"}
+    for name in PREDICTORS:
+        ax.scatter([r.actual_s for r in measured], [r.predicted_s[name] for r in measured],
+                   marker=markers[name], label=name, alpha=0.8)
+    top = max(max(r.actual_s or 0, *r.predicted_s.values()) for r in measured) * 1.1
+    ax.plot([0, top], [0, top], color="grey", linewidth=1, linestyle="--")
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    ax.set_xlabel("actual runtime (s)")
+    ax.set_ylabel("predicted runtime (s)")
+    ax.set_title("What-if predictions against real re-runs")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

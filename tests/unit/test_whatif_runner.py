@@ -1,0 +1,82 @@
+"""The what-if benchmark runner's own logic: deviation, summaries, skip reporting (no framework)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+RUNNER = Path(__file__).resolve().parents[2] / "bench" / "whatif" / "runner.py"
+
+
+@pytest.fixture(scope="module")
+def runner() -> Any:
+    spec = importlib.util.spec_from_file_location("whatif_runner_under_test", RUNNER)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+def _case(runner: Any, fw: str, kind: str, actual: float, predicted: dict[str, float]) -> Any:
+    case = runner.CaseResult(fw, "w", f"{kind} change", kind, actual_s=actual, actual_runs_s=[actual])
+    case.predicted_s = predicted
+    case.deviation = {n: abs(p - actual) / actual for n, p in predicted.items()}
+    return case
+
+
+def test_summary_means_per_framework_and_kind_and_ignores_skipped(runner: Any) -> None:
+    cases = [
+        _case(runner, "spark", "cores", 10.0, {"crystalperf": 11.0, "linear": 20.0, "replay": 10.0}),
+        _case(runner, "spark", "disk", 20.0, {"crystalperf": 17.0, "linear": 20.0, "replay": 10.0}),
+        runner.CaseResult("spark", "w", "network 100mbit", "network", skipped="no tc"),
+    ]
+    summary = runner.summarize(cases)
+    assert summary["cases"] == 2 and summary["skipped"] == 1
+    spark = summary["per_framework"]["spark"]
+    assert spark["cases"] == 2
+    assert spark["crystalperf"] == pytest.approx((0.1 + 0.15) / 2)
+    assert spark["linear"] == pytest.approx((1.0 + 0.0) / 2)
+    assert spark["replay"] == pytest.approx((0.0 + 0.5) / 2)
+    assert set(summary["per_kind"]) == {"spark/cores", "spark/disk"}
+    assert summary["per_kind"]["spark/disk"]["crystalperf"] == pytest.approx(0.15)
+
+
+def test_markdown_lists_skipped_cases_with_their_reason(runner: Any) -> None:
+    cases = [
+        _case(runner, "spark", "cores", 10.0, {"crystalperf": 11.0, "linear": 20.0, "replay": 10.0}),
+        runner.CaseResult("spark", "w", "network 100mbit", "network", skipped="tc: operation not permitted"),
+    ]
+    text = runner.markdown(cases, runner.summarize(cases), "test machine")
+    assert "skipped: tc: operation not permitted" in text
+    assert "| spark | 1 | 10.0% | 100.0% | 0.0% | 13.5% |" in text
+
+
+def test_run_workload_reports_an_unavailable_target_as_skipped(runner: Any, tmp_path: Path) -> None:
+    ran: list[dict[str, Any]] = []
+
+    class Workload:
+        name = "toy"
+        framework = "spark"
+        baseline: dict[str, Any] = {"cores": 2}
+
+        def targets(self, quick: bool) -> list[Any]:
+            return [runner.Target("network 100mbit", "network", {"net": 100}, ["network=100mbit"],
+                                  unavailable=lambda: "no network namespace")]
+
+        def run(self, config: dict[str, Any], out_dir: Path) -> Any:
+            ran.append(config)
+            return runner.Run(runtime_s=1.0, trace=tmp_path / "trace.json.gz")
+
+    results = runner.run_workload(Workload(), tmp_path, repetitions=3, quick=True, log=lambda _: None)
+    assert [r.skipped for r in results] == ["no network namespace"]
+    assert ran == [{"cores": 2}] * 3  # the skipped target never ran
+    written = runner.write_outputs(results, tmp_path, machine="test")
+    data = json.loads((tmp_path / "whatif-results.json").read_text())
+    assert data["summary"]["skipped"] == 1 and data["cases"][0]["skipped"] == "no network namespace"
+    assert tmp_path / "whatif-results.md" in written
