@@ -21,6 +21,10 @@ def functions_from(corpus: Path | None, n: int) -> list[FunctionSource]:
         from crystalperf.models.evaluate import to_function
 
         return [to_function(r) for r in load_corpus(corpus)[:n]]
+    import sys
+
+    # The snippets live in the tests; running this file as a script puts bench/ (not the repo) on sys.path.
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from tests.models.test_unmistakable import CASES
 
     return [
