@@ -1,0 +1,360 @@
+package org.crystalperf.flink;
+
+import java.io.IOException;
+import java.io.Writer;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.StandardCopyOption;
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadInfo;
+import java.lang.management.ThreadMXBean;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+import org.apache.flink.metrics.Counter;
+import org.apache.flink.metrics.Gauge;
+import org.apache.flink.metrics.Meter;
+import org.apache.flink.metrics.Metric;
+import org.apache.flink.metrics.MetricConfig;
+import org.apache.flink.metrics.MetricGroup;
+import org.apache.flink.metrics.reporter.MetricReporter;
+
+/**
+ * Collects the numeric metrics of every job/task/operator/subtask and writes one JSON file per job
+ * ({@code crystalperf-flink-<job_id>.json}) that the Python side turns into a crystalperf trace.
+ *
+ * <p>Final values are taken in {@link #notifyOfRemovedMetric}: the last scheduled report can precede
+ * the end of a task. A job's file is written when its last metric goes away (the job ended, failed or
+ * was cancelled) and, for whatever is still open, at {@link #close}. Every callback swallows its own
+ * errors so the reporter never fails the job.
+ */
+public class CrystalPerfReporter implements MetricReporter {
+    private static final Logger LOG = Logger.getLogger(CrystalPerfReporter.class.getName());
+    /** Bounds memory on jobs with very many subtasks; metrics beyond it are dropped and counted. */
+    private static final int MAX_METRICS_PER_JOB = 200_000;
+
+    private final Map<String, Job> jobs = new HashMap<>();
+    private final Map<Metric, Entry> live = new HashMap<>();
+    private Path outputDir = Paths.get(".");
+    /** Aggregated stack samples are bounded per job; samples beyond the bound are counted as dropped. */
+    private static final int MAX_SAMPLE_ROWS_PER_JOB = 50_000;
+    private static final int MAX_STACK_DEPTH = 64;
+    private static final double BUCKET_S = 1.0;
+    private long sampleIntervalMs = 100;
+    private double sampleOrigin = System.currentTimeMillis() / 1000.0;
+    /** Thread-name prefix "task_name (subtask+1/" of every live task -> its job and subtask. */
+    private final Map<String, String[]> taskThreads = new HashMap<>();
+    private Thread sampler;
+    private volatile boolean closed;
+
+    private static final class Entry {
+        final String jobId;
+        final String key;
+        final Metric metric;
+        Entry(String jobId, String key, Metric metric) {
+            this.jobId = jobId;
+            this.key = key;
+            this.metric = metric;
+        }
+    }
+
+    private static final class Job {
+        final String id;
+        String name = "";
+        final Map<String, Map<String, String>> scopes = new LinkedHashMap<>();
+        final Map<String, Double> finals = new LinkedHashMap<>();
+        int liveCount;
+        long dropped;
+        final Map<String, Long> samples = new HashMap<>();
+        long droppedSamples;
+        final double firstSeen = System.currentTimeMillis() / 1000.0;
+        double lastRemoved;
+        Job(String id) {
+            this.id = id;
+        }
+    }
+
+    @Override
+    public void open(MetricConfig config) {
+        try {
+            String dir = config.getString("output.dir", System.getProperty("user.dir", "."));
+            outputDir = Paths.get(dir);
+            sampleIntervalMs = Long.parseLong(config.getString("sample.interval.ms", "100"));
+        } catch (RuntimeException e) {
+            LOG.log(Level.WARNING, "crystalperf: bad reporter configuration, using the working directory", e);
+        }
+        if (sampleIntervalMs > 0) {
+            sampler = new Thread(this::sampleLoop, "crystalperf-flink-sampler");
+            sampler.setDaemon(true);
+            sampler.start();
+        }
+    }
+
+    private void sampleLoop() {
+        ThreadMXBean mx = ManagementFactory.getThreadMXBean();
+        while (!closed) {
+            try {
+                Thread.sleep(sampleIntervalMs);
+                sampleOnce(mx);
+            } catch (InterruptedException e) {
+                return;
+            } catch (RuntimeException e) {
+                LOG.log(Level.WARNING, "crystalperf: stack sampling failed, sampling stops", e);
+                return;
+            }
+        }
+    }
+
+    private void sampleOnce(ThreadMXBean mx) {
+        Map<String, String[]> prefixes;
+        synchronized (this) {
+            if (taskThreads.isEmpty()) {
+                return;
+            }
+            prefixes = new HashMap<>(taskThreads);
+        }
+        // Names first (no stacks: cheap), then stacks of the task threads only, which pauses them less.
+        List<Long> ids = new ArrayList<>();
+        List<String[]> owners = new ArrayList<>();
+        for (ThreadInfo info : mx.getThreadInfo(mx.getAllThreadIds(), 0)) {
+            if (info == null) {
+                continue;
+            }
+            String name = info.getThreadName();
+            int paren = name.lastIndexOf(" (");
+            int slash = name.indexOf('/', paren + 1);
+            if (paren < 0 || slash < 0) {
+                continue;
+            }
+            String[] owner = prefixes.get(name.substring(0, slash + 1));
+            if (owner != null) {
+                ids.add(info.getThreadId());
+                owners.add(owner);
+            }
+        }
+        if (ids.isEmpty()) {
+            return;
+        }
+        long[] idArray = ids.stream().mapToLong(Long::longValue).toArray();
+        ThreadInfo[] infos = mx.getThreadInfo(idArray, MAX_STACK_DEPTH);
+        long bucket = (long) ((System.currentTimeMillis() / 1000.0 - sampleOrigin) / BUCKET_S);
+        synchronized (this) {
+            for (int i = 0; i < infos.length; i++) {
+                if (infos[i] == null || infos[i].getStackTrace().length == 0) {
+                    continue;
+                }
+                String[] owner = owners.get(i);
+                Job job = jobs.get(owner[0]);
+                if (job == null) {
+                    continue;
+                }
+                StringBuilder stack = new StringBuilder();
+                for (StackTraceElement el : infos[i].getStackTrace()) {
+                    stack.append(el.getClassName()).append('.').append(el.getMethodName()).append('\t')
+                            .append(el.getFileName() == null ? "" : el.getFileName()).append('\t')
+                            .append(el.getLineNumber()).append('\n');
+                }
+                String row = owner[1] + "\u0001" + owner[2] + "\u0001" + bucket + "\u0001" + stack;
+                Long count = job.samples.get(row);
+                if (count != null) {
+                    job.samples.put(row, count + 1);
+                } else if (job.samples.size() < MAX_SAMPLE_ROWS_PER_JOB) {
+                    job.samples.put(row, 1L);
+                } else {
+                    job.droppedSamples++;
+                }
+            }
+        }
+    }
+
+    @Override
+    public synchronized void close() {
+        closed = true;
+        if (sampler != null) {
+            sampler.interrupt();
+        }
+        for (Job job : jobs.values()) {
+            write(job);
+        }
+        jobs.clear();
+        live.clear();
+    }
+
+    @Override
+    public synchronized void notifyOfAddedMetric(Metric metric, String metricName, MetricGroup group) {
+        try {
+            Map<String, String> vars = group.getAllVariables();
+            String jobId = vars.get("<job_id>");
+            if (jobId == null || jobId.isEmpty()) {
+                return;  // JobManager/TaskManager-wide metrics say nothing about one job
+            }
+            Job job = jobs.computeIfAbsent(jobId, Job::new);
+            String jobName = vars.get("<job_name>");
+            if (jobName != null) {
+                job.name = jobName;
+            }
+            if (job.scopes.size() >= MAX_METRICS_PER_JOB) {
+                job.dropped++;
+                return;
+            }
+            String scopeKey = String.join("\u0001", nz(vars.get("<task_name>")), nz(vars.get("<operator_name>")),
+                    nz(vars.get("<subtask_index>")), nz(vars.get("<task_attempt_num>")));
+            if (!job.scopes.containsKey(scopeKey)) {
+                Map<String, String> scope = new LinkedHashMap<>();
+                for (String var : new String[] {"<task_name>", "<task_id>", "<operator_name>", "<operator_id>",
+                        "<subtask_index>", "<task_attempt_num>", "<tm_id>", "<host>"}) {
+                    if (vars.containsKey(var)) {
+                        scope.put(var.substring(1, var.length() - 1), vars.get(var));
+                    }
+                }
+                job.scopes.put(scopeKey, scope);
+                String task = vars.get("<task_name>");
+                String subtask = vars.get("<subtask_index>");
+                if (task != null && subtask != null) {
+                    taskThreads.put(task + " (" + (Integer.parseInt(subtask) + 1) + "/",
+                            new String[] {jobId, task, subtask});
+                }
+            }
+            live.put(metric, new Entry(jobId, scopeKey + "\u0002" + metricName, metric));
+            job.liveCount++;
+        } catch (RuntimeException e) {
+            LOG.log(Level.WARNING, "crystalperf: could not track metric " + metricName, e);
+        }
+    }
+
+    @Override
+    public synchronized void notifyOfRemovedMetric(Metric metric, String metricName, MetricGroup group) {
+        try {
+            Entry entry = live.remove(metric);
+            if (entry == null) {
+                return;
+            }
+            Job job = jobs.get(entry.jobId);
+            if (job == null) {
+                return;
+            }
+            Double value = valueOf(entry.metric);
+            if (value != null) {
+                job.finals.put(entry.key, value);
+            }
+            job.lastRemoved = System.currentTimeMillis() / 1000.0;
+            if (--job.liveCount <= 0) {
+                write(job);
+                jobs.remove(job.id);
+                taskThreads.values().removeIf(owner -> owner[0].equals(job.id));
+            }
+        } catch (RuntimeException e) {
+            LOG.log(Level.WARNING, "crystalperf: could not record final value of " + metricName, e);
+        }
+    }
+
+    private static String nz(String s) {
+        return s == null ? "" : s;
+    }
+
+    private static Double valueOf(Metric metric) {
+        try {
+            if (metric instanceof Counter) {
+                return (double) ((Counter) metric).getCount();
+            }
+            if (metric instanceof Meter) {
+                return (double) ((Meter) metric).getCount();
+            }
+            if (metric instanceof Gauge) {
+                Object v = ((Gauge<?>) metric).getValue();
+                if (v instanceof Number) {
+                    double d = ((Number) v).doubleValue();
+                    return Double.isFinite(d) ? d : null;  // legacy sources report busy time as NaN
+                }
+            }
+        } catch (RuntimeException e) {
+            // A gauge of an already released task may throw; its value is simply unknown.
+        }
+        return null;
+    }
+
+    private void write(Job job) {
+        try {
+            Files.createDirectories(outputDir);
+            Path target = outputDir.resolve("crystalperf-flink-" + job.id + ".json");
+            Path tmp = outputDir.resolve("crystalperf-flink-" + job.id + ".json.tmp");
+            try (Writer w = Files.newBufferedWriter(tmp, StandardCharsets.UTF_8)) {
+                w.write("{\"format\":\"crystalperf-flink-metrics\",\"version\":1,\"job_id\":");
+                w.write(quote(job.id));
+                w.write(",\"job_name\":" + quote(job.name));
+                w.write(",\"start\":" + job.firstSeen + ",\"end\":"
+                        + (job.lastRemoved > 0 ? job.lastRemoved : System.currentTimeMillis() / 1000.0));
+                w.write(",\"dropped_metrics\":" + job.dropped + ",\"scopes\":[");
+                Map<String, Integer> index = new HashMap<>();
+                int i = 0;
+                for (Map.Entry<String, Map<String, String>> scope : job.scopes.entrySet()) {
+                    if (i > 0) {
+                        w.write(",");
+                    }
+                    index.put(scope.getKey(), i++);
+                    w.write("{");
+                    int j = 0;
+                    for (Map.Entry<String, String> kv : scope.getValue().entrySet()) {
+                        w.write((j++ > 0 ? "," : "") + quote(kv.getKey()) + ":" + quote(kv.getValue()));
+                    }
+                    w.write("}");
+                }
+                w.write("],\"metrics\":[");
+                int k = 0;
+                // Metrics still live at close() (job not finished) contribute their current value.
+                Map<String, Double> values = new LinkedHashMap<>(job.finals);
+                for (Entry e : live.values()) {
+                    if (e.jobId.equals(job.id) && !values.containsKey(e.key)) {
+                        Double v = valueOf(e.metric);
+                        if (v != null) {
+                            values.put(e.key, v);
+                        }
+                    }
+                }
+                for (Map.Entry<String, Double> m : values.entrySet()) {
+                    int cut = m.getKey().indexOf('\u0002');
+                    Integer scope = index.get(m.getKey().substring(0, cut));
+                    if (scope == null) {
+                        continue;
+                    }
+                    w.write((k++ > 0 ? "," : "") + "[" + scope + "," + quote(m.getKey().substring(cut + 1)) + ","
+                            + m.getValue() + "]");
+                }
+                w.write("],\"sample_interval_s\":" + (sampleIntervalMs / 1000.0) + ",\"sample_origin\":" + sampleOrigin
+                        + ",\"sample_bucket_s\":" + BUCKET_S + ",\"dropped_samples\":" + job.droppedSamples
+                        + ",\"samples\":[");
+                int n = 0;
+                for (Map.Entry<String, Long> row : job.samples.entrySet()) {
+                    String[] parts = row.getKey().split("\u0001", 4);
+                    w.write((n++ > 0 ? "," : "") + "[" + quote(parts[0]) + "," + quote(parts[1]) + "," + parts[2] + ","
+                            + quote(parts[3]) + "," + row.getValue() + "]");
+                }
+                w.write("]}\n");
+            }
+            Files.move(tmp, target, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+            LOG.info("crystalperf: wrote " + target);
+        } catch (IOException | RuntimeException e) {
+            LOG.log(Level.WARNING, "crystalperf: could not write the metrics of job " + job.id, e);
+        }
+    }
+
+    private static String quote(String s) {
+        StringBuilder b = new StringBuilder("\"");
+        for (char c : nz(s).toCharArray()) {
+            if (c == '"' || c == '\\') {
+                b.append('\\').append(c);
+            } else if (c < 0x20) {
+                b.append(String.format("\\u%04x", (int) c));
+            } else {
+                b.append(c);
+            }
+        }
+        return b.append('"').toString();
+    }
+}

@@ -1,0 +1,38 @@
+"""The ``crystalperf`` commands of the Flink integration, run as a user runs them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from crystalperf.integrations import flink as cpflink
+
+
+def _crystalperf(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "crystalperf.core.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_flink_conf_prints_the_reporter_and_its_jar(tmp_path: Path) -> None:
+    result = _crystalperf("flink-conf", "--output-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    lines = dict(line.split(": ", 1) for line in result.stdout.splitlines())
+    assert lines["metrics.reporter.crystalperf.factory.class"] == cpflink.FACTORY_CLASS
+    assert lines["pipeline.jars"] == cpflink.jar_path().as_uri()
+    assert cpflink.jar_path().exists()
+    assert lines["metrics.reporter.crystalperf.output.dir"] == str(tmp_path.resolve())
+
+
+def test_bad_metrics_file_exits_2_with_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "crystalperf-flink-broken.json"
+    bad.write_text('{"format": "crystalperf-flink-metrics", "scopes": 3}')
+    result = _crystalperf("import", "flink-metrics", str(bad))
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert str(bad) in result.stderr and "Traceback" not in result.stderr

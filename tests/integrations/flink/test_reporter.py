@@ -1,0 +1,109 @@
+"""Real PyFlink local jobs with the crystalperf reporter configured."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from crystalperf.core.errors import BadInputError
+from crystalperf.integrations import flink as cpflink
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _run_sql_job(out_dir: Path, rows: int = 20000) -> None:
+    from pyflink.common import Configuration
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+
+    config = cpflink.configure(Configuration(), out_dir)
+    config.set_string("parallelism.default", "1")
+    settings = EnvironmentSettings.new_instance().in_batch_mode().with_configuration(config).build()
+    env = TableEnvironment.create(settings)
+    env.execute_sql(
+        f"CREATE TABLE src (k INT, v DOUBLE) WITH ('connector'='datagen', 'number-of-rows'='{rows}', "
+        "'fields.k.min'='0', 'fields.k.max'='9')"
+    )
+    env.execute_sql("CREATE TABLE snk (k INT, s DOUBLE) WITH ('connector'='blackhole')")
+    env.execute_sql("INSERT INTO snk SELECT k, SUM(SQRT(v * v + 1)) FROM src GROUP BY k").wait()
+
+
+@pytest.fixture(scope="module")
+def sql_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("pyflink")
+    out = tmp_path_factory.mktemp("flink-sql")
+    _run_sql_job(out)
+    return out
+
+
+def test_reporter_writes_metrics_of_every_operator(sql_job: Path) -> None:
+    files = cpflink.wait_for_metrics(sql_job)
+    assert len(files) == 1
+    trace = cpflink.read_metrics(files[0])
+    operator_names = [c.name for op in trace.operations for c in op.children]
+    assert any("src" in name for name in operator_names)
+    assert any("snk" in name for name in operator_names)
+    assert len(trace.operations) >= 2  # the GROUP BY splits the job into two chains joined by a shuffle
+    assert trace.operations[1].parents == [trace.operations[0].id]
+    assert trace.operations[0].children[0].name.startswith("Source: src")
+    records = {c.name: c.metrics for op in trace.operations for c in op.children}
+    assert max(m["records_out"] for m in records.values()) >= 20000  # final values, taken at removal
+    assert trace.streaming is not None and trace.streaming.throughput is not None
+    # task threads were sampled and aggregated per chain/subtask
+    assert trace.samples is not None and sum(trace.samples.count) > 0
+    assert {k.operation for k in trace.samples.keys} <= {op.id for op in trace.operations}
+    assert any(f.name.startswith("org.apache.flink.") for f in trace.samples.frames)
+
+
+def test_finish_writes_a_report_naming_the_operators_and_a_bottleneck(sql_job: Path, tmp_path: Path) -> None:
+    metrics_file = cpflink.wait_for_metrics(sql_job)[0]
+    trace_path = cpflink.finish(metrics_file, tmp_path)
+    assert trace_path.exists()
+    report = json.loads((tmp_path / "crystalperf-report.json").read_text())
+    assert report["bottleneck"]["resource"] in {"cpu", "disk", "network"}
+    names = json.dumps(report["operations"])
+    assert "src" in names and "snk" in names
+
+
+def test_bad_metrics_file_is_bad_input(tmp_path: Path) -> None:
+    bad = tmp_path / "crystalperf-flink-x.json"
+    bad.write_text("{not json")
+    with pytest.raises(BadInputError, match="crystalperf-flink-x.json"):
+        cpflink.read_metrics(bad)
+    bad.write_text('{"format": "other"}')
+    with pytest.raises(BadInputError):
+        cpflink.read_metrics(bad)
+
+
+def test_bundled_jar_is_current_with_its_sources() -> None:
+    spec = importlib.util.spec_from_file_location("hatch_build", ROOT / "hatch_build.py")
+    assert spec is not None and spec.loader is not None
+    hatch_build = importlib.util.module_from_spec(spec)
+    sys.modules["hatch_build"] = hatch_build
+    spec.loader.exec_module(hatch_build)
+    flink_jar = next(j for j in hatch_build.JARS if j.name == "flink")
+    assert hatch_build.is_current(flink_jar)
+    assert cpflink.jar_path() == flink_jar.jar
+
+
+def test_a_failing_job_still_leaves_what_was_collected(tmp_path: Path) -> None:
+    pytest.importorskip("pyflink")
+    from pyflink.common import Configuration
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+
+    config = cpflink.configure(Configuration(), tmp_path)
+    config.set_string("parallelism.default", "1")
+    config.set_string("restart-strategy.type", "none")
+    settings = EnvironmentSettings.new_instance().in_batch_mode().with_configuration(config).build()
+    env = TableEnvironment.create(settings)
+    env.execute_sql("CREATE TABLE src (k INT) WITH ('connector'='datagen', 'number-of-rows'='1000')")
+    env.execute_sql("CREATE TABLE snk (k INT) WITH ('connector'='blackhole')")
+    with pytest.raises(Exception):  # noqa: B017 - Flink wraps the cast failure in a Py4J error
+        env.execute_sql("INSERT INTO snk SELECT CAST(CONCAT('x', CAST(k AS STRING)) AS INT) FROM src").wait()
+    files = cpflink.wait_for_metrics(tmp_path)
+    assert len(files) == 1
+    trace = cpflink.read_metrics(files[0])
+    assert any("src" in c.name for op in trace.operations for c in op.children)
