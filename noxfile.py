@@ -67,7 +67,8 @@ def tensorflow(session: nox.Session) -> None:
     """Real Keras fit() runs with the callback."""
     skip_without_tests(session, "tests/integrations/tensorflow")
     session.install(TORCH)
-    session.install("-e", ".[test,tensorflow,models]")
+    # TensorBoard only for the tests that run the callback next to TensorBoard's own profiler.
+    session.install("-e", ".[test,tensorflow,models]", "tensorboard")
     run_tests(session, "tests/integrations/tensorflow")
 
 

@@ -14,8 +14,10 @@ from crystalperf.core import trace as tr
 from crystalperf.core.classify import ResourceClassifier
 from crystalperf.core.resources import RESOURCES, ResourceVector, weighted_mean
 from crystalperf.core.vectors import (
+    RESOURCES_ATTRIBUTE,
     SOURCE_CHILDREN,
     SOURCE_METRICS,
+    VECTOR_SOURCE_ATTRIBUTE,
     FunctionStat,
     OperationVector,
     SampleResolution,
@@ -23,6 +25,7 @@ from crystalperf.core.vectors import (
     operation_metrics_vector,
     resolve_samples,
     resolver_for,
+    restrict,
     sampled_vectors,
 )
 
@@ -191,8 +194,11 @@ def build_profile(
             level_graph(op.children, make_node, path, op.start, op.end) if op.children else None
         )
         vec = sampled.get(op.id)
+        if op.attributes.get(VECTOR_SOURCE_ATTRIBUTE) == SOURCE_METRICS:
+            vec = _measured_vector(op, vec)
         if vec is None:
             vec = _fallback_vector(op, children)
+        vec = restrict(vec, op.attributes.get(RESOURCES_ATTRIBUTE))
         prof = OperationProfile(op, path, parent_path, vec, children)
         by_path[path] = prof
         return prof
@@ -201,6 +207,17 @@ def build_profile(
     top = level_graph(trace.operations, make_node, None, app.start, app.end)
     version = getattr(classifier, "version", type(classifier).__name__)
     return ExecutionProfile(trace, top, by_path, resolution, str(version))
+
+
+def _measured_vector(op: tr.Operation, sampled: OperationVector | None) -> OperationVector | None:
+    """The hook measured this operation's split (``attributes["vector_source"] = "metrics"``): its
+    metrics give the vector, the samples still name the functions it ran."""
+    measured = operation_metrics_vector(op)
+    if measured is None:
+        return sampled
+    if sampled is None:
+        return OperationVector(measured, SOURCE_METRICS)
+    return OperationVector(measured, SOURCE_METRICS, sampled.samples, sampled.functions, sampled.interval_spread)
 
 
 def _fallback_vector(op: tr.Operation, children: LevelGraph | None) -> OperationVector:

@@ -229,6 +229,28 @@ def resolver_for(trace: tr.Trace, locators: Sequence[object] | None, source_root
     return FrameResolver(list(locators) if locators is not None else installed_locators(), context)  # type: ignore[arg-type]
 
 
+RESOURCES_ATTRIBUTE = "resources"
+# "metrics": the hook measured the operation's split; prefer its metrics over classified samples.
+VECTOR_SOURCE_ATTRIBUTE = "vector_source"
+
+
+def restrict(vec: OperationVector, allowed: str | None) -> OperationVector:
+    """Keep only the resources a hook says the operation can use (``attributes["resources"]``, e.g.
+    ``cpu,disk`` for a step of a one-process TensorFlow job, which has no network to wait for).
+
+    Classifiers spread a little probability over every class; where the hook knows a resource is
+    physically absent, that share would become phantom what-if sensitivity, so it is given back to
+    the others in proportion.
+    """
+    if not allowed:
+        return vec
+    keep = {r.strip().lower() for r in allowed.split(",")}
+    masked = [v if name in keep else 0.0 for v, name in zip(vec.vector, ("cpu", "disk", "network"), strict=True)]
+    if not any(masked) or list(masked) == list(vec.vector):
+        return vec
+    return OperationVector(ResourceVector.of(*masked), vec.source, vec.samples, vec.functions, vec.interval_spread)
+
+
 def default_vector() -> OperationVector:
     """Nothing known about an operation: counted as CPU, and the report says so."""
     return OperationVector(CPU_ONLY, SOURCE_DEFAULT)

@@ -166,3 +166,25 @@ def test_a_failing_classifier_degrades_to_the_keyword_classifier_and_says_so():
     vectors = {o["id"]: o["vector"] for o in report["operations"]}
     assert vectors["a"]["network"] >= 0.5 > vectors["b"]["network"] and vectors["b"]["cpu"] >= 0.5
     assert any("broken-1 failed" in w and "keyword" in w for w in report["warnings"])
+
+
+def test_a_hook_can_rule_out_resources_and_the_rest_is_renormalised():
+    # a's samples give (0.5, 0, 0.5) as in the test above; the hook says a cannot use the network
+    # (one process, no collectives), so its vector becomes pure CPU. b keeps its default.
+    samples = _samples([(0, 0, 0, 3), (0, 0, 1, 1), (0, 1, 1, 2)])
+    trace = make_trace([op("a", 0, 2, attributes={"resources": "cpu,disk"}), op("b", 0, 2)], samples=samples)
+    a = build_profile(trace, CLASSIFIER, locators=[]).top.nodes["a"].vector
+    assert tuple(a.vector) == pytest.approx((1.0, 0.0, 0.0))
+    assert a.source == "samples" and a.samples == 6  # still from the samples, which still name the functions
+    assert [f.function.qualified_name for f in a.functions] == ["net.send", "cpu.hash"]
+
+
+def test_a_hook_measured_split_wins_over_classified_samples():
+    # b's samples (2 CPU) would say pure CPU; the hook measured 1 s CPU and 3 s disk of its 4 s, and
+    # asked for its metrics: (0.25, 0.75, 0).
+    samples = _samples([(1, 0, 1, 2)])
+    measured = op("b", 0, 4, metrics={"run_time_s": 4.0, "cpu_time_s": 1.0, "disk_time_s": 3.0},
+                  attributes={"vector_source": "metrics"})
+    b = build_profile(make_trace([op("a", 0, 2), measured], samples=samples), CLASSIFIER, locators=[]).top.nodes["b"].vector
+    assert tuple(b.vector) == pytest.approx((0.25, 0.75, 0.0))
+    assert b.source == "metrics" and [f.function.qualified_name for f in b.functions] == ["cpu.hash"]

@@ -326,3 +326,7 @@ def test_internal_tensorflow_ops_map_to_their_public_op() -> None:
     assert "MatMul" in public_op_candidates("_MklMatMul")
     assert "FusedBatchNorm" in public_op_candidates("FusedBatchNormV3")
     assert public_op_candidates("Conv2D") == ["Conv2D"]
+    # oneDNN's fused kernels as TF 2.21's CPU build names them.
+    assert "Conv2D" in public_op_candidates("_MklNativeFusedConv2D")
+    assert "Conv2DBackpropFilter" in public_op_candidates("_MklNativeConv2DBackpropFilterWithBias")
+    assert "MatMul" in public_op_candidates("_MklNativeFusedMatMul")

@@ -30,16 +30,22 @@ def op_frame_name(op_type: str) -> str:
 
 
 def public_op_candidates(op_type: str) -> list[str]:
-    """``_FusedConv2D`` -> [_FusedConv2D, Conv2D]; ``FusedBatchNormV3`` -> [FusedBatchNormV3, FusedBatchNorm]."""
+    """``_FusedConv2D`` -> [_FusedConv2D, Conv2D]; ``_MklNativeConv2DBackpropFilterWithBias`` ->
+    [..., Conv2DBackpropFilterWithBias, Conv2DBackpropFilter]; ``FusedBatchNormV3`` -> [..., FusedBatchNorm]."""
     names = [op_type]
     stripped = op_type
     for prefix in _INTERNAL_PREFIXES:
         if stripped.startswith(prefix) and len(stripped) > len(prefix):
             stripped = stripped[len(prefix) :]
             names.append(stripped)
-    base = re.sub(r"V\d+$", "", stripped)  # FusedBatchNormV3 -> FusedBatchNorm
-    if base != stripped:
-        names.append(base)
+    # oneDNN fuses an op with its bias/activation (FusedConv2D, FusedMatMul, ...WithBias).
+    if stripped.startswith("Fused") and len(stripped) > 5 and stripped[5].isupper():
+        stripped = stripped[5:]
+        names.append(stripped)
+    if stripped.endswith("WithBias") and len(stripped) > 8:
+        stripped = stripped[: -len("WithBias")]
+        names.append(stripped)
+    names += [re.sub(r"V\d+$", "", n) for n in names]  # FusedBatchNormV3 -> FusedBatchNorm
     return list(dict.fromkeys(names))
 
 

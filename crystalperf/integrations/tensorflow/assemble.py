@@ -1,0 +1,358 @@
+"""From profiled training steps to the trace schema (no TensorFlow import here).
+
+Per step the DAG is: the wait for the input pipeline, then the model's layers forward, the loss, the
+layers backward and the optimizer update, in the order their kernels first ran (their data
+dependencies). Kernels are grouped by the Keras layer in their graph node name, because a step runs a
+few hundred of them and users think in layers. Every kernel execution becomes stack samples of the
+frame ``tensorflow.op.<OpType>`` (its duration / the sampling interval), so the core locates the op's
+documentation and classifies it like any sampled function; the input pipeline's kernels (file reads,
+decoding, augmentation) become samples of the step's input wait.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from crystalperf.core import trace as tr
+from crystalperf.core.sampling import SampleTable
+from crystalperf.core.sources.tensorflow import op_frame_name
+from crystalperf.core.vectors import RESOURCES_ATTRIBUTE, VECTOR_SOURCE_ATTRIBUTE
+from crystalperf.integrations.tensorflow.xplane import OpEvent, Timeline
+
+_WRAPPER_SCOPES = {"StatefulPartitionedCall", "PartitionedCall", "while", "body", "cond"}
+_NON_LAYER_SCOPES = {"compile_loss", "compile_metrics", "loss", "metrics", "gradient_tape"}
+_TRANSFER_KERNEL = re.compile(r"Collective|AllReduce|AllGather|Nccl|Send$|Recv$|RecvTensor|MemcpyH2D|MemcpyD2H")
+_READER_STAGE = re.compile(r"TFRecord|FixedLengthRecord|TextLine|Csv|SSTable|ArrayRecord")
+_FILE_KERNEL = re.compile(r"ReadFile|WriteFile|Save|Restore|Reader|MatchingFiles|Checkpoint")
+# Timestamps of kernels on different threads are this close when one starts as the other ends.
+EDGE_TOLERANCE_S = 20e-6
+# Kernel time becomes samples at this resolution (many kernels last well under a Python sampling interval).
+KERNEL_RESOLUTION_S = 0.001
+# A scope named like an op (Sub_2, Cast_30, AddV2) is TF arithmetic outside any layer, not a layer.
+_OP_LIKE_SCOPE = re.compile(r"^(?:[A-Z][A-Za-z0-9]*|[a-z]+(?:_[a-z]+)*_no_nan)(?:_\d+)?$")
+# Kernels shorter than this share of their group's time don't define its span; groups with less than
+# this share of the step's kernel time are folded into "other".
+SIGNIFICANT_SHARE = 0.02
+_OPTIMIZERS = {"adam", "adamw", "sgd", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "ftrl", "lion",
+               "lamb", "adafactor", "loss_scale_optimizer", "optimizer"}
+
+
+@dataclass
+class Step:
+    """One training step (a Keras batch) as the callback saw it."""
+
+    index: int  # global batch number since fit() began
+    epoch: int
+    start: float
+    end: float
+
+
+@dataclass
+class Recording:
+    """Everything the callback gathered in its window."""
+
+    steps: list[Step]
+    timeline: Timeline | None
+    python_samples: tr.StackSamples | None
+    threads: int  # TF's compute threads (intra-op parallelism)
+    cpu_count: int
+    cpu_seconds: float  # process CPU time during the window
+    memory_bytes: int | None
+    device: str = "cpu"
+    layer_names: frozenset[str] = frozenset()  # the model's layers: graph scopes carry _1, _2 suffixes
+    multi_worker: bool = False  # several hosts (MultiWorkerMirroredStrategy): collectives cross the network
+    fit_start: float | None = None
+    fit_end: float | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def layer_name(scope: str, layers: frozenset[str]) -> str:
+    """``conv_a_1`` -> ``conv_a`` when the model has a layer ``conv_a`` (TF uniquifies name scopes by
+    appending ``_N`` each time a layer is traced again)."""
+    name = scope
+    while name not in layers:
+        shorter = re.sub(r"_\d+$", "", name)
+        if shorter == name:
+            return scope
+        name = shorter
+    return name
+
+
+def op_group(node: str, layers: frozenset[str] = frozenset()) -> tuple[str, str]:
+    """Graph node name -> (group name, phase): ``…/sequential/conv2d/Relu`` -> (conv2d, forward);
+    ``…/gradient_tape/sequential/conv2d/…`` -> (conv2d backward, backward); ``…/adam/Mul`` ->
+    (adam, update); top-level arithmetic such as ``Sub_2/ReadVariableOp`` -> (other, other)."""
+    parts = [p for p in node.split("/") if p and p not in _WRAPPER_SCOPES and not p.startswith("__inference")]
+    backward = bool(parts) and parts[0] == "gradient_tape"
+    if backward:
+        parts = parts[1:]
+    scope = parts[:-1]  # the last part names the node itself
+    if len(scope) >= 2 and scope[0] not in _NON_LAYER_SCOPES:
+        group = scope[1]  # <model>/<layer>/...
+    elif scope:
+        group = scope[0]  # optimizer, loss, metrics, or a layer used outside a model
+    else:
+        return "other", "other"
+    if _OP_LIKE_SCOPE.match(group):
+        return "other", "other"
+    group = layer_name(group, layers)
+    base = re.sub(r"_\d+$", "", group).lower()
+    if not backward and (base in _OPTIMIZERS or group.lower() in _OPTIMIZERS):
+        return group, "update"
+    if backward:
+        return f"{group} backward", "backward"
+    return group, "forward"
+
+
+def _busy_union(ops: Sequence[OpEvent]) -> float:
+    """Wall time during which at least one of the kernels ran (kernels overlap across threads)."""
+    busy = 0.0
+    until = float("-inf")
+    for op in sorted(ops, key=lambda o: o.start):
+        end = op.start + op.duration
+        if end > until:
+            busy += end - max(op.start, until)
+            until = end
+    return busy
+
+
+def _span(ops: Sequence[OpEvent]) -> tuple[float, float]:
+    """The group as one block of work: from its first significant kernel, as long as its kernels were
+    busy. First-to-last would be wrong for groups whose kernels are scattered over the step (the
+    optimizer's variable reads run at the very start, the step counter's update at the very end): the
+    span would claim the whole step as that group's work."""
+    busy = sum(o.duration for o in ops)
+    significant = [o for o in ops if o.duration >= SIGNIFICANT_SHARE * busy] or list(ops)
+    first = min(o.start for o in significant)
+    return first, first + _busy_union(ops)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "op"
+
+
+def _step_of(steps: Sequence[Step], when: float) -> int | None:
+    """Position of the step whose window holds ``when`` (a step lasts until the next one begins)."""
+    lo, hi = 0, len(steps) - 1
+    if not steps or when < steps[0].start or when > steps[-1].end:
+        return None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if steps[mid].start <= when:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _add_op_samples(table: SampleTable, key: tr.SampleKey, ops: Sequence[OpEvent]) -> None:
+    """Kernel time as samples of the op's frame: duration / resolution, summed per (op type, bucket)."""
+    seconds: dict[tuple[str, int], float] = defaultdict(float)
+    first_seen: dict[tuple[str, int], float] = {}
+    for op in ops:
+        bucket = int((op.start - table.origin) // table.bucket_s)
+        seconds[(op.op_type, bucket)] += op.duration
+        first_seen.setdefault((op.op_type, bucket), op.start)
+    for (op_type, bucket), secs in seconds.items():
+        count = max(1, round(secs / table.interval_s))
+        frame = table.frame_id(op_frame_name(op_type), None, None, "unknown", "tensorflow")
+        table.add(key, table.stack_id([frame]), first_seen[(op_type, bucket)], count)
+
+
+def _possible_resources(ops: Sequence[OpEvent], multi_worker: bool) -> str:
+    """What a group of kernels can wait on: CPU always; the network only through collectives or
+    send/recv kernels between workers (between one machine's devices they copy memory), the disk
+    only through file kernels (checkpoints, file reads in the step)."""
+    allowed = ["cpu"]
+    if any(_FILE_KERNEL.search(o.op_type) for o in ops):
+        allowed.append("disk")
+    if multi_worker and any(_TRANSFER_KERNEL.search(o.op_type) for o in ops):
+        allowed.append("network")
+    return ",".join(allowed)
+
+
+def _summary(ops: Sequence[OpEvent], limit: int = 6) -> str:
+    busy: dict[str, float] = defaultdict(float)
+    for op in ops:
+        busy[op.op_type] += op.duration
+    top = sorted(busy.items(), key=lambda kv: -kv[1])[:limit]
+    return ", ".join(f"{t} {s * 1000:.1f} ms" for t, s in top)
+
+
+def _copy_python_samples(table: SampleTable, samples: tr.StackSamples) -> None:
+    """Python samples re-counted in the table's resolution: one sample stands for its interval."""
+    weight = max(1, round(samples.interval_s / table.interval_s))
+    frames = [table.frame_id(f.name, f.file, f.line, f.language, f.module) for f in samples.frames]
+    stacks = [table.stack_id(frames[i] for i in stack) for stack in samples.stacks]
+    for key, bucket, stack, count in zip(samples.key, samples.bucket, samples.stack, samples.count, strict=True):
+        when = samples.origin + (bucket + 0.5) * samples.bucket_s
+        table.add(samples.keys[key], stacks[stack], when, count * weight)
+
+
+def pipeline_split(timeline: Timeline) -> tuple[float, float, float]:
+    """(cpu, disk, network) shares of the input pipeline's work over the window, by kernel kind and by
+    the busy time of tf.data's reader datasets (TFRecordDataset reads inside its iterator, not in a
+    kernel)."""
+    cpu = disk = net = 0.0
+    for op in timeline.input_threads:
+        if _FILE_KERNEL.search(op.op_type):
+            disk += op.duration
+        elif _TRANSFER_KERNEL.search(op.op_type):
+            net += op.duration
+        else:
+            cpu += op.duration
+    for stage, busy in timeline.stage_busy.items():
+        if _READER_STAGE.search(stage):
+            disk += busy
+    total = cpu + disk + net
+    return (cpu / total, disk / total, net / total) if total > 0 else (1.0, 0.0, 0.0)
+
+
+def step_operations(rec: Recording, table: SampleTable,
+                    python_keys: Sequence[tr.SampleKey] = ()) -> tuple[list[tr.Operation], float]:
+    """The step operations with their children, and the seconds the training thread waited for input."""
+    steps = rec.steps
+    timeline = rec.timeline
+    compute: list[list[OpEvent]] = [[] for _ in steps]
+    pipeline: list[list[OpEvent]] = [[] for _ in steps]
+    waits: list[list[tuple[float, float]]] = [[] for _ in steps]
+    if timeline is not None:
+        for op in timeline.ops:
+            pos = _step_of(steps, op.start)
+            if pos is None:
+                continue
+            (pipeline if op.thread.startswith("tf_data") else compute)[pos].append(op)
+        for start, duration in timeline.input_waits:
+            pos = _step_of(steps, start)
+            if pos is not None:
+                waits[pos].append((start, duration))
+    # The pipeline works ahead (prefetch): a batch's kernels run before the step that waits for it.
+    waiting = [pos for pos, w in enumerate(waits) if w]
+    if waiting:
+        for pos in range(len(steps)):
+            if pos not in waiting and pipeline[pos]:
+                target = next((w for w in waiting if w >= pos), waiting[-1])
+                pipeline[target].extend(pipeline[pos])
+                pipeline[pos] = []
+    split = pipeline_split(timeline) if timeline is not None else (1.0, 0.0, 0.0)
+    python_keyed = {k.operation for k in python_keys}
+    operations: list[tr.Operation] = []
+    waited = 0.0
+    for pos, step in enumerate(steps):
+        sid = f"s{step.index}"
+        children: list[tr.Operation] = []
+        if waits[pos]:
+            wait_s = sum(d for _, d in waits[pos])
+            waited += wait_s
+            start = max(step.start, min(s for s, _ in waits[pos]))
+            end = min(step.end, max(s + d for s, d in waits[pos]))
+            iid = f"{sid}/input"
+            attributes = {"placement": "host", "pipeline_ops": _summary(pipeline[pos])}
+            if iid not in python_keyed:
+                # Only kernels ran the pipeline: their kinds give the split of the wait (file reads
+                # are disk, transfers network, the rest CPU) better than a reading of their docs.
+                attributes[VECTOR_SOURCE_ATTRIBUTE] = "metrics"
+            children.append(tr.Operation(
+                id=iid, name="input pipeline (wait)", kind="input", start=start, end=max(start, end),
+                metrics={tr.METRIC_RUN_TIME: wait_s, tr.METRIC_CPU_TIME: wait_s * split[0],
+                         tr.METRIC_DISK_TIME: wait_s * split[1], tr.METRIC_NETWORK_WAIT: wait_s * split[2]},
+                attributes=attributes,
+            ))
+            _add_op_samples(table, tr.SampleKey(operation=iid, thread="tf.data"), pipeline[pos])
+        groups: dict[str, list[OpEvent]] = {}
+        phases: dict[str, str] = {"other": "other"}
+        step_busy = sum(o.duration for o in compute[pos])
+        for op in compute[pos]:
+            group, phase = op_group(op.node, rec.layer_names)
+            groups.setdefault(group, []).append(op)
+            phases[group] = phase
+        for group in [g for g, ops in groups.items() if g != "other"]:
+            if sum(o.duration for o in groups[group]) < SIGNIFICANT_SHARE * step_busy:
+                groups.setdefault("other", []).extend(groups.pop(group))
+        for group, ops in groups.items():
+            ops.sort(key=lambda o: o.start)
+            first, last = _span(ops)
+            start = min(max(step.start, first), step.end)
+            children.append(tr.Operation(
+                id=f"{sid}/{_slug(group)}", name=group, kind="op", start=start, end=max(start, min(step.end, last)),
+                metrics={tr.METRIC_RUN_TIME: sum(o.duration for o in ops),
+                         **({tr.METRIC_DEVICE_TIME: sum(o.duration for o in ops if o.device)}
+                            if any(o.device for o in ops) else {})},
+                attributes={"phase": phases[group], "placement": "device", "kernels": str(len(ops)),
+                            "op_types": _summary(ops), RESOURCES_ATTRIBUTE: _possible_resources(ops, rec.multi_worker)},
+            ))
+            _add_op_samples(table, tr.SampleKey(operation=f"{sid}/{_slug(group)}", thread="tf-kernels"), ops)
+        # Data dependencies, approximated from the timeline: a part waited for the last part that had
+        # finished when it began; parts that overlap ran concurrently (variable reads beside the wait).
+        children.sort(key=lambda c: (c.start, c.end))
+        for pos_child, child in enumerate(children):
+            done = [c for c in children[:pos_child] if c.end <= child.start + EDGE_TOLERANCE_S]
+            if done:
+                child.parents = [max(done, key=lambda c: c.end).id]
+        operations.append(tr.Operation(
+            id=sid, name=f"step {step.index} (epoch {step.epoch + 1})", kind="step", start=step.start,
+            end=step.end, children=children, attributes={"epoch": str(step.epoch), "batch": str(step.index)},
+        ))
+    return operations, waited
+
+
+def build_trace(rec: Recording, *, run_id: str, name: str, framework_version: str | None,
+                status: str = "succeeded", output_dir: str | None = None,
+                host: str | None = None) -> tr.Trace:
+    """The trace of a profiled window of training steps: the window is the job, steps are its
+    sequential operations (paper §7.1: TensorFlow's runtime is the average iteration time)."""
+    from crystalperf import __version__
+
+    if not rec.steps:
+        raise ValueError("no training step was profiled")
+    start, end = rec.steps[0].start, rec.steps[-1].end
+    table = SampleTable(start, bucket_s=1.0, interval_s=KERNEL_RESOLUTION_S)
+    if rec.python_samples is not None:
+        _copy_python_samples(table, rec.python_samples)
+    operations, waited = step_operations(rec, table, rec.python_samples.keys if rec.python_samples else ())
+    window = max(end - start, 1e-9)
+    metrics: dict[str, float] = {
+        "steps": float(len(rec.steps)),
+        "step_time_s": window / len(rec.steps),
+        "input_wait_fraction": min(1.0, waited / window),
+        "cpu_utilization": rec.cpu_seconds / window,
+    }
+    if rec.fit_start is not None and rec.fit_end is not None:
+        metrics["fit_time_s"] = rec.fit_end - rec.fit_start
+    if rec.timeline is not None and rec.timeline.peak_bytes_in_use:
+        metrics["tensor_bytes"] = float(rec.timeline.peak_bytes_in_use)
+        metrics["data_bytes"] = float(rec.timeline.peak_bytes_in_use)
+        metrics[tr.METRIC_PEAK_MEMORY_BYTES] = float(rec.timeline.peak_bytes_in_use)
+    if rec.timeline is not None:
+        for stage, busy in rec.timeline.stage_busy.items():
+            metrics[f"tf.data.{stage}_busy_s"] = busy
+    warnings = list(rec.warnings)
+    if rec.timeline is None:
+        warnings.append("no TensorFlow op timeline (the profiler could not run): steps are whole operations "
+                        "and their resources come from Python stack samples only")
+    samples = table.to_samples()
+    return tr.Trace(
+        producer=tr.Producer(version=__version__, hook="keras-callback"),
+        application=tr.Application(
+            framework="tensorflow", framework_version=framework_version, id=run_id, name=name,
+            start=start, end=end, status=status, output_dir=output_dir,  # type: ignore[arg-type]
+        ),
+        environment=tr.Environment(
+            hosts=[host] if host else [],
+            executors=[tr.Executor(id="worker", host=host, cores=rec.threads, memory_bytes=rec.memory_bytes)],
+            cores_per_executor=rec.threads,
+            total_slots=rec.threads,
+            cpu_count=rec.cpu_count,
+            memory_bytes=rec.memory_bytes,
+            devices=[tr.Device(kind=rec.device)],  # type: ignore[arg-type]
+            properties=rec.properties,
+        ),
+        operations=operations,
+        samples=samples if samples.count else None,
+        metrics=metrics,
+        warnings=warnings,
+    )

@@ -1,0 +1,237 @@
+"""Real Keras ``fit`` runs with CrystalPerfCallback: images on disk through tf.data, the report's
+contents, the input-bound and compute-bound diagnoses (paper §7.1, "diagnosing slow iteration"),
+and the callback's failures never failing ``fit``."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+from crystalperf.core.trace import load_trace  # noqa: E402
+from crystalperf.integrations.tensorflow import CrystalPerfCallback  # noqa: E402
+
+
+def _report(out: Path) -> dict[str, Any]:
+    return json.loads((out / "crystalperf-report.json").read_text())
+
+
+def _ops(report: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [o for o in report["operations"] if o["kind"] == kind]
+
+
+@pytest.fixture(scope="module")
+def image_files(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """128 PNG images of 48x48 written to disk, as a user's image folder would be."""
+    folder = tmp_path_factory.mktemp("images")
+    rng = tf.random.Generator.from_seed(7)
+    paths = []
+    for i in range(128):
+        image = tf.cast(rng.uniform((48, 48, 3), 0, 255), tf.uint8)
+        path = folder / f"img-{i:03d}.png"
+        tf.io.write_file(str(path), tf.io.encode_png(image))
+        paths.append(str(path))
+    return paths
+
+
+def _image_dataset(files: list[str], batch: int = 16) -> Any:
+    def load(path: Any, label: Any) -> Any:
+        image = tf.io.decode_png(tf.io.read_file(path), channels=3)
+        image = tf.image.random_flip_left_right(tf.cast(image, tf.float32) / 255.0)
+        image = tf.image.random_crop(image, (40, 40, 3))
+        return image, label
+
+    labels = [i % 10 for i in range(len(files))]
+    return (tf.data.Dataset.from_tensor_slices((files, labels)).map(load, num_parallel_calls=2)
+            .batch(batch).prefetch(2))
+
+
+def _cnn(width: int = 16, input_shape: tuple[int, ...] = (40, 40, 3)) -> Any:
+    model = keras.Sequential([
+        keras.Input(input_shape),
+        keras.layers.Conv2D(width, 3, activation="relu", name="conv_a"),
+        keras.layers.MaxPooling2D(name="pool"),
+        keras.layers.Conv2D(width * 2, 3, activation="relu", name="conv_b"),
+        keras.layers.GlobalAveragePooling2D(name="gap"),
+        keras.layers.Dense(10, name="logits"),
+    ])
+    model.compile(keras.optimizers.Adam(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def test_cnn_on_images_from_disk_gets_a_report(image_files: list[str], tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    callback = CrystalPerfCallback(output_dir=out, steps=12)
+    history = _cnn().fit(_image_dataset(image_files), epochs=2, callbacks=[callback], verbose=0)
+    assert len(history.history["loss"]) == 2  # the callback did not disturb training
+
+    report = _report(out)
+    assert (out / "crystalperf-report.html").is_file() and callback.trace_path == out / "crystalperf-trace.json.gz"
+    assert report["application"]["framework"] == "tensorflow"
+    steps = _ops(report, "step")
+    assert len(steps) == 12  # steps 2..13 of 16: warm-up skipped, the window crosses the epoch boundary
+    assert {s["name"].split(" (")[0] for s in steps} == {f"step {i}" for i in range(2, 14)}
+    groups = {o["name"] for o in _ops(report, "op")}
+    # Kernels grouped by the Keras layer in their node names, forward and backward, plus the optimizer.
+    assert {"conv_a", "conv_b", "conv_a backward", "conv_b backward"} <= groups, groups
+    assert any(o["name"] == "input pipeline (wait)" for o in _ops(report, "input"))
+    assert "adam" in groups
+    edges = {(e["from"], e["to"]) for e in report["edges"]}
+    first = steps[0]["path"]
+    inside = [(a, b) for a, b in edges if a.startswith(first + "/") and b.startswith(first + "/")]
+    assert inside, "the step's parts are chained by their order of execution"
+
+    trace = load_trace(out / "crystalperf-trace.json.gz")
+    assert trace.metrics["steps"] == 12 and 0 <= trace.metrics["input_wait_fraction"] <= 1
+    assert trace.metrics["tensor_bytes"] > 0
+    assert trace.environment.properties["distribute.strategy"]
+    kernel_frames = {f.name for f in trace.samples.frames}
+    assert any("Conv2D" in name for name in kernel_frames), kernel_frames
+    assert "tensorflow.op.ReadFile" in kernel_frames and "tensorflow.op.DecodePng" in kernel_frames
+
+    # Kernels' documentation was found for nearly all samples (oneDNN's internal names included).
+    assert report["sources"]["located_fraction"] >= 0.95, report["sources"]
+    conv = next(o for o in _ops(report, "op") if o["name"] == "conv_a")
+    assert conv["vector"]["network"] == 0  # one process, no collectives: nothing can wait on a network
+    assert any("Conv2D" in f["name"] for f in conv["top_functions"])
+    described = {p["description"] for p in report["predictions"]}
+    assert {"cores=4", "cores=1", "device=gpu"} <= described, described
+    more = next(p for p in report["predictions"] if p["description"] == "cores=1")
+    assert more["crystalperf"]["runtime_s"] > report["total_runtime_s"]
+    assert any("Amdahl" in n for n in more["notes"])
+    assert "input_bound" in report
+
+
+def _slow_disk_pipeline(folder: Path, files: int = 40, size: int = 6 << 20) -> Any:
+    """Reads a whole large file per example, one at a time, and uses a few bytes of it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(files):
+        path = folder / f"blob-{i:03d}.bin"
+        with open(path, "wb") as f:
+            f.write(os.urandom(size))
+            f.flush()
+            os.fsync(f.fileno())
+        paths.append(str(path))
+    for path in paths:  # evict them from the page cache, so that the reads go to the device
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+    def load(path: Any) -> Any:
+        raw = tf.io.decode_raw(tf.strings.substr(tf.io.read_file(path), 0, 64), tf.uint8)
+        return tf.cast(raw, tf.float32) / 255.0, tf.constant(1)
+
+    return tf.data.Dataset.from_tensor_slices(paths).map(load).batch(1)
+
+
+def test_slow_disk_reading_input_pipeline_is_diagnosed_as_input_bound(tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(2)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(_slow_disk_pipeline(tmp_path / "blobs"), epochs=1, verbose=0,
+              callbacks=[CrystalPerfCallback(output_dir=out, steps=30)])
+    report = _report(out)
+    assert report["bottleneck"]["resource"] == "disk", report["bottleneck"]
+    assert report["input_bound"]["highly_input_bound"], report["input_bound"]
+    assert any("input pipeline is the limit" in line for line in report["advice"])
+    faster = [p for p in report["predictions"] if p["changes"].get("disk") and p["speedup"] > 1]
+    assert faster, "faster storage must shorten an input-bound, disk-reading step"
+
+
+def test_compute_heavy_model_is_cpu_bound(tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    images = tf.random.stateless_uniform((256, 48, 48, 3), seed=(1, 2))
+    labels = tf.random.stateless_uniform((256,), seed=(3, 4), maxval=10, dtype=tf.int32)
+    data = tf.data.Dataset.from_tensor_slices((images, labels)).batch(32).cache().prefetch(2)
+    _cnn(width=48, input_shape=(48, 48, 3)).fit(
+        data, epochs=2, verbose=0, callbacks=[CrystalPerfCallback(output_dir=out, steps=10)])
+    report = _report(out)
+    assert report["bottleneck"]["resource"] == "cpu", report["bottleneck"]
+    assert not report["input_bound"]["highly_input_bound"]
+    gpu = next(p for p in report["predictions"] if p["description"] == "device=gpu")
+    assert gpu["speedup"] > 1.5  # the compute kernels are what a GPU would take over
+
+
+def test_default_output_dir_is_next_to_the_tensorboard_logs(image_files: list[str], tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    logs = tmp_path / "tb"
+    callback = CrystalPerfCallback(steps=4)
+    _cnn().fit(_image_dataset(image_files[:96]), epochs=1, verbose=0,
+               callbacks=[keras.callbacks.TensorBoard(log_dir=str(logs), profile_batch=0), callback])
+    assert callback.trace_path is not None
+    assert callback.trace_path.parent.parent == logs / "crystalperf"
+    assert (callback.trace_path.parent / "crystalperf-report.json").is_file()
+
+
+def test_unwritable_output_dir_never_fails_fit(image_files: list[str], tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.delenv("CRYSTALPERF_TESTING", raising=False)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    callback = CrystalPerfCallback(output_dir=blocker / "report", steps=3)
+    with caplog.at_level(logging.WARNING, logger="crystalperf"):
+        history = _cnn().fit(_image_dataset(image_files[:64]), epochs=1, verbose=0, callbacks=[callback])
+    assert len(history.history["loss"]) == 1
+    assert callback.trace_path is None
+    assert any("crystalperf" in r.getMessage() and "a-file" in r.getMessage() for r in caplog.records), \
+        [r.getMessage() for r in caplog.records]
+
+
+def test_profiler_already_running_from_tensorboard(image_files: list[str], tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.delenv("CRYSTALPERF_TESTING", raising=False)
+    out = tmp_path / "report"
+    # TensorBoard profiles batches 2-5 and is first in the list: its profiler holds the session when
+    # ours wants to start at batch 2.
+    tensorboard = keras.callbacks.TensorBoard(log_dir=str(tmp_path / "tb"), profile_batch=(2, 5))
+    with caplog.at_level(logging.WARNING, logger="crystalperf"):
+        history = _cnn().fit(_image_dataset(image_files[:96]), epochs=1, verbose=0,
+                             callbacks=[tensorboard, CrystalPerfCallback(output_dir=out, steps=4)])
+    assert len(history.history["loss"]) == 1
+    assert any("profiler could not start" in r.getMessage() for r in caplog.records)
+    report = _report(out)  # still a report: step times and Python samples
+    assert len(_ops(report, "step")) == 4
+    assert any("profiler unavailable" in w for w in report["warnings"])
+
+
+def test_a_failing_fit_still_leaves_its_trace(tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    script = textwrap.dedent(f"""
+        import keras, numpy as np
+        from crystalperf.integrations.tensorflow import CrystalPerfCallback
+
+        class Boom(keras.callbacks.Callback):
+            def on_train_batch_end(self, batch, logs=None):
+                if batch == 8:
+                    raise RuntimeError("user code failed")
+
+        model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4), keras.layers.Dense(1)])
+        model.compile("sgd", "mse")
+        x = np.random.rand(640, 8).astype("float32"); y = np.random.rand(640, 1).astype("float32")
+        model.fit(x, y, batch_size=32, verbose=0,
+                  callbacks=[CrystalPerfCallback(output_dir={str(out)!r}, steps=20, analyze=False), Boom()])
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "CRYSTALPERF_TESTING"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode != 0 and "user code failed" in done.stderr  # the user's error, untouched
+    with gzip.open(out / "crystalperf-trace.json.gz", "rt") as f:
+        doc = json.load(f)
+    assert doc["application"]["status"] == "failed"
+    assert len(doc["operations"]) >= 5  # the steps profiled before the failure

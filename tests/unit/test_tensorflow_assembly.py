@@ -1,0 +1,106 @@
+"""The Keras callback's trace assembly and its threads model, on hand-made timelines (no TensorFlow)."""
+
+from __future__ import annotations
+
+import pytest
+
+from crystalperf.core.classify import KeywordClassifier
+from crystalperf.core.predict import Changes, Predictor
+from crystalperf.core.profile import build_profile
+from crystalperf.integrations.tensorflow.assemble import (
+    Recording,
+    Step,
+    build_trace,
+    layer_name,
+    op_group,
+    pipeline_split,
+)
+from crystalperf.integrations.tensorflow.whatif import amdahl_factor, parallel_fraction
+from crystalperf.integrations.tensorflow.xplane import OpEvent, Timeline
+
+LAYERS = frozenset({"sequential", "conv_a", "dense"})
+
+
+@pytest.mark.parametrize(("node", "expected"), [
+    ("StatefulPartitionedCall/sequential_1/conv_a_1/Relu", ("conv_a", "forward")),
+    ("StatefulPartitionedCall/gradient_tape/sequential_1/conv_a_1/convolution/Conv2DBackpropInput",
+     ("conv_a backward", "backward")),
+    ("StatefulPartitionedCall/adam/Mul_19", ("adam", "update")),
+    ("StatefulPartitionedCall/Sub_2/ReadVariableOp", ("other", "other")),
+    ("AssignAddVariableOp", ("other", "other")),
+    ("StatefulPartitionedCall/compile_loss/sparse_categorical_crossentropy/Sum", ("compile_loss", "forward")),
+])
+def test_kernels_are_grouped_by_keras_layer(node: str, expected: tuple[str, str]) -> None:
+    assert op_group(node, LAYERS) == expected
+
+
+def test_uniquified_scopes_map_back_to_layers() -> None:
+    assert layer_name("conv2d_1_2", frozenset({"conv2d_1"})) == "conv2d_1"
+    assert layer_name("unknown_3", LAYERS) == "unknown_3"
+
+
+def test_parallel_fraction_and_amdahl_by_hand() -> None:
+    # U = 1.5 on 2 threads: p = (1 - 1/1.5) / (1 - 1/2) = 2/3.
+    p = parallel_fraction(1.5, 2)
+    assert p == pytest.approx(2 / 3)
+    # 2 -> 1 thread: (1/3 + 2/3) / (1/3 + 1/3) = 1.5; 2 -> 4: (1/3 + 1/6) / (2/3) = 0.75.
+    assert amdahl_factor(p, 2, 1) == pytest.approx(1.5)
+    assert amdahl_factor(p, 2, 4) == pytest.approx(0.75)
+    assert parallel_fraction(5.0, 2) == 1.0 and parallel_fraction(0.5, 2) == 0.0
+
+
+def _kernel(node: str, op_type: str, start: float, duration: float, thread: str = "tf_Compute") -> OpEvent:
+    return OpEvent(node, op_type, start, duration, thread)
+
+
+def _recording() -> Recording:
+    # Two 1 s steps. In each: 0.4 s waiting for input, then conv_a forward 0.3 s, dense 0.2 s.
+    # The pipeline ran ReadFile 0.3 s and DecodePng 0.1 s per step: its wait is 3/4 disk, 1/4 CPU.
+    timeline = Timeline()
+    for t0 in (100.0, 101.0):
+        timeline.input_waits.append((t0 + 0.0, 0.4))
+        timeline.ops += [
+            _kernel("ReadFile", "ReadFile", t0 + 0.0, 0.3, "tf_data_private_threadpool"),
+            _kernel("DecodePng", "DecodePng", t0 + 0.3, 0.1, "tf_data_private_threadpool"),
+            _kernel("StatefulPartitionedCall/sequential/conv_a/Relu", "_MklNativeFusedConv2D", t0 + 0.4, 0.3),
+            _kernel("StatefulPartitionedCall/sequential/dense/BiasAdd", "_MklNativeFusedMatMul", t0 + 0.7, 0.2),
+        ]
+    return Recording(
+        steps=[Step(2, 0, 100.0, 101.0), Step(3, 0, 101.0, 102.0)], timeline=timeline, python_samples=None,
+        threads=2, cpu_count=2, cpu_seconds=3.0, memory_bytes=8 << 30, layer_names=LAYERS,
+    )
+
+
+def test_steps_become_operations_with_the_input_wait_and_layers_in_order() -> None:
+    rec = _recording()
+    assert pipeline_split(rec.timeline) == pytest.approx((0.25, 0.75, 0.0))
+    trace = build_trace(rec, run_id="fit-1", name="m", framework_version="2.21.0")
+    assert [s.id for s in trace.operations] == ["s2", "s3"]
+    step = trace.operations[0]
+    assert [(c.id, c.parents) for c in step.children] == [
+        ("s2/input", []), ("s2/conv_a", ["s2/input"]), ("s2/dense", ["s2/conv_a"])]
+    wait = step.children[0]
+    assert wait.metrics["disk_time_s"] == pytest.approx(0.3) and wait.metrics["cpu_time_s"] == pytest.approx(0.1)
+    assert step.children[1].attributes["resources"] == "cpu"
+    assert trace.metrics["input_wait_fraction"] == pytest.approx(0.4)
+    assert trace.metrics["cpu_utilization"] == pytest.approx(1.5)
+    assert trace.metrics["step_time_s"] == pytest.approx(1.0)
+    # 0.3 s of conv = 300 samples of 1 ms of its kernel's frame, per step.
+    samples = trace.samples
+    conv_frame = next(i for i, f in enumerate(samples.frames) if f.name.endswith("_MklNativeFusedConv2D"))
+    conv_rows = [c for s, c in zip(samples.stack, samples.count, strict=True) if samples.stacks[s] == [conv_frame]]
+    assert sum(conv_rows) == 600
+
+
+def test_bottleneck_and_threads_prediction_of_the_assembled_trace() -> None:
+    trace = build_trace(_recording(), run_id="fit-1", name="m", framework_version="2.21.0")
+    profile = build_profile(trace, KeywordClassifier(), locators=[])
+    # Critical path per step: wait 0.4 (0.1 CPU + 0.3 disk) + conv 0.3 + dense 0.2 (CPU): CPU 0.6, disk 0.3.
+    from crystalperf.core.bottleneck import find_bottleneck
+
+    found = find_bottleneck(profile)
+    assert found.resource == "cpu"
+    assert found.seconds["disk"] == pytest.approx(0.6) and found.seconds["cpu"] == pytest.approx(1.2)
+    # 2 -> 1 thread with U = 1.5: CPU parts x1.5 -> each step 1.0 + 0.6 * 0.5 = 1.3 s; 2 steps: 2.6 s.
+    prediction = Predictor(profile).predict(Changes.parse(["cores=1"]), band=False)
+    assert prediction.crystalperf.runtime_s == pytest.approx(2.6)
