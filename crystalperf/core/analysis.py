@@ -250,6 +250,15 @@ def build_report(
     if trace.streaming is not None:
         report["streaming"] = trace.streaming.model_dump(exclude_none=True)
         report["streaming"]["note"] = "Streaming predictions assume the observed input rate."
+    steps = int(trace.metrics.get("steps", 0))
+    if steps > 0:
+        # Iterative jobs (training): the paper's runtime is the mean iteration time (§7.1).
+        report["iterations"] = {
+            "steps": steps,
+            "step_time_s": round(app.duration / steps, 6),
+            "predicted_step_time_s": {p.changes.describe(): round(p.crystalperf.runtime_s / steps, 6)
+                                      for p in predictions},
+        }
     if "input_wait_fraction" in trace.metrics:
         wait = trace.metrics["input_wait_fraction"]
         report["input_bound"] = {

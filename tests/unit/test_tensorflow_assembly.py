@@ -104,3 +104,14 @@ def test_bottleneck_and_threads_prediction_of_the_assembled_trace() -> None:
     # 2 -> 1 thread with U = 1.5: CPU parts x1.5 -> each step 1.0 + 0.6 * 0.5 = 1.3 s; 2 steps: 2.6 s.
     prediction = Predictor(profile).predict(Changes.parse(["cores=1"]), band=False)
     assert prediction.crystalperf.runtime_s == pytest.approx(2.6)
+
+
+def test_the_report_gives_the_mean_step_time_and_predicted_step_times() -> None:
+    from crystalperf.core.analysis import analyze
+
+    trace = build_trace(_recording(), run_id="fit-1", name="m", framework_version="2.21.0")
+    report = analyze(trace, classifier=KeywordClassifier(), locators=[],
+                     scenarios=[Changes.parse(["cores=1"])]).report
+    assert report["iterations"]["steps"] == 2 and report["iterations"]["step_time_s"] == pytest.approx(1.0)
+    assert report["iterations"]["predicted_step_time_s"]["cores=1"] == pytest.approx(1.3)
+    assert report["input_bound"]["highly_input_bound"]  # 40 % of each step waits for input

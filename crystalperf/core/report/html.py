@@ -183,6 +183,10 @@ class HtmlRenderer(Renderer):
         ] + [(seconds(secs.get(r)), f"{LABELS[r]} on the critical path") for r in RESOURCES]
         if outside > 0:
             figures.append((seconds(outside), "outside any operation"))
+        iterations = report.get("iterations")
+        if iterations:
+            figures.insert(1, (seconds(iterations.get("step_time_s")),
+                               f"mean step time ({iterations.get('steps')} steps)"))
         extra = ""
         streaming = report.get("streaming")
         if streaming:

@@ -31,6 +31,10 @@ class TerminalRenderer(Renderer):
         b = report["bottleneck"]
         console.print(f"[bold]crystalperf[/bold] {app['framework']} application {app['name'] or app['id']}: "
                       f"{format_seconds(report['total_runtime_s'])}")
+        iterations = report.get("iterations")
+        if iterations:
+            console.print(f"Mean step time {format_seconds(iterations['step_time_s'])} over {iterations['steps']} "
+                          "profiled steps; predictions below are for all of them")
         console.print(f"[bold]Bottleneck: {b['resource']}[/bold] — {b['sentence']}")
         secs = b["seconds"]
         console.print("Critical path: " + ", ".join(f"{k} {format_seconds(secs[k])}" for k in ("cpu", "disk", "network"))

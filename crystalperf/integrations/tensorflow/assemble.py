@@ -239,7 +239,7 @@ def step_operations(rec: Recording, table: SampleTable,
                 pipeline[target].extend(pipeline[pos])
                 pipeline[pos] = []
     split = pipeline_split(timeline) if timeline is not None else (1.0, 0.0, 0.0)
-    python_keyed = {k.operation for k in python_keys}
+    python_input = any(k.operation.endswith("/input") for k in python_keys)
     operations: list[tr.Operation] = []
     waited = 0.0
     for pos, step in enumerate(steps):
@@ -252,9 +252,11 @@ def step_operations(rec: Recording, table: SampleTable,
             end = min(step.end, max(s + d for s, d in waits[pos]))
             iid = f"{sid}/input"
             attributes = {"placement": "host", "pipeline_ops": _summary(pipeline[pos])}
-            if iid not in python_keyed:
+            if not python_input:
                 # Only kernels ran the pipeline: their kinds give the split of the wait (file reads
                 # are disk, transfers network, the rest CPU) better than a reading of their docs.
+                # With Python input code (py_function, generators) its samples are the evidence, and
+                # the kernel split only stands in for steps the sampler missed.
                 attributes[VECTOR_SOURCE_ATTRIBUTE] = "metrics"
             children.append(tr.Operation(
                 id=iid, name="input pipeline (wait)", kind="input", start=start, end=max(start, end),

@@ -312,7 +312,8 @@ class CrystalPerfCallback(keras.callbacks.Callback):
             "inter_op_parallelism_threads": str(tf.config.threading.get_inter_op_parallelism_threads()),
         }
         with guard("crystalperf: reading the distribution strategy", log):
-            strategy = tf.distribute.get_strategy()
+            # fit() runs outside the strategy's scope; the model remembers the strategy it was built in.
+            strategy = getattr(self.model, "distribute_strategy", None) or tf.distribute.get_strategy()
             props["distribute.strategy"] = type(strategy).__name__
             props["distribute.replicas"] = str(strategy.num_replicas_in_sync)
         return props

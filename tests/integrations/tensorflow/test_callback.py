@@ -79,6 +79,7 @@ def test_cnn_on_images_from_disk_gets_a_report(image_files: list[str], tmp_path:
     report = _report(out)
     assert (out / "crystalperf-report.html").is_file() and callback.trace_path == out / "crystalperf-trace.json.gz"
     assert report["application"]["framework"] == "tensorflow"
+    assert report["iterations"]["steps"] == 12 and report["iterations"]["step_time_s"] > 0
     steps = _ops(report, "step")
     assert len(steps) == 12  # steps 2..13 of 16: warm-up skipped, the window crosses the epoch boundary
     assert {s["name"].split(" (")[0] for s in steps} == {f"step {i}" for i in range(2, 14)}
@@ -235,3 +236,70 @@ def test_a_failing_fit_still_leaves_its_trace(tmp_path: Path) -> None:
         doc = json.load(f)
     assert doc["application"]["status"] == "failed"
     assert len(doc["operations"]) >= 5  # the steps profiled before the failure
+
+
+MIRRORED = """
+import sys
+import numpy as np, tensorflow as tf, keras
+from crystalperf.integrations.tensorflow import CrystalPerfCallback
+
+out = sys.argv[1]
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+with strategy.scope():
+    model = keras.Sequential([keras.Input((24, 24, 3)), keras.layers.Conv2D(8, 3, activation="relu", name="conv"),
+                              keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(4, name="logits")])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+x = np.random.default_rng(0).random((256, 24, 24, 3), dtype=np.float32)
+y = np.arange(256) % 4
+data = tf.data.Dataset.from_tensor_slices((x, y)).batch(32).repeat()
+model.fit(data, epochs=1, steps_per_epoch=8, verbose=0, callbacks=[CrystalPerfCallback(output_dir=out, steps=4)])
+"""
+
+
+def test_mirrored_strategy_on_cpu_devices(tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    done = subprocess.run([sys.executable, "-c", MIRRORED, str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = _report(out)
+    trace = load_trace(out / "crystalperf-trace.json.gz")
+    assert trace.environment.properties["distribute.strategy"] == "MirroredStrategy"
+    assert trace.environment.properties["distribute.replicas"] == "2"
+    assert len(_ops(report, "step")) == 4 and any(o["name"].startswith("conv") for o in _ops(report, "op"))
+    # Both replicas on one machine: their all-reduce copies memory, it does not wait on a network.
+    assert report["bottleneck"]["seconds"]["network"] == 0
+
+
+def read_examples(folder: str) -> Any:
+    """A user's Python input code: tf.data runs it on its own threads, where the profiler can't see it."""
+    import hashlib
+
+    for path in sorted(Path(os.fsdecode(folder)).iterdir()):
+        with open(path, "rb") as f:
+            data = f.read()
+        digest = data
+        for _ in range(200):  # deliberately slow decoding
+            digest = hashlib.sha256(digest).digest()
+        yield [b / 255 for b in digest[:16]], 1
+
+
+def test_python_input_code_is_sampled_and_named(tmp_path: Path) -> None:
+    folder = tmp_path / "records"
+    folder.mkdir()
+    for i in range(120):
+        (folder / f"r{i:03d}").write_bytes(os.urandom(256 << 10))
+    data = tf.data.Dataset.from_generator(
+        read_examples, args=[str(folder)],
+        output_signature=(tf.TensorSpec((16,), tf.float32), tf.TensorSpec((), tf.int32))).batch(4)
+    model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(2)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    out = tmp_path / "report"
+    model.fit(data, epochs=1, verbose=0, callbacks=[CrystalPerfCallback(output_dir=out, steps=20,
+                                                                         sample_interval_ms=5)])
+    report = _report(out)
+    inputs = _ops(report, "input")
+    assert inputs and report["input_bound"]["highly_input_bound"]
+    functions = {f["name"] for o in inputs for f in o["top_functions"]}
+    assert any(name.endswith("read_examples") for name in functions), functions
+    assert any(o["vector_source"] == "samples" for o in inputs)  # the classifier read the user's code
