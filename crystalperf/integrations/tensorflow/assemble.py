@@ -27,8 +27,8 @@ _NON_LAYER_SCOPES = {"compile_loss", "compile_metrics", "loss", "metrics", "grad
 _TRANSFER_KERNEL = re.compile(r"Collective|AllReduce|AllGather|Nccl|Send$|Recv$|RecvTensor|MemcpyH2D|MemcpyD2H")
 _READER_STAGE = re.compile(r"TFRecord|FixedLengthRecord|TextLine|Csv|SSTable|ArrayRecord")
 _FILE_KERNEL = re.compile(r"ReadFile|WriteFile|Save|Restore|Reader|MatchingFiles|Checkpoint")
-# Timestamps of kernels on different threads are this close when one starts as the other ends.
-EDGE_TOLERANCE_S = 20e-6
+# Shorter stretches of a step outside every part are not worth an operation of their own.
+HOST_GAP_S = 50e-6
 # Kernel time becomes samples at this resolution (many kernels last well under a Python sampling interval).
 KERNEL_RESOLUTION_S = 0.001
 # A scope named like an op (Sub_2, Cast_30, AddV2) is TF arithmetic outside any layer, not a layer.
@@ -129,6 +129,49 @@ def _span(ops: Sequence[OpEvent]) -> tuple[float, float]:
     significant = [o for o in ops if o.duration >= SIGNIFICANT_SHARE * busy] or list(ops)
     first = min(o.start for o in significant)
     return first, first + _busy_union(ops)
+
+
+def _tile(children: list[tr.Operation], step: Step, sid: str) -> list[tr.Operation]:
+    """Lay the step's parts end to end so that they cover the step exactly, in the order they began.
+
+    A kernel group absorbs the gap before its next part (executor scheduling and dispatch between
+    kernels is CPU work of the same computation); the input wait keeps its measured span; time before
+    a wait that no kernel accounts for (Python, Keras bookkeeping) becomes a ``host`` part. Covering
+    the step matters for what-ifs: time outside every part would be kept constant, yet on a CPU
+    training job it slows down with the CPU like the rest. Parts that ran concurrently (two kernels
+    of different layers on two threads) are laid one after the other: the order is their data
+    dependency, and the threads model accounts for parallelism.
+    """
+    ordered = sorted(children, key=lambda c: (c.start, c.end))
+    tiled: list[tr.Operation] = []
+    cursor = step.start
+
+    def host(start: float, end: float) -> None:
+        tiled.append(tr.Operation(
+            id=f"{sid}/host" + (f"-{len(tiled)}" if tiled else ""), name="host (Python, dispatch)", kind="op",
+            start=start, end=end, attributes={"phase": "host", "placement": "host", RESOURCES_ATTRIBUTE: "cpu"},
+        ))
+
+    for pos, child in enumerate(ordered):
+        following = ordered[pos + 1].start if pos + 1 < len(ordered) else step.end
+        if child.kind == "input":
+            if child.start > cursor + HOST_GAP_S:
+                host(cursor, child.start)
+                cursor = child.start
+            start, end = cursor, max(cursor, min(child.end, step.end))
+        else:
+            start, end = cursor, max(cursor, min(following, step.end))
+        child.start, child.end = start, end
+        cursor = end
+        tiled.append(child)
+    if step.end > cursor + HOST_GAP_S:
+        if tiled and tiled[-1].kind != "input":
+            tiled[-1].end = step.end
+        else:
+            host(cursor, step.end)
+    for before, after in zip(tiled, tiled[1:], strict=False):
+        after.parents = [before.id]
+    return tiled
 
 
 def _slug(text: str) -> str:
@@ -288,13 +331,7 @@ def step_operations(rec: Recording, table: SampleTable,
                             "op_types": _summary(ops), RESOURCES_ATTRIBUTE: _possible_resources(ops, rec.multi_worker)},
             ))
             _add_op_samples(table, tr.SampleKey(operation=f"{sid}/{_slug(group)}", thread="tf-kernels"), ops)
-        # Data dependencies, approximated from the timeline: a part waited for the last part that had
-        # finished when it began; parts that overlap ran concurrently (variable reads beside the wait).
-        children.sort(key=lambda c: (c.start, c.end))
-        for pos_child, child in enumerate(children):
-            done = [c for c in children[:pos_child] if c.end <= child.start + EDGE_TOLERANCE_S]
-            if done:
-                child.parents = [max(done, key=lambda c: c.end).id]
+        children = _tile(children, step, sid)
         operations.append(tr.Operation(
             id=sid, name=f"step {step.index} (epoch {step.epoch + 1})", kind="step", start=step.start,
             end=step.end, children=children, attributes={"epoch": str(step.epoch), "batch": str(step.index)},

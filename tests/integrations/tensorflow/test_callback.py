@@ -114,8 +114,8 @@ def test_cnn_on_images_from_disk_gets_a_report(image_files: list[str], tmp_path:
     assert "input_bound" in report
 
 
-def _slow_disk_pipeline(folder: Path, files: int = 40, size: int = 6 << 20) -> Any:
-    """Reads a whole large file per example, one at a time, and uses a few bytes of it."""
+def _slow_disk_pipeline(folder: Path, files: int = 32, size: int = 16 << 20) -> Any:
+    """Reads a whole 16 MB file per example, one at a time, and uses a few bytes of it."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for i in range(files):
