@@ -117,3 +117,26 @@ def test_the_report_gives_the_mean_step_time_and_predicted_step_times() -> None:
     assert report["iterations"]["steps"] == 2 and report["iterations"]["step_time_s"] == pytest.approx(1.0)
     assert report["iterations"]["predicted_step_time_s"]["cores=1"] == pytest.approx(1.35)
     assert report["input_bound"]["highly_input_bound"]  # 40 % of each step waits for input
+
+
+def test_a_step_waits_for_what_prefetching_cannot_hide() -> None:
+    from crystalperf.integrations.tensorflow.whatif import new_wait
+
+    assert new_wait(0.4, 0.6, 1.0, 1.5) == pytest.approx(0.9)  # at the limit: +0.5 s per batch shows in full
+    assert new_wait(0.0, 1.0, 0.3, 0.8) == 0.0  # 0.8 s per batch still hides behind 1 s of compute
+    assert new_wait(0.0, 1.0, 0.3, 1.5) == pytest.approx(0.5)
+    assert new_wait(0.0005, 1.0, 0.3, 0.2) == 0.0005  # the iterator call's own cost, not the pipeline's limit
+
+
+def test_slower_storage_by_the_bytes_read() -> None:
+    rec = _recording()
+    rec.read_bytes = 60_000_000
+    trace = build_trace(rec, run_id="fit-1", name="m", framework_version="2.21.0")
+    # ReadFile 0.3 s per step, one kernel at a time: 60 MB in 0.6 s -> the storage gave >= 100 MB/s.
+    assert trace.environment.disk_bandwidth == pytest.approx(100e6)
+    profile = build_profile(trace, KeywordClassifier(), locators=[])
+    # At 50 MB/s the 60 MB take 1.2 s: the pipeline needs (0.2 + 1.2) / 2 = 0.7 s per batch instead of
+    # 0.4; each step already waited 0.4 s, so it waits 0.7 s: 1.3 s per step, 2.6 s in all.
+    prediction = Predictor(profile).predict(Changes.parse(["disk=50MB/s"]), band=False)
+    assert prediction.crystalperf.runtime_s == pytest.approx(2.6)
+    assert any("60.0 MB read from storage" in n for n in prediction.notes)

@@ -61,6 +61,7 @@ class Recording:
     cpu_count: int
     cpu_seconds: float  # process CPU time during the window
     memory_bytes: int | None
+    read_bytes: int | None = None  # bytes the process read from storage in the window (/proc/self/io)
     device: str = "cpu"
     layer_names: frozenset[str] = frozenset()  # the model's layers: graph scopes carry _1, _2 suffixes
     multi_worker: bool = False  # several hosts (MultiWorkerMirroredStrategy): collectives cross the network
@@ -236,9 +237,9 @@ def _copy_python_samples(table: SampleTable, samples: tr.StackSamples) -> None:
         table.add(samples.keys[key], stacks[stack], when, count * weight)
 
 
-def pipeline_split(timeline: Timeline) -> tuple[float, float, float]:
-    """(cpu, disk, network) shares of the input pipeline's work over the window, by kernel kind and by
-    the busy time of tf.data's reader datasets (TFRecordDataset reads inside its iterator, not in a
+def pipeline_work(timeline: Timeline) -> tuple[float, float, float]:
+    """(cpu, disk, network) seconds of the input pipeline's work over the window, by kernel kind and
+    by the busy time of tf.data's reader datasets (TFRecordDataset reads inside its iterator, not in a
     kernel)."""
     cpu = disk = net = 0.0
     for op in timeline.input_threads:
@@ -251,8 +252,21 @@ def pipeline_split(timeline: Timeline) -> tuple[float, float, float]:
     for stage, busy in timeline.stage_busy.items():
         if _READER_STAGE.search(stage):
             disk += busy
-    total = cpu + disk + net
-    return (cpu / total, disk / total, net / total) if total > 0 else (1.0, 0.0, 0.0)
+    return cpu, disk, net
+
+
+def pipeline_split(timeline: Timeline) -> tuple[float, float, float]:
+    """The pipeline's work as (cpu, disk, network) shares."""
+    work = pipeline_work(timeline)
+    total = sum(work)
+    return (work[0] / total, work[1] / total, work[2] / total) if total > 0 else (1.0, 0.0, 0.0)
+
+
+def pipeline_parallelism(timeline: Timeline) -> float:
+    """How many pipeline kernels ran at once on average while any ran (>= 1)."""
+    ops = list(timeline.input_threads)
+    busy = _busy_union(ops)
+    return max(1.0, sum(o.duration for o in ops) / busy) if busy > 0 else 1.0
 
 
 def step_operations(rec: Recording, table: SampleTable,
@@ -273,14 +287,9 @@ def step_operations(rec: Recording, table: SampleTable,
             pos = _step_of(steps, start)
             if pos is not None:
                 waits[pos].append((start, duration))
-    # The pipeline works ahead (prefetch): a batch's kernels run before the step that waits for it.
-    waiting = [pos for pos, w in enumerate(waits) if w]
-    if waiting:
-        for pos in range(len(steps)):
-            if pos not in waiting and pipeline[pos]:
-                target = next((w for w in waiting if w >= pos), waiting[-1])
-                pipeline[target].extend(pipeline[pos])
-                pipeline[pos] = []
+    # Every step gets its input part, of zero length when the pipeline kept up: a what-if with slower
+    # storage can make any step wait.
+    has_pipeline = any(waits) or any(pipeline)
     split = pipeline_split(timeline) if timeline is not None else (1.0, 0.0, 0.0)
     python_input = any(k.operation.endswith("/input") for k in python_keys)
     operations: list[tr.Operation] = []
@@ -288,11 +297,11 @@ def step_operations(rec: Recording, table: SampleTable,
     for pos, step in enumerate(steps):
         sid = f"s{step.index}"
         children: list[tr.Operation] = []
-        if waits[pos]:
+        if has_pipeline:
             wait_s = sum(d for _, d in waits[pos])
             waited += wait_s
-            start = max(step.start, min(s for s, _ in waits[pos]))
-            end = min(step.end, max(s + d for s, d in waits[pos]))
+            start = max(step.start, min((s for s, _ in waits[pos]), default=step.start))
+            end = min(step.end, max((s + d for s, d in waits[pos]), default=start))
             iid = f"{sid}/input"
             attributes = {"placement": "host", "pipeline_ops": _summary(pipeline[pos])}
             if not python_input:
@@ -367,6 +376,12 @@ def build_trace(rec: Recording, *, run_id: str, name: str, framework_version: st
         metrics["data_bytes"] = float(rec.timeline.peak_bytes_in_use)
         metrics[tr.METRIC_PEAK_MEMORY_BYTES] = float(rec.timeline.peak_bytes_in_use)
     if rec.timeline is not None:
+        # The input pipeline's own work, for the TensorFlow what-if model of prefetching.
+        cpu_s, disk_s, net_s = pipeline_work(rec.timeline)
+        metrics.update(input_work_cpu_s=cpu_s, input_work_disk_s=disk_s, input_work_network_s=net_s,
+                       input_parallelism=pipeline_parallelism(rec.timeline))
+        if rec.read_bytes is not None:
+            metrics["input_read_bytes"] = float(rec.read_bytes)
         for stage, busy in rec.timeline.stage_busy.items():
             metrics[f"tf.data.{stage}_busy_s"] = busy
     warnings = list(rec.warnings)
@@ -374,6 +389,11 @@ def build_trace(rec: Recording, *, run_id: str, name: str, framework_version: st
         warnings.append("no TensorFlow op timeline (the profiler could not run): steps are whole operations "
                         "and their resources come from Python stack samples only")
     samples = table.to_samples()
+    disk_bandwidth = None
+    if rec.timeline is not None and rec.read_bytes and metrics.get("input_work_disk_s", 0) > 0:
+        # What the pipeline's reads achieved: the storage delivers at least this much.
+        disk_bandwidth = rec.read_bytes / (metrics["input_work_disk_s"] / metrics["input_parallelism"])
+        metrics["observed_read_bandwidth"] = disk_bandwidth
     return tr.Trace(
         producer=tr.Producer(version=__version__, hook="keras-callback"),
         application=tr.Application(
@@ -388,6 +408,7 @@ def build_trace(rec: Recording, *, run_id: str, name: str, framework_version: st
             cpu_count=rec.cpu_count,
             memory_bytes=rec.memory_bytes,
             devices=[tr.Device(kind=rec.device)],  # type: ignore[arg-type]
+            disk_bandwidth=disk_bandwidth,
             properties=rec.properties,
         ),
         operations=operations,

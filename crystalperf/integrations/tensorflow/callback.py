@@ -117,6 +117,18 @@ def _memory_bytes() -> int | None:
         return None
 
 
+def _read_bytes() -> int | None:
+    """Bytes this process has read from storage (page-cache hits excluded), or None if unknown."""
+    try:
+        with open("/proc/self/io") as f:
+            for line in f:
+                if line.startswith("read_bytes:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def _cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -158,6 +170,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         self._sampler: PythonStackSampler | None = None
         self._main_ident = threading.get_ident()
         self._cpu_start = 0.0
+        self._read_start: int | None = None
         self._fit_start: float | None = None
         self._finished = True
         self._warnings: list[str] = []
@@ -227,6 +240,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
 
     def _start_window(self) -> None:
         self._cpu_start = _cpu_seconds()
+        self._read_start = _read_bytes()
         self._sampler = PythonStackSampler(self._key_for, interval_s=self.sample_interval_s).start()
         self._profiling = True
         try:
@@ -257,6 +271,8 @@ class CrystalPerfCallback(keras.callbacks.Callback):
 
     def _stop_window(self) -> tuple[Timeline | None, float]:
         cpu = _cpu_seconds() - self._cpu_start
+        read_end = _read_bytes()
+        self._read = read_end - self._read_start if read_end is not None and self._read_start is not None else None
         self._profiling = False
         timeline: Timeline | None = None
         if self._profiler_error is None and self._logdir is not None:
@@ -290,6 +306,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
                 steps=steps, timeline=getattr(self, "_timeline", None), python_samples=python_samples,
                 threads=_threads(), cpu_count=len(os.sched_getaffinity(0)),
                 cpu_seconds=getattr(self, "_cpu", 0.0), memory_bytes=_memory_bytes(),
+                read_bytes=getattr(self, "_read", None),
                 device="gpu" if tf.config.list_logical_devices("GPU") else "cpu", multi_worker=_multi_worker(),
                 layer_names=_layer_names(self.model), fit_start=self._fit_start, fit_end=time.time(), properties=self._properties(),
                 warnings=self._warnings,

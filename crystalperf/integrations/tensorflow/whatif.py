@@ -1,22 +1,39 @@
-"""What more (or fewer) TensorFlow threads buy: Amdahl's law with the parallel fraction measured in
-the traced run.
+"""What-if models for TensorFlow training steps (registered as the ``tensorflow`` predictor; it touches
+only TensorFlow traces and imports no TensorFlow).
 
-A training step's kernels are not independent tasks a scheduler could spread over slots (most depend
-on the previous one); each kernel is itself split over TF's intra-op thread pool. So the step's CPU
-time scales as ``(1 - p) + p / T`` with ``T`` threads, where the parallel fraction ``p`` follows from
-the CPU utilisation ``U`` the callback measured over the window (process CPU seconds / wall seconds):
-``U = 1 / ((1 - p) + p / T)``. Registered as the ``tensorflow-threads`` predictor; it touches only
-TensorFlow traces and imports no TensorFlow.
+Threads (``cores``): a step's kernels are not independent tasks a scheduler could spread over slots
+(most depend on the previous one); each kernel is itself split over TF's intra-op thread pool. So the
+step's CPU time scales as ``(1 - p) + p / T`` with ``T`` threads, where the parallel fraction ``p``
+follows from the CPU utilisation ``U`` the callback measured over the window (process CPU seconds /
+wall seconds): ``U = 1 / ((1 - p) + p / T)``.
+
+Storage and network (``disk``, ``network``): the input pipeline prefetches, so what a step waits for is
+not the pipeline's I/O time but how far the pipeline's time per batch exceeds the step's compute. The
+pipeline's work over the window (kernel time by kind, on ``P`` threads at once) gives its time per
+batch ``T_in``; a bandwidth change rescales its disk part with the bytes the process really read from
+storage (``D / B`` becomes ``D / B'``; the rest of the read time is latency and stays), and each step's
+wait becomes ``max(0, gap + T_in' - T_in)``, where the gap is the measured wait, or, for a step that did
+not wait, the (negative) slack ``T_in - compute``.
 """
 
 from __future__ import annotations
 
 from crystalperf.core.predict.base import Baseline, Changes, OpContext, TaskParts
+from crystalperf.core.predict.io import (
+    DISK_BUFFER_BYTES,
+    DISK_BUFFER_OVERHEAD_S,
+    NETWORK_BUFFER_BYTES,
+    NETWORK_BUFFER_OVERHEAD_S,
+    scale_io_time,
+)
 from crystalperf.core.profile import ExecutionProfile
 
 # With one traced thread nothing can be measured; dense kernels (convolution, matmul) split well.
 ASSUMED_PARALLEL_FRACTION = 0.9
 _SCALED_KINDS = ("op", "input", "step")
+# An iterator call with a batch ready still costs this much; shorter waits are not the pipeline's limit.
+WAIT_NOISE_S = 0.001
+WAIT_NOISE_SHARE = 0.05
 
 
 def parallel_fraction(utilization: float, threads: int) -> float:
@@ -32,23 +49,43 @@ def amdahl_factor(p: float, threads: int, new_threads: int) -> float:
     return ((1 - p) + p / new_threads) / ((1 - p) + p / threads)
 
 
-class ThreadsModel:
-    """``cores=N`` for TensorFlow: TF's intra-/inter-op threads."""
+def new_wait(wait: float, compute: float, per_batch: float, new_per_batch: float) -> float:
+    """A step's wait for input when the pipeline's time per batch changes (prefetching).
 
-    name = "tensorflow-threads"
-    keys = frozenset({"cores"})
+    A step that really waited is at the pipeline's limit: its gap is the wait. Below a few percent
+    of the step, the "wait" is the iterator call's own cost with a batch ready, and the gap is the
+    pipeline's slack ``per_batch - compute`` (negative while prefetching hides the pipeline)."""
+    limited = wait > max(WAIT_NOISE_S, WAIT_NOISE_SHARE * (wait + compute))
+    gap = wait if limited else min(0.0, per_batch - compute)
+    return max(0.0, gap + new_per_batch - per_batch) if limited or new_per_batch > per_batch else wait
+
+
+class TensorFlowModel:
+    """``cores`` (TF threads), ``disk`` and ``network`` (the prefetching input pipeline)."""
+
+    name = "tensorflow"
+    keys = frozenset({"cores", "disk", "network"})
 
     def __init__(self) -> None:
         self.factor = 1.0
+        self.waits: dict[str, tuple[float, tuple[float, float, float]]] = {}
 
     def prepare(self, profile: ExecutionProfile, baseline: Baseline, changes: Changes) -> list[str]:
         self.factor = 1.0
-        trace = profile.trace
-        if trace.application.framework != "tensorflow" or "cores" not in changes:
+        self.waits = {}
+        if profile.trace.application.framework != "tensorflow":
             return []
+        notes: list[str] = []
+        if "cores" in changes:
+            notes.append(self._prepare_threads(profile, baseline, changes))
+        if ("disk" in changes or "network" in changes) and "input_work_cpu_s" in profile.trace.metrics:
+            notes.append(self._prepare_input(profile, baseline, changes))
+        return notes
+
+    def _prepare_threads(self, profile: ExecutionProfile, baseline: Baseline, changes: Changes) -> str:
         threads = baseline.cores_per_executor
         new_threads = int(changes.number("cores", threads))
-        utilization = trace.metrics.get("cpu_utilization")
+        utilization = profile.trace.metrics.get("cpu_utilization")
         if threads > 1 and utilization:
             p = parallel_fraction(utilization, threads)
             how = f"from the measured CPU utilisation {utilization:.2f} of {threads} threads"
@@ -56,11 +93,56 @@ class ThreadsModel:
             p = ASSUMED_PARALLEL_FRACTION
             how = "assumed (one traced thread: nothing to measure)"
         self.factor = amdahl_factor(p, threads, new_threads)
-        return [f"TensorFlow threads {threads} -> {new_threads}: parallel fraction {p:.2f} {how}; "
-                f"step CPU time x{self.factor:.2f} (Amdahl)"]
+        return (f"TensorFlow threads {threads} -> {new_threads}: parallel fraction {p:.2f} {how}; "
+                f"step CPU time x{self.factor:.2f} (Amdahl)")
+
+    def _prepare_input(self, profile: ExecutionProfile, baseline: Baseline, changes: Changes) -> str:
+        m = profile.trace.metrics
+        steps = max(1.0, m.get("steps", 1.0))
+        parallel = max(1.0, m.get("input_parallelism", 1.0))
+        # Wall-clock seconds of the pipeline's work in the window (its threads ran `parallel` at once).
+        cpu, disk, net = (m.get(k, 0.0) / parallel for k in ("input_work_cpu_s", "input_work_disk_s",
+                                                             "input_work_network_s"))
+        new_disk, new_net = disk, net
+        how = ""
+        if "disk" in changes:
+            b0, b1 = baseline.disk_bandwidth, changes.number("disk", baseline.disk_bandwidth)
+            read = m.get("input_read_bytes")
+            if read:
+                # The bytes are known: only their transfer depends on the bandwidth; the rest of the
+                # read time (latency, system calls) stays.
+                transfer = min(disk, read / b0)
+                new_disk = disk - transfer + read / b1
+                how = f"; {read / 1e6:.1f} MB read from storage in the window"
+            elif read == 0:
+                how = "; nothing was read from storage in the window (page cache): the disk does not matter"
+            else:
+                new_disk = scale_io_time(disk, b0, b1, DISK_BUFFER_BYTES, DISK_BUFFER_OVERHEAD_S)
+        if "network" in changes:
+            new_net = scale_io_time(net, baseline.network_bandwidth, changes.number("network", baseline.network_bandwidth),
+                                    NETWORK_BUFFER_BYTES, NETWORK_BUFFER_OVERHEAD_S)
+        per_batch = (cpu + disk + net) / steps
+        new_per_batch = (cpu + new_disk + new_net) / steps
+        total = cpu + new_disk + new_net
+        shares = (cpu / total, new_disk / total, new_net / total) if total > 0 else (1.0, 0.0, 0.0)
+        for step in profile.top.nodes.values():
+            if step.op.kind != "step" or step.children is None:
+                continue
+            inputs = [c for c in step.children.nodes.values() if c.op.kind == "input"]
+            for part in inputs:
+                compute = step.op.duration - part.op.duration
+                self.waits[part.op.id] = (new_wait(part.op.duration, compute, per_batch, new_per_batch), shares)
+        return (f"input pipeline: {cpu + disk + net:.2f} s over {steps:.0f} steps ({parallel:.1f} threads at once) "
+                f"= {per_batch * 1000:.1f} ms per batch, {new_per_batch * 1000:.1f} ms after the change{how}; "
+                f"steps wait only for what prefetching cannot hide behind their compute")
 
     def adjust(self, ctx: OpContext, parts: list[TaskParts]) -> list[TaskParts]:
-        if self.factor != 1.0 and ctx.profile.op.kind in _SCALED_KINDS:
+        op = ctx.profile.op
+        found = self.waits.get(op.id)
+        if found is not None:
+            wait, (cpu, disk, net) = found
+            return [TaskParts(wait * cpu, wait * disk, wait * net) for _ in parts]
+        if self.factor != 1.0 and op.kind in _SCALED_KINDS:
             for p in parts:
                 p.cpu *= self.factor
         return parts

@@ -108,9 +108,10 @@ def test_cnn_on_images_from_disk_gets_a_report(image_files: list[str], tmp_path:
     assert any("Conv2D" in f["name"] for f in conv["top_functions"])
     described = {p["description"] for p in report["predictions"]}
     assert {"cores=4", "cores=1", "device=gpu"} <= described, described
-    more = next(p for p in report["predictions"] if p["description"] == "cores=1")
-    assert more["crystalperf"]["runtime_s"] > report["total_runtime_s"]
-    assert any("Amdahl" in n for n in more["notes"])
+    fewer = next(p for p in report["predictions"] if p["description"] == "cores=1")
+    # One thread is never faster; how much slower depends on the parallelism measured in this run.
+    assert fewer["crystalperf"]["runtime_s"] >= report["total_runtime_s"]
+    assert any("Amdahl" in n and "measured CPU utilisation" in n for n in fewer["notes"])
     assert "input_bound" in report
 
 
