@@ -83,7 +83,8 @@ def run_workload(workload: Workload, out_dir: Path, *, repetitions: int, quick: 
     log(f"[{workload.framework}/{workload.name}] baseline {workload.baseline}")
     baseline_runs = [workload.run(workload.baseline, out_dir / "baseline" / f"rep{i}") for i in range(repetitions)]
     traced = next(r for r in baseline_runs if r.trace is not None)
-    log(f"  baseline runtime {statistics.median(r.runtime_s for r in baseline_runs):.2f} s (trace {traced.trace})")
+    baseline_s = statistics.median(r.runtime_s for r in baseline_runs)
+    log(f"  baseline runtime {baseline_s:.2f} s (trace {traced.trace})")
     results: list[CaseResult] = []
     for target in workload.targets(quick):
         case = CaseResult(workload.framework, workload.name, target.name, target.kind)
@@ -94,10 +95,13 @@ def run_workload(workload: Workload, out_dir: Path, *, repetitions: int, quick: 
             log(f"  {target.name}: skipped ({reason})")
             continue
         doc = predict(traced.trace, target.changes)  # type: ignore[arg-type]
+        # Predictions are of the traced run's runtime; expressed against the measured baseline (median
+        # of the repetitions) so that one traced run's noise does not count against every case.
+        scale = baseline_s / doc["baseline_runtime_s"] if doc.get("baseline_runtime_s") else 1.0
         for name in PREDICTORS:
-            case.predicted_s[name] = doc[name]["runtime_s"]
+            case.predicted_s[name] = doc[name]["runtime_s"] * scale
         if "low_s" in doc["crystalperf"]:
-            case.band_s = (doc["crystalperf"]["low_s"], doc["crystalperf"]["high_s"])
+            case.band_s = (doc["crystalperf"]["low_s"] * scale, doc["crystalperf"]["high_s"] * scale)
         started = time.perf_counter()
         runs = [workload.run(target.config, out_dir / target.name.replace(" ", "_") / f"rep{i}")
                 for i in range(repetitions)]

@@ -72,6 +72,12 @@ JOB = textwrap.dedent('''
     skip, window = config["skip"], config["steps"]
     marks = {}
     class Window(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            # Resource limits apply from training on: TensorFlow's start-up reads ~1 GB of libraries,
+            # which a read limit on the same device would turn into minutes of waiting.
+            for group in config.get("cgroups", []):
+                with open(os.path.join(group, "cgroup.procs"), "w") as f:
+                    f.write(str(os.getpid()))
         def on_train_batch_begin(self, batch, logs=None):
             if batch == skip:
                 marks["start"] = time.time()
@@ -206,14 +212,9 @@ class CnnWorkload:
                            f"{machine.block_device(self.images())} {config['read_bps']}"}
         evict(self.images())
         with cgroup("cpu", cpu_limits) as cpu_group, cgroup("blkio", read_limits) as io_group:
-            groups = [g for g in (cpu_group, io_group) if g is not None]
-
-            def enter() -> None:
-                for group in groups:
-                    (group / "cgroup.procs").write_text(str(os.getpid()))
-
-            done = subprocess.run(command, capture_output=True, text=True, preexec_fn=enter if groups else None,
-                                  timeout=900)
+            job["cgroups"] = [str(g) for g in (cpu_group, io_group) if g is not None]
+            command = command[:-1] + [json.dumps(job)]
+            done = subprocess.run(command, capture_output=True, text=True, timeout=900)
         if done.returncode != 0:
             raise RuntimeError(f"{self.name} failed: {done.stderr[-2000:]}")
         line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))

@@ -80,3 +80,29 @@ def test_run_workload_reports_an_unavailable_target_as_skipped(runner: Any, tmp_
     data = json.loads((tmp_path / "whatif-results.json").read_text())
     assert data["summary"]["skipped"] == 1 and data["cases"][0]["skipped"] == "no network namespace"
     assert tmp_path / "whatif-results.md" in written
+
+
+def test_predictions_are_expressed_against_the_measured_baseline(runner: Any, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # The traced run took 12 s, the three baseline runs 9, 10 and 11 s (median 10): a prediction of
+    # 24 s from the trace (twice as slow) is 20 s against the measured baseline.
+    runtimes = iter([12.0, 10.0, 9.0, 19.0, 21.0, 20.0])
+
+    class Workload:
+        name = "toy"
+        framework = "spark"
+        baseline: dict[str, Any] = {"cores": 2}
+
+        def targets(self, quick: bool) -> list[Any]:
+            return [runner.Target("cores 2->1", "cores", {"cores": 1}, ["cores=1"])]
+
+        def run(self, config: dict[str, Any], out_dir: Path) -> Any:
+            return runner.Run(runtime_s=next(runtimes), trace=tmp_path / "trace.json.gz")
+
+    monkeypatch.setattr(runner, "predict", lambda trace, changes: {
+        "baseline_runtime_s": 12.0, "crystalperf": {"runtime_s": 24.0, "low_s": 18.0, "high_s": 30.0},
+        "linear": {"runtime_s": 24.0}, "replay": {"runtime_s": 12.0}})
+    [case] = runner.run_workload(Workload(), tmp_path, repetitions=3, quick=True, log=lambda _: None)
+    assert case.predicted_s == {"crystalperf": 20.0, "linear": 20.0, "replay": 10.0}
+    assert case.band_s == (15.0, 25.0) and case.actual_s == 20.0
+    assert case.deviation["crystalperf"] == 0.0 and case.deviation["replay"] == pytest.approx(0.5)

@@ -1,0 +1,70 @@
+"""``python -m bench.whatif [--framework spark,tensorflow,flink] [--quick]``: predictions from one traced
+baseline run against real re-runs, per workload, resource kind and framework (see docs/accuracy.md).
+
+Run it from the repository root. Each framework's jobs run in that framework's environment (see
+``bench/whatif/spark.py``, ``tensorflow.py``); the predictions are made with this interpreter's
+crystalperf, as a user would with ``crystalperf predict``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+from pathlib import Path
+
+from bench.whatif import spark, tensorflow
+from bench.whatif.runner import CaseResult, run_workload, write_outputs
+
+FRAMEWORKS = ("spark", "tensorflow", "flink")
+
+
+def machine_description() -> str:
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{platform.node()}: {os.cpu_count()} CPUs, {memory:.0f} GiB, Linux {platform.release()}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--framework", default=",".join(FRAMEWORKS),
+                        help="comma-separated: spark, tensorflow, flink (default: all)")
+    parser.add_argument("--quick", action="store_true", help="one workload per framework, two variations")
+    parser.add_argument("--repetitions", type=int, default=None, help="real runs per configuration (default 3; 2 quick)")
+    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("CRYSTALPERF_BENCH_DATA", ".whatif-data")),
+                        help="generated input data, kept between runs")
+    parser.add_argument("--out", type=Path, default=None, help="results directory (default bench/whatif/results/<date>)")
+    args = parser.parse_args()
+    repetitions = args.repetitions or (2 if args.quick else 3)
+    out = args.out or Path("bench/whatif/results") / time.strftime("%Y-%m-%d")
+    wanted = [f.strip() for f in args.framework.split(",") if f.strip()]
+    unknown = sorted(set(wanted) - set(FRAMEWORKS))
+    if unknown:
+        parser.error(f"unknown framework(s): {', '.join(unknown)}")
+    results: list[CaseResult] = []
+    for framework in wanted:
+        if framework == "spark":
+            loads = spark.workloads(args.data_dir, args.quick)
+        elif framework == "tensorflow":
+            loads = tensorflow.workloads(args.data_dir, args.quick)
+        else:
+            results.append(CaseResult("flink", "-", "all", "-", skipped="no Flink workload in the benchmark yet"))
+            print("[flink] skipped: no Flink workload in the benchmark yet")
+            continue
+        for workload in loads:
+            if workload.python is None:
+                reason = f"{framework} is not installed in any environment the benchmark knows"
+                results += [CaseResult(framework, workload.name, t.name, t.kind, skipped=reason)
+                            for t in workload.targets(args.quick)]
+                print(f"[{framework}/{workload.name}] skipped: {reason}")
+                continue
+            # Traces and per-run files go next to the data; only the summaries go to the results.
+            results += run_workload(workload, args.data_dir / "runs" / framework / workload.name,
+                                    repetitions=repetitions, quick=args.quick)
+    out.mkdir(parents=True, exist_ok=True)
+    for path in write_outputs(results, out, machine=machine_description()):
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""Spark workloads of the what-if benchmark (paper Table 3): TPC-H Q6 (short) and Q9 (long) on data
+generated once by ``crystalperf demo``'s generator, each run a fresh local Spark application.
+
+The runtime is the application's span as the trace defines it: from the SparkContext's start to the
+end of the query (``spark.stop()`` excluded, in every run). Runs use the Spark environment:
+``$CRYSTALPERF_SPARK_PYTHON``, else this interpreter when it has pyspark, else the nox ``spark``
+session's. Real variations: cores (``local[2]`` -> ``local[1]``), CPU share (cgroup CPU quota),
+memory (driver memory small enough to spill -> enough), storage bandwidth (a cgroup read limit on the
+data's device, with the parquet files evicted from the page cache before every run).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from bench.whatif import machine
+from bench.whatif.runner import Run, Target
+from bench.whatif.tensorflow import cgroup, evict
+
+JOB = textwrap.dedent('''
+    import json, sys, time
+    config = json.loads(sys.argv[1])
+    from pyspark.sql import SparkSession
+    from crystalperf.integrations.spark.demo import Q6, Q9
+    builder = (SparkSession.builder.appName("whatif-" + config["query"]).master(config["master"])
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "8").config("spark.sql.adaptive.enabled", "false")
+               .config("spark.driver.memory", config["memory"]))
+    if config.get("out"):
+        from crystalperf.integrations.spark import configure
+        builder = configure(builder, output_dir=config["out"]).config("spark.crystalperf.analysis", "false")
+    spark = builder.getOrCreate()
+    for name in ("lineitem", "orders", "part", "supplier", "partsupp", "nation"):
+        spark.read.parquet(config["data"] + "/" + name).createOrReplaceTempView(name)
+    # Resource limits apply to the query: the JVM's start-up reads hundreds of MB of jars, which a
+    # read limit on the same device would turn into minutes of waiting. The driver JVM (where local
+    # executors run) and this Python process join the limited cgroups.
+    import os
+    pids = [os.getpid(), spark.sparkContext._gateway.proc.pid]
+    for group in config.get("cgroups", []):
+        for pid in pids:
+            with open(os.path.join(group, "cgroup.procs"), "w") as f:
+                f.write(str(pid))
+    rows = spark.sql({"q6": Q6, "q9": Q9}[config["query"]]).collect()
+    end = time.time()
+    print("RESULT", json.dumps({"runtime_s": end - spark.sparkContext.startTime / 1000, "rows": len(rows)}))
+    spark.stop()
+''')
+
+
+def spark_python() -> str | None:
+    configured = os.environ.get("CRYSTALPERF_SPARK_PYTHON")
+    if configured:
+        return configured
+    if importlib.util.find_spec("pyspark") is not None:
+        return sys.executable
+    nox = Path(__file__).resolve().parents[2] / ".nox" / "spark" / "bin" / "python"
+    return str(nox) if nox.exists() else None
+
+
+def ensure_data(folder: Path, python: str, scale: float) -> Path:
+    """TPC-H-shaped parquet tables, generated once per scale."""
+    data = folder / f"tpch-{scale:g}"
+    if not (data / f"_scale_{scale}").exists():
+        data.mkdir(parents=True, exist_ok=True)
+        subprocess.run([python, "-m", "crystalperf.integrations.spark.demo", str(data), str(scale)], check=True,
+                       capture_output=True)
+    return data
+
+
+class TpchWorkload:
+    """One TPC-H query as a Spark application."""
+
+    framework = "spark"
+
+    def __init__(self, query: str, data_dir: Path, *, scale: float = 8.0) -> None:
+        self.name = f"tpch-{query}"
+        self.query = query
+        self.data_dir = data_dir
+        self.scale = scale
+        self.python = spark_python()
+        # Q9's joins spill with a small driver heap: its baseline is the small heap, the target enough.
+        memory = "1g" if query == "q9" else "2g"
+        self.baseline: dict[str, Any] = {"query": query, "master": "local[2]", "memory": memory}
+        self._data: Path | None = None
+
+    def data(self) -> Path:
+        if self._data is None:
+            assert self.python is not None
+            self._data = ensure_data(self.data_dir, self.python, self.scale)
+        return self._data
+
+    def targets(self, quick: bool) -> list[Target]:
+        base = self.baseline
+        no_spark = (lambda: None) if self.python else (lambda: "pyspark is not installed (set CRYSTALPERF_SPARK_PYTHON)")
+
+        def needs(probe: Any) -> Any:
+            return lambda: no_spark() or probe()
+
+        targets = [
+            Target("cores 2->1", "cores", {**base, "master": "local[1]"}, ["cores=1"], no_spark),
+            Target("cpu share 50%", "cpu_share", {**base, "cpu_share": 0.5}, ["cpu_share=0.5"],
+                   needs(machine.cpu_quota_unavailable)),
+        ]
+        if quick:
+            return targets
+        disk_probe = lambda: machine.disk_throttle_unavailable(self.data_dir)  # noqa: E731
+        targets += [
+            Target("cpu share 75%", "cpu_share", {**base, "cpu_share": 0.75}, ["cpu_share=0.75"],
+                   needs(machine.cpu_quota_unavailable)),
+            Target("disk 20 MB/s", "disk", {**base, "read_bps": 20_000_000}, ["disk=20MB/s"], needs(disk_probe)),
+        ]
+        if self.query == "q9":
+            targets.append(Target("memory 1g->3g", "memory", {**base, "memory": "3g"}, ["memory=3g"], no_spark))
+        else:
+            targets.append(Target("cores 2->1 (taskset)", "cores", {**base, "taskset": 1}, ["cores=1"],
+                                  needs(machine.taskset_unavailable)))
+        return targets
+
+    def run(self, config: dict[str, Any], out_dir: Path) -> Run:
+        assert self.python is not None
+        out_dir.mkdir(parents=True, exist_ok=True)
+        traced = config is self.baseline
+        job = {**config, "data": str(self.data()), "out": str(out_dir) if traced else None}
+        command = [self.python, "-c", JOB, json.dumps(job)]
+        if config.get("taskset"):
+            command = ["taskset", "-c", ",".join(str(c) for c in range(config["taskset"]))] + command
+        cpu_limits: dict[str, str] = {}
+        if config.get("cpu_share"):
+            period = 100_000
+            cpu_limits = {"cpu.cfs_period_us": str(period),
+                          "cpu.cfs_quota_us": str(int(config["cpu_share"] * (os.cpu_count() or 2) * period))}
+        read_limits: dict[str, str] = {}
+        if config.get("read_bps"):
+            read_limits = {"blkio.throttle.read_bps_device": f"{machine.block_device(self.data())} {config['read_bps']}"}
+        for table in self.data().iterdir():
+            if table.is_dir():
+                evict(table)
+        with cgroup("cpu", cpu_limits) as cpu_group, cgroup("blkio", read_limits) as io_group:
+            job["cgroups"] = [str(g) for g in (cpu_group, io_group) if g is not None]
+            command = command[:-1] + [json.dumps(job)]
+            done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+        if done.returncode != 0:
+            raise RuntimeError(f"{self.name} failed: {done.stderr[-2000:]}")
+        line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))
+        runtime = float(json.loads(line.split(" ", 1)[1])["runtime_s"])
+        trace = out_dir / "crystalperf-trace.json.gz" if traced else None
+        return Run(runtime, trace if trace is not None and trace.exists() else None, runtime)
+
+
+def workloads(data_dir: Path, quick: bool) -> list[TpchWorkload]:
+    queries = ("q6",) if quick else ("q6", "q9")
+    return [TpchWorkload(q, data_dir) for q in queries]
