@@ -110,3 +110,19 @@ def test_streaming_predicts_the_batch_latency_from_busy_time_on_the_path():
     assert predictor.simulate(Changes({"cpu_share": 0.5})) == pytest.approx(1.0)
     # Parallelism 4: the work spreads over 4 subtasks: src 2/4, map 8/4, sink 1/4 = 2.75 s of 7 s.
     assert predictor.simulate(Changes({"parallelism": 4})) == pytest.approx(0.5 * 2.75 / 7)
+
+
+def test_a_cpu_quota_slows_only_the_cpu_used_beyond_it():
+    # An 8 s all-CPU operation on 2 slots that kept 1.5 CPUs busy. Half the CPU (1 CPU) stretches it
+    # 1.5 / (0.5 * 2) = 1.5x -> 12 s; 80 % (1.6 CPUs) is more than it used -> unchanged.
+    samples = tr.StackSamples(origin=0, frames=[tr.Frame(name="x.f", language="java")], stacks=[[0]],
+                              keys=[tr.SampleKey(operation="s")], key=[0], bucket=[0], stack=[0], count=[10])
+    trace = make_trace([op("s", 0, 8)], samples=samples, total_slots=2)
+    trace.metrics["cpu_utilization"] = 1.5
+    predictor = Predictor(build_profile(trace, FixedClassifier({"x.": ResourceVector(1.0, 0.0, 0.0)}), locators=[]))
+    assert predictor.simulate(Changes({"cpu_share": 0.5})) == pytest.approx(12.0)
+    assert predictor.simulate(Changes({"cpu_share": 0.8})) == pytest.approx(8.0)
+    # Without a measured utilisation the share applies in full.
+    del trace.metrics["cpu_utilization"]
+    assert Predictor(build_profile(trace, FixedClassifier({"x.": ResourceVector(1.0, 0.0, 0.0)}), locators=[])
+                     ).simulate(Changes({"cpu_share": 0.5})) == pytest.approx(16.0)

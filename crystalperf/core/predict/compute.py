@@ -87,7 +87,18 @@ class ComputeModel:
         notes: list[str] = []
         self.factor = 1.0
         self.gpu_factor = 1.0
-        self.factor /= changes.number("cpu_speed", 1.0) * changes.number("cpu_share", 1.0)
+        self.factor /= changes.number("cpu_speed", 1.0)
+        share = changes.number("cpu_share", 1.0)
+        utilization = profile.trace.metrics.get("cpu_utilization")
+        if "cpu_share" in changes and utilization and baseline.slots > 0:
+            # A quota slows only the CPU the job used beyond it: a process that kept U of its N CPUs busy
+            # needs U / (share * N) times as long, and nothing longer when that is below 1.
+            slowdown = max(1.0, utilization / (share * baseline.slots))
+            notes.append(f"CPU share {share:g}: the job used {utilization:.2f} of {baseline.slots} CPUs, "
+                         f"so its CPU time stretches x{slowdown:.2f}")
+            self.factor *= slowdown
+        else:
+            self.factor /= share
         device = changes.get("device")
         if device is not None and device != baseline.device:
             speedup = changes.number("gpu_speedup", DEFAULT_GPU_SPEEDUP)
