@@ -9,13 +9,15 @@ crystalperf, as a user would with ``crystalperf predict``.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import time
 from pathlib import Path
+from typing import Any
 
-from bench.whatif import spark, tensorflow
-from bench.whatif.runner import CaseResult, run_workload, write_outputs
+from bench.whatif import flink, spark, tensorflow
+from bench.whatif.runner import CaseResult, repredict, run_workload, write_outputs
 
 FRAMEWORKS = ("spark", "tensorflow", "flink")
 
@@ -23,6 +25,24 @@ FRAMEWORKS = ("spark", "tensorflow", "flink")
 def machine_description() -> str:
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return f"{platform.node()}: {os.cpu_count()} CPUs, {memory:.0f} GiB, Linux {platform.release()}"
+
+
+def _workloads(framework: str, data_dir: Path, quick: bool) -> list[Any]:
+    module = {"spark": spark, "tensorflow": tensorflow, "flink": flink}[framework]
+    return list(module.workloads(data_dir, quick))
+
+
+def repredict_results(path: Path, data_dir: Path) -> None:
+    data = json.loads(path.read_text())
+    cases = [CaseResult(**{**c, "band_s": tuple(c["band_s"]) if c.get("band_s") else None}) for c in data["cases"]]
+    changes: dict[tuple[str, str, str], list[str]] = {}
+    for framework in {c.framework for c in cases}:
+        for workload in _workloads(framework, data_dir, quick=False):
+            for target in workload.targets(False):
+                changes[(framework, workload.name, target.name)] = target.changes
+    repredict(cases, lambda c: changes[(c.framework, c.workload, c.target)])
+    for written in write_outputs(cases, path.parent, machine=data["machine"]):
+        print(f"wrote {written}")
 
 
 def main() -> None:
@@ -34,7 +54,13 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("CRYSTALPERF_BENCH_DATA", ".whatif-data")),
                         help="generated input data, kept between runs")
     parser.add_argument("--out", type=Path, default=None, help="results directory (default bench/whatif/results/<date>)")
+    parser.add_argument("--repredict", type=Path, default=None, metavar="RESULTS_JSON",
+                        help="predict the cases of an earlier run again from their traces (after a model "
+                             "change) and rewrite its outputs; nothing is re-run")
     args = parser.parse_args()
+    if args.repredict is not None:
+        repredict_results(args.repredict, args.data_dir)
+        return
     repetitions = args.repetitions or (2 if args.quick else 3)
     out = args.out or Path("bench/whatif/results") / time.strftime("%Y-%m-%d")
     wanted = [f.strip() for f in args.framework.split(",") if f.strip()]
@@ -43,15 +69,7 @@ def main() -> None:
         parser.error(f"unknown framework(s): {', '.join(unknown)}")
     results: list[CaseResult] = []
     for framework in wanted:
-        if framework == "spark":
-            loads = spark.workloads(args.data_dir, args.quick)
-        elif framework == "tensorflow":
-            loads = tensorflow.workloads(args.data_dir, args.quick)
-        else:
-            results.append(CaseResult("flink", "-", "all", "-", skipped="no Flink workload in the benchmark yet"))
-            print("[flink] skipped: no Flink workload in the benchmark yet")
-            continue
-        for workload in loads:
+        for workload in _workloads(framework, args.data_dir, args.quick):
             if workload.python is None:
                 reason = f"{framework} is not installed in any environment the benchmark knows"
                 results += [CaseResult(framework, workload.name, t.name, t.kind, skipped=reason)

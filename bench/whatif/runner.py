@@ -64,6 +64,8 @@ class CaseResult:
     band_s: tuple[float, float] | None = None
     deviation: dict[str, float] = field(default_factory=dict)
     skipped: str | None = None
+    baseline_s: float | None = None  # measured baseline (median), what predictions are expressed against
+    trace: str | None = None  # the baseline trace the predictions came from
 
 
 def predict(trace: Path, changes: Sequence[str]) -> dict[str, Any]:
@@ -94,23 +96,42 @@ def run_workload(workload: Workload, out_dir: Path, *, repetitions: int, quick: 
             case.skipped = reason
             log(f"  {target.name}: skipped ({reason})")
             continue
-        doc = predict(traced.trace, target.changes)  # type: ignore[arg-type]
-        # Predictions are of the traced run's runtime; expressed against the measured baseline (median
-        # of the repetitions) so that one traced run's noise does not count against every case.
-        scale = baseline_s / doc["baseline_runtime_s"] if doc.get("baseline_runtime_s") else 1.0
-        for name in PREDICTORS:
-            case.predicted_s[name] = doc[name]["runtime_s"] * scale
-        if "low_s" in doc["crystalperf"]:
-            case.band_s = (doc["crystalperf"]["low_s"] * scale, doc["crystalperf"]["high_s"] * scale)
+        case.baseline_s, case.trace = baseline_s, str(traced.trace)
+        apply_prediction(case, predict(traced.trace, target.changes))  # type: ignore[arg-type]
         started = time.perf_counter()
         runs = [workload.run(target.config, out_dir / target.name.replace(" ", "_") / f"rep{i}")
                 for i in range(repetitions)]
         case.actual_runs_s = [r.runtime_s for r in runs]
         case.actual_s = statistics.median(case.actual_runs_s)
-        case.deviation = {n: abs(p - case.actual_s) / case.actual_s for n, p in case.predicted_s.items()}
+        case.deviation = deviations(case)
         log(f"  {target.name}: actual {case.actual_s:.2f} s ({time.perf_counter() - started:.0f} s to measure); "
             + ", ".join(f"{n} {case.predicted_s[n]:.2f} s ({case.deviation[n]:.1%})" for n in PREDICTORS))
     return results
+
+
+def apply_prediction(case: CaseResult, doc: dict[str, Any]) -> None:
+    """Predictions are of the traced run's runtime; they are expressed against the measured baseline
+    (median of the repetitions) so that one traced run's noise does not count against every case."""
+    scale = case.baseline_s / doc["baseline_runtime_s"] if case.baseline_s and doc.get("baseline_runtime_s") else 1.0
+    for name in PREDICTORS:
+        case.predicted_s[name] = doc[name]["runtime_s"] * scale
+    if "low_s" in doc["crystalperf"]:
+        case.band_s = (doc["crystalperf"]["low_s"] * scale, doc["crystalperf"]["high_s"] * scale)
+
+
+def deviations(case: CaseResult) -> dict[str, float]:
+    assert case.actual_s
+    return {n: abs(p - case.actual_s) / case.actual_s for n, p in case.predicted_s.items()}
+
+
+def repredict(cases: Sequence[CaseResult], changes_of: Callable[[CaseResult], Sequence[str]]) -> None:
+    """Predict the measured cases again from their baseline traces (after a model change): the real
+    runs stay as they were measured."""
+    for case in cases:
+        if case.skipped or not case.trace or not case.actual_s:
+            continue
+        apply_prediction(case, predict(Path(case.trace), changes_of(case)))
+        case.deviation = deviations(case)
 
 
 def summarize(results: Sequence[CaseResult]) -> dict[str, Any]:

@@ -106,3 +106,19 @@ def test_predictions_are_expressed_against_the_measured_baseline(runner: Any, tm
     assert case.predicted_s == {"crystalperf": 20.0, "linear": 20.0, "replay": 10.0}
     assert case.band_s == (15.0, 25.0) and case.actual_s == 20.0
     assert case.deviation["crystalperf"] == 0.0 and case.deviation["replay"] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("module_name", ["spark", "tensorflow", "flink"])
+def test_a_framework_that_is_not_installed_skips_every_target_with_the_reason(
+        module_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    module = importlib.import_module(f"bench.whatif.{module_name}")
+    for name in ("spark_python", "tf_python", "flink_python"):
+        if hasattr(module, name):
+            monkeypatch.setattr(module, name, lambda: None)
+    for workload in module.workloads(tmp_path, quick=False):
+        targets = workload.targets(False)
+        assert len(targets) >= 5 and len({t.kind for t in targets}) >= 2
+        reasons = {t.unavailable() for t in targets}
+        assert all(r and "not installed" in r for r in reasons), reasons

@@ -1,0 +1,157 @@
+"""Flink workloads of the what-if benchmark (paper Table 3, scaled to a 2-core machine), as Flink SQL
+on PyFlink's local mini cluster, streaming mode, bounded sources:
+
+- ``yahoo``: the Yahoo streaming benchmark's shape — ad events, keep the views, map each ad to its
+  campaign, count per campaign in 10 s event-time tumbling windows;
+- ``wordcount``: Dhalion's word count — a stream of words counted per word.
+
+The runtime is the job's net runtime as Flink reports it (the trace's streaming latency: a bounded
+job's end-to-end latency is its whole run). Runs use the Flink environment: ``$CRYSTALPERF_FLINK_PYTHON``, else this
+interpreter when it has PyFlink, else ``/work/venvs/flink`` or the nox ``flink`` session's. Real
+variations: parallelism (``parallelism.default``) and CPU share (cgroup CPU quota; the whole job
+process joins it, the mini cluster runs inside it).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from bench.whatif import machine
+from bench.whatif.runner import Run, Target
+from bench.whatif.tensorflow import cgroup
+
+JOB = textwrap.dedent('''
+    import json, sys, time
+    config = json.loads(sys.argv[1])
+    from pyflink.common import Configuration
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+    conf = Configuration()
+    if config.get("out"):
+        from crystalperf.integrations import flink as cpflink
+        conf = cpflink.configure(conf, config["out"])
+    conf.set_string("parallelism.default", str(config["parallelism"]))
+    settings = EnvironmentSettings.new_instance().in_streaming_mode().with_configuration(conf).build()
+    env = TableEnvironment.create(settings)
+    rows = config["rows"]
+    if config["job"] == "yahoo":
+        env.execute_sql(f"""CREATE TABLE events (
+            id BIGINT, user_id BIGINT, ad_id INT, event_type INT,
+            ts AS TO_TIMESTAMP_LTZ(id * 2, 3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND
+        ) WITH ('connector' = 'datagen', 'fields.id.kind' = 'sequence', 'fields.id.start' = '1',
+                'fields.id.end' = '{rows}', 'fields.ad_id.min' = '0', 'fields.ad_id.max' = '999',
+                'fields.event_type.min' = '0', 'fields.event_type.max' = '2')""")
+        env.execute_sql("CREATE TABLE sink (campaign INT, window_start TIMESTAMP(3), view_count BIGINT) "
+                        "WITH ('connector' = 'blackhole')")
+        query = """INSERT INTO sink
+            SELECT MOD(ad_id * 7919, 100) AS campaign, window_start, COUNT(*) AS view_count
+            FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+            WHERE event_type = 0
+            GROUP BY MOD(ad_id * 7919, 100), window_start, window_end"""
+    else:
+        env.execute_sql(f"""CREATE TABLE lines (id BIGINT) WITH ('connector' = 'datagen',
+            'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '{rows}')""")
+        env.execute_sql("CREATE TABLE sink (word STRING, n BIGINT) WITH ('connector' = 'blackhole')")
+        query = """INSERT INTO sink
+            SELECT word, COUNT(*) FROM (
+              SELECT CONCAT('w', CAST(MOD(id * 7919, 20000) AS STRING), SUBSTRING(MD5(CAST(id AS STRING)), 1, 2))
+                     AS word FROM lines)
+            GROUP BY word"""
+    result = env.execute_sql(query)
+    result.wait()
+    # The job's own net runtime: what the trace calls its latency, without submission and planning.
+    runtime = result.get_job_client().get_job_execution_result().result().get_net_runtime() / 1000
+    if config.get("out"):
+        from crystalperf.core.trace import save_trace
+        from crystalperf.integrations import flink as cpflink
+        found = cpflink.wait_for_metrics(config["out"])
+        save_trace(cpflink.read_metrics(found[0]), config["out"] + "/crystalperf-trace.json.gz")
+    print("RESULT", json.dumps({"runtime_s": runtime}))
+''')
+
+
+def flink_python() -> str | None:
+    configured = os.environ.get("CRYSTALPERF_FLINK_PYTHON")
+    if configured:
+        return configured
+    if importlib.util.find_spec("pyflink") is not None:
+        return sys.executable
+    root = Path(__file__).resolve().parents[2]
+    for candidate in (Path("/work/venvs/flink/bin/python"), root / ".nox" / "flink" / "bin" / "python"):
+        if candidate.exists():
+            return str(candidate)
+    return None
+
+
+class FlinkSqlWorkload:
+    """A bounded streaming SQL job on the local mini cluster."""
+
+    framework = "flink"
+
+    def __init__(self, job: str, *, rows: int) -> None:
+        self.name = job
+        self.python = flink_python()
+        self.baseline: dict[str, Any] = {"job": job, "rows": rows, "parallelism": 2}
+
+    def targets(self, quick: bool) -> list[Target]:
+        base = self.baseline
+        no_flink = (lambda: None) if self.python else (lambda: "PyFlink is not installed (set CRYSTALPERF_FLINK_PYTHON)")
+
+        def needs(probe: Any) -> Any:
+            return lambda: no_flink() or probe()
+
+        targets = [
+            Target("parallelism 2->1", "parallelism", {**base, "parallelism": 1}, ["parallelism=1"], no_flink),
+            Target("cpu share 50%", "cpu_share", {**base, "cpu_share": 0.5}, ["cpu_share=0.5"],
+                   needs(machine.cpu_quota_unavailable)),
+        ]
+        if quick:
+            return targets
+        return targets + [
+            Target("cpu share 75%", "cpu_share", {**base, "cpu_share": 0.75}, ["cpu_share=0.75"],
+                   needs(machine.cpu_quota_unavailable)),
+            Target("parallelism 2->1, cpu share 75%", "parallelism", {**base, "parallelism": 1, "cpu_share": 0.75},
+                   ["parallelism=1", "cpu_share=0.75"], needs(machine.cpu_quota_unavailable)),
+            # Parallelism 2 pinned to one CPU (the machine loses a core): the subtasks share half the CPU.
+            Target("1 CPU (taskset), parallelism 2", "cores", {**base, "taskset": 1}, ["cpu_share=0.5"],
+                   needs(machine.taskset_unavailable)),
+        ]
+
+    def run(self, config: dict[str, Any], out_dir: Path) -> Run:
+        assert self.python is not None
+        out_dir.mkdir(parents=True, exist_ok=True)
+        traced = config is self.baseline
+        job = {**config, "out": str(out_dir) if traced else None}
+        command = [self.python, "-c", JOB, json.dumps(job)]
+        if config.get("taskset"):
+            command = ["taskset", "-c", ",".join(str(c) for c in range(config["taskset"]))] + command
+        limits: dict[str, str] = {}
+        if config.get("cpu_share"):
+            period = 100_000
+            limits = {"cpu.cfs_period_us": str(period),
+                      "cpu.cfs_quota_us": str(int(config["cpu_share"] * (os.cpu_count() or 2) * period))}
+        with cgroup("cpu", limits) as group:
+            def enter() -> None:
+                if group is not None:
+                    (group / "cgroup.procs").write_text(str(os.getpid()))
+
+            done = subprocess.run(command, capture_output=True, text=True, preexec_fn=enter, timeout=1800)
+        if done.returncode != 0:
+            raise RuntimeError(f"{self.name} failed: {done.stderr[-2000:]}")
+        line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))
+        runtime = float(json.loads(line.split(" ", 1)[1])["runtime_s"])
+        trace = out_dir / "crystalperf-trace.json.gz" if traced else None
+        return Run(runtime, trace if trace is not None and trace.exists() else None, runtime)
+
+
+def workloads(data_dir: Path, quick: bool) -> list[FlinkSqlWorkload]:
+    jobs = [FlinkSqlWorkload("yahoo", rows=1_000_000)]
+    if not quick:
+        jobs.append(FlinkSqlWorkload("wordcount", rows=1_000_000))
+    return jobs
