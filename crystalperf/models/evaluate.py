@@ -70,14 +70,10 @@ def name_gives_answer_away(record: dict[str, Any]) -> bool:
     return bool(words & (NETWORK_WORDS | DISK_WORDS))
 
 
-def evaluate_records(
-    records: Sequence[dict[str, Any]],
-    weights_dir: Path | None = None,
-) -> dict[str, Any]:
-    """Scores of code, doc (when shipped), combined and keyword classifiers on ``records``."""
-    from crystalperf.models.classifier import NeuralClassifier, combine
-
-    neural = NeuralClassifier(weights_dir)
+def component_probs(
+    records: Sequence[dict[str, Any]], neural: Any
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
+    """Code and doc probability rows (doc rows zero where there is no doc), has-doc mask, labels."""
     functions = [to_function(r) for r in records]
     y = np.asarray([LABELS.index(r["label"]) for r in records])
     code = neural.code.predict_proba([f.code for f in functions], [f.language for f in functions])
@@ -87,10 +83,32 @@ def evaluate_records(
         doc = np.zeros_like(code)
         idx = np.nonzero(has_doc)[0]
         doc[idx] = neural.doc.predict_proba([functions[i].doc for i in idx])
+    return code, doc, has_doc, y
+
+
+def evaluate_records(
+    records: Sequence[dict[str, Any]],
+    weights_dir: Path | None = None,
+    *,
+    combine_params: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """Scores of code, doc (when shipped), combined (the paper's average), weighted (calibrated and
+    confidence-weighted, when fitted) and keyword classifiers on ``records``."""
+    from crystalperf.models.classifier import NeuralClassifier, combine, combine_weighted
+
+    neural = NeuralClassifier(weights_dir)
+    functions = [to_function(r) for r in records]
+    code, doc, has_doc, y = component_probs(records, neural)
     combined = combine(code, doc, has_doc)
+    params = combine_params or neural.combine_params
     keyword = keyword_proba(functions)
     hard = np.asarray([not name_gives_answer_away(r) for r in records])
-    result: dict[str, Any] = {"version": neural.version, "n": len(records), "with_doc": int(has_doc.sum())}
+    result: dict[str, Any] = {
+        "version": neural.version,
+        "n": len(records),
+        "with_doc": int(has_doc.sum()),
+        "shipped_combination": neural.combine_method,
+    }
     variants: dict[str, tuple[np.ndarray, np.ndarray]] = {
         "code": (code, np.ones(len(records), dtype=bool)),
         "combined": (combined, np.ones(len(records), dtype=bool)),
@@ -98,6 +116,12 @@ def evaluate_records(
     }
     if doc is not None:
         variants["doc"] = (doc, has_doc)
+        if params is not None:
+            variants["weighted"] = (
+                combine_weighted(code, doc, has_doc, params),
+                np.ones(len(records), dtype=bool),
+            )
+            result["weighted_params"] = params
     for name, (probs, mask) in variants.items():
         result[name] = scores(y[mask], probs[mask].argmax(1))
         result[name]["hard"] = scores(y[mask & hard], probs[mask & hard].argmax(1))

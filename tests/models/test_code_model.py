@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from crystalperf.models.classifier import NeuralClassifier, WeightsMissingError, combine
+from crystalperf.models.classifier import (
+    NeuralClassifier,
+    WeightsMissingError,
+    calibrate,
+    combine,
+    combine_weighted,
+    fit_combination,
+)
 from crystalperf.models.code import (
     UNK,
     CodeClassifier,
@@ -106,3 +113,36 @@ def test_combination_averages_only_where_a_doc_exists() -> None:
     doc = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
     out = combine(code, doc, np.array([True, False]))
     np.testing.assert_allclose(out, [[0.4, 0.55, 0.05], [0.2, 0.2, 0.6]])
+
+
+def test_calibration_keeps_the_ranking_and_sharpens_or_softens() -> None:
+    probs = np.array([[0.6, 0.3, 0.1]])
+    sharper = calibrate(probs, 0.5)
+    softer = calibrate(probs, 2.0)
+    assert sharper.argmax() == softer.argmax() == 0
+    assert sharper[0, 0] > 0.6 > softer[0, 0]
+    np.testing.assert_allclose(calibrate(probs, 1.0), probs)
+
+
+def test_weighted_combination_trusts_the_more_confident_classifier() -> None:
+    code = np.array([[0.4, 0.35, 0.25], [0.1, 0.1, 0.8]])
+    doc = np.array([[0.0, 0.95, 0.05], [0.9, 0.05, 0.05]])
+    params = {"code_temperature": 1.0, "doc_temperature": 1.0, "doc_weight": 0.5}
+    out = combine_weighted(code, doc, np.array([True, False]), params)
+    assert out[0].argmax() == 1  # the confident doc outvotes an unsure code vector
+    np.testing.assert_allclose(out[1], code[1])  # no doc: code alone
+    np.testing.assert_allclose(out.sum(axis=1), 1.0)
+    only_code = combine_weighted(code, doc, np.array([True, True]), {**params, "doc_weight": 0.0})
+    np.testing.assert_allclose(only_code, code)
+
+
+def test_fitting_the_combination_ignores_a_doc_classifier_that_only_misleads() -> None:
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 200)
+    code = np.full((200, 3), 0.2)
+    code[np.arange(200), y] = 0.6
+    doc = np.full((200, 3), 0.05)
+    doc[np.arange(200), (y + 1) % 3] = 0.9
+    params = fit_combination(code, doc, np.ones(200, dtype=bool), y)
+    assert params["doc_weight"] == 0.0
+    assert params["validation_accuracy"] == 1.0

@@ -133,6 +133,22 @@ def test_arg_max_of_unmistakable_function(
     assert abs(sum(vector) - 1.0) < 1e-6
 
 
+DOCS = {
+    "network": "Sends bytes over the socket.",
+    "disk": "Writes the lines to the file and flushes it.",
+    "cpu": "Computes a checksum of the data.",
+}
+
+
+@pytest.mark.parametrize(("resource", "language", "code"), CASES, ids=[f"{r}-{lang}" for r, lang, _ in CASES])
+def test_arg_max_with_a_fitting_doc_comment(
+    neural: NeuralClassifier, resource: str, language: str, code: str
+) -> None:
+    # The doc classifier votes too when a doc exists: a plain, correct doc must not turn the answer.
+    [vector] = neural.classify([FunctionSource(f"example.{resource}", language, code, DOCS[resource])])
+    assert vector.dominant() == resource, vector
+
+
 def test_batched_equals_one_by_one(neural: NeuralClassifier) -> None:
     functions = [FunctionSource(f"f{i}", lang, code) for i, (_, lang, code) in enumerate(CASES)]
     together = neural.classify(functions)
