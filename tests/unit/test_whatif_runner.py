@@ -122,3 +122,15 @@ def test_a_framework_that_is_not_installed_skips_every_target_with_the_reason(
         assert len(targets) >= 5 and len({t.kind for t in targets}) >= 2
         reasons = {t.unavailable() for t in targets}
         assert all(r and "not installed" in r for r in reasons), reasons
+
+
+def test_spark_lists_the_network_variation_it_cannot_apply_with_the_reason(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.whatif import spark
+
+    monkeypatch.setattr(spark, "spark_python", lambda: "/usr/bin/true")  # Spark "present": the reason is ours
+    for workload in spark.workloads(tmp_path, quick=False):
+        [network] = [t for t in workload.targets(False) if t.kind == "network"]
+        assert network.changes == ["network=100mbit"]
+        assert network.unavailable() == spark.NETWORK_NOT_WIRED
+    assert not [t for w in spark.workloads(tmp_path, quick=True) for t in w.targets(True) if t.kind == "network"]

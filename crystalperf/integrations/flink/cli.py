@@ -8,9 +8,12 @@ import sys
 
 def register_flink_conf(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "flink-conf", help="print the Flink configuration (key: value) lines that load the crystalperf reporter"
+        "flink-conf",
+        help="print the Flink configuration (key: value) lines that load the crystalperf reporter",
     )
-    parser.add_argument("--output-dir", help="where the reporter writes its files (default: the working directory)")
+    parser.add_argument(
+        "--output-dir", help="where the reporter writes its files (default: the working directory)"
+    )
     parser.set_defaults(func=_flink_conf)
 
 

@@ -28,7 +28,9 @@ def _run_sql_job(out_dir: Path, rows: int = 20000) -> None:
         "'fields.k.min'='0', 'fields.k.max'='9')"
     )
     env.execute_sql("CREATE TABLE snk (k INT, s DOUBLE) WITH ('connector'='blackhole')")
-    env.execute_sql("INSERT INTO snk SELECT k, SUM(SQRT(v * v + 1)) FROM src GROUP BY k").wait()
+    statement = "INSERT INTO snk SELECT k, SUM(SQRT(v * v + 1)) FROM src GROUP BY k"
+    cpflink.record_plan(env, out_dir, statement)
+    env.execute_sql(statement).wait()
 
 
 @pytest.fixture(scope="module")
@@ -48,13 +50,19 @@ def test_reporter_writes_metrics_of_every_operator(sql_job: Path) -> None:
     assert any("snk" in name for name in operator_names)
     assert len(trace.operations) >= 2  # the GROUP BY splits the job into two chains joined by a shuffle
     assert trace.operations[1].parents == [trace.operations[0].id]
+    assert "HASH" in trace.operations[1].attributes["ship_strategy"]  # edges from the recorded plan
+    assert not any("assumed linear" in w for w in trace.warnings)
     assert trace.operations[0].children[0].name.startswith("Source: src")
     records = {c.name: c.metrics for op in trace.operations for c in op.children}
     assert max(m["records_out"] for m in records.values()) >= 20000  # final values, taken at removal
     assert trace.streaming is not None and trace.streaming.throughput is not None
     # task threads were sampled and aggregated per chain/subtask
     assert trace.samples is not None and sum(trace.samples.count) > 0
-    assert {k.operation for k in trace.samples.keys} <= {op.id for op in trace.operations}
+    chain_ids = {op.id for op in trace.operations}
+    operator_ids = {c.id for op in trace.operations for c in op.children}
+    sampled_chains = {k.operation for k in trace.samples.keys if k.thread is None}
+    assert trace.operations[0].id in sampled_chains and sampled_chains <= chain_ids
+    assert {k.operation for k in trace.samples.keys if k.thread == "operator"} <= operator_ids
     assert any(f.name.startswith("org.apache.flink.") for f in trace.samples.frames)
 
 
@@ -107,3 +115,40 @@ def test_a_failing_job_still_leaves_what_was_collected(tmp_path: Path) -> None:
     assert len(files) == 1
     trace = cpflink.read_metrics(files[0])
     assert any("src" in c.name for op in trace.operations for c in op.children)
+
+
+def test_cpu_heavy_map_is_classified_cpu_bound(tmp_path: Path) -> None:
+    # The heavy "map" is a SQL Calc of Java built-ins (hashing): Python UDF workers are not sampled yet,
+    # so their compute would be invisible in the task threads' stacks.
+    pytest.importorskip("pyflink")
+    from pyflink.common import Configuration
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+
+    config = cpflink.configure(Configuration(), tmp_path)
+    config.set_string("parallelism.default", "1")
+    env = TableEnvironment.create(
+        EnvironmentSettings.new_instance().in_batch_mode().with_configuration(config).build()
+    )
+    env.execute_sql(
+        "CREATE TABLE src (k INT, v DOUBLE) WITH ('connector'='datagen', 'number-of-rows'='40000', "
+        "'fields.k.min'='0', 'fields.k.max'='9')"
+    )
+    env.execute_sql("CREATE TABLE snk (k INT, h STRING) WITH ('connector'='blackhole')")
+    statement = "INSERT INTO snk SELECT k, SHA512(REPEAT(SHA256(CAST(v AS STRING)), 400)) FROM src"
+    assert cpflink.record_plan(env, tmp_path, statement) is not None
+    env.execute_sql(statement).wait()
+    cpflink.finish(cpflink.wait_for_metrics(tmp_path)[0], tmp_path)
+    report = json.loads((tmp_path / "crystalperf-report.json").read_text())
+    chain = next(op for op in report["operations"] if "Calc" in op["name"] and "/" not in op["id"])
+    calc = next(op for op in report["operations"] if op["name"].startswith("Calc") and "/" in op["id"])
+    # the chain's stacks are split between its operators by their ChainingOutput.pushToOperator depth
+    for heavy in (chain, calc):
+        assert heavy["vector_source"] == "samples"
+        vector = heavy["vector"]
+        assert vector["cpu"] > max(vector["disk"], vector["network"])
+    calc_functions = [f["name"] for f in calc["top_functions"]]
+    assert any(
+        name.startswith(("java.security.", "sun.security.", "org.apache.flink.table."))
+        for name in calc_functions
+    )
+    assert report["bottleneck"]["resource"] == "cpu"

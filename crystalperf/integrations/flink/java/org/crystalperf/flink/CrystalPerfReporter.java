@@ -37,16 +37,22 @@ import org.apache.flink.metrics.reporter.MetricReporter;
 public class CrystalPerfReporter implements MetricReporter {
     private static final Logger LOG = Logger.getLogger(CrystalPerfReporter.class.getName());
     /** Bounds memory on jobs with very many subtasks; metrics beyond it are dropped and counted. */
-    private static final int MAX_METRICS_PER_JOB = 200_000;
+    private int maxScopesPerJob = 200_000;
 
     private final Map<String, Job> jobs = new HashMap<>();
+    /** Jobs whose metrics are all gone, oldest first; kept in case a later stage of the job comes back. */
+    private final java.util.LinkedHashSet<String> finished = new java.util.LinkedHashSet<>();
+    private static final int MAX_FINISHED_JOBS = 16;
     private final Map<Metric, Entry> live = new HashMap<>();
     private Path outputDir = Paths.get(".");
     /** Aggregated stack samples are bounded per job; samples beyond the bound are counted as dropped. */
-    private static final int MAX_SAMPLE_ROWS_PER_JOB = 50_000;
+    private int maxSampleRowsPerJob = 50_000;
     private static final int MAX_STACK_DEPTH = 64;
+    private static final String LEGACY_SOURCE_THREAD = "Legacy Source Thread - ";
+    private static final long PROCESS_ID = ProcessHandle.current().pid();
     private static final double BUCKET_S = 1.0;
     private long sampleIntervalMs = 100;
+    private long flushIntervalMs = 5000;
     private double sampleOrigin = System.currentTimeMillis() / 1000.0;
     /** Thread-name prefix "task_name (subtask+1/" of every live task -> its job and subtask. */
     private final Map<String, String[]> taskThreads = new HashMap<>();
@@ -75,6 +81,12 @@ public class CrystalPerfReporter implements MetricReporter {
         long droppedSamples;
         final double firstSeen = System.currentTimeMillis() / 1000.0;
         double lastRemoved;
+        /** Metric and sample events seen, and how many of them the last written part contains. */
+        long events;
+        long eventsWritten = -1;
+        boolean changedSinceWrite() {
+            return events != eventsWritten;
+        }
         Job(String id) {
             this.id = id;
         }
@@ -86,10 +98,18 @@ public class CrystalPerfReporter implements MetricReporter {
             String dir = config.getString("output.dir", System.getProperty("user.dir", "."));
             outputDir = Paths.get(dir);
             sampleIntervalMs = Long.parseLong(config.getString("sample.interval.ms", "100"));
+            maxScopesPerJob = Integer.parseInt(config.getString("max.scopes", String.valueOf(maxScopesPerJob)));
+            maxSampleRowsPerJob = Integer.parseInt(
+                    config.getString("max.sample.rows", String.valueOf(maxSampleRowsPerJob)));
         } catch (RuntimeException e) {
             LOG.log(Level.WARNING, "crystalperf: bad reporter configuration, using the working directory", e);
         }
-        if (sampleIntervalMs > 0) {
+        try {
+            flushIntervalMs = Long.parseLong(config.getString("flush.interval.ms", "5000"));
+        } catch (RuntimeException e) {
+            LOG.log(Level.WARNING, "crystalperf: bad flush.interval.ms, using 5000", e);
+        }
+        if (sampleIntervalMs > 0 || flushIntervalMs > 0) {
             sampler = new Thread(this::sampleLoop, "crystalperf-flink-sampler");
             sampler.setDaemon(true);
             sampler.start();
@@ -98,10 +118,18 @@ public class CrystalPerfReporter implements MetricReporter {
 
     private void sampleLoop() {
         ThreadMXBean mx = ManagementFactory.getThreadMXBean();
+        long lastFlush = System.currentTimeMillis();
+        long tick = sampleIntervalMs > 0 ? sampleIntervalMs : flushIntervalMs;
         while (!closed) {
             try {
-                Thread.sleep(sampleIntervalMs);
-                sampleOnce(mx);
+                Thread.sleep(tick);
+                if (sampleIntervalMs > 0) {
+                    sampleOnce(mx);
+                }
+                if (flushIntervalMs > 0 && System.currentTimeMillis() - lastFlush >= flushIntervalMs) {
+                    lastFlush = System.currentTimeMillis();
+                    flushOpenJobs();
+                }
             } catch (InterruptedException e) {
                 return;
             } catch (RuntimeException e) {
@@ -127,6 +155,10 @@ public class CrystalPerfReporter implements MetricReporter {
                 continue;
             }
             String name = info.getThreadName();
+            // Legacy sources (SQL datagen, from_collection) run the source and its chained operators here.
+            if (name.startsWith(LEGACY_SOURCE_THREAD)) {
+                name = name.substring(LEGACY_SOURCE_THREAD.length());
+            }
             int paren = name.lastIndexOf(" (");
             int slash = name.indexOf('/', paren + 1);
             if (paren < 0 || slash < 0) {
@@ -154,6 +186,7 @@ public class CrystalPerfReporter implements MetricReporter {
                 if (job == null) {
                     continue;
                 }
+                job.events++;
                 StringBuilder stack = new StringBuilder();
                 for (StackTraceElement el : infos[i].getStackTrace()) {
                     stack.append(el.getClassName()).append('.').append(el.getMethodName()).append('\t')
@@ -164,11 +197,24 @@ public class CrystalPerfReporter implements MetricReporter {
                 Long count = job.samples.get(row);
                 if (count != null) {
                     job.samples.put(row, count + 1);
-                } else if (job.samples.size() < MAX_SAMPLE_ROWS_PER_JOB) {
+                } else if (job.samples.size() < maxSampleRowsPerJob) {
                     job.samples.put(row, 1L);
                 } else {
                     job.droppedSamples++;
                 }
+            }
+        }
+    }
+
+    /**
+     * Rewrites the part of every job still open in this process. A TaskManager may keep the metrics of
+     * a job's last tasks until it releases the job (or shuts down); current counter values of finished
+     * tasks are their final values, so the part on disk is complete soon after the job ends.
+     */
+    private synchronized void flushOpenJobs() {
+        for (Job job : jobs.values()) {
+            if (!finished.contains(job.id) && job.liveCount > 0 && job.changedSinceWrite()) {
+                write(job, false);
             }
         }
     }
@@ -180,8 +226,11 @@ public class CrystalPerfReporter implements MetricReporter {
             sampler.interrupt();
         }
         for (Job job : jobs.values()) {
-            write(job);
+            if (!finished.contains(job.id)) {
+                write(job, true);
+            }
         }
+        finished.clear();
         jobs.clear();
         live.clear();
     }
@@ -195,16 +244,17 @@ public class CrystalPerfReporter implements MetricReporter {
                 return;  // JobManager/TaskManager-wide metrics say nothing about one job
             }
             Job job = jobs.computeIfAbsent(jobId, Job::new);
+            finished.remove(jobId);
             String jobName = vars.get("<job_name>");
             if (jobName != null) {
                 job.name = jobName;
             }
-            if (job.scopes.size() >= MAX_METRICS_PER_JOB) {
+            String scopeKey = String.join("\u0001", nz(vars.get("<task_name>")), nz(vars.get("<operator_name>")),
+                    nz(vars.get("<subtask_index>")), nz(vars.get("<task_attempt_num>")));
+            if (!job.scopes.containsKey(scopeKey) && job.scopes.size() >= maxScopesPerJob) {
                 job.dropped++;
                 return;
             }
-            String scopeKey = String.join("\u0001", nz(vars.get("<task_name>")), nz(vars.get("<operator_name>")),
-                    nz(vars.get("<subtask_index>")), nz(vars.get("<task_attempt_num>")));
             if (!job.scopes.containsKey(scopeKey)) {
                 Map<String, String> scope = new LinkedHashMap<>();
                 for (String var : new String[] {"<task_name>", "<task_id>", "<operator_name>", "<operator_id>",
@@ -223,6 +273,7 @@ public class CrystalPerfReporter implements MetricReporter {
             }
             live.put(metric, new Entry(jobId, scopeKey + "\u0002" + metricName, metric));
             job.liveCount++;
+            job.events++;
         } catch (RuntimeException e) {
             LOG.log(Level.WARNING, "crystalperf: could not track metric " + metricName, e);
         }
@@ -244,10 +295,19 @@ public class CrystalPerfReporter implements MetricReporter {
                 job.finals.put(entry.key, value);
             }
             job.lastRemoved = System.currentTimeMillis() / 1000.0;
+            job.events++;
             if (--job.liveCount <= 0) {
-                write(job);
-                jobs.remove(job.id);
+                // A TaskManager of a batch job sees one stage end before the next is deployed: the job
+                // stays (bounded) so later stages add to the same part, rewritten as a whole each time.
+                write(job, true);
                 taskThreads.values().removeIf(owner -> owner[0].equals(job.id));
+                finished.remove(job.id);
+                finished.add(job.id);
+                while (finished.size() > MAX_FINISHED_JOBS) {
+                    String oldest = finished.iterator().next();
+                    finished.remove(oldest);
+                    jobs.remove(oldest);
+                }
             }
         } catch (RuntimeException e) {
             LOG.log(Level.WARNING, "crystalperf: could not record final value of " + metricName, e);
@@ -279,15 +339,21 @@ public class CrystalPerfReporter implements MetricReporter {
         return null;
     }
 
-    private void write(Job job) {
+    private void write(Job job, boolean complete) {
+        job.eventsWritten = job.events;
         try {
             Files.createDirectories(outputDir);
-            Path target = outputDir.resolve("crystalperf-flink-" + job.id + ".json");
-            Path tmp = outputDir.resolve("crystalperf-flink-" + job.id + ".json.tmp");
+            // One part per process: on a cluster the JobManager and every TaskManager write their own.
+            String part = "crystalperf-flink-" + job.id + "." + PROCESS_ID;
+            Path target = outputDir.resolve(part + ".json");
+            Path tmp = outputDir.resolve(part + ".json.tmp");
             try (Writer w = Files.newBufferedWriter(tmp, StandardCharsets.UTF_8)) {
                 w.write("{\"format\":\"crystalperf-flink-metrics\",\"version\":1,\"job_id\":");
                 w.write(quote(job.id));
                 w.write(",\"job_name\":" + quote(job.name));
+                w.write(",\"process\":" + PROCESS_ID);
+                // complete: none of the job's metrics is left in this process; a flushed part is not
+                w.write(",\"complete\":" + complete + ",\"written\":" + System.currentTimeMillis() / 1000.0);
                 w.write(",\"start\":" + job.firstSeen + ",\"end\":"
                         + (job.lastRemoved > 0 ? job.lastRemoved : System.currentTimeMillis() / 1000.0));
                 w.write(",\"dropped_metrics\":" + job.dropped + ",\"scopes\":[");

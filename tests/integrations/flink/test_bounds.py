@@ -1,0 +1,59 @@
+"""The reporter's memory stays bounded on a real job with 1,000 operator subtasks (5 operators x 200)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from crystalperf.integrations import flink as cpflink
+
+PARALLELISM = 200
+MAX_SCOPES = 600
+MAX_SAMPLE_ROWS = 300
+
+
+def test_bounds_hold_on_a_job_with_1000_operator_subtasks(tmp_path: Path) -> None:
+    pytest.importorskip("pyflink")
+    from pyflink.common import Configuration
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+
+    config = cpflink.configure(Configuration(), tmp_path)
+    # bounds lowered from their defaults (200,000 scopes, 50,000 sample rows) so this job reaches them
+    config.set_string("metrics.reporter.crystalperf.max.scopes", str(MAX_SCOPES))
+    config.set_string("metrics.reporter.crystalperf.max.sample.rows", str(MAX_SAMPLE_ROWS))
+    config.set_string("metrics.reporter.crystalperf.sample.interval.ms", "20")
+    config.set_string("parallelism.default", str(PARALLELISM))
+    config.set_string("execution.batch.adaptive.auto-parallelism.enabled", "false")
+    for key in ("taskmanager.memory.network.min", "taskmanager.memory.network.max"):
+        config.set_string(key, "512mb")  # 600 subtasks' partitions and gates need more than the default
+    env = TableEnvironment.create(
+        EnvironmentSettings.new_instance().in_batch_mode().with_configuration(config).build()
+    )
+    for table in ("src1", "src2"):
+        env.execute_sql(
+            f"CREATE TABLE {table} (k INT, v DOUBLE) WITH ('connector'='datagen', 'number-of-rows'='50000')"
+        )
+    env.execute_sql("CREATE TABLE snk (h STRING) WITH ('connector'='blackhole')")
+    # two sources, each with a calc, feed the sink writer point-wise: 5 operators x 200 subtasks
+    statement = (
+        "INSERT INTO snk SELECT SHA256(CAST(v * 3 AS STRING)) FROM src1 WHERE k % 7 <> 0 "
+        "UNION ALL SELECT SHA256(CAST(v + k AS STRING)) FROM src2 WHERE k % 5 <> 0"
+    )
+    plan_path = cpflink.record_plan(env, tmp_path, statement)
+    assert plan_path is not None
+    nodes = json.loads(plan_path.read_text())["plan"]["nodes"]
+    assert sum(int(n["parallelism"]) for n in nodes) >= 1000
+    env.execute_sql(statement).wait()
+    files = cpflink.wait_for_metrics(tmp_path)
+    assert len(files) == 1
+    doc = json.loads(files[0].read_text())
+    operator_subtasks = {
+        (s["operator_name"], s["subtask_index"]) for s in doc["scopes"] if s.get("operator_name")
+    }
+    assert len(doc["scopes"]) <= MAX_SCOPES and doc["dropped_metrics"] > 0
+    assert len(doc["samples"]) <= MAX_SAMPLE_ROWS
+    assert len(operator_subtasks) < 1000  # the job had more; the rest were counted as dropped
+    trace = cpflink.read_metrics(files[0])
+    assert any("memory bound" in w for w in trace.warnings)

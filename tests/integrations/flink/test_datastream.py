@@ -1,0 +1,72 @@
+"""A real PyFlink DataStream job (source -> map -> key_by -> window -> sink) with the reporter configured."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from crystalperf.integrations import flink as cpflink
+
+
+@pytest.fixture(scope="module")
+def datastream_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("pyflink")
+    from pyflink.common import Configuration, Types
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    out = tmp_path_factory.mktemp("flink-datastream")
+    config = cpflink.configure(Configuration(), out)
+    config.set_string("python.executable", sys.executable)
+    config.set_string("parallelism.default", "1")
+    env = StreamExecutionEnvironment.get_execution_environment(config)
+    pair = Types.TUPLE([Types.INT(), Types.INT()])
+    numbers = env.from_collection([(i % 10, i) for i in range(5000)], type_info=pair)
+    doubled = numbers.map(lambda r: (r[0], r[1] * 2), output_type=pair).name("double")
+    windowed = doubled.key_by(lambda r: r[0]).count_window(100).reduce(lambda a, b: (a[0], a[1] + b[1]))
+    windowed.name("sum100").print().name("out")
+    assert cpflink.record_plan(env, out) is not None
+    env.execute("crystalperf-datastream")
+    return out
+
+
+def test_operators_and_edges_come_from_the_plan(datastream_job: Path) -> None:
+    files = cpflink.wait_for_metrics(datastream_job)
+    assert len(files) == 1
+    trace = cpflink.read_metrics(files[0])
+    assert trace.application.name == "crystalperf-datastream"
+    chains = {op.id: op for op in trace.operations}
+    operators = {c.name: (op.id, c) for op in trace.operations for c in op.children}
+    # PyFlink fuses the Python map with the key selector into one operator (hence the comma)
+    assert set(operators) == {
+        "Source: Collection Source",
+        "double, _stream_key_by_map_operator",
+        "sum100",
+        "Sink: out",
+    }
+    source_chain = operators["Source: Collection Source"][0]
+    window_chain = operators["sum100"][0]
+    assert source_chain != window_chain  # key_by shuffles: two chains
+    assert operators["double, _stream_key_by_map_operator"][0] == source_chain
+    assert operators["Sink: out"][0] == window_chain
+    assert chains[window_chain].parents == [source_chain]
+    assert chains[source_chain].parents == []
+    assert "HASH" in chains[window_chain].attributes["ship_strategy"]
+    # inside a chain, operators follow the plan's order and edges
+    assert operators["Sink: out"][1].parents == [operators["sum100"][1].id]
+    assert operators["double, _stream_key_by_map_operator"][1].parents == [
+        operators["Source: Collection Source"][1].id
+    ]
+    assert not any("assumed linear" in w for w in trace.warnings)
+    assert operators["Source: Collection Source"][1].metrics["records_out"] == 5000
+    assert operators["sum100"][1].metrics["records_out"] == 50
+
+
+def test_datastream_report_names_every_chain(datastream_job: Path, tmp_path: Path) -> None:
+    cpflink.finish(cpflink.wait_for_metrics(datastream_job)[0], tmp_path)
+    report = json.loads((tmp_path / "crystalperf-report.json").read_text())
+    names = {op["name"] for op in report["operations"]}
+    assert any("sum100" in n for n in names) and any("Collection Source" in n for n in names)
+    assert report["bottleneck"]["resource"] in {"cpu", "disk", "network"}

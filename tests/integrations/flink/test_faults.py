@@ -1,0 +1,68 @@
+"""The reporter's own failures never fail the job (real PyFlink local jobs)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from crystalperf.integrations import flink as cpflink
+
+
+def _table_env(config):  # type: ignore[no-untyped-def]
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+
+    config.set_string("parallelism.default", "1")
+    return TableEnvironment.create(
+        EnvironmentSettings.new_instance().in_batch_mode().with_configuration(config).build()
+    )
+
+
+def _tables(env, rows: int) -> None:  # type: ignore[no-untyped-def]
+    env.execute_sql(
+        f"CREATE TABLE src (k INT, v DOUBLE) WITH ('connector'='datagen', 'number-of-rows'='{rows}', "
+        "'fields.k.min'='0', 'fields.k.max'='9')"
+    )
+    env.execute_sql("CREATE TABLE snk (k INT, h STRING) WITH ('connector'='blackhole')")
+
+
+def test_unwritable_output_dir_does_not_fail_the_job(tmp_path: Path) -> None:
+    pytest.importorskip("pyflink")
+    from pyflink.common import Configuration
+
+    not_a_dir = tmp_path / "a-file"
+    not_a_dir.write_text("the reporter cannot create its output directory here")
+    env = _table_env(cpflink.configure(Configuration(), not_a_dir / "out"))
+    _tables(env, 2000)
+    result = env.execute_sql("INSERT INTO snk SELECT k, CAST(v AS STRING) FROM src")
+    result.wait()  # raises if the job failed
+    assert not (not_a_dir.parent / "out").exists()
+
+
+def test_reporter_killed_mid_job_does_not_fail_the_job(tmp_path: Path) -> None:
+    pytest.importorskip("pyflink")
+    from pyflink.common import Configuration
+    from pyflink.java_gateway import get_gateway
+
+    config = cpflink.configure(Configuration(), tmp_path)
+    config.set_string("metrics.reporter.crystalperf.sample.interval.ms", "20")
+    env = _table_env(config)
+    _tables(env, 200_000)
+    result = env.execute_sql("INSERT INTO snk SELECT k, SHA256(CAST(v AS STRING)) FROM src")
+
+    thread_class = get_gateway().jvm.java.lang.Thread
+    sampler = None
+    deadline = time.monotonic() + 30
+    while sampler is None and time.monotonic() < deadline:
+        threads = thread_class.getAllStackTraces().keySet().toArray()
+        sampler = next((th for th in threads if th.getName() == "crystalperf-flink-sampler"), None)
+        time.sleep(0.05)
+    assert sampler is not None, "the reporter's sampler thread never started"
+    assert result.get_job_client().get_job_status().result().name in {"CREATED", "INITIALIZING", "RUNNING"}
+    sampler.stop()  # ThreadDeath in the reporter's thread while the job runs
+    result.wait()  # raises if the job failed
+    assert not sampler.isAlive()
+    files = cpflink.wait_for_metrics(tmp_path)
+    assert len(files) == 1  # the metrics part of the reporter still writes its file
+    assert any("src" in c.name for op in cpflink.read_metrics(files[0]).operations for c in op.children)
