@@ -28,6 +28,7 @@ from crystalperf.core.predict.base import (
 from crystalperf.core.predict.compute import ComputeModel, estimate_warmup, replay
 from crystalperf.core.predict.io import IOModel
 from crystalperf.core.predict.memory import MemoryModel
+from crystalperf.core.predict.streaming import StreamingCpu
 from crystalperf.core.profile import ExecutionProfile, LevelGraph, OperationProfile
 from crystalperf.core.resources import ResourceVector
 from crystalperf.core.trace import METRIC_RUN_TIME
@@ -123,6 +124,7 @@ class Predictor:
         latency = streaming.latency_s if streaming is not None else None
         self.runtime = latency if self.streaming and latency else profile.trace.application.duration
         self._path = expand(profile.top, level_critical_path(profile.top)) if self.streaming else []
+        self._stream_cpu = StreamingCpu.of(profile.trace, self.runtime) if self.streaming else None
         self._prepared: tuple[Changes, list[str]] | None = None
 
     # -- scenario parameters -------------------------------------------------------------------
@@ -250,6 +252,10 @@ class Predictor:
         self.prepare(changes)
         draw = draw or _Draw()
         slots = self.new_slots(changes)
+        if self.streaming and with_vectors and self._stream_cpu is not None:
+            throughput_bound = self._stream_cpu.predict(changes)
+            if throughput_bound is not None:
+                return throughput_bound
         if self.streaming:
             before = sum(p.path_time for p in self._path)
             after = sum(self._busy_after(p, changes, slots, with_vectors, draw) for p in self._path)
@@ -270,6 +276,8 @@ class Predictor:
             notes.append(f"task slots {self.baseline.slots} -> {self.new_slots(changes)}"
                          + (f" (first-wave warm-up factor {self.warmup:.2f})" if self.warmup != 1.0 else ""))
         point = self.simulate(changes)
+        if self._stream_cpu is not None and self._stream_cpu.predict(changes) is not None:
+            notes.append(self._stream_cpu.note())
         estimate = Estimate(point)
         if band:
             rng = random.Random(seed)

@@ -7,12 +7,15 @@ the trace and the report next to it. PyFlink is only needed to run jobs, not to 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import math
 import re
+import sys
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,20 +36,26 @@ def jar_path() -> Path:
     return Path(__file__).resolve().parent / "crystalperf-flink.jar"
 
 
-def configuration(output_dir: str | Path | None = None) -> dict[str, str]:
-    """The configuration entries that load the reporter (the jar included in ``pipeline.jars``)."""
+def configuration(output_dir: str | Path | None = None, *, analyze: bool = True) -> dict[str, str]:
+    """The configuration entries that load the reporter (the jar included in ``pipeline.jars``).
+
+    With ``analyze``, the reporter starts ``<this python> -m crystalperf flink-finish`` when a job ends, which
+    writes the trace and the report into the output directory; without it, call :func:`finish` yourself.
+    """
     entries = {
         f"metrics.reporter.{REPORTER_NAME}.factory.class": FACTORY_CLASS,
         "pipeline.jars": jar_path().as_uri(),
     }
     if output_dir is not None:
         entries[f"metrics.reporter.{REPORTER_NAME}.output.dir"] = str(Path(output_dir).resolve())
+    if analyze:
+        entries[f"metrics.reporter.{REPORTER_NAME}.analyze.python"] = sys.executable
     return entries
 
 
-def configure(config: Any, output_dir: str | Path | None = None) -> Any:
+def configure(config: Any, output_dir: str | Path | None = None, *, analyze: bool = True) -> Any:
     """Set the reporter's entries on a PyFlink ``Configuration`` (keeping jars already listed) and return it."""
-    for key, value in configuration(output_dir).items():
+    for key, value in configuration(output_dir, analyze=analyze).items():
         if key == "pipeline.jars":
             existing = [j for j in (config.get_string(key, "") or "").split(";") if j]
             value = ";".join([*existing, value]) if value not in existing else ";".join(existing)
@@ -207,6 +216,11 @@ def _merge_parts(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
                 merged["end"] = max(float(merged["end"]), float(part["end"]))
                 for counter in ("dropped_metrics", "dropped_samples"):
                     merged[counter] = int(merged.get(counter) or 0) + int(part.get(counter) or 0)
+                merged["thread_cpu"] = [*(merged.get("thread_cpu") or []), *(part.get("thread_cpu") or [])]
+                if "process_cpu_s" in part:
+                    merged["process_cpu_s"] = float(merged.get("process_cpu_s") or 0) + float(part["process_cpu_s"])
+                # processes of one job see the same machine in local and single-host setups
+                merged["cpu_count"] = max(int(merged.get("cpu_count") or 0), int(part.get("cpu_count") or 0))
             # each process buckets its samples from its own origin
             origin = float(part.get("sample_origin", part["start"]))
             merged["samples"].extend([*row[:5], origin] for row in part.get("samples") or [])
@@ -233,6 +247,13 @@ def read_metrics(path: Path) -> t.Trace:
         raise BadInputError(f"malformed crystalperf Flink metrics file ({exc})", path) from None
 
     duration = max(end - start, 0.0)
+    try:
+        # CPU seconds of each subtask's thread as the sampler last saw it (absent without sampling)
+        thread_cpu = {(str(name), str(sub)): float(sec) for name, sub, sec in doc.get("thread_cpu") or []}
+        process_cpu = _number(doc.get("process_cpu_s"))
+        cpu_count = int(doc.get("cpu_count") or 0) or None
+    except (TypeError, ValueError) as exc:
+        raise BadInputError(f"malformed CPU times in a crystalperf Flink metrics file ({exc})", path) from None
     chains: dict[str, dict[str, Any]] = {}
     for index, scope in enumerate(scopes):
         task_name = scope.get("task_name", "")
@@ -270,10 +291,17 @@ def read_metrics(path: Path) -> t.Trace:
         for subtask, values in sorted(chain["tasks"].items(), key=lambda kv: int(kv[0] or 0)):
             busy = values.get("accumulateBusyTimeMs")
             backpressured = values.get("accumulateBackPressuredTimeMs", 0.0) / 1000.0
-            run_time = busy / 1000.0 + backpressured if busy is not None else duration
+            cpu = thread_cpu.get((task_name, str(subtask)))
+            if busy is not None:
+                run_time = busy / 1000.0 + backpressured
+            else:
+                # Legacy sources report no busy time: their thread's CPU time is the best lower bound.
+                run_time = min(cpu, duration) if cpu is not None else duration
             metrics = {t.METRIC_RUN_TIME: run_time, t.METRIC_NETWORK_WAIT: backpressured}
             if "numBytesIn" in values:
                 metrics[t.METRIC_NETWORK_BYTES] = values["numBytesIn"] + values.get("numBytesOut", 0.0)
+            if cpu is not None:
+                metrics[t.METRIC_CPU_TIME] = cpu
             tasks.append(
                 t.Task(
                     id=f"{task_name}#{subtask}",
@@ -353,6 +381,7 @@ def read_metrics(path: Path) -> t.Trace:
         warnings.append(f"{doc['dropped_metrics']} metrics were not kept (memory bound reached)")
     operator_ids = {op.id: [c.id for c in op.children] for op in operations}
     samples = _samples(doc, chain_ids, operator_ids, start, path)
+    _split_chain_busy_time(operations, samples)
     if doc.get("dropped_samples"):
         warnings.append(f"{doc['dropped_samples']} stack samples were not kept (memory bound reached)")
     return t.Trace(
@@ -368,8 +397,30 @@ def read_metrics(path: Path) -> t.Trace:
         ),
         operations=operations,
         streaming=streaming,
+        environment=t.Environment(cpu_count=cpu_count),
+        metrics={"cpu_utilization": process_cpu / duration} if process_cpu and duration else {},
         warnings=warnings,
     )
+
+
+def _split_chain_busy_time(operations: list[t.Operation], samples: t.StackSamples | None) -> None:
+    """Give each chained operator its share of the chain's busy time, by the samples taken inside it (evenly
+    without samples): chained operators run on the chain's one thread, so their times add up to the chain's,
+    and a path through them must not count the chain's whole span once per operator."""
+    counts: dict[str, int] = defaultdict(int)
+    if samples is not None:
+        for key_index, count in zip(samples.key, samples.count, strict=True):
+            key = samples.keys[key_index]
+            if key.thread == "operator":
+                counts[key.operation] += count
+    for chain in operations:
+        if not chain.children or not chain.tasks:
+            continue
+        busy = max(task.metrics.get(t.METRIC_RUN_TIME, task.duration) for task in chain.tasks)
+        sampled = sum(counts[c.id] for c in chain.children)
+        for child in chain.children:
+            share = counts[child.id] / sampled if sampled else 1 / len(chain.children)
+            child.metrics[t.METRIC_RUN_TIME] = busy * share
 
 
 def _parts_ready(found: list[Path]) -> bool:
@@ -472,10 +523,55 @@ def _samples(
 
 
 def finish(metrics_path: Path, out_dir: Path | None = None) -> Path:
-    """Convert the reporter's file into a trace and run the analysis; returns the trace path."""
-    from crystalperf.core.hooks import finish_job
+    """Convert the reporter's file (merged with the job's other parts) into a trace and run the analysis;
+    returns the trace path."""
+    from crystalperf.core.hooks import TRACE_NAME, finish_job
 
     metrics_path = Path(metrics_path)
     out = Path(out_dir) if out_dir is not None else metrics_path.parent
-    finish_job(read_metrics(metrics_path), out)
-    return out / "crystalperf-trace.json.gz"
+    with _job_lock(metrics_path):
+        finish_job(read_metrics(metrics_path), out)
+    return out / TRACE_NAME
+
+
+@contextlib.contextmanager
+def _job_lock(part: Path) -> Iterator[None]:
+    """Serialises the analyses of one job: on a cluster every process that saw the job end starts one."""
+    import fcntl
+
+    job_id = part.name.removeprefix("crystalperf-flink-").split(".")[0]
+    with open(part.parent / f"crystalperf-flink-{job_id}.lock", "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def finish_when_complete(part: Path, out_dir: Path | None = None, timeout_s: float = 60.0) -> Path | None:
+    """What the reporter runs when a job ended in its process: wait until the job's parts hold final values
+    (other processes flush theirs every few seconds), then write the trace and report unless an analysis
+    of the same parts already did. Returns the trace path, or None when it was already current."""
+    from crystalperf.core.hooks import TRACE_NAME
+
+    part = Path(part)
+    if not part.exists():
+        raise BadInputError("no such crystalperf Flink metrics file", part)
+    job_id = str(_load_part(part).get("job_id", ""))
+    parts = wait_for_metrics(part.parent, job_id or None, timeout_s=timeout_s)
+    out = Path(out_dir) if out_dir is not None else part.parent
+    trace = out / TRACE_NAME
+    with _job_lock(part):
+        newest = max((p.stat().st_mtime for p in parts if p.exists()), default=0.0)
+        if trace.exists() and trace.stat().st_mtime > newest and _trace_job(trace) == job_id:
+            return None
+    return finish(part, out)
+
+
+def _trace_job(path: Path) -> str | None:
+    try:
+        from crystalperf.core.trace import load_trace
+
+        return load_trace(path).application.id
+    except Exception:  # an unreadable or foreign trace is simply not current
+        return None

@@ -19,7 +19,7 @@ def test_bounds_hold_on_a_job_with_1000_operator_subtasks(tmp_path: Path) -> Non
     from pyflink.common import Configuration
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
-    config = cpflink.configure(Configuration(), tmp_path)
+    config = cpflink.configure(Configuration(), tmp_path, analyze=False)
     # bounds lowered from their defaults (200,000 scopes, 50,000 sample rows) so this job reaches them
     config.set_string("metrics.reporter.crystalperf.max.scopes", str(MAX_SCOPES))
     config.set_string("metrics.reporter.crystalperf.max.sample.rows", str(MAX_SAMPLE_ROWS))

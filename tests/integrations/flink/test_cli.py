@@ -27,6 +27,19 @@ def test_flink_conf_prints_the_reporter_and_its_jar(tmp_path: Path) -> None:
     assert lines["pipeline.jars"] == cpflink.jar_path().as_uri()
     assert cpflink.jar_path().exists()
     assert lines["metrics.reporter.crystalperf.output.dir"] == str(tmp_path.resolve())
+    # the reporter starts the analysis with this interpreter when a job ends
+    assert lines["metrics.reporter.crystalperf.analyze.python"] == sys.executable
+    quiet = _crystalperf("flink-conf", "--no-analyze")
+    assert "analyze.python" not in quiet.stdout
+
+
+def test_flink_finish_on_a_missing_or_foreign_part_exits_2_with_one_line(tmp_path: Path) -> None:
+    for part in (tmp_path / "crystalperf-flink-nope.1.json", tmp_path / "crystalperf-flink-x.2.json"):
+        if part.name.endswith("2.json"):
+            part.write_text('{"format": "something else"}')
+        result = _crystalperf("flink-finish", str(part), "--timeout", "1")
+        assert result.returncode == 2, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and str(part) in result.stderr
 
 
 def test_bad_metrics_file_exits_2_with_one_line(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, Pat
         (lib / jar.name).symlink_to(jar)
     (lib / cpflink.jar_path().name).symlink_to(cpflink.jar_path())
     rest_port = _free_port()
-    entries = cpflink.configuration(out)
+    entries = cpflink.configuration(out, analyze=False)
     entries.pop("pipeline.jars")  # the cluster loads the reporter from lib/
     settings = {
         "env.java.opts.all": _java_opts(home / "conf" / "config.yaml"),

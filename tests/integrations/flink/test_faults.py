@@ -45,7 +45,7 @@ def test_reporter_killed_mid_job_does_not_fail_the_job(tmp_path: Path) -> None:
     from pyflink.common import Configuration
     from pyflink.java_gateway import get_gateway
 
-    config = cpflink.configure(Configuration(), tmp_path)
+    config = cpflink.configure(Configuration(), tmp_path, analyze=False)
     config.set_string("metrics.reporter.crystalperf.sample.interval.ms", "20")
     env = _table_env(config)
     _tables(env, 200_000)

@@ -19,7 +19,7 @@ def _run_sql_job(out_dir: Path, rows: int = 20000) -> None:
     from pyflink.common import Configuration
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
-    config = cpflink.configure(Configuration(), out_dir)
+    config = cpflink.configure(Configuration(), out_dir, analyze=False)
     config.set_string("parallelism.default", "1")
     settings = EnvironmentSettings.new_instance().in_batch_mode().with_configuration(config).build()
     env = TableEnvironment.create(settings)
@@ -64,6 +64,9 @@ def test_reporter_writes_metrics_of_every_operator(sql_job: Path) -> None:
     assert trace.operations[0].id in sampled_chains and sampled_chains <= chain_ids
     assert {k.operation for k in trace.samples.keys if k.thread == "operator"} <= operator_ids
     assert any(f.name.startswith("org.apache.flink.") for f in trace.samples.frames)
+    # the sampler also reads the CPU time of the subtask threads it saw and the process's (throughput model)
+    assert trace.operations[0].tasks[0].metrics.get("cpu_time_s", 0) > 0
+    assert 0 < trace.metrics["cpu_utilization"] <= (trace.environment.cpu_count or 0)
 
 
 def test_finish_writes_a_report_naming_the_operators_and_a_bottleneck(sql_job: Path, tmp_path: Path) -> None:
@@ -102,7 +105,7 @@ def test_a_failing_job_still_leaves_what_was_collected(tmp_path: Path) -> None:
     from pyflink.common import Configuration
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
-    config = cpflink.configure(Configuration(), tmp_path)
+    config = cpflink.configure(Configuration(), tmp_path, analyze=False)
     config.set_string("parallelism.default", "1")
     config.set_string("restart-strategy.type", "none")
     settings = EnvironmentSettings.new_instance().in_batch_mode().with_configuration(config).build()
@@ -124,7 +127,7 @@ def test_cpu_heavy_map_is_classified_cpu_bound(tmp_path: Path) -> None:
     from pyflink.common import Configuration
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
-    config = cpflink.configure(Configuration(), tmp_path)
+    config = cpflink.configure(Configuration(), tmp_path, analyze=False)
     config.set_string("parallelism.default", "1")
     env = TableEnvironment.create(
         EnvironmentSettings.new_instance().in_batch_mode().with_configuration(config).build()

@@ -53,6 +53,10 @@ public class CrystalPerfReporter implements MetricReporter {
     private static final double BUCKET_S = 1.0;
     private long sampleIntervalMs = 100;
     private long flushIntervalMs = 5000;
+    /** Python interpreter with crystalperf that analyses a job's parts once it ended here (empty: none). */
+    private String analyzePython = "";
+    /** Jobs whose analysis this process started, so a job is analysed once per process. */
+    private final java.util.Set<String> analysed = new java.util.HashSet<>();
     private double sampleOrigin = System.currentTimeMillis() / 1000.0;
     /** Thread-name prefix "task_name (subtask+1/" of every live task -> its job and subtask. */
     private final Map<String, String[]> taskThreads = new HashMap<>();
@@ -80,6 +84,10 @@ public class CrystalPerfReporter implements MetricReporter {
         final Map<String, Long> samples = new HashMap<>();
         long droppedSamples;
         final double firstSeen = System.currentTimeMillis() / 1000.0;
+        /** CPU time of this whole process when the job was first seen (ns, -1 when unknown). */
+        final long processCpuAtStart = processCpuNanos();
+        /** Latest CPU time (ns) of each task thread, "task_name\u0001subtask" -> ns, seen by the sampler. */
+        final Map<String, Long> threadCpu = new HashMap<>();
         double lastRemoved;
         /** Metric and sample events seen, and how many of them the last written part contains. */
         long events;
@@ -104,6 +112,7 @@ public class CrystalPerfReporter implements MetricReporter {
         } catch (RuntimeException e) {
             LOG.log(Level.WARNING, "crystalperf: bad reporter configuration, using the working directory", e);
         }
+        analyzePython = config.getString("analyze.python", "").trim();
         try {
             flushIntervalMs = Long.parseLong(config.getString("flush.interval.ms", "5000"));
         } catch (RuntimeException e) {
@@ -175,6 +184,11 @@ public class CrystalPerfReporter implements MetricReporter {
         }
         long[] idArray = ids.stream().mapToLong(Long::longValue).toArray();
         ThreadInfo[] infos = mx.getThreadInfo(idArray, MAX_STACK_DEPTH);
+        // A task thread lives for one task attempt, so its CPU time is the task's own CPU time.
+        long[] cpu = new long[idArray.length];
+        for (int i = 0; i < idArray.length; i++) {
+            cpu[i] = mx.isThreadCpuTimeSupported() ? mx.getThreadCpuTime(idArray[i]) : -1;
+        }
         long bucket = (long) ((System.currentTimeMillis() / 1000.0 - sampleOrigin) / BUCKET_S);
         synchronized (this) {
             for (int i = 0; i < infos.length; i++) {
@@ -187,6 +201,10 @@ public class CrystalPerfReporter implements MetricReporter {
                     continue;
                 }
                 job.events++;
+                String subtaskKey = owner[1] + "\u0001" + owner[2];
+                if (cpu[i] >= 0 && (job.threadCpu.containsKey(subtaskKey) || job.threadCpu.size() < maxScopesPerJob)) {
+                    job.threadCpu.merge(subtaskKey, cpu[i], Math::max);
+                }
                 StringBuilder stack = new StringBuilder();
                 for (StackTraceElement el : infos[i].getStackTrace()) {
                     stack.append(el.getClassName()).append('.').append(el.getMethodName()).append('\t')
@@ -227,7 +245,7 @@ public class CrystalPerfReporter implements MetricReporter {
         }
         for (Job job : jobs.values()) {
             if (!finished.contains(job.id)) {
-                write(job, true);
+                analyse(job, write(job, true));
             }
         }
         finished.clear();
@@ -299,7 +317,8 @@ public class CrystalPerfReporter implements MetricReporter {
             if (--job.liveCount <= 0) {
                 // A TaskManager of a batch job sees one stage end before the next is deployed: the job
                 // stays (bounded) so later stages add to the same part, rewritten as a whole each time.
-                write(job, true);
+                Path part = write(job, true);
+                analyse(job, part);
                 taskThreads.values().removeIf(owner -> owner[0].equals(job.id));
                 finished.remove(job.id);
                 finished.add(job.id);
@@ -312,6 +331,19 @@ public class CrystalPerfReporter implements MetricReporter {
         } catch (RuntimeException e) {
             LOG.log(Level.WARNING, "crystalperf: could not record final value of " + metricName, e);
         }
+    }
+
+    /** CPU time of this JVM (all threads), or -1 where the JVM does not expose it. */
+    private static long processCpuNanos() {
+        try {
+            java.lang.management.OperatingSystemMXBean os = ManagementFactory.getOperatingSystemMXBean();
+            if (os instanceof com.sun.management.OperatingSystemMXBean) {
+                return ((com.sun.management.OperatingSystemMXBean) os).getProcessCpuTime();
+            }
+        } catch (RuntimeException | LinkageError e) {
+            LOG.log(Level.FINE, "crystalperf: no process CPU time", e);
+        }
+        return -1;
     }
 
     private static String nz(String s) {
@@ -339,7 +371,30 @@ public class CrystalPerfReporter implements MetricReporter {
         return null;
     }
 
-    private void write(Job job, boolean complete) {
+    /**
+     * Starts {@code <python> -m crystalperf flink-finish <part>} detached, its output appended to a log next
+     * to the part: the analysis takes seconds to minutes and must not hold up the task or the cluster.
+     */
+    private void analyse(Job job, Path part) {
+        if (part == null || analyzePython.isEmpty() || !analysed.add(job.id)) {
+            return;
+        }
+        try {
+            Path logFile = outputDir.resolve("crystalperf-flink-" + job.id + "." + PROCESS_ID + ".log");
+            ProcessBuilder builder = new ProcessBuilder(
+                    analyzePython, "-m", "crystalperf", "flink-finish", part.toString());
+            builder.redirectErrorStream(true);
+            builder.redirectOutput(ProcessBuilder.Redirect.appendTo(logFile.toFile()));
+            builder.redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null")));
+            builder.start();
+            LOG.info("crystalperf: analysing job " + job.id + " (log: " + logFile + ")");
+        } catch (IOException | RuntimeException e) {
+            LOG.log(Level.WARNING, "crystalperf: could not start the analysis of job " + job.id
+                    + " with " + analyzePython, e);
+        }
+    }
+
+    private Path write(Job job, boolean complete) {
         job.eventsWritten = job.events;
         try {
             Files.createDirectories(outputDir);
@@ -356,6 +411,18 @@ public class CrystalPerfReporter implements MetricReporter {
                 w.write(",\"complete\":" + complete + ",\"written\":" + System.currentTimeMillis() / 1000.0);
                 w.write(",\"start\":" + job.firstSeen + ",\"end\":"
                         + (job.lastRemoved > 0 ? job.lastRemoved : System.currentTimeMillis() / 1000.0));
+                long processCpu = processCpuNanos();
+                if (processCpu >= 0 && job.processCpuAtStart >= 0) {
+                    w.write(",\"process_cpu_s\":" + (processCpu - job.processCpuAtStart) / 1e9);
+                }
+                w.write(",\"cpu_count\":" + Runtime.getRuntime().availableProcessors());
+                w.write(",\"thread_cpu\":[");
+                int t = 0;
+                for (Map.Entry<String, Long> e : job.threadCpu.entrySet()) {
+                    String[] key = e.getKey().split("\u0001", 2);
+                    w.write((t++ > 0 ? "," : "") + "[" + quote(key[0]) + "," + quote(key[1]) + "," + e.getValue() / 1e9 + "]");
+                }
+                w.write("]");
                 w.write(",\"dropped_metrics\":" + job.dropped + ",\"scopes\":[");
                 Map<String, Integer> index = new HashMap<>();
                 int i = 0;
@@ -405,8 +472,10 @@ public class CrystalPerfReporter implements MetricReporter {
             }
             Files.move(tmp, target, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
             LOG.info("crystalperf: wrote " + target);
+            return target;
         } catch (IOException | RuntimeException e) {
             LOG.log(Level.WARNING, "crystalperf: could not write the metrics of job " + job.id, e);
+            return null;
         }
     }
 
