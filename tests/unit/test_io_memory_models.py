@@ -126,3 +126,32 @@ def test_a_cpu_quota_slows_only_the_cpu_used_beyond_it():
     del trace.metrics["cpu_utilization"]
     assert Predictor(build_profile(trace, FixedClassifier({"x.": ResourceVector(1.0, 0.0, 0.0)}), locators=[])
                      ).simulate(Changes({"cpu_share": 0.5})) == pytest.approx(16.0)
+
+
+def _storage_trace(measured: bool = True) -> tr.Trace:
+    # Two 4 s tasks side by side on 2 slots, 1 s of disk each (a spill file, say); they read 50 + 150 bytes
+    # of input as Spark counts it, and the process read 200 MB from the device at 100 MB/s.
+    tasks = [task(f"t{i}", 0, 4, run_time_s=4, cpu_time_s=3, disk_time_s=1, input_bytes=b)
+             for i, b in enumerate((50, 150))]
+    trace = make_trace([op("scan", 0, 4, tasks=tasks)], total_slots=2, disk_bandwidth=100e6)
+    if measured:
+        trace.metrics["storage_read_bytes"] = 200e6
+    return trace
+
+
+def test_measured_device_reads_set_the_disk_change():
+    predictor = Predictor(build_profile(_storage_trace(), FixedClassifier({}), locators=[]))
+    # Half the bandwidth: 200 MB take 4 s instead of 2 s: +2 s shared by input bytes (1/4, 3/4) and by the
+    # 2 tasks reading side by side: +1 s and +3 s. The spill disk time stays. Tasks 5 s and 7 s -> 7 s.
+    assert predictor.simulate(Changes({"disk": 50e6})) == pytest.approx(7.0)
+    notes = predictor.predict(Changes({"disk": 50e6}), band=False).notes
+    assert any("from the storage device" in n for n in notes)
+    # Twice the bandwidth saves 1 s of device time, shared the same way: -0.5 s and -1.5 s -> 3.5 s.
+    assert predictor.simulate(Changes({"disk": 200e6})) == pytest.approx(3.5)
+
+
+def test_without_measured_device_reads_algorithm2_scales_the_disk_time():
+    predictor = Predictor(build_profile(_storage_trace(measured=False), FixedClassifier({}), locators=[]))
+    # 1 s of disk per task at 100 MB/s, processing 100 MB / 128 KiB * 0.6 us: almost all doubles.
+    t_p = 100e6 / 131_072 * 0.6e-6
+    assert predictor.simulate(Changes({"disk": 50e6})) == pytest.approx(3 + t_p + (1 - t_p) * 2)

@@ -48,6 +48,9 @@ def test_shuffle_spill_parquet_job_and_event_log(run_app, tmp_path: Path) -> Non
              ("spill_disk_bytes", "output_bytes", "input_bytes", "shuffle_write_bytes", "run_time_s", "cpu_time_s")}
     assert all(v > 0 for v in total.values()), total
     assert trace.metrics["spill_disk_bytes"] > 0
+    # local master: the process's storage I/O is recorded (what the disk what-if uses); the job wrote
+    # parquet, but whether pages reached the device yet is up to the kernel's writeback, so only >= 0
+    assert trace.metrics["storage_read_bytes"] >= 0 and trace.metrics["storage_write_bytes"] >= 0
     assert trace.environment.total_slots == 2 and trace.environment.executors[0].cores == 2
     assert any(p.endswith("crystalperf-spark.jar") for p in trace.environment.properties.get("spark.jars", "").split(","))
     assert trace.samples is not None and trace.samples.total > 0
