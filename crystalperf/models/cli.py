@@ -204,6 +204,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+MIN_COMBINE_GAIN = 0.01  # accuracy (fraction) the weighted combination must gain over the average to ship
+
+
 def _fit_combination(val: list[dict[str, Any]], weights: Path) -> dict[str, float] | None:
     """The weighted combination's parameters, fitted on the validation split (None without docs)."""
     from crystalperf.models.classifier import COMBINE_FILE, NeuralClassifier, fit_combination
@@ -218,19 +221,28 @@ def _fit_combination(val: list[dict[str, Any]], weights: Path) -> dict[str, floa
 
 
 def _ship_combination(report: dict[str, Any], params: dict[str, float], weights: Path) -> dict[str, Any]:
-    """Ships the weighted combination (``combine.json``) only when it beats the code classifier alone
-    on the held-out test split and on the measured subset; otherwise the paper's average stays the
-    method and the fitted parameters are kept for ``--combine weighted``."""
+    """Ships the weighted combination (``combine.json``) only when it beats the paper's average by at least
+    ``MIN_COMBINE_GAIN`` on the held-out test split and on the measured subset; otherwise the average stays
+    the method and the fitted parameters are kept for ``--combine weighted``. The margin is there because
+    the weighted method's temperature scaling flattens the vectors the what-if models use as time shares
+    (T = 2.4 turns 0.90/0.05/0.05 into 0.63/0.19/0.19): a gain within noise does not pay for that."""
     from crystalperf.models.classifier import COMBINE_FILE
 
     wins = [
-        report[part]["weighted"]["accuracy"] > report[part]["code"]["accuracy"]
+        report[part]["weighted"]["accuracy"] >= report[part]["combined"]["accuracy"] + MIN_COMBINE_GAIN
         for part in ("test", "verified")
-        if part in report and "weighted" in report[part]
+        if part in report and "weighted" in report[part] and "combined" in report[part]
     ]
     method = "weighted" if wins and all(wins) else "average"
-    (weights / COMBINE_FILE).write_text(json.dumps({"method": method, "params": params}, indent=2) + "\n")
-    return {"method": method, "params": params}
+    shipped: dict[str, Any] = {"method": method, "params": params}
+    if method == "average":
+        shipped["why_average"] = (
+            f"the weighted combination does not beat the paper's average by {MIN_COMBINE_GAIN:.0%} on both the "
+            "held-out test split and the measured subset, and its temperature scaling flattens the resource "
+            "vectors the what-if models use as time shares; kept as `--combine weighted`"
+        )
+    (weights / COMBINE_FILE).write_text(json.dumps(shipped, indent=2) + "\n")
+    return shipped
 
 
 def _accepted(func: Any, **kwargs: Any) -> dict[str, Any]:
