@@ -8,7 +8,7 @@ and the analysis at the end of training are timed separately (they run after the
 
 Every run is a fresh Python process; runs are interleaved so that other load spreads evenly.
 
-    python bench/tensorflow_overhead.py [--runs 3] [--steps 60]
+    python bench/tf_overhead.py [--runs 3] [--steps 60]
 """
 
 from __future__ import annotations

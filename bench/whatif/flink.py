@@ -35,17 +35,19 @@ JOB = textwrap.dedent('''
     conf = Configuration()
     if config.get("out"):
         from crystalperf.integrations import flink as cpflink
-        conf = cpflink.configure(conf, config["out"])
+        conf = cpflink.configure(conf, config["out"], analyze=False)
     conf.set_string("parallelism.default", str(config["parallelism"]))
     settings = EnvironmentSettings.new_instance().in_streaming_mode().with_configuration(conf).build()
     env = TableEnvironment.create(settings)
     rows = config["rows"]
+    # datagen's default of 10,000 rows/s would make every run last rows/10,000 s whatever its resources
+    UNTHROTTLED = 1_000_000_000
     if config["job"] == "yahoo":
         env.execute_sql(f"""CREATE TABLE events (
             id BIGINT, user_id BIGINT, ad_id INT, event_type INT,
             ts AS TO_TIMESTAMP_LTZ(id * 2, 3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND
         ) WITH ('connector' = 'datagen', 'fields.id.kind' = 'sequence', 'fields.id.start' = '1',
-                'fields.id.end' = '{rows}', 'fields.ad_id.min' = '0', 'fields.ad_id.max' = '999',
+                'fields.id.end' = '{rows}', 'rows-per-second' = '{UNTHROTTLED}', 'fields.ad_id.min' = '0', 'fields.ad_id.max' = '999',
                 'fields.event_type.min' = '0', 'fields.event_type.max' = '2')""")
         env.execute_sql("CREATE TABLE sink (campaign INT, window_start TIMESTAMP(3), view_count BIGINT) "
                         "WITH ('connector' = 'blackhole')")
@@ -56,13 +58,16 @@ JOB = textwrap.dedent('''
             GROUP BY MOD(ad_id * 7919, 100), window_start, window_end"""
     else:
         env.execute_sql(f"""CREATE TABLE lines (id BIGINT) WITH ('connector' = 'datagen',
-            'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '{rows}')""")
+            'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '{rows}',
+            'rows-per-second' = '{UNTHROTTLED}')""")
         env.execute_sql("CREATE TABLE sink (word STRING, n BIGINT) WITH ('connector' = 'blackhole')")
         query = """INSERT INTO sink
             SELECT word, COUNT(*) FROM (
               SELECT CONCAT('w', CAST(MOD(id * 7919, 20000) AS STRING), SUBSTRING(MD5(CAST(id AS STRING)), 1, 2))
                      AS word FROM lines)
             GROUP BY word"""
+    if config.get("out"):
+        cpflink.record_plan(env, config["out"], query)
     result = env.execute_sql(query)
     result.wait()
     # The job's own net runtime: what the trace calls its latency, without submission and planning.
@@ -151,7 +156,7 @@ class FlinkSqlWorkload:
 
 
 def workloads(data_dir: Path, quick: bool) -> list[FlinkSqlWorkload]:
-    jobs = [FlinkSqlWorkload("yahoo", rows=1_000_000)]
+    jobs = [FlinkSqlWorkload("yahoo", rows=25_000_000)]
     if not quick:
-        jobs.append(FlinkSqlWorkload("wordcount", rows=1_000_000))
+        jobs.append(FlinkSqlWorkload("wordcount", rows=8_000_000))
     return jobs

@@ -209,12 +209,16 @@ def plot_predicted_vs_actual(results: Sequence[CaseResult], path: Path) -> Path 
     for name in PREDICTORS:
         ax.scatter([r.actual_s for r in measured], [r.predicted_s[name] for r in measured],
                    marker=markers[name], label=name, alpha=0.8)
-    top = max(max(r.actual_s or 0, *r.predicted_s.values()) for r in measured) * 1.1
-    ax.plot([0, top], [0, top], color="grey", linewidth=1, linestyle="--")
-    ax.set_xlim(0, top)
-    ax.set_ylim(0, top)
-    ax.set_xlabel("actual runtime (s)")
-    ax.set_ylabel("predicted runtime (s)")
+    values = [v for r in measured for v in (r.actual_s or 0, *r.predicted_s.values()) if v > 0]
+    # log axes: linear scaling's misses are 10-30x off and would squeeze every other point into a corner
+    low, top = min(values) / 1.3, max(values) * 1.3
+    ax.plot([low, top], [low, top], color="grey", linewidth=1, linestyle="--")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(low, top)
+    ax.set_ylim(low, top)
+    ax.set_xlabel("actual runtime (s, log)")
+    ax.set_ylabel("predicted runtime (s, log)")
     ax.set_title("What-if predictions against real re-runs")
     ax.legend()
     fig.tight_layout()
