@@ -40,10 +40,18 @@ class Bottleneck:
         secs = self.seconds[self.resource]
         top = max(self.path, key=lambda p: p.resource_seconds[self.resource], default=None)
         where = f"; most of it in {top.op.name!s} ({top.resource_seconds[self.resource]:.2f} s)" if top else ""
-        return (
-            f"The job is {self.resource}-bound: {secs:.2f} s of the {sum(self.seconds.values()):.2f} s on its "
-            f"critical path ({share:.0%}) went to {self.resource}{where}."
+        verdict = (
+            f"{secs:.2f} s of the {sum(self.seconds.values()):.2f} s on its critical path ({share:.0%}) went to "
+            f"{self.resource}{where}."
         )
+        if self.total_runtime_s > 0 and self.unattributed_s > 0.5 * self.total_runtime_s:
+            # A job that mostly waited (a rate-limited source, start-up, a driver doing other things) is not
+            # "bound" by what its operations did in the little time they worked.
+            return (
+                f"Most of the run ({self.unattributed_s:.2f} s of {self.total_runtime_s:.2f} s) was outside the "
+                f"operations' busy time (waiting for input, scheduling, start-up); of the rest, {verdict}"
+            )
+        return f"The job is {self.resource}-bound: {verdict}"
 
 
 def level_critical_path(level: LevelGraph) -> list[str]:

@@ -155,3 +155,15 @@ def test_without_measured_device_reads_algorithm2_scales_the_disk_time():
     # 1 s of disk per task at 100 MB/s, processing 100 MB / 128 KiB * 0.6 us: almost all doubles.
     t_p = 100e6 / 131_072 * 0.6e-6
     assert predictor.simulate(Changes({"disk": 50e6})) == pytest.approx(3 + t_p + (1 - t_p) * 2)
+
+
+def test_disk_time_the_device_does_not_explain_is_cpu_work_under_a_cpu_change():
+    trace = _storage_trace()
+    trace.metrics["storage_read_bytes"] = 50e6  # 0.5 s at 100 MB/s of the 2 s of disk time: 75 % is page cache
+    predictor = Predictor(build_profile(trace, FixedClassifier({}), locators=[]))
+    # Half the CPU: each task's 3 s of CPU and 0.75 s of page-cache copying double, 0.25 s waits on the device.
+    assert predictor.simulate(Changes({"cpu_share": 0.5})) == pytest.approx(7.75)
+    assert any("page-cache" in n for n in predictor.predict(Changes({"cpu_share": 0.5}), band=False).notes)
+    # Without the measurement all disk time stays disk: 6 + 1.
+    plain = Predictor(build_profile(_storage_trace(measured=False), FixedClassifier({}), locators=[]))
+    assert plain.simulate(Changes({"cpu_share": 0.5})) == pytest.approx(7.0)

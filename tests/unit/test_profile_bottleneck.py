@@ -188,3 +188,14 @@ def test_a_hook_measured_split_wins_over_classified_samples():
     b = build_profile(make_trace([op("a", 0, 2), measured], samples=samples), CLASSIFIER, locators=[]).top.nodes["b"].vector
     assert tuple(b.vector) == pytest.approx((0.25, 0.75, 0.0))
     assert b.source == "metrics" and [f.function.qualified_name for f in b.functions] == ["cpu.hash"]
+
+
+def test_a_job_that_mostly_waited_is_not_called_bound() -> None:
+    from crystalperf.core.bottleneck import Bottleneck
+
+    idle = Bottleneck("cpu", {"cpu": 0.12, "disk": 0.0, "network": 0.0}, unattributed_s=30.6,
+                      total_runtime_s=30.72, path=[], top_path=[])
+    assert idle.sentence().startswith("Most of the run (30.60 s of 30.72 s) was outside")
+    busy = Bottleneck("cpu", {"cpu": 9.0, "disk": 1.0, "network": 0.0}, unattributed_s=2.0,
+                      total_runtime_s=12.0, path=[], top_path=[])
+    assert busy.sentence().startswith("The job is cpu-bound: 9.00 s of the 10.00 s")
