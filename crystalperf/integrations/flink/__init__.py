@@ -29,6 +29,8 @@ FACTORY_CLASS = "org.crystalperf.flink.CrystalPerfReporterFactory"
 FORMAT = "crystalperf-flink-metrics"
 PLAN_FORMAT = "crystalperf-flink-plan"
 PUSH_TO_OPERATOR = "ChainingOutput.pushToOperator"
+# Frames of the Java side of PyFlink's Python operators (process mode: the UDFs run in worker processes)
+PYTHON_OPERATOR = "org.apache.flink.streaming.api.operators.python."
 
 
 def jar_path() -> Path:
@@ -382,6 +384,11 @@ def read_metrics(path: Path) -> t.Trace:
     operator_ids = {op.id: [c.id for c in op.children] for op in operations}
     samples = _samples(doc, chain_ids, operator_ids, start, path)
     _split_chain_busy_time(operations, samples)
+    if samples is not None and any(PYTHON_OPERATOR in frame.name for frame in samples.frames):
+        warnings.append(
+            "the job runs Python functions in separate Python worker processes, which are not sampled: "
+            "the time task threads wait on them (Python compute) shows as waiting, not as CPU"
+        )
     if doc.get("dropped_samples"):
         warnings.append(f"{doc['dropped_samples']} stack samples were not kept (memory bound reached)")
     return t.Trace(

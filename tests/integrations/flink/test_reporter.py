@@ -66,6 +66,7 @@ def test_reporter_writes_metrics_of_every_operator(sql_job: Path) -> None:
     assert any(f.name.startswith("org.apache.flink.") for f in trace.samples.frames)
     # the sampler also reads the CPU time of the subtask threads it saw and the process's (throughput model)
     assert trace.operations[0].tasks[0].metrics.get("cpu_time_s", 0) > 0
+    assert not any("Python worker" in w for w in trace.warnings)  # SQL built-ins run in the JVM
     assert 0 < trace.metrics["cpu_utilization"] <= (trace.environment.cpu_count or 0)
 
 
