@@ -93,6 +93,22 @@ def test_steps_become_operations_with_the_input_wait_and_layers_in_order() -> No
     assert sum(conv_rows) == 600
 
 
+def test_small_groups_fold_into_other_but_the_optimizer_update_stays() -> None:
+    # Per step 0.5 s of kernels: a 5 ms layer (1 %) folds into "other", the 5 ms Adam update (1 %) stays.
+    rec = _recording()
+    for t0 in (100.0, 101.0):
+        rec.timeline.ops += [
+            _kernel("StatefulPartitionedCall/sequential/tiny/Relu", "Relu", t0 + 0.90, 0.005),
+            _kernel("StatefulPartitionedCall/adam/Mul_19", "Mul", t0 + 0.95, 0.005),
+        ]
+    trace = build_trace(rec, run_id="fit-1", name="m", framework_version="2.21.0")
+    for step in trace.operations:
+        names = {c.name: c for c in step.children}
+        assert {"conv_a", "dense", "adam", "other"} <= set(names) and "tiny" not in names
+        assert names["adam"].attributes["phase"] == "update"
+        assert names["other"].metrics["run_time_s"] == pytest.approx(0.005)
+
+
 def test_bottleneck_and_threads_prediction_of_the_assembled_trace() -> None:
     trace = build_trace(_recording(), run_id="fit-1", name="m", framework_version="2.21.0")
     profile = build_profile(trace, KeywordClassifier(), locators=[])

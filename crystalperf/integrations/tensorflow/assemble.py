@@ -34,7 +34,9 @@ KERNEL_RESOLUTION_S = 0.001
 # A scope named like an op (Sub_2, Cast_30, AddV2) is TF arithmetic outside any layer, not a layer.
 _OP_LIKE_SCOPE = re.compile(r"^(?:[A-Z][A-Za-z0-9]*|[a-z]+(?:_[a-z]+)*_no_nan)(?:_\d+)?$")
 # Kernels shorter than this share of their group's time don't define its span; groups with less than
-# this share of the step's kernel time are folded into "other".
+# this share of the step's kernel time are folded into "other" -- except the optimizer update, which
+# users look for in every step even when it is small (a small model's update hovers around this share,
+# so folding it would make it appear in some steps and not others).
 SIGNIFICANT_SHARE = 0.02
 _OPTIMIZERS = {"adam", "adamw", "sgd", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "ftrl", "lion",
                "lamb", "adafactor", "loss_scale_optimizer", "optimizer"}
@@ -324,7 +326,7 @@ def step_operations(rec: Recording, table: SampleTable,
             group, phase = op_group(op.node, rec.layer_names)
             groups.setdefault(group, []).append(op)
             phases[group] = phase
-        for group in [g for g, ops in groups.items() if g != "other"]:
+        for group in [g for g, ops in groups.items() if g != "other" and phases[g] != "update"]:
             if sum(o.duration for o in groups[group]) < SIGNIFICANT_SHARE * step_busy:
                 groups.setdefault("other", []).extend(groups.pop(group))
         for group, ops in groups.items():
