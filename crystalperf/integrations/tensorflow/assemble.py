@@ -34,9 +34,8 @@ KERNEL_RESOLUTION_S = 0.001
 # A scope named like an op (Sub_2, Cast_30, AddV2) is TF arithmetic outside any layer, not a layer.
 _OP_LIKE_SCOPE = re.compile(r"^(?:[A-Z][A-Za-z0-9]*|[a-z]+(?:_[a-z]+)*_no_nan)(?:_\d+)?$")
 # Kernels shorter than this share of their group's time don't define its span; groups with less than
-# this share of the step's kernel time are folded into "other" -- except the optimizer update, which
-# users look for in every step even when it is small (a small model's update hovers around this share,
-# so folding it would make it appear in some steps and not others).
+# this share of the window's kernel time are folded into "other" -- except the optimizer update, which
+# users look for even when it is small.
 SIGNIFICANT_SHARE = 0.02
 _OPTIMIZERS = {"adam", "adamw", "sgd", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "ftrl", "lion",
                "lamb", "adafactor", "loss_scale_optimizer", "optimizer"}
@@ -271,6 +270,21 @@ def pipeline_parallelism(timeline: Timeline) -> float:
     return max(1.0, sum(o.duration for o in ops) / busy) if busy > 0 else 1.0
 
 
+def _minor_groups(compute: Sequence[Sequence[OpEvent]], layers: frozenset[str]) -> set[str]:
+    """Groups too small for a part of their own, decided over the whole window rather than per step:
+    a layer near the threshold would otherwise be a part in some steps and hidden in others, and the
+    steps could not be compared."""
+    busy: dict[str, float] = defaultdict(float)
+    total = 0.0
+    for ops in compute:
+        for op in ops:
+            group, phase = op_group(op.node, layers)
+            total += op.duration
+            if group != "other" and phase != "update":
+                busy[group] += op.duration
+    return {group for group, seconds in busy.items() if seconds < SIGNIFICANT_SHARE * total}
+
+
 def step_operations(rec: Recording, table: SampleTable,
                     python_keys: Sequence[tr.SampleKey] = ()) -> tuple[list[tr.Operation], float]:
     """The step operations with their children, and the seconds the training thread waited for input."""
@@ -294,6 +308,7 @@ def step_operations(rec: Recording, table: SampleTable,
     has_pipeline = any(waits) or any(pipeline)
     split = pipeline_split(timeline) if timeline is not None else (1.0, 0.0, 0.0)
     python_input = any(k.operation.endswith("/input") for k in python_keys)
+    folded = _minor_groups(compute, rec.layer_names)
     operations: list[tr.Operation] = []
     waited = 0.0
     for pos, step in enumerate(steps):
@@ -321,14 +336,12 @@ def step_operations(rec: Recording, table: SampleTable,
             _add_op_samples(table, tr.SampleKey(operation=iid, thread="tf.data"), pipeline[pos])
         groups: dict[str, list[OpEvent]] = {}
         phases: dict[str, str] = {"other": "other"}
-        step_busy = sum(o.duration for o in compute[pos])
         for op in compute[pos]:
             group, phase = op_group(op.node, rec.layer_names)
+            if group in folded:
+                group, phase = "other", "other"
             groups.setdefault(group, []).append(op)
             phases[group] = phase
-        for group in [g for g, ops in groups.items() if g != "other" and phases[g] != "update"]:
-            if sum(o.duration for o in groups[group]) < SIGNIFICANT_SHARE * step_busy:
-                groups.setdefault("other", []).extend(groups.pop(group))
         for group, ops in groups.items():
             ops.sort(key=lambda o: o.start)
             first, last = _span(ops)

@@ -22,6 +22,7 @@ import threading
 import time
 import weakref
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import keras
@@ -70,7 +71,7 @@ def _multi_worker() -> bool:
 
 def _sibling_output_dir(callback: keras.callbacks.Callback) -> Path | None:
     """The directory a TensorBoard / ModelCheckpoint / BackupAndRestore callback of the same fit writes."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     siblings: list[Any] = []
     for _ in range(12):
         if frame is None:

@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 # A kernel execution is traced as "<node name>:<op type>"; TraceMe annotations use other shapes
 # ("EagerLocalExecute: OptionalGetValue", "Iterator::Root::Prefetch", "ExecutorState::Process").
@@ -60,7 +61,7 @@ def find_xplane(logdir: Path) -> Path | None:
     return found[-1] if found else None
 
 
-def _stat_value(stat: object) -> object:
+def _stat_value(stat: object) -> Any:
     kind = stat.WhichOneof("value")  # type: ignore[attr-defined]
     return getattr(stat, kind) if kind else None
 
@@ -79,7 +80,7 @@ def read_timeline(path: Path) -> Timeline:
             stats = {names.get(s.metadata_id): _stat_value(s) for s in plane.stats}
             origin_ns = int(stats.get("profile_start_time") or 0)
             if stats.get("profile_stop_time"):
-                timeline.stop = int(stats["profile_stop_time"]) / 1e9  # type: ignore[arg-type]
+                timeline.stop = int(stats["profile_stop_time"]) / 1e9
     timeline.start = origin_ns / 1e9 if origin_ns else None
     for plane in space.planes:
         host = plane.name.startswith("/host:")
