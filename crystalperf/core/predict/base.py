@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -16,6 +16,9 @@ DEFAULT_NETWORK_BANDWIDTH = 10e9 / 8  # 10 Gbit/s: a common data-centre NIC
 DEFAULT_DISK_BANDWIDTH = 500e6  # 500 MB/s: a SATA SSD's sequential read
 DEFAULT_MEMORY_BANDWIDTH = 10e9  # 10 GB/s: one core streaming from DRAM
 DEFAULT_GPU_SPEEDUP = 8.0  # a mid-range GPU over a few CPU cores on dense kernels
+# Trace metric: bytes the job's processes read from the storage device (/proc/<pid>/io read_bytes,
+# page-cache hits excluded).
+STORAGE_READ_BYTES = "storage_read_bytes"
 
 
 def _positive_int(key: str, text: str) -> int:
@@ -214,6 +217,18 @@ class OpContext:
 
     profile: OperationProfile
     tasks: list[tr.Task]  # empty: the operation itself is the one unit
+
+
+def unit_metrics(ctx: OpContext) -> list[dict[str, float]]:
+    """Metrics of the units a model adjusts, in the order of their parts: the tasks, or the operation."""
+    return [t.metrics for t in ctx.tasks] if ctx.tasks else [ctx.profile.op.metrics]
+
+
+def job_unit_metrics(profile: ExecutionProfile) -> Iterator[dict[str, float]]:
+    """Metrics of every unit of the job: each leaf operation's tasks, or the operation itself."""
+    for prof in profile.walk():
+        if not prof.children:
+            yield from [t.metrics for t in prof.op.tasks] or [prof.op.metrics]
 
 
 class ResourceModel(Protocol):

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from crystalperf.core.predict.base import (
     DEFAULT_GPU_SPEEDUP,
+    STORAGE_READ_BYTES,
     Baseline,
     Changes,
     OpContext,
@@ -136,7 +137,7 @@ def _page_cache_share(profile: ExecutionProfile, baseline: Baseline) -> float:
     from the page cache (spill and shuffle files written and read back within the job): memory copies a
     CPU change slows like any other CPU work. 0 without a measurement: all disk time stays disk.
     """
-    read = profile.trace.metrics.get("storage_read_bytes")
+    read = profile.trace.metrics.get(STORAGE_READ_BYTES)
     if read is None:
         return 0.0
     disk_s = sum(

@@ -20,11 +20,17 @@ by the page cache and never waits on the device. Writes are assumed absorbed by 
 from __future__ import annotations
 
 from crystalperf.core import trace as tr
-from crystalperf.core.predict.base import Baseline, Changes, OpContext, TaskParts
+from crystalperf.core.predict.base import (
+    STORAGE_READ_BYTES,
+    Baseline,
+    Changes,
+    OpContext,
+    TaskParts,
+    job_unit_metrics,
+    unit_metrics,
+)
 from crystalperf.core.profile import ExecutionProfile
 from crystalperf.core.units import format_bandwidth, format_byte_rate, format_size
-
-STORAGE_READ_BYTES = "storage_read_bytes"  # trace metric: bytes read from the storage device
 
 NETWORK_BUFFER_BYTES = 212_992
 NETWORK_BUFFER_OVERHEAD_S = 25e-6  # bench/io_constants.py: 25.2 us (loopback ping-pong)
@@ -66,11 +72,7 @@ class IOModel:
             self.disk = (baseline.disk_bandwidth, changes.number("disk", baseline.disk_bandwidth))
             notes.append(f"disk {format_byte_rate(self.disk[0])} -> {format_byte_rate(self.disk[1])}")
             read = profile.trace.metrics.get(STORAGE_READ_BYTES)
-            self.input_bytes = sum(
-                m.get(tr.METRIC_INPUT_BYTES, 0.0)
-                for prof in profile.walk() if not prof.children
-                for m in ([t.metrics for t in prof.op.tasks] or [prof.op.metrics])
-            )
+            self.input_bytes = sum(m.get(tr.METRIC_INPUT_BYTES, 0.0) for m in job_unit_metrics(profile))
             if read is not None and self.input_bytes > 0:
                 old, new = self.disk
                 self.device_extra_s = read / new - read / old
@@ -87,10 +89,9 @@ class IOModel:
             if self.disk:
                 p.disk = scale_io_time(p.disk, *self.disk, DISK_BUFFER_BYTES, DISK_BUFFER_OVERHEAD_S)
         if self.device_extra_s and self.input_bytes > 0:
-            metrics = [t.metrics for t in ctx.tasks] if ctx.tasks else [ctx.profile.op.metrics]
             # tasks that read side by side share the device: each waits for the others' bytes too
             side_by_side = min(self.slots, max(1, len(parts)))
-            for p, m in zip(parts, metrics, strict=False):
+            for p, m in zip(parts, unit_metrics(ctx), strict=False):
                 share = m.get(tr.METRIC_INPUT_BYTES, 0.0) / self.input_bytes
                 p.disk = max(0.0, p.disk + self.device_extra_s * share * side_by_side)
         return parts

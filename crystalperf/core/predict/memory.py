@@ -9,7 +9,15 @@ From ``M >= D`` on, everything fits and runtime stays flat.
 from __future__ import annotations
 
 from crystalperf.core import trace as tr
-from crystalperf.core.predict.base import DEFAULT_MEMORY_BANDWIDTH, Baseline, Changes, OpContext, TaskParts
+from crystalperf.core.predict.base import (
+    DEFAULT_MEMORY_BANDWIDTH,
+    Baseline,
+    Changes,
+    OpContext,
+    TaskParts,
+    job_unit_metrics,
+    unit_metrics,
+)
 from crystalperf.core.profile import ExecutionProfile
 from crystalperf.core.units import format_size
 
@@ -20,10 +28,6 @@ _DATA_BYTES = (tr.METRIC_SHUFFLE_WRITE_BYTES, tr.METRIC_SHUFFLE_READ_BYTES, tr.M
 
 def overflow(data: float, memory: float) -> float:
     return max(0.0, data - memory)
-
-
-def _task_metrics(ctx: OpContext) -> list[dict[str, float]]:
-    return [t.metrics for t in ctx.tasks] if ctx.tasks else [ctx.profile.op.metrics]
 
 
 class MemoryModel:
@@ -58,17 +62,14 @@ class MemoryModel:
         elif after > 0:
             per_byte = 2.0 / baseline.disk_bandwidth - 1.0 / DEFAULT_MEMORY_BANDWIDTH
             self.extra_s = after * max(0.0, per_byte)
-            self.weight_total = sum(
-                _weight(m) for prof in profile.walk() if not prof.children
-                for m in ([t.metrics for t in prof.op.tasks] or [prof.op.metrics])
-            )
+            self.weight_total = sum(_weight(m) for m in job_unit_metrics(profile))
             self.active = self.extra_s > 0 and self.weight_total > 0
         return [note]
 
     def adjust(self, ctx: OpContext, parts: list[TaskParts]) -> list[TaskParts]:
         if not self.active:
             return parts
-        for p, m in zip(parts, _task_metrics(ctx), strict=False):
+        for p, m in zip(parts, unit_metrics(ctx), strict=False):
             if self.extra_s:
                 p.disk += self.extra_s * _weight(m) / self.weight_total
                 continue
