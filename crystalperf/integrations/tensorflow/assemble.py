@@ -270,15 +270,14 @@ def pipeline_parallelism(timeline: Timeline) -> float:
     return max(1.0, sum(o.duration for o in ops) / busy) if busy > 0 else 1.0
 
 
-def _minor_groups(compute: Sequence[Sequence[OpEvent]], layers: frozenset[str]) -> set[str]:
+def _minor_groups(compute: Sequence[Sequence[OpEvent]], labels: Sequence[Sequence[tuple[str, str]]]) -> set[str]:
     """Groups too small for a part of their own, decided over the whole window rather than per step:
     a layer near the threshold would otherwise be a part in some steps and hidden in others, and the
-    steps could not be compared."""
+    steps could not be compared. ``labels`` holds each kernel's (group, phase)."""
     busy: dict[str, float] = defaultdict(float)
     total = 0.0
-    for ops in compute:
-        for op in ops:
-            group, phase = op_group(op.node, layers)
+    for ops, step_labels in zip(compute, labels, strict=True):
+        for op, (group, phase) in zip(ops, step_labels, strict=True):
             total += op.duration
             if group != "other" and phase != "update":
                 busy[group] += op.duration
@@ -308,7 +307,8 @@ def step_operations(rec: Recording, table: SampleTable,
     has_pipeline = any(waits) or any(pipeline)
     split = pipeline_split(timeline) if timeline is not None else (1.0, 0.0, 0.0)
     python_input = any(k.operation.endswith("/input") for k in python_keys)
-    folded = _minor_groups(compute, rec.layer_names)
+    labels = [[op_group(op.node, rec.layer_names) for op in ops] for ops in compute]
+    folded = _minor_groups(compute, labels)
     operations: list[tr.Operation] = []
     waited = 0.0
     for pos, step in enumerate(steps):
@@ -336,8 +336,7 @@ def step_operations(rec: Recording, table: SampleTable,
             _add_op_samples(table, tr.SampleKey(operation=iid, thread="tf.data"), pipeline[pos])
         groups: dict[str, list[OpEvent]] = {}
         phases: dict[str, str] = {"other": "other"}
-        for op in compute[pos]:
-            group, phase = op_group(op.node, rec.layer_names)
+        for op, (group, phase) in zip(compute[pos], labels[pos], strict=True):
             if group in folded:
                 group, phase = "other", "other"
             groups.setdefault(group, []).append(op)
