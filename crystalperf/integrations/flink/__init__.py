@@ -205,27 +205,31 @@ def _merge_parts(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
     )
     if not siblings:
         return doc
+
+    def samples_with_origin(part: dict[str, Any]) -> list[list[Any]]:
+        # each process buckets its samples from its own origin
+        origin = float(part.get("sample_origin", part["start"]))
+        return [[*row[:5], origin] for row in part.get("samples") or []]
+
     current = path
     try:
-        merged = {**doc, "scopes": list(doc["scopes"]), "metrics": list(doc["metrics"]), "samples": []}
-        for current in [path, *siblings]:
-            part = doc if current == path else _load_part(current)
-            if part is not doc:
-                offset = len(merged["scopes"])
-                merged["scopes"].extend(part["scopes"])
-                merged["metrics"].extend([int(i) + offset, n, v] for i, n, v in part["metrics"])
-                merged["start"] = min(float(merged["start"]), float(part["start"]))
-                merged["end"] = max(float(merged["end"]), float(part["end"]))
-                for counter in ("dropped_metrics", "dropped_samples"):
-                    merged[counter] = int(merged.get(counter) or 0) + int(part.get(counter) or 0)
-                merged["thread_cpu"] = [*(merged.get("thread_cpu") or []), *(part.get("thread_cpu") or [])]
-                if "process_cpu_s" in part:
-                    merged["process_cpu_s"] = float(merged.get("process_cpu_s") or 0) + float(part["process_cpu_s"])
-                # processes of one job see the same machine in local and single-host setups
-                merged["cpu_count"] = max(int(merged.get("cpu_count") or 0), int(part.get("cpu_count") or 0))
-            # each process buckets its samples from its own origin
-            origin = float(part.get("sample_origin", part["start"]))
-            merged["samples"].extend([*row[:5], origin] for row in part.get("samples") or [])
+        merged = {**doc, "scopes": list(doc["scopes"]), "metrics": list(doc["metrics"]),
+                  "samples": samples_with_origin(doc)}
+        for current in siblings:
+            part = _load_part(current)
+            offset = len(merged["scopes"])
+            merged["scopes"].extend(part["scopes"])
+            merged["metrics"].extend([int(i) + offset, n, v] for i, n, v in part["metrics"])
+            merged["start"] = min(float(merged["start"]), float(part["start"]))
+            merged["end"] = max(float(merged["end"]), float(part["end"]))
+            for counter in ("dropped_metrics", "dropped_samples"):
+                merged[counter] = int(merged.get(counter) or 0) + int(part.get(counter) or 0)
+            merged["thread_cpu"] = [*(merged.get("thread_cpu") or []), *(part.get("thread_cpu") or [])]
+            if "process_cpu_s" in part:
+                merged["process_cpu_s"] = float(merged.get("process_cpu_s") or 0) + float(part["process_cpu_s"])
+            # processes of one job see the same machine in local and single-host setups
+            merged["cpu_count"] = max(int(merged.get("cpu_count") or 0), int(part.get("cpu_count") or 0))
+            merged["samples"].extend(samples_with_origin(part))
         merged["parts"] = 1 + len(siblings)
     except (KeyError, TypeError, ValueError) as exc:
         raise BadInputError(f"malformed crystalperf Flink metrics file ({exc})", current) from None
