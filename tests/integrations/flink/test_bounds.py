@@ -9,6 +9,8 @@ import pytest
 
 from crystalperf.integrations import flink as cpflink
 
+from .sql_jobs import batch_table_env
+
 PARALLELISM = 200
 MAX_SCOPES = 600
 MAX_SAMPLE_ROWS = 300
@@ -17,20 +19,16 @@ MAX_SAMPLE_ROWS = 300
 def test_bounds_hold_on_a_job_with_1000_operator_subtasks(tmp_path: Path) -> None:
     pytest.importorskip("pyflink")
     from pyflink.common import Configuration
-    from pyflink.table import EnvironmentSettings, TableEnvironment
 
     config = cpflink.configure(Configuration(), tmp_path, analyze=False)
     # bounds lowered from their defaults (200,000 scopes, 50,000 sample rows) so this job reaches them
     config.set_string("metrics.reporter.crystalperf.max.scopes", str(MAX_SCOPES))
     config.set_string("metrics.reporter.crystalperf.max.sample.rows", str(MAX_SAMPLE_ROWS))
     config.set_string("metrics.reporter.crystalperf.sample.interval.ms", "20")
-    config.set_string("parallelism.default", str(PARALLELISM))
     config.set_string("execution.batch.adaptive.auto-parallelism.enabled", "false")
     for key in ("taskmanager.memory.network.min", "taskmanager.memory.network.max"):
         config.set_string(key, "512mb")  # 600 subtasks' partitions and gates need more than the default
-    env = TableEnvironment.create(
-        EnvironmentSettings.new_instance().in_batch_mode().with_configuration(config).build()
-    )
+    env = batch_table_env(config, PARALLELISM)
     for table in ("src1", "src2"):
         env.execute_sql(
             f"CREATE TABLE {table} (k INT, v DOUBLE) WITH ('connector'='datagen', 'number-of-rows'='50000')"

@@ -16,6 +16,8 @@ import pytest
 
 from crystalperf.integrations import flink as cpflink
 
+from .sql_jobs import batch_table_env, create_keyed_tables
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -117,22 +119,14 @@ def _logs(log: Path) -> str:
 
 def test_cluster_job_yields_one_merged_report(cluster: tuple[int, Path], tmp_path: Path) -> None:
     from pyflink.common import Configuration
-    from pyflink.table import EnvironmentSettings, TableEnvironment
 
     rest_port, out = cluster
     config = Configuration()
     config.set_string("execution.target", "remote")
     config.set_string("rest.address", "127.0.0.1")
     config.set_string("rest.port", str(rest_port))
-    config.set_string("parallelism.default", "2")
-    env = TableEnvironment.create(
-        EnvironmentSettings.new_instance().in_batch_mode().with_configuration(config).build()
-    )
-    env.execute_sql(
-        "CREATE TABLE src (k INT, v DOUBLE) WITH ('connector'='datagen', 'number-of-rows'='50000', "
-        "'fields.k.min'='0', 'fields.k.max'='99')"
-    )
-    env.execute_sql("CREATE TABLE snk (k INT, s DOUBLE) WITH ('connector'='blackhole')")
+    env = batch_table_env(config, parallelism=2)
+    create_keyed_tables(env, 50000, keys=100)
     statement = "INSERT INTO snk SELECT k, SUM(SQRT(v * v + 1)) FROM src GROUP BY k"
     cpflink.record_plan(env, out, statement)
     env.execute_sql(statement).wait()

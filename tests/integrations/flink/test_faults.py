@@ -9,22 +9,7 @@ import pytest
 
 from crystalperf.integrations import flink as cpflink
 
-
-def _table_env(config):  # type: ignore[no-untyped-def]
-    from pyflink.table import EnvironmentSettings, TableEnvironment
-
-    config.set_string("parallelism.default", "1")
-    return TableEnvironment.create(
-        EnvironmentSettings.new_instance().in_batch_mode().with_configuration(config).build()
-    )
-
-
-def _tables(env, rows: int) -> None:  # type: ignore[no-untyped-def]
-    env.execute_sql(
-        f"CREATE TABLE src (k INT, v DOUBLE) WITH ('connector'='datagen', 'number-of-rows'='{rows}', "
-        "'fields.k.min'='0', 'fields.k.max'='9')"
-    )
-    env.execute_sql("CREATE TABLE snk (k INT, h STRING) WITH ('connector'='blackhole')")
+from .sql_jobs import batch_table_env, create_keyed_tables
 
 
 def test_unwritable_output_dir_does_not_fail_the_job(tmp_path: Path) -> None:
@@ -33,8 +18,8 @@ def test_unwritable_output_dir_does_not_fail_the_job(tmp_path: Path) -> None:
 
     not_a_dir = tmp_path / "a-file"
     not_a_dir.write_text("the reporter cannot create its output directory here")
-    env = _table_env(cpflink.configure(Configuration(), not_a_dir / "out"))
-    _tables(env, 2000)
+    env = batch_table_env(cpflink.configure(Configuration(), not_a_dir / "out"), parallelism=1)
+    create_keyed_tables(env, 2000, sink_value="h STRING")
     result = env.execute_sql("INSERT INTO snk SELECT k, CAST(v AS STRING) FROM src")
     result.wait()  # raises if the job failed
     assert not (not_a_dir.parent / "out").exists()
@@ -47,8 +32,8 @@ def test_reporter_killed_mid_job_does_not_fail_the_job(tmp_path: Path) -> None:
 
     config = cpflink.configure(Configuration(), tmp_path, analyze=False)
     config.set_string("metrics.reporter.crystalperf.sample.interval.ms", "20")
-    env = _table_env(config)
-    _tables(env, 200_000)
+    env = batch_table_env(config, parallelism=1)
+    create_keyed_tables(env, 200_000, sink_value="h STRING")
     result = env.execute_sql("INSERT INTO snk SELECT k, SHA256(CAST(v AS STRING)) FROM src")
 
     thread_class = get_gateway().jvm.java.lang.Thread

@@ -12,22 +12,16 @@ import pytest
 from crystalperf.core.errors import BadInputError
 from crystalperf.integrations import flink as cpflink
 
+from .sql_jobs import batch_table_env, create_keyed_tables
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def _run_sql_job(out_dir: Path, rows: int = 20000) -> None:
     from pyflink.common import Configuration
-    from pyflink.table import EnvironmentSettings, TableEnvironment
 
-    config = cpflink.configure(Configuration(), out_dir, analyze=False)
-    config.set_string("parallelism.default", "1")
-    settings = EnvironmentSettings.new_instance().in_batch_mode().with_configuration(config).build()
-    env = TableEnvironment.create(settings)
-    env.execute_sql(
-        f"CREATE TABLE src (k INT, v DOUBLE) WITH ('connector'='datagen', 'number-of-rows'='{rows}', "
-        "'fields.k.min'='0', 'fields.k.max'='9')"
-    )
-    env.execute_sql("CREATE TABLE snk (k INT, s DOUBLE) WITH ('connector'='blackhole')")
+    env = batch_table_env(cpflink.configure(Configuration(), out_dir, analyze=False), parallelism=1)
+    create_keyed_tables(env, rows)
     statement = "INSERT INTO snk SELECT k, SUM(SQRT(v * v + 1)) FROM src GROUP BY k"
     cpflink.record_plan(env, out_dir, statement)
     env.execute_sql(statement).wait()
@@ -104,13 +98,10 @@ def test_bundled_jar_is_current_with_its_sources() -> None:
 def test_a_failing_job_still_leaves_what_was_collected(tmp_path: Path) -> None:
     pytest.importorskip("pyflink")
     from pyflink.common import Configuration
-    from pyflink.table import EnvironmentSettings, TableEnvironment
 
     config = cpflink.configure(Configuration(), tmp_path, analyze=False)
-    config.set_string("parallelism.default", "1")
     config.set_string("restart-strategy.type", "none")
-    settings = EnvironmentSettings.new_instance().in_batch_mode().with_configuration(config).build()
-    env = TableEnvironment.create(settings)
+    env = batch_table_env(config, parallelism=1)
     env.execute_sql("CREATE TABLE src (k INT) WITH ('connector'='datagen', 'number-of-rows'='1000')")
     env.execute_sql("CREATE TABLE snk (k INT) WITH ('connector'='blackhole')")
     with pytest.raises(Exception):  # noqa: B017 - Flink wraps the cast failure in a Py4J error
@@ -126,18 +117,9 @@ def test_cpu_heavy_map_is_classified_cpu_bound(tmp_path: Path) -> None:
     # so their compute would be invisible in the task threads' stacks.
     pytest.importorskip("pyflink")
     from pyflink.common import Configuration
-    from pyflink.table import EnvironmentSettings, TableEnvironment
 
-    config = cpflink.configure(Configuration(), tmp_path, analyze=False)
-    config.set_string("parallelism.default", "1")
-    env = TableEnvironment.create(
-        EnvironmentSettings.new_instance().in_batch_mode().with_configuration(config).build()
-    )
-    env.execute_sql(
-        "CREATE TABLE src (k INT, v DOUBLE) WITH ('connector'='datagen', 'number-of-rows'='40000', "
-        "'fields.k.min'='0', 'fields.k.max'='9')"
-    )
-    env.execute_sql("CREATE TABLE snk (k INT, h STRING) WITH ('connector'='blackhole')")
+    env = batch_table_env(cpflink.configure(Configuration(), tmp_path, analyze=False), parallelism=1)
+    create_keyed_tables(env, 40000, sink_value="h STRING")
     statement = "INSERT INTO snk SELECT k, SHA512(REPEAT(SHA256(CAST(v AS STRING)), 400)) FROM src"
     assert cpflink.record_plan(env, tmp_path, statement) is not None
     env.execute_sql(statement).wait()

@@ -1,0 +1,23 @@
+"""What the Flink tests' local SQL jobs share: a batch TableEnvironment, and a generated keyed source with
+a blackhole sink (the sink discards rows: collecting them back into Python would take minutes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def batch_table_env(config: Any, parallelism: int) -> Any:
+    """A batch ``TableEnvironment`` on the PyFlink ``Configuration`` (the reporter's entries set on it)."""
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+
+    config.set_string("parallelism.default", str(parallelism))
+    return TableEnvironment.create(EnvironmentSettings.new_instance().in_batch_mode().with_configuration(config).build())
+
+
+def create_keyed_tables(env: Any, rows: int, *, keys: int = 10, sink_value: str = "s DOUBLE") -> None:
+    """``src (k INT, v DOUBLE)``: ``rows`` generated rows with ``k`` in [0, keys); ``snk (k INT, <sink_value>)``."""
+    env.execute_sql(
+        f"CREATE TABLE src (k INT, v DOUBLE) WITH ('connector'='datagen', 'number-of-rows'='{rows}', "
+        f"'fields.k.min'='0', 'fields.k.max'='{keys - 1}')"
+    )
+    env.execute_sql(f"CREATE TABLE snk (k INT, {sink_value}) WITH ('connector'='blackhole')")
