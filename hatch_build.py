@@ -12,19 +12,16 @@ frameworks installed), or ``python hatch_build.py --check`` to only verify them.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parent
-HASH_ENTRY = "META-INF/crystalperf-sources.sha256"
 
 
 class JavaJar(NamedTuple):
@@ -56,28 +53,32 @@ JARS = (
 )
 
 
+def _load_jars_module() -> Any:
+    # The hash is the installed package's too (a stale jar is refused at run time); this build runs where
+    # crystalperf itself may not be importable, so the stdlib-only module is loaded from its file.
+    spec = importlib.util.spec_from_file_location("_crystalperf_jars", ROOT / "crystalperf/integrations/jars.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_jars = _load_jars_module()
+HASH_ENTRY: str = _jars.HASH_ENTRY
+
+
 def source_files(spec: JavaJar) -> list[Path]:
     if not spec.source_dir.is_dir():
         return []
     return sorted(p for p in spec.source_dir.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
 
 
-def sources_hash(spec: JavaJar) -> str:
-    digest = hashlib.sha256()
-    for path in source_files(spec):
-        digest.update(path.relative_to(spec.source_dir).as_posix().encode())
-        digest.update(b"\0")
-        digest.update(path.read_bytes().replace(b"\r\n", b"\n"))
-        digest.update(b"\0")
-    return digest.hexdigest()
+def sources_hash(spec: JavaJar) -> str | None:
+    return _jars.sources_hash(spec.source_dir)  # type: ignore[no-any-return]
 
 
 def jar_hash(jar: Path) -> str | None:
-    try:
-        with zipfile.ZipFile(jar) as zf:
-            return zf.read(HASH_ENTRY).decode().strip()
-    except (OSError, KeyError, zipfile.BadZipFile):
-        return None
+    return _jars.jar_hash(jar)  # type: ignore[no-any-return]
 
 
 def is_current(spec: JavaJar) -> bool:
@@ -113,7 +114,7 @@ def build(spec: JavaJar, classpath: list[str]) -> None:
         if resources.is_dir():
             shutil.copytree(resources, classes, dirs_exist_ok=True)
         (classes / "META-INF").mkdir(exist_ok=True)
-        (classes / HASH_ENTRY).write_text(sources_hash(spec) + "\n")
+        (classes / HASH_ENTRY).write_text(f"{sources_hash(spec)}\n")
         spec.jar.parent.mkdir(parents=True, exist_ok=True)
         tmp_jar = Path(tmp) / spec.jar.name
         # Fixed timestamps make the jar reproducible, so rebuilding unchanged sources changes nothing.

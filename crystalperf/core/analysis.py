@@ -59,7 +59,7 @@ def analyze(
         raise BadInputError(f"inconsistent trace: {exc}") from None
     bottleneck = find_bottleneck(profile)
     predictor = Predictor(profile)
-    chosen = list(scenarios) if scenarios is not None else default_scenarios(profile, predictor.baseline)
+    chosen = list(scenarios) if scenarios is not None else default_scenarios(profile, predictor.baseline, predictor.models)
     predictions = [predictor.predict(c, band=band) for c in chosen]
     report = build_report(profile, bottleneck, predictions, predictor)
     return Analysis(trace, profile, bottleneck, predictions, report, seconds=time.perf_counter() - started)

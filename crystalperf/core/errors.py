@@ -35,4 +35,20 @@ class FrameworkNotInstalledError(CrystalPerfError, ImportError):
 
 
 class UnsupportedFrameworkVersionError(CrystalPerfError):
-    """The framework is installed but outside the version range the integration was tested with."""
+    """The framework is installed but outside the version range the integration supports; the message
+    names the range and the command that installs a supported version."""
+
+    def __init__(self, framework: str, installed: str, supported: str, extra: str) -> None:
+        self.framework = framework
+        self.installed = installed
+        self.supported = supported
+        self.extra = extra
+        super().__init__(
+            f"{framework} {installed} is installed, but crystalperf's {framework} integration supports "
+            f"{supported}: pip install 'crystalperf[{extra}]' installs a supported version"
+        )
+
+
+class IntegrationSetupError(CrystalPerfError):
+    """A framework hook cannot be used as installed (its jar missing or stale, a JVM started without it);
+    the message names the fix."""

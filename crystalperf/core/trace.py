@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from crystalperf.core.errors import BadInputError, UnsupportedSchemaError
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 SCHEMA_MAJOR = 1
 SCHEMA_ID = f"urn:crystalperf:trace:{SCHEMA_VERSION}"
 TRACE_FILENAMES = ("crystalperf-trace.json.gz", "crystalperf-trace.json")
@@ -100,6 +100,11 @@ class Environment(_Model):
     classpath: list[str] = Field(default_factory=list, description="jars/dirs of the job (bytecode fallback)")
     source_roots: list[str] = Field(default_factory=list, description="user-configured source dirs/jars")
     properties: dict[str, str] = Field(default_factory=dict, description="framework configuration")
+    scaling: list[str] = Field(
+        default_factory=list,
+        description="what-if keys that change how many tasks run at once, e.g. cores and executors, or "
+        "parallelism for pipelined operators (empty: as the integration that wrote the trace declares)",
+    )
 
 
 class Task(_Model):

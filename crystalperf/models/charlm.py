@@ -13,6 +13,8 @@ writes ``OUT_DIR/forward.pt`` and ``OUT_DIR/backward.pt`` (loadable with ``Flair
 
 from __future__ import annotations
 
+from typing import Any
+
 import argparse
 import logging
 import random
@@ -35,7 +37,7 @@ def clean_doc_text(text: str) -> str:
     return strip_markup(text)
 
 
-def build_dictionary(text: str) -> object:
+def build_dictionary(text: str) -> Any:
     """Flair's character dictionary from the characters of ``text`` (frequent first)."""
     from flair.data import Dictionary
 

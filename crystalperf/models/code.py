@@ -16,7 +16,7 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -379,8 +379,8 @@ def _dropout_tokens(tree: Tree, rng: np.random.Generator, rate: float = 0.05) ->
     return Tree(token, tree.left, tree.right, tree.height)
 
 
-def _progress(enabled: bool) -> Callable[..., object]:
-    def bar(items: Sequence[int] | range, description: str):  # type: ignore[no-untyped-def]
+def _progress(enabled: bool) -> Callable[[Sequence[int] | range, str], Iterable[int]]:
+    def bar(items: Sequence[int] | range, description: str) -> Iterable[int]:
         if not enabled:
             return items
         from rich.progress import track

@@ -254,19 +254,16 @@ def unpack_sdists(sdist_dir: Path, into: Path) -> list[Path]:
     roots = []
     for archive in sorted(sdist_dir.iterdir()):
         target = into / re.sub(r"(\.tar\.gz|\.zip|\.whl)$", "", archive.name)
-        if archive.name.endswith(".tar.gz"):
-            opener = lambda a=archive: tarfile.open(a)  # noqa: E731
-        elif archive.name.endswith((".zip", ".whl")):
-            opener = lambda a=archive: zipfile.ZipFile(a)  # noqa: E731
-        else:
+        if not archive.name.endswith((".tar.gz", ".zip", ".whl")):
             continue
         if not target.exists():
             target.mkdir(parents=True)
-            with opener() as arc:
-                if isinstance(arc, tarfile.TarFile):
-                    arc.extractall(target, filter="data")
-                else:
-                    arc.extractall(target)
+            if archive.name.endswith(".tar.gz"):
+                with tarfile.open(archive) as tar:
+                    tar.extractall(target, filter="data")
+            else:
+                with zipfile.ZipFile(archive) as zf:
+                    zf.extractall(target)
         roots.append(target)
     return roots
 

@@ -180,7 +180,7 @@ def noise_robustness(
 _WORD_SPLIT = r"\W+"
 # Removing a keyword breaks the parse rather than a meaning; such words are not reported as top words.
 _KEYWORDS = frozenset(
-    keyword.kwlist
+    [*keyword.kwlist]
     + "abstract boolean byte case catch char class const default do double extends final finally float "
     "implements import instanceof int interface long native new package private protected public return "
     "short static super switch synchronized this throw throws transient void volatile val var def object "

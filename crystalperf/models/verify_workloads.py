@@ -49,12 +49,12 @@ def install_markers(targets: set[str]) -> int:
     for name in sorted(targets):
         parts = name.split(".")
         for cut in range(len(parts) - 1, 0, -1):
-            module = sys.modules.get(".".join(parts[:cut]))
-            if module is not None:
+            found = sys.modules.get(".".join(parts[:cut]))
+            if found is not None:
                 break
         else:
             continue
-        owner: object = module
+        owner: object = found
         try:
             for attr in parts[cut:-1]:
                 owner = getattr(owner, attr)
@@ -191,7 +191,8 @@ def slow_echo_server() -> tuple[tuple[str, int], Callable[[], None]]:
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Echo)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server.server_address, server.shutdown
+    host, port = server.server_address[:2]
+    return (str(host), int(port)), server.shutdown
 
 
 # --------------------------------------------------------------------------------------------------
@@ -371,8 +372,8 @@ def cpu_workloads() -> None:
         source = Path(ast.__file__).read_text()
         ast.dump(ast.parse(source))
         list(tokenize.generate_tokens(io.StringIO(source).readline))
-        pickle._dumps(data[:500])  # the pure-Python pickler
-        pickle._loads(pickle.dumps(data[:500]))
+        pickle._dumps(data[:500])  # type: ignore[attr-defined]  # the pure-Python pickler
+        pickle._loads(pickle.dumps(data[:500]))  # type: ignore[attr-defined]
         copy.deepcopy(data[:500])
         re.sub(r"(\w+) (\w+)", r"\2 \1", text_a * 3)
         re.compile(r"(a|b|c)+d{2,5}[x-z]*" + str(rng.random()))

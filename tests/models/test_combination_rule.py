@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("numpy")
-
-from crystalperf.models.cli import _ship_combination  # noqa: E402
+from crystalperf.models.cli import _ship_combination
 
 
 def _report(test: tuple[float, float], verified: tuple[float, float]) -> dict:

@@ -24,6 +24,7 @@ from crystalperf.core.predict.base import (
     OpContext,
     ResourceModel,
     TaskParts,
+    scaling_keys,
 )
 from crystalperf.core.predict.compute import ComputeModel, estimate_warmup, replay
 from crystalperf.core.predict.io import IOModel
@@ -315,26 +316,32 @@ def _perturb(vec: ResourceVector, samples: int, source: str, rng: random.Random)
     return ResourceVector.of(*draws)
 
 
-def default_scenarios(profile: ExecutionProfile, baseline: Baseline) -> list[Changes]:
-    """The what-ifs a report shows by default, chosen by framework and by what the trace knows."""
-    trace = profile.trace
-    framework = trace.application.framework
+def default_scenarios(profile: ExecutionProfile, baseline: Baseline,
+                      models: Sequence[ResourceModel] | None = None) -> list[Changes]:
+    """The what-ifs a report shows by default: resizing by the keys the trace declares, the generic resource
+    changes the trace gives figures for, then what the resource models propose."""
+    keys = scaling_keys(profile.trace)
     scenarios: list[dict[str, float | str]] = []
-    if framework == "flink":
+    if "parallelism" in keys:
         scenarios += [{"parallelism": baseline.slots * 2}]
         if baseline.slots > 1:
             scenarios += [{"parallelism": max(1, baseline.slots // 2)}]
-    else:
+    if "cores" in keys:
         scenarios += [{"cores": baseline.cores_per_executor * 2}]
         if baseline.cores_per_executor > 1:
             scenarios += [{"cores": max(1, baseline.cores_per_executor // 2)}]
-        if framework == "spark":
-            scenarios += [{"executors": baseline.executors * 2}]
+    if "executors" in keys:
+        scenarios += [{"executors": baseline.executors * 2}]
     scenarios += [{"cpu_speed": 2.0}, {"cpu_share": 0.5}]
     scenarios += [{"network": baseline.network_bandwidth / 10}, {"disk": baseline.disk_bandwidth * 2},
                   {"disk": baseline.disk_bandwidth / 2}]
     if baseline.memory_bytes and baseline.data_bytes:
         scenarios += [{"memory": baseline.memory_bytes * 2}, {"memory": baseline.memory_bytes / 2}]
-    if framework == "tensorflow":
-        scenarios += [{"device": "gpu" if baseline.device == "cpu" else "cpu"}]
+    for model in models if models is not None else installed_models():
+        propose = getattr(model, "scenarios", None)
+        if callable(propose):
+            try:
+                scenarios += list(propose(profile, baseline))
+            except Exception as exc:  # a plug-in's failure costs its scenarios, not the report
+                log.warning("predictor %s could not propose scenarios: %s", model.name, exc)
     return [Changes(s) for s in scenarios]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import metadata
 from typing import Protocol
 
 from crystalperf.core import trace as tr
@@ -16,6 +18,8 @@ DEFAULT_NETWORK_BANDWIDTH = 10e9 / 8  # 10 Gbit/s: a common data-centre NIC
 DEFAULT_DISK_BANDWIDTH = 500e6  # 500 MB/s: a SATA SSD's sequential read
 DEFAULT_MEMORY_BANDWIDTH = 10e9  # 10 GB/s: one core streaming from DRAM
 DEFAULT_GPU_SPEEDUP = 8.0  # a mid-range GPU over a few CPU cores on dense kernels
+log = logging.getLogger(__name__)
+
 # Trace metric: bytes the job's processes read from the storage device (/proc/<pid>/io read_bytes,
 # page-cache hits excluded).
 STORAGE_READ_BYTES = "storage_read_bytes"
@@ -141,7 +145,7 @@ class Baseline:
         slots = env.total_slots
         if slots is None and env.cores_per_executor:
             slots = env.cores_per_executor * executors
-        if slots is None and trace.application.framework == "flink":
+        if slots is None and "parallelism" in scaling_keys(trace):
             # Streaming subtasks run side by side for the whole job: the parallelism is the measure.
             widths = [op.parallelism or len(op.tasks) for op in trace.iter_operations()]
             slots = max([w for w in widths if w] or [1])
@@ -159,6 +163,24 @@ class Baseline:
             assumptions.append("disk bandwidth assumed 500 MB/s (not in the trace)")
         device = "gpu" if any(d.kind == "gpu" for d in env.devices) else "cpu"
         return cls(slots, executors, cores, net, disk, env.memory_bytes, data_bytes(trace), device, assumptions)
+
+
+def scaling_keys(trace: tr.Trace) -> tuple[str, ...]:
+    """The what-if keys that change how many tasks of this job run at once: as the trace declares them, else
+    (traces written before the declaration) as the integration registered under the trace's framework name
+    declares them (``crystalperf.integrations`` entry points), else ``parallelism`` for a streaming job and
+    ``cores`` for any other."""
+    if trace.environment.scaling:
+        return tuple(trace.environment.scaling)
+    try:
+        found = metadata.entry_points(group="crystalperf.integrations", name=trace.application.framework)
+        for entry in found:
+            declared = tuple(getattr(entry.load(), "scaling", ()))
+            if declared:
+                return declared
+    except Exception as exc:  # a broken plug-in must not stop the analysis: fall back to the trace's shape
+        log.debug("integration %s could not be loaded: %s", trace.application.framework, exc)
+    return ("parallelism",) if trace.streaming is not None else ("cores",)
 
 
 def observed_concurrency(trace: tr.Trace) -> int:
@@ -242,3 +264,10 @@ class ResourceModel(Protocol):
         ...
 
     def adjust(self, ctx: OpContext, parts: list[TaskParts]) -> list[TaskParts]: ...
+
+
+class ScenarioSource(Protocol):
+    """A resource model that also proposes what-ifs for the report (optional: e.g. a GPU for a model that
+    knows how a device change plays out)."""
+
+    def scenarios(self, profile: ExecutionProfile, baseline: Baseline) -> list[dict[str, float | str]]: ...

@@ -70,6 +70,12 @@ class TensorFlowModel:
         self.factor = 1.0
         self.waits: dict[str, tuple[float, tuple[float, float, float]]] = {}
 
+    def scenarios(self, profile: ExecutionProfile, baseline: Baseline) -> list[dict[str, float | str]]:
+        """The other device: what a training step would take there."""
+        if profile.trace.application.framework != "tensorflow":
+            return []
+        return [{"device": "gpu" if baseline.device == "cpu" else "cpu"}]
+
     def prepare(self, profile: ExecutionProfile, baseline: Baseline, changes: Changes) -> list[str]:
         self.factor = 1.0
         self.waits = {}

@@ -1,0 +1,131 @@
+"""The contract every framework integration implements.
+
+Each ``integrations/<framework>/`` package has the same files for the same roles (see
+``docs/architecture.md``): ``__init__.py`` re-exports only; ``config.py`` holds the settings helpers and
+the package's :class:`Integration`; the hook (``callback.py``, or ``java/`` + ``pydaemon.py``);
+``reader.py`` (the framework's native files -> parts); ``assemble.py`` (parts -> ``Trace``); ``finish.py``
+(job end: merge, write, analyse), started as ``python -m crystalperf.integrations.<framework>.finish`` by
+every hook; ``cli.py``; and ``whatif.py`` where the framework brings its own resource model.
+
+The framework itself is never imported here: the version comes from the installed distribution's metadata.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib import metadata, resources
+from pathlib import Path
+
+from crystalperf.core.errors import (
+    FrameworkNotInstalledError,
+    IntegrationSetupError,
+    UnsupportedFrameworkVersionError,
+)
+from crystalperf.integrations.jars import jar_hash, sources_hash
+
+log = logging.getLogger("crystalperf")
+
+Version = tuple[int, ...]
+
+
+def parse_version(text: str) -> Version:
+    """The release numbers a version string starts with (``4.1.0rc1`` -> ``(4, 1, 0)``); () for none."""
+    found = re.match(r"\s*v?(\d+(?:\.\d+)*)", text)
+    return tuple(int(part) for part in found.group(1).split(".")) if found else ()
+
+
+def _dotted(version: Version) -> str:
+    return ".".join(map(str, version))
+
+
+@dataclass(frozen=True)
+class Integration:
+    """What crystalperf knows about one framework: how it is installed, which versions the hook supports
+    (``minimum`` <= version < ``below``, the same range as the extra's pin), and its bundled jar."""
+
+    name: str  # the extra's name and the package's: crystalperf.integrations.<name>
+    module: str  # the framework's top-level Python module
+    distributions: tuple[str, ...]  # the PyPI distributions that provide it, preferred first
+    minimum: Version
+    below: Version
+    jar: str | None = None  # file name of the bundled jar in the package, if the hook is Java
+    # what-if keys that resize a job of this framework (the trace's environment.scaling when it has none)
+    scaling: tuple[str, ...] = ("cores",)
+
+    @property
+    def extra(self) -> str:
+        return self.name
+
+    @property
+    def package(self) -> str:
+        return f"crystalperf.integrations.{self.name}"
+
+    @property
+    def supported(self) -> str:
+        return f"{self.distributions[0]}>={_dotted(self.minimum)},<{_dotted(self.below)}"
+
+    def version(self) -> str | None:
+        """The installed framework's version; None when it is not installed ("unknown" when its
+        distribution metadata is missing, e.g. a framework on PYTHONPATH)."""
+        try:
+            if importlib.util.find_spec(self.module) is None:
+                return None
+        except (ImportError, ValueError):
+            return None
+        for distribution in self.distributions:
+            try:
+                return metadata.version(distribution)
+            except metadata.PackageNotFoundError:
+                continue
+        return "unknown"
+
+    def check(self) -> str:
+        """The installed version, after checking the hook supports it; a typed error naming the fix otherwise."""
+        version = self.version()
+        if version is None:
+            raise FrameworkNotInstalledError(self.module, self.extra)
+        release = parse_version(version)
+        if release and not (self.minimum <= release[: len(self.minimum)] and release < self.below):
+            raise UnsupportedFrameworkVersionError(self.module, version, self.supported, self.extra)
+        return version
+
+    def jar_path(self) -> Path:
+        """The bundled jar, checked to exist and to match the Java sources shipped beside it."""
+        if self.jar is None:
+            raise IntegrationSetupError(f"the {self.name} integration has no jar")
+        package = resources.files(self.package)
+        resource = package / self.jar
+        path = Path(str(resource))
+        if not resource.is_file() or not path.is_file():
+            raise IntegrationSetupError(f"{path} is missing: reinstall crystalperf (pip install 'crystalperf[{self.extra}]')")
+        built_from = jar_hash(resource)
+        if built_from is None:
+            raise IntegrationSetupError(f"{path} is damaged: reinstall crystalperf, or rebuild it with python hatch_build.py")
+        current = sources_hash(package / "java")
+        if current is not None and current != built_from:
+            raise IntegrationSetupError(f"{path} does not match its Java sources: rebuild it with python hatch_build.py")
+        return path
+
+    def finish_command(self, *args: str, python: str | None = None) -> list[str]:
+        """The command that finishes a job of this framework (what every hook starts at job end)."""
+        return [python or sys.executable, "-m", f"{self.package}.finish", *args]
+
+
+def run_finish(command: list[str], log_path: Path, *, timeout_s: float | None = None) -> int | None:
+    """Run a finish command with its output appended to log_path; its exit status, or None when it was
+    still running after timeout_s (it is left to finish on its own, detached from the caller's session)."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as out:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        return process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        log.warning("crystalperf: the analysis goes on in the background (pid %d); see %s", process.pid, log_path)
+        return None

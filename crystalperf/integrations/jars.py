@@ -1,0 +1,53 @@
+"""Which Java sources a bundled jar was built from: the hash both the package build and the runtime check use.
+
+Standard library only: ``hatch_build.py`` loads this file by path in an isolated build environment where
+crystalperf itself cannot be imported, and the installed package uses it to tell a stale jar.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from collections.abc import Iterable
+from importlib.abc import Traversable
+from pathlib import Path
+
+HASH_ENTRY = "META-INF/crystalperf-sources.sha256"
+
+
+def _walk(directory: Traversable, prefix: str = "") -> Iterable[tuple[str, Traversable]]:
+    for entry in directory.iterdir():
+        if entry.name == "__pycache__":
+            continue
+        relative = f"{prefix}{entry.name}"
+        if entry.is_dir():
+            yield from _walk(entry, relative + "/")
+        elif entry.is_file():
+            yield relative, entry
+
+
+def sources_hash(source_dir: Path | Traversable) -> str | None:
+    """SHA-256 over every file below source_dir (relative name and bytes, line endings normalised);
+    None when there are no sources (an install that does not ship them)."""
+    if not source_dir.is_dir():
+        return None
+    # ordered as pathlib orders paths (part by part), the order the committed jars were hashed in
+    files = sorted(_walk(source_dir), key=lambda item: item[0].split("/"))
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for relative, entry in files:
+        digest.update(relative.encode())
+        digest.update(b"\0")
+        digest.update(entry.read_bytes().replace(b"\r\n", b"\n"))
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def jar_hash(jar: Path | Traversable) -> str | None:
+    """The sources hash a jar was built from, or None when the jar is missing or damaged."""
+    try:
+        with jar.open("rb") as raw, zipfile.ZipFile(raw) as zf:
+            return zf.read(HASH_ENTRY).decode().strip()
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return None
