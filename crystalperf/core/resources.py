@@ -25,10 +25,6 @@ class ResourceVector(NamedTuple):
             return CPU_ONLY
         return cls(values[0] / total, values[1] / total, values[2] / total)
 
-    @classmethod
-    def one_hot(cls, resource: str) -> ResourceVector:
-        return cls.of(**{resource: 1.0})
-
     def dominant(self) -> str:
         return RESOURCES[max(range(3), key=lambda i: self[i])]
 
@@ -57,8 +53,3 @@ def weighted_mean(pairs: Iterable[tuple[ResourceVector, float]]) -> ResourceVect
         return None
     return ResourceVector.of(*acc)
 
-
-def check_resource(name: str) -> str:
-    if name not in RESOURCES:
-        raise ValueError(f"unknown resource {name!r} (expected one of {', '.join(RESOURCES)})")
-    return name

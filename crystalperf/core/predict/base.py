@@ -254,7 +254,11 @@ def job_unit_metrics(profile: ExecutionProfile) -> Iterator[dict[str, float]]:
 
 
 class ResourceModel(Protocol):
-    """Adjusts the per-resource parts of an operation's tasks for a scenario (pluggable)."""
+    """Adjusts the per-resource parts of an operation's tasks for a scenario (pluggable).
+
+    A model may also propose what-ifs for the report with a method
+    ``scenarios(profile, baseline) -> list[dict[str, float | str]]`` (the TensorFlow model proposes the
+    other device); models without it propose nothing."""
 
     name: str
     keys: frozenset[str]
@@ -264,10 +268,3 @@ class ResourceModel(Protocol):
         ...
 
     def adjust(self, ctx: OpContext, parts: list[TaskParts]) -> list[TaskParts]: ...
-
-
-class ScenarioSource(Protocol):
-    """A resource model that also proposes what-ifs for the report (optional: e.g. a GPU for a model that
-    knows how a device change plays out)."""
-
-    def scenarios(self, profile: ExecutionProfile, baseline: Baseline) -> list[dict[str, float | str]]: ...

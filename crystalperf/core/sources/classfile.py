@@ -38,13 +38,6 @@ class Method:
             return None
         return min(line for _, line in self.lines), max(line for _, line in self.lines)
 
-    def line_at(self, pc: int) -> int | None:
-        best = None
-        for start, line in sorted(self.lines):
-            if start <= pc:
-                best = line
-        return best
-
 
 @dataclass
 class ClassFile:
