@@ -31,7 +31,8 @@ def run_tests(session: nox.Session, where: str) -> None:
     session.run("pytest", where, *session.posargs)
 
 
-@nox.session(python=PYTHON)
+# Lint and the packaging check need no particular Python: they run on the one that runs nox.
+@nox.session(python=None)
 def lint(session: nox.Session) -> None:
     """ruff over the project, mypy over the whole package (frameworks absent: their types are Any), and the
     bundled jars' freshness."""
@@ -49,7 +50,7 @@ def unit(session: nox.Session) -> None:
     run_tests(session, "tests/unit")
 
 
-@nox.session(python=PYTHON)
+@nox.session(python=None)
 def package(session: nox.Session) -> None:
     """The sdist and the wheel as a user gets them: built, installed into a fresh venv, run."""
     session.install("pytest>=8", "build")
