@@ -12,17 +12,21 @@ The framework itself is never imported here: the version comes from the installe
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import logging
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata, resources
 from pathlib import Path
 
+from crystalperf.core import trace as tr
 from crystalperf.core.errors import (
+    BadInputError,
     FrameworkNotInstalledError,
     IntegrationSetupError,
     UnsupportedFrameworkVersionError,
@@ -129,3 +133,48 @@ def run_finish(command: list[str], log_path: Path, *, timeout_s: float | None = 
     except subprocess.TimeoutExpired:
         log.warning("crystalperf: the analysis goes on in the background (pid %d); see %s", process.pid, log_path)
         return None
+
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_BAD_INPUT = 2
+REPORT_JSON = "crystalperf-report.json"
+
+
+def write_trace_and_report(trace: tr.Trace, out_dir: Path, *, analyze: bool = True) -> int:
+    """The last step of every finish: write the trace, then the report; the exit status of the finish
+    (1, with the reason on stderr, when either could not be written)."""
+    from crystalperf.core.hooks import finish_job
+
+    if finish_job(trace, out_dir, analyze=analyze) is None:
+        sys.stderr.write(f"crystalperf: error: the trace was not written to {out_dir}\n")
+        return EXIT_FAILURE
+    if analyze and not (out_dir / REPORT_JSON).is_file():
+        sys.stderr.write(f"crystalperf: error: the report was not written to {out_dir} (the trace was)\n")
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+def finish_main(integration: Integration, add_arguments: Callable[[argparse.ArgumentParser], None],
+                run: Callable[[argparse.Namespace], int], argv: Sequence[str] | None = None) -> int:
+    """``python -m crystalperf.integrations.<fw>.finish``: the same arguments as the ``<fw>-finish``
+    subcommand, log lines on stderr, bad input as one line and exit status 2."""
+    parser = argparse.ArgumentParser(prog=f"python -m {integration.package}.finish",
+                                     description=f"job end of {integration.name}: write the trace and the report")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        return run(args)
+    except BadInputError as exc:
+        sys.stderr.write(f"crystalperf: error: {exc}\n")
+        return EXIT_BAD_INPUT
+
+
+def register_finish_command(subparsers: argparse._SubParsersAction, integration: Integration, help: str) -> None:
+    """``crystalperf <fw>-finish``: the job end a hook runs, by hand (after a crash, or with --no-analysis
+    first); the same arguments and code as ``python -m crystalperf.integrations.<fw>.finish``."""
+    finish = importlib.import_module(f"{integration.package}.finish")
+    parser = subparsers.add_parser(f"{integration.name}-finish", help=help)
+    finish.add_arguments(parser)
+    parser.set_defaults(func=finish.run)

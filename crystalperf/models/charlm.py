@@ -13,8 +13,6 @@ writes ``OUT_DIR/forward.pt`` and ``OUT_DIR/backward.pt`` (loadable with ``Flair
 
 from __future__ import annotations
 
-from typing import Any
-
 import argparse
 import logging
 import random
@@ -24,6 +22,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 

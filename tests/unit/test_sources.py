@@ -317,16 +317,3 @@ def test_installed_locators_scan_down_past_native_frames(compiled_jar: Path) -> 
     resolver = FrameResolver(installed_locators(), LocateContext(classpath=[str(compiled_jar)]))
     found = resolver.resolve_stack([0, 1], frames)
     assert found is not None and found[0] == 1 and found[1].origin == "bytecode"
-
-
-def test_internal_tensorflow_ops_map_to_their_public_op() -> None:
-    from crystalperf.core.sources.tensorflow import public_op_candidates
-
-    assert public_op_candidates("_FusedConv2D")[-1] == "Conv2D"
-    assert "MatMul" in public_op_candidates("_MklMatMul")
-    assert "FusedBatchNorm" in public_op_candidates("FusedBatchNormV3")
-    assert public_op_candidates("Conv2D") == ["Conv2D"]
-    # oneDNN's fused kernels as TF 2.21's CPU build names them.
-    assert "Conv2D" in public_op_candidates("_MklNativeFusedConv2D")
-    assert "Conv2DBackpropFilter" in public_op_candidates("_MklNativeConv2DBackpropFilterWithBias")
-    assert "MatMul" in public_op_candidates("_MklNativeFusedMatMul")

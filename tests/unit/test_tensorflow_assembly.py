@@ -7,16 +7,9 @@ import pytest
 from crystalperf.core.classify import KeywordClassifier
 from crystalperf.core.predict import Changes, Predictor
 from crystalperf.core.profile import build_profile
-from crystalperf.integrations.tensorflow.assemble import (
-    Recording,
-    Step,
-    build_trace,
-    layer_name,
-    op_group,
-    pipeline_split,
-)
+from crystalperf.integrations.tensorflow.assemble import build_trace, layer_name, op_group, pipeline_split
+from crystalperf.integrations.tensorflow.reader import OpEvent, Recording, Step, Timeline
 from crystalperf.integrations.tensorflow.whatif import amdahl_factor, parallel_fraction
-from crystalperf.integrations.tensorflow.xplane import OpEvent, Timeline
 
 LAYERS = frozenset({"sequential", "conv_a", "dense"})
 

@@ -1,4 +1,5 @@
-"""The Spark commands of the ``crystalperf`` CLI: ``spark-conf`` and ``demo``."""
+"""The Spark commands of the ``crystalperf`` CLI: ``spark-conf``, ``demo`` and ``spark-finish`` (the job end
+the listener runs, by hand)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,14 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
+
+from crystalperf.integrations.base import register_finish_command
+from crystalperf.integrations.spark.config import INTEGRATION
+
+
+def register_spark_finish(subparsers: argparse._SubParsersAction) -> None:
+    register_finish_command(subparsers, INTEGRATION,
+                            "merge the PySpark workers' samples into a listener's trace, write it and the report")
 
 
 def register_spark_conf(subparsers: argparse._SubParsersAction) -> None:
@@ -17,14 +26,11 @@ def register_spark_conf(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _spark_conf(args: argparse.Namespace) -> int:
-    from crystalperf.core.errors import BadInputError
-    from crystalperf.integrations.spark import SparkSetupError, spark_conf
+    from crystalperf.integrations.spark.config import spark_conf
 
-    try:
-        conf = spark_conf(output_dir=args.output_dir, sample_interval_ms=args.sample_interval_ms,
-                          python_sampling=not args.no_python_sampling, pin_worker_python=True)
-    except SparkSetupError as exc:
-        raise BadInputError(str(exc)) from None
+    # A setup problem (pyspark missing or unsupported, a stale jar) is a CrystalPerfError: one line from the CLI.
+    conf = spark_conf(output_dir=args.output_dir, sample_interval_ms=args.sample_interval_ms,
+                      python_sampling=not args.no_python_sampling, pin_worker_python=True)
     lines = [f"--conf {shlex.quote(f'{k}={v}')}" for k, v in conf.items()]
     sys.stdout.write(" \\\n".join(lines) + "\n")
     return 0
@@ -40,7 +46,7 @@ def register_demo(subparsers: argparse._SubParsersAction) -> None:
 def _demo(args: argparse.Namespace) -> int:
     import logging
 
-    from crystalperf.integrations.spark import spark_version
+    from crystalperf.integrations.spark.config import spark_version
     from crystalperf.integrations.spark.demo import run_demo
 
     spark_version()  # FrameworkNotInstalledError names the extra to install

@@ -108,7 +108,7 @@ def run_demo(out_dir: Path, scale: float = 1.0, sample_interval_ms: int | None =
     """Generate the data (once), run Q6 and Q9 with crystalperf on; returns the report dict."""
     from pyspark.sql import SparkSession
 
-    from crystalperf.integrations.spark import configure
+    from crystalperf.integrations.spark.config import configure
 
     out_dir = out_dir.resolve()
     data_dir = out_dir / "data"

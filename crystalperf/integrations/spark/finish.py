@@ -1,7 +1,8 @@
-"""Run by the listener when the application ends, in its own process: merge the PySpark workers'
-samples into the trace the JVM wrote, then run the same analysis as ``crystalperf analyze``.
+"""Job end, run by the listener in its own process when the application ends: merge the PySpark workers'
+samples into the trace the JVM wrote, write it, then run the same analysis as ``crystalperf analyze``.
 
 ``python -m crystalperf.integrations.spark.finish TRACE --out DIR [--spool DIR] [--no-analysis]``
+(the command ``INTEGRATION.finish_command`` gives; the Java listener builds the same one).
 """
 
 from __future__ import annotations
@@ -10,55 +11,46 @@ import argparse
 import logging
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from crystalperf.core import trace as tr
 from crystalperf.core.hooks import guard
-from crystalperf.core.sampling import merge_samples
+from crystalperf.integrations.base import finish_main, write_trace_and_report
+from crystalperf.integrations.spark.assemble import merge_worker_samples
+from crystalperf.integrations.spark.config import INTEGRATION
+from crystalperf.integrations.spark.reader import read_spool
 
 log = logging.getLogger("crystalperf")
 
 
-def merge_spool(trace: tr.Trace, spool: Path) -> int:
-    """Add every worker's samples found in ``spool`` to the trace; returns how many files were merged."""
-    parts: list[tr.StackSamples] = []
-    for path in sorted(spool.glob("pyworker-*.json")):
-        with guard(f"reading Python worker samples {path}"):
-            parts.append(tr.StackSamples.model_validate_json(path.read_text()))
-    if not parts:
-        return 0
-    base = [trace.samples] if trace.samples is not None else []
-    bucket_s = trace.samples.bucket_s if trace.samples is not None else None
-    origin = trace.samples.origin if trace.samples is not None else None
-    merged = merge_samples([*base, *parts], origin=origin, bucket_s=bucket_s)
-    if merged is not None and origin is None:
-        merged = merge_samples([merged], origin=min(merged.origin, trace.application.start))
-    trace.samples = merged
-    return len(parts)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("trace", type=Path, help="the trace the listener wrote")
+    parser.add_argument("--out", type=Path, required=True, help="where the trace and the report go")
+    parser.add_argument("--spool", type=Path, help="the PySpark workers' sample files to merge")
+    parser.add_argument("--no-analysis", action="store_true", help="write the trace only")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="crystalperf.integrations.spark.finish")
-    parser.add_argument("trace", type=Path)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--spool", type=Path)
-    parser.add_argument("--no-analysis", action="store_true")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    from crystalperf.core.hooks import finish_job
+def _merge_spool(trace: tr.Trace, spool: Path) -> None:
+    with guard("merging the Python workers' samples"):
+        parts = read_spool(spool)
+        merge_worker_samples(trace, parts)
+        log.info("crystalperf: merged the samples of %d Python worker(s)", len(parts))
+        # The spool is this application's alone (a fresh temporary directory unless the user chose one).
+        shutil.rmtree(spool, ignore_errors=True)
 
+
+def run(args: argparse.Namespace) -> int:
     trace = tr.load_trace(args.trace)
+    # The listener's document is the trace as the JVM saw it; what only this package knows is added here.
+    trace.environment.scaling = trace.environment.scaling or list(INTEGRATION.scaling)
     if args.spool is not None and args.spool.is_dir():
-        with guard("merging the Python workers' samples"):
-            merged = merge_spool(trace, args.spool)
-            log.info("crystalperf: merged the samples of %d Python worker(s)", merged)
-            shutil.rmtree(args.spool, ignore_errors=True)
-    written = finish_job(trace, args.out, analyze=not args.no_analysis)
-    if written is None:
-        return 1
-    if not args.no_analysis and not (args.out / "crystalperf-report.json").is_file():
-        return 1
-    return 0
+        _merge_spool(trace, args.spool)
+    return write_trace_and_report(trace, args.out, analyze=not args.no_analysis)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return finish_main(INTEGRATION, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

@@ -18,9 +18,9 @@ import pyspark.daemon as _daemon
 
 from crystalperf.core import trace as tr
 from crystalperf.core.sampling import PythonStackSampler
+from crystalperf.integrations.spark.config import SPOOL_ENV, SPOOL_FILE
 
 log = logging.getLogger(__name__)
-SPOOL_ENV = "CRYSTALPERF_SPARK_SPOOL"
 INTERVAL_ENV = "CRYSTALPERF_PY_SAMPLE_INTERVAL_S"
 
 _original_worker = _daemon.worker
@@ -65,7 +65,7 @@ def _flush() -> None:
     samples = without_jvm_waits(sampler.table.to_samples())
     if not samples.count:
         return
-    target = Path(spool) / f"pyworker-{os.getpid()}.json"
+    target = Path(spool) / SPOOL_FILE.format(pid=os.getpid())
     tmp = target.with_suffix(".tmp")
     tmp.write_text(samples.model_dump_json(exclude_none=True))
     tmp.replace(target)

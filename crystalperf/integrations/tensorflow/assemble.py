@@ -18,9 +18,13 @@ from dataclasses import dataclass, field
 
 from crystalperf.core import trace as tr
 from crystalperf.core.sampling import SampleTable
-from crystalperf.core.sources.tensorflow import op_frame_name
 from crystalperf.core.vectors import RESOURCES_ATTRIBUTE, VECTOR_SOURCE_ATTRIBUTE
-from crystalperf.integrations.tensorflow.xplane import OpEvent, Timeline
+from crystalperf.integrations.tensorflow.config import INTEGRATION
+from crystalperf.integrations.tensorflow.reader import OpEvent, Recording, RunInfo, Step, Timeline
+from crystalperf.integrations.tensorflow.sources import op_frame_name
+
+__all__ = ["Recording", "RunInfo", "Step", "build_trace", "layer_name", "op_group", "pipeline_parallelism",
+           "pipeline_split", "pipeline_work", "step_operations"]
 
 _WRAPPER_SCOPES = {"StatefulPartitionedCall", "PartitionedCall", "while", "body", "cond"}
 _NON_LAYER_SCOPES = {"compile_loss", "compile_metrics", "loss", "metrics", "gradient_tape"}
@@ -42,34 +46,21 @@ _OPTIMIZERS = {"adam", "adamw", "sgd", "rmsprop", "adagrad", "adadelta", "adamax
 
 
 @dataclass
-class Step:
-    """One training step (a Keras batch) as the callback saw it."""
+class StepEvents:
+    """The profiler's events that fell in one step."""
 
-    index: int  # global batch number since fit() began
-    epoch: int
-    start: float
-    end: float
+    compute: list[OpEvent] = field(default_factory=list)  # kernels of the training computation
+    pipeline: list[OpEvent] = field(default_factory=list)  # kernels on tf.data's threads
+    waits: list[tuple[float, float]] = field(default_factory=list)  # the training thread's input waits
 
 
 @dataclass
-class Recording:
-    """Everything the callback gathered in its window."""
+class KernelGroup:
+    """A step's kernels of one Keras layer (forward or backward), the optimizer, the loss, or "other"."""
 
-    steps: list[Step]
-    timeline: Timeline | None
-    python_samples: tr.StackSamples | None
-    threads: int  # TF's compute threads (intra-op parallelism)
-    cpu_count: int
-    cpu_seconds: float  # process CPU time during the window
-    memory_bytes: int | None
-    read_bytes: int | None = None  # bytes the process read from storage in the window (/proc/self/io)
-    device: str = "cpu"
-    layer_names: frozenset[str] = frozenset()  # the model's layers: graph scopes carry _1, _2 suffixes
-    multi_worker: bool = False  # several hosts (MultiWorkerMirroredStrategy): collectives cross the network
-    fit_start: float | None = None
-    fit_end: float | None = None
-    properties: dict[str, str] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
+    name: str
+    phase: str  # forward, backward, update, other
+    ops: list[OpEvent]
 
 
 def layer_name(scope: str, layers: frozenset[str]) -> str:
@@ -284,82 +275,147 @@ def _minor_groups(compute: Sequence[Sequence[OpEvent]], labels: Sequence[Sequenc
     return {group for group, seconds in busy.items() if seconds < SIGNIFICANT_SHARE * total}
 
 
+def _events_by_step(steps: Sequence[Step], timeline: Timeline | None) -> list[StepEvents]:
+    events = [StepEvents() for _ in steps]
+    if timeline is None:
+        return events
+    for op in timeline.ops:
+        pos = _step_of(steps, op.start)
+        if pos is not None:
+            (events[pos].pipeline if op.thread.startswith("tf_data") else events[pos].compute).append(op)
+    for start, duration in timeline.input_waits:
+        pos = _step_of(steps, start)
+        if pos is not None:
+            events[pos].waits.append((start, duration))
+    return events
+
+
+def _input_part(sid: str, step: Step, events: StepEvents, split: tuple[float, float, float],
+                python_input: bool) -> tr.Operation:
+    """The step's wait for its batch, split over resources by what the pipeline's kernels did."""
+    wait_s = sum(d for _, d in events.waits)
+    start = max(step.start, min((s for s, _ in events.waits), default=step.start))
+    end = min(step.end, max((s + d for s, d in events.waits), default=start))
+    attributes = {"placement": "host", "pipeline_ops": _summary(events.pipeline)}
+    if not python_input:
+        # Only kernels ran the pipeline: their kinds give the split of the wait (file reads
+        # are disk, transfers network, the rest CPU) better than a reading of their docs.
+        # With Python input code (py_function, generators) its samples are the evidence, and
+        # the kernel split only stands in for steps the sampler missed.
+        attributes[VECTOR_SOURCE_ATTRIBUTE] = "metrics"
+    return tr.Operation(
+        id=f"{sid}/input", name="input pipeline (wait)", kind="input", start=start, end=max(start, end),
+        metrics={tr.METRIC_RUN_TIME: wait_s, tr.METRIC_CPU_TIME: wait_s * split[0],
+                 tr.METRIC_DISK_TIME: wait_s * split[1], tr.METRIC_NETWORK_WAIT: wait_s * split[2]},
+        attributes=attributes,
+    )
+
+
+def _kernel_groups(ops: Sequence[OpEvent], labels: Sequence[tuple[str, str]], folded: set[str]) -> list[KernelGroup]:
+    """The step's kernels by group, in the order each group first ran; each group's kernels by start."""
+    groups: dict[str, KernelGroup] = {}
+    for op, (name, phase) in zip(ops, labels, strict=True):
+        if name in folded:
+            name, phase = "other", "other"
+        group = groups.setdefault(name, KernelGroup(name, phase, []))
+        group.ops.append(op)
+        group.phase = phase
+    for group in groups.values():
+        group.ops.sort(key=lambda o: o.start)
+    return list(groups.values())
+
+
+def _group_part(sid: str, step: Step, group: KernelGroup, multi_worker: bool) -> tr.Operation:
+    ops = group.ops
+    first, last = _span(ops)
+    start = min(max(step.start, first), step.end)
+    metrics = {tr.METRIC_RUN_TIME: sum(o.duration for o in ops)}
+    if any(o.device for o in ops):
+        metrics[tr.METRIC_DEVICE_TIME] = sum(o.duration for o in ops if o.device)
+    return tr.Operation(
+        id=f"{sid}/{_slug(group.name)}", name=group.name, kind="op", start=start, end=max(start, min(step.end, last)),
+        metrics=metrics,
+        attributes={"phase": group.phase, "placement": "device", "kernels": str(len(ops)),
+                    "op_types": _summary(ops), RESOURCES_ATTRIBUTE: _possible_resources(ops, multi_worker)},
+    )
+
+
 def step_operations(rec: Recording, table: SampleTable,
                     python_keys: Sequence[tr.SampleKey] = ()) -> tuple[list[tr.Operation], float]:
     """The step operations with their children, and the seconds the training thread waited for input."""
-    steps = rec.steps
-    timeline = rec.timeline
-    compute: list[list[OpEvent]] = [[] for _ in steps]
-    pipeline: list[list[OpEvent]] = [[] for _ in steps]
-    waits: list[list[tuple[float, float]]] = [[] for _ in steps]
-    if timeline is not None:
-        for op in timeline.ops:
-            pos = _step_of(steps, op.start)
-            if pos is None:
-                continue
-            (pipeline if op.thread.startswith("tf_data") else compute)[pos].append(op)
-        for start, duration in timeline.input_waits:
-            pos = _step_of(steps, start)
-            if pos is not None:
-                waits[pos].append((start, duration))
+    events = _events_by_step(rec.steps, rec.timeline)
     # Every step gets its input part, of zero length when the pipeline kept up: a what-if with slower
     # storage can make any step wait.
-    has_pipeline = any(waits) or any(pipeline)
-    split = pipeline_split(timeline) if timeline is not None else (1.0, 0.0, 0.0)
+    has_pipeline = any(e.waits for e in events) or any(e.pipeline for e in events)
+    split = pipeline_split(rec.timeline) if rec.timeline is not None else (1.0, 0.0, 0.0)
     python_input = any(k.operation.endswith("/input") for k in python_keys)
-    labels = [[op_group(op.node, rec.layer_names) for op in ops] for ops in compute]
-    folded = _minor_groups(compute, labels)
+    labels = [[op_group(op.node, rec.layer_names) for op in e.compute] for e in events]
+    folded = _minor_groups([e.compute for e in events], labels)
     operations: list[tr.Operation] = []
     waited = 0.0
-    for pos, step in enumerate(steps):
+    for step, step_events, step_labels in zip(rec.steps, events, labels, strict=True):
         sid = f"s{step.index}"
         children: list[tr.Operation] = []
         if has_pipeline:
-            wait_s = sum(d for _, d in waits[pos])
-            waited += wait_s
-            start = max(step.start, min((s for s, _ in waits[pos]), default=step.start))
-            end = min(step.end, max((s + d for s, d in waits[pos]), default=start))
-            iid = f"{sid}/input"
-            attributes = {"placement": "host", "pipeline_ops": _summary(pipeline[pos])}
-            if not python_input:
-                # Only kernels ran the pipeline: their kinds give the split of the wait (file reads
-                # are disk, transfers network, the rest CPU) better than a reading of their docs.
-                # With Python input code (py_function, generators) its samples are the evidence, and
-                # the kernel split only stands in for steps the sampler missed.
-                attributes[VECTOR_SOURCE_ATTRIBUTE] = "metrics"
-            children.append(tr.Operation(
-                id=iid, name="input pipeline (wait)", kind="input", start=start, end=max(start, end),
-                metrics={tr.METRIC_RUN_TIME: wait_s, tr.METRIC_CPU_TIME: wait_s * split[0],
-                         tr.METRIC_DISK_TIME: wait_s * split[1], tr.METRIC_NETWORK_WAIT: wait_s * split[2]},
-                attributes=attributes,
-            ))
-            _add_op_samples(table, tr.SampleKey(operation=iid, thread="tf.data"), pipeline[pos])
-        groups: dict[str, list[OpEvent]] = {}
-        phases: dict[str, str] = {"other": "other"}
-        for op, (group, phase) in zip(compute[pos], labels[pos], strict=True):
-            if group in folded:
-                group, phase = "other", "other"
-            groups.setdefault(group, []).append(op)
-            phases[group] = phase
-        for group, ops in groups.items():
-            ops.sort(key=lambda o: o.start)
-            first, last = _span(ops)
-            start = min(max(step.start, first), step.end)
-            children.append(tr.Operation(
-                id=f"{sid}/{_slug(group)}", name=group, kind="op", start=start, end=max(start, min(step.end, last)),
-                metrics={tr.METRIC_RUN_TIME: sum(o.duration for o in ops),
-                         **({tr.METRIC_DEVICE_TIME: sum(o.duration for o in ops if o.device)}
-                            if any(o.device for o in ops) else {})},
-                attributes={"phase": phases[group], "placement": "device", "kernels": str(len(ops)),
-                            "op_types": _summary(ops), RESOURCES_ATTRIBUTE: _possible_resources(ops, rec.multi_worker)},
-            ))
-            _add_op_samples(table, tr.SampleKey(operation=f"{sid}/{_slug(group)}", thread="tf-kernels"), ops)
-        children = _tile(children, step, sid)
+            part = _input_part(sid, step, step_events, split, python_input)
+            waited += part.metrics[tr.METRIC_RUN_TIME]
+            children.append(part)
+            _add_op_samples(table, tr.SampleKey(operation=part.id, thread="tf.data"), step_events.pipeline)
+        for group in _kernel_groups(step_events.compute, step_labels, folded):
+            part = _group_part(sid, step, group, rec.multi_worker)
+            children.append(part)
+            _add_op_samples(table, tr.SampleKey(operation=part.id, thread="tf-kernels"), group.ops)
         operations.append(tr.Operation(
             id=sid, name=f"step {step.index} (epoch {step.epoch + 1})", kind="step", start=step.start,
-            end=step.end, children=children, attributes={"epoch": str(step.epoch), "batch": str(step.index)},
+            end=step.end, children=_tile(children, step, sid),
+            attributes={"epoch": str(step.epoch), "batch": str(step.index)},
         ))
     return operations, waited
+
+
+def _window_metrics(rec: Recording, waited: float, window: float) -> dict[str, float]:
+    metrics: dict[str, float] = {
+        "steps": float(len(rec.steps)),
+        "step_time_s": window / len(rec.steps),
+        "input_wait_fraction": min(1.0, waited / window),
+        "cpu_utilization": rec.cpu_seconds / window,
+    }
+    if rec.fit_start is not None and rec.fit_end is not None:
+        metrics["fit_time_s"] = rec.fit_end - rec.fit_start
+    timeline = rec.timeline
+    if timeline is None:
+        return metrics
+    if timeline.peak_bytes_in_use:
+        metrics["tensor_bytes"] = float(timeline.peak_bytes_in_use)
+        metrics["data_bytes"] = float(timeline.peak_bytes_in_use)
+        metrics[tr.METRIC_PEAK_MEMORY_BYTES] = float(timeline.peak_bytes_in_use)
+    # The input pipeline's own work, for the TensorFlow what-if model of prefetching.
+    cpu_s, disk_s, net_s = pipeline_work(timeline)
+    metrics.update(input_work_cpu_s=cpu_s, input_work_disk_s=disk_s, input_work_network_s=net_s,
+                   input_parallelism=pipeline_parallelism(timeline))
+    if rec.read_bytes is not None:
+        metrics["input_read_bytes"] = float(rec.read_bytes)
+    for stage, busy in timeline.stage_busy.items():
+        metrics[f"tf.data.{stage}_busy_s"] = busy
+    if rec.read_bytes and disk_s > 0:
+        # What the pipeline's reads achieved: the storage delivers at least this much.
+        metrics["observed_read_bandwidth"] = rec.read_bytes / (disk_s / metrics["input_parallelism"])
+    return metrics
+
+
+def _environment(rec: Recording, host: str | None, disk_bandwidth: float | None) -> tr.Environment:
+    return tr.Environment(
+        hosts=[host] if host else [],
+        executors=[tr.Executor(id="worker", host=host, cores=rec.threads, memory_bytes=rec.memory_bytes)],
+        cores_per_executor=rec.threads,
+        total_slots=rec.threads,
+        cpu_count=rec.cpu_count,
+        memory_bytes=rec.memory_bytes,
+        devices=[tr.Device(kind=rec.device)],  # type: ignore[arg-type]
+        disk_bandwidth=disk_bandwidth,
+        properties=rec.properties,
+        scaling=list(INTEGRATION.scaling),
+    )
 
 
 def build_trace(rec: Recording, *, run_id: str, name: str, framework_version: str | None,
@@ -376,57 +432,27 @@ def build_trace(rec: Recording, *, run_id: str, name: str, framework_version: st
     if rec.python_samples is not None:
         _copy_python_samples(table, rec.python_samples)
     operations, waited = step_operations(rec, table, rec.python_samples.keys if rec.python_samples else ())
-    window = max(end - start, 1e-9)
-    metrics: dict[str, float] = {
-        "steps": float(len(rec.steps)),
-        "step_time_s": window / len(rec.steps),
-        "input_wait_fraction": min(1.0, waited / window),
-        "cpu_utilization": rec.cpu_seconds / window,
-    }
-    if rec.fit_start is not None and rec.fit_end is not None:
-        metrics["fit_time_s"] = rec.fit_end - rec.fit_start
-    if rec.timeline is not None and rec.timeline.peak_bytes_in_use:
-        metrics["tensor_bytes"] = float(rec.timeline.peak_bytes_in_use)
-        metrics["data_bytes"] = float(rec.timeline.peak_bytes_in_use)
-        metrics[tr.METRIC_PEAK_MEMORY_BYTES] = float(rec.timeline.peak_bytes_in_use)
-    if rec.timeline is not None:
-        # The input pipeline's own work, for the TensorFlow what-if model of prefetching.
-        cpu_s, disk_s, net_s = pipeline_work(rec.timeline)
-        metrics.update(input_work_cpu_s=cpu_s, input_work_disk_s=disk_s, input_work_network_s=net_s,
-                       input_parallelism=pipeline_parallelism(rec.timeline))
-        if rec.read_bytes is not None:
-            metrics["input_read_bytes"] = float(rec.read_bytes)
-        for stage, busy in rec.timeline.stage_busy.items():
-            metrics[f"tf.data.{stage}_busy_s"] = busy
+    metrics = _window_metrics(rec, waited, max(end - start, 1e-9))
     warnings = list(rec.warnings)
     if rec.timeline is None:
         warnings.append("no TensorFlow op timeline (the profiler could not run): steps are whole operations "
                         "and their resources come from Python stack samples only")
     samples = table.to_samples()
-    disk_bandwidth = None
-    if rec.timeline is not None and rec.read_bytes and metrics.get("input_work_disk_s", 0) > 0:
-        # What the pipeline's reads achieved: the storage delivers at least this much.
-        disk_bandwidth = rec.read_bytes / (metrics["input_work_disk_s"] / metrics["input_parallelism"])
-        metrics["observed_read_bandwidth"] = disk_bandwidth
     return tr.Trace(
         producer=tr.Producer(version=__version__, hook="keras-callback"),
         application=tr.Application(
             framework="tensorflow", framework_version=framework_version, id=run_id, name=name,
             start=start, end=end, status=status, output_dir=output_dir,  # type: ignore[arg-type]
         ),
-        environment=tr.Environment(
-            hosts=[host] if host else [],
-            executors=[tr.Executor(id="worker", host=host, cores=rec.threads, memory_bytes=rec.memory_bytes)],
-            cores_per_executor=rec.threads,
-            total_slots=rec.threads,
-            cpu_count=rec.cpu_count,
-            memory_bytes=rec.memory_bytes,
-            devices=[tr.Device(kind=rec.device)],  # type: ignore[arg-type]
-            disk_bandwidth=disk_bandwidth,
-            properties=rec.properties,
-        ),
+        environment=_environment(rec, host, metrics.get("observed_read_bandwidth")),
         operations=operations,
         samples=samples if samples.count else None,
         metrics=metrics,
         warnings=warnings,
     )
+
+
+def build_trace_for(rec: Recording, info: RunInfo) -> tr.Trace:
+    """:func:`build_trace` with the run's names from a :class:`RunInfo`."""
+    return build_trace(rec, run_id=info.run_id, name=info.name, framework_version=info.framework_version,
+                       status=info.status, output_dir=info.output_dir, host=info.host)

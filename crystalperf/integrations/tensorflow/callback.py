@@ -3,8 +3,10 @@ and the report when training ends.
 
 During the window TensorFlow's own profiler records every kernel and tf.data event (``*.xplane.pb``)
 and a thread of ours samples the Python stacks of the input pipeline's threads (py_function and
-generator code is invisible to the profiler on TF 2.20+). Nothing here may fail ``fit``: every
-step of the callback is guarded, and a failure costs only the report.
+generator code is invisible to the profiler on TF 2.20+). When training ends the trace is assembled
+and written here; the report comes from ``python -m crystalperf.integrations.tensorflow.finish``, which
+the callback starts and waits for. Nothing here may fail ``fit``: every step of the callback is guarded,
+and a failure costs only the report.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import keras
@@ -31,68 +32,27 @@ import tensorflow as tf
 from crystalperf.core import trace as tr
 from crystalperf.core.hooks import finish_job, guard, testing
 from crystalperf.core.sampling import PythonStackSampler
-from crystalperf.integrations.tensorflow.assemble import Recording, Step, build_trace
-from crystalperf.integrations.tensorflow.xplane import Timeline, find_xplane, read_timeline
+from crystalperf.integrations.base import run_finish
+from crystalperf.integrations.tensorflow import config
+from crystalperf.integrations.tensorflow.assemble import build_trace_for
+from crystalperf.integrations.tensorflow.config import INTEGRATION
+from crystalperf.integrations.tensorflow.reader import (
+    Recording,
+    RunInfo,
+    Step,
+    Timeline,
+    find_xplane,
+    read_timeline,
+)
 
 log = logging.getLogger("crystalperf.tensorflow")
 
 DEFAULT_WINDOW = 20  # steps: enough for a stable mean step time, cheap to trace
 DEFAULT_SKIP = 2  # the first steps trace and compile the train function
-OUTPUT_ENV = "CRYSTALPERF_OUTPUT_DIR"
+ANALYSIS_LOG = "crystalperf-analysis.log"
 # Python frames of these files run user input code on tf.data's threads (py_function, generators,
 # Keras PyDataset): their samples describe the input pipeline.
 _INPUT_CODE_MARKERS = ("script_ops.py", "data_adapters", "py_dataset", "generator")
-
-
-def _run_id() -> str:
-    return time.strftime("fit-%Y%m%d-%H%M%S", time.localtime()) + f"-{os.getpid()}"
-
-
-def _tf_config() -> dict[str, Any]:
-    try:
-        found = json.loads(os.environ.get("TF_CONFIG") or "{}")
-    except ValueError:
-        return {}
-    return found if isinstance(found, dict) else {}
-
-
-def _worker_suffix() -> str | None:
-    """``worker-1`` under MultiWorkerMirroredStrategy (TF_CONFIG names this process's task)."""
-    task = _tf_config().get("task") or {}
-    if isinstance(task, dict) and "type" in task:
-        return f"{task['type']}-{task.get('index', 0)}"
-    return None
-
-
-def _multi_worker() -> bool:
-    cluster = _tf_config().get("cluster") or {}
-    return isinstance(cluster, dict) and sum(len(v) for v in cluster.values() if isinstance(v, list)) > 1
-
-
-def _sibling_output_dir(callback: keras.callbacks.Callback) -> Path | None:
-    """The directory a TensorBoard / ModelCheckpoint / BackupAndRestore callback of the same fit writes."""
-    frame: FrameType | None = sys._getframe(1)
-    siblings: list[Any] = []
-    for _ in range(12):
-        if frame is None:
-            break
-        for value in frame.f_locals.values():
-            members = getattr(value, "callbacks", None)
-            if isinstance(members, list) and any(m is callback for m in members):
-                siblings = members
-                break
-        if siblings:
-            break
-        frame = frame.f_back
-    for other in siblings:
-        for attr in ("log_dir", "backup_dir"):
-            found = getattr(other, attr, None)
-            if isinstance(found, (str, os.PathLike)) and str(found):
-                return Path(found)
-        path = getattr(other, "filepath", None)
-        if isinstance(path, (str, os.PathLike)) and str(path):
-            return Path(path).parent
-    return None
 
 
 def _layer_names(model: Any) -> frozenset[str]:
@@ -135,6 +95,13 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _bottleneck_sentence(out: Path) -> str:
+    with guard("reading the report's verdict", log):
+        report = json.loads((out / "crystalperf-report.json").read_text())
+        return str(report["bottleneck"]["sentence"])
+    return ""
+
+
 class CrystalPerfCallback(keras.callbacks.Callback):
     """Profiles a window of training steps and, when ``fit`` returns, leaves a crystalperf report.
 
@@ -175,6 +142,9 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         self._fit_start: float | None = None
         self._finished = True
         self._warnings: list[str] = []
+        self._timeline: Timeline | None = None
+        self._cpu = 0.0
+        self._read: int | None = None
 
     # -- Keras hooks -----------------------------------------------------------------------------
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
@@ -185,15 +155,10 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         self._fit_start = time.time()
         with guard("crystalperf: preparing the profile window", log):
             self._window = self._choose_window()
-            if self.output_dir is None:
-                sibling = _sibling_output_dir(self)
-                base = (sibling / "crystalperf") if sibling is not None else Path("crystalperf")
-                self.report_dir = base / _run_id()
-            else:
-                self.report_dir = self.output_dir
-            suffix = _worker_suffix()
-            if suffix:
-                self.report_dir = self.report_dir / suffix
+            # The fit's other callbacks are locals of Keras frames above this one.
+            siblings = config.fit_callbacks(self, sys._getframe()) if self.output_dir is None else []
+            self.report_dir = config.output_dir(self.output_dir, config.sibling_output_dir(siblings),
+                                                config.run_id(), config.tf_config())
             log.info("crystalperf: profiling steps %d-%d; report will be written to %s",
                      self._window[0], self._window[1] - 1, self.report_dir)
             _register_exit(self)
@@ -270,7 +235,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
             frame = frame.f_back
         return None
 
-    def _stop_window(self) -> tuple[Timeline | None, float]:
+    def _stop_window(self) -> None:
         cpu = _cpu_seconds() - self._cpu_start
         read_end = _read_bytes()
         self._read = read_end - self._read_start if read_end is not None and self._read_start is not None else None
@@ -286,41 +251,65 @@ class CrystalPerfCallback(keras.callbacks.Callback):
                     timeline = read_timeline(found)
         self._timeline = timeline
         self._cpu = cpu
-        return timeline, cpu
 
+    # -- the end of training -----------------------------------------------------------------------
     def _finish(self, status: str) -> None:
+        """Write the trace, then (unless ``analyze=False``) wait for the finish command's report."""
         if self._finished:
             return
         self._finished = True
         with guard("crystalperf: writing the training report", log):
-            if self._profiling:
-                self._stop_window()
-            python_samples = self._sampler.stop() if self._sampler is not None else None
-            if self._logdir is not None:
-                shutil.rmtree(self._logdir, ignore_errors=True)
-            steps = [s for s in self._steps if s.end > s.start]
-            if not steps:
-                log.warning("crystalperf: no training step was profiled (training ended before step %d); "
-                            "no report", self._window[0])
+            rec = self._recording()
+            if rec is None:
                 return
-            rec = Recording(
-                steps=steps, timeline=getattr(self, "_timeline", None), python_samples=python_samples,
-                threads=_threads(), cpu_count=len(os.sched_getaffinity(0)),
-                cpu_seconds=getattr(self, "_cpu", 0.0), memory_bytes=_memory_bytes(),
-                read_bytes=getattr(self, "_read", None),
-                device="gpu" if tf.config.list_logical_devices("GPU") else "cpu", multi_worker=_multi_worker(),
-                layer_names=_layer_names(self.model), fit_start=self._fit_start, fit_end=time.time(), properties=self._properties(),
-                warnings=self._warnings,
-            )
-            out = self.report_dir or Path("crystalperf") / _run_id()
-            trace = build_trace(
-                rec, run_id=out.name, name=getattr(self.model, "name", "") or "keras model",
-                framework_version=tf.__version__, status=status, output_dir=str(out),
-                host=socket.gethostname(),
-            )
-            self.trace_path = finish_job(trace, out, analyze=self.analyze)
-            if self.trace_path is not None:
-                log.warning("crystalperf: training profile written to %s", out)
+            out = self.report_dir or config.DEFAULT_BASE / config.run_id()
+            trace = build_trace_for(rec, self._run_info(out, status))
+            self.trace_path = finish_job(trace, out, analyze=False)
+            if self.trace_path is None:
+                return
+            if self.analyze:
+                self._analyse(self.trace_path, out)
+            log.warning("crystalperf: training profile written to %s", out)
+
+    def _recording(self) -> Recording | None:
+        """What the window recorded (the profiler stopped, its files removed); None without a step."""
+        if self._profiling:
+            self._stop_window()
+        python_samples = self._sampler.stop() if self._sampler is not None else None
+        if self._logdir is not None:
+            shutil.rmtree(self._logdir, ignore_errors=True)
+        steps = [s for s in self._steps if s.end > s.start]
+        if not steps:
+            log.warning("crystalperf: no training step was profiled (training ended before step %d); "
+                        "no report", self._window[0])
+            return None
+        return Recording(
+            steps=steps, timeline=self._timeline, python_samples=python_samples,
+            threads=_threads(), cpu_count=len(os.sched_getaffinity(0)),
+            cpu_seconds=self._cpu, memory_bytes=_memory_bytes(), read_bytes=self._read,
+            device="gpu" if tf.config.list_logical_devices("GPU") else "cpu",
+            multi_worker=config.multi_worker(config.tf_config()), layer_names=_layer_names(self.model),
+            fit_start=self._fit_start, fit_end=time.time(), properties=self._properties(), warnings=self._warnings,
+        )
+
+    def _run_info(self, out: Path, status: str) -> RunInfo:
+        return RunInfo(run_id=out.name, name=getattr(self.model, "name", "") or "keras model",
+                       framework_version=tf.__version__, status=status, output_dir=str(out),
+                       host=socket.gethostname())
+
+    def _analyse(self, trace_path: Path, out: Path) -> None:
+        """The analysis runs in its own process, as for every framework: the classifiers it loads stay
+        out of the training process. fit() returns once the report is there."""
+        log_path = out / ANALYSIS_LOG
+        status = run_finish(INTEGRATION.finish_command(str(trace_path), "--out", str(out)), log_path,
+                            timeout_s=None)
+        if status != 0:
+            message = f"the analysis failed (exit status {status}); the trace is kept, see {log_path}"
+            if testing():
+                raise RuntimeError(message)
+            log.warning("crystalperf: %s", message)
+            return
+        log.warning("crystalperf: %s Report: %s", _bottleneck_sentence(out), out / "crystalperf-report.html")
 
     def _properties(self) -> dict[str, str]:
         props = {

@@ -82,7 +82,7 @@ def _analysis_log(out: Path, timeout_s: float = 180) -> str:
 
 
 def test_the_reporter_writes_the_report_when_the_job_ends(datastream_job: Path) -> None:
-    # Nobody calls finish(): the reporter started `python -m crystalperf flink-finish` at job end.
+    # Nobody calls finish(): the reporter started `python -m crystalperf.integrations.flink.finish` at job end.
     log = _analysis_log(datastream_job)
     report_path = datastream_job / "crystalperf-report.json"
     assert report_path.exists(), f"no report; analysis log: {log!r}"

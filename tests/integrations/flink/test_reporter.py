@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-from crystalperf.core.errors import BadInputError
 from crystalperf.integrations import flink as cpflink
 
 from .sql_jobs import batch_table_env, create_keyed_tables
@@ -72,27 +69,6 @@ def test_finish_writes_a_report_naming_the_operators_and_a_bottleneck(sql_job: P
     assert report["bottleneck"]["resource"] in {"cpu", "disk", "network"}
     names = json.dumps(report["operations"])
     assert "src" in names and "snk" in names
-
-
-def test_bad_metrics_file_is_bad_input(tmp_path: Path) -> None:
-    bad = tmp_path / "crystalperf-flink-x.json"
-    bad.write_text("{not json")
-    with pytest.raises(BadInputError, match="crystalperf-flink-x.json"):
-        cpflink.read_metrics(bad)
-    bad.write_text('{"format": "other"}')
-    with pytest.raises(BadInputError):
-        cpflink.read_metrics(bad)
-
-
-def test_bundled_jar_is_current_with_its_sources() -> None:
-    spec = importlib.util.spec_from_file_location("hatch_build", ROOT / "hatch_build.py")
-    assert spec is not None and spec.loader is not None
-    hatch_build = importlib.util.module_from_spec(spec)
-    sys.modules["hatch_build"] = hatch_build
-    spec.loader.exec_module(hatch_build)
-    flink_jar = next(j for j in hatch_build.JARS if j.name == "flink")
-    assert hatch_build.is_current(flink_jar)
-    assert cpflink.jar_path() == flink_jar.jar
 
 
 def test_a_failing_job_still_leaves_what_was_collected(tmp_path: Path) -> None:

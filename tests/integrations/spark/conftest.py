@@ -17,8 +17,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("pyspark")
-
 PRELUDE = '''
 import sys
 from pyspark.sql import SparkSession

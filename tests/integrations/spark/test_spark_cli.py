@@ -7,12 +7,14 @@ import pytest
 
 def test_spark_conf_prints_submit_lines(capsys: pytest.CaptureFixture[str]) -> None:
     from crystalperf.core.cli import main
+    from crystalperf.core.trace import SCHEMA_VERSION
 
     assert main(["spark-conf", "--output-dir", "/tmp/x", "--no-python-sampling"]) == 0
     out = capsys.readouterr().out
     assert "--conf spark.extraListeners=org.crystalperf.spark.CrystalPerfListener" in out
     assert "--conf spark.plugins=org.crystalperf.spark.CrystalPerfPlugin" in out
     assert "crystalperf-spark.jar" in out and "spark.crystalperf.outputDir=/tmp/x" in out
+    assert f"--conf spark.crystalperf.schemaVersion={SCHEMA_VERSION}" in out
 
 
 def test_configure_appends_to_existing_lists() -> None:
@@ -25,30 +27,14 @@ def test_configure_appends_to_existing_lists() -> None:
     assert conf.get("spark.extraListeners") == "com.example.Other,org.crystalperf.spark.CrystalPerfListener"
 
 
-def test_unsupported_spark_version_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
-    import crystalperf.integrations.spark as integ
+def test_installed_pyspark_is_supported() -> None:
+    # the unsupported-version and stale-jar messages are unit tests (tests/unit/test_spark_contract.py)
+    import pyspark
 
-    monkeypatch.setattr(integ, "spark_version", lambda: "3.5.1")
-    with pytest.raises(integ.SparkSetupError, match="pip install 'pyspark>=4.0,<4.4'"):
-        integ.check_installation()
+    from crystalperf.integrations.spark import INTEGRATION, check_installation
 
-
-def test_stale_jar_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
-    import crystalperf.integrations.spark as integ
-
-    monkeypatch.setattr(integ, "_sources_hash", lambda: "0" * 64)
-    with pytest.raises(integ.SparkSetupError, match="hatch_build.py"):
-        integ.check_installation()
-
-
-def test_bad_event_log_is_one_clear_error(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
-    from crystalperf.core.cli import main
-
-    bad = tmp_path / "eventlog"
-    bad.write_text('{"Event": "SomethingElse"}\nnot json\n')
-    assert main(["import", "spark-eventlog", str(bad)]) == 2
-    err = capsys.readouterr().err
-    assert "not a Spark event log" in err and str(bad) in err
+    assert INTEGRATION.check() == pyspark.__version__
+    assert check_installation().name == "crystalperf-spark.jar"
 
 
 def test_python_worker_waiting_for_the_jvm_is_not_counted() -> None:

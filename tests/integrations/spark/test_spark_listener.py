@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from crystalperf.core.trace import load_trace
+from crystalperf.core.trace import SCHEMA_VERSION, load_trace
 
 
 def _top_names(op: dict) -> list[str]:
@@ -37,6 +37,8 @@ def test_shuffle_spill_parquet_job_and_event_log(run_app, tmp_path: Path) -> Non
     out = tmp_path / "out"
     trace = load_trace(out / "crystalperf-trace.json.gz")
     assert trace.application.framework == "spark" and trace.application.status == "succeeded"
+    # the listener writes the schema version spark_conf passed it (spark.crystalperf.schemaVersion)
+    assert trace.schema_version == SCHEMA_VERSION
     jobs = trace.operations
     assert jobs and all(j.kind == "job" for j in jobs)
     stages = [s for j in jobs for s in j.children]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from crystalperf.core.sources import LocateContext
-from crystalperf.core.sources.tensorflow import TensorFlowOpLocator, op_frame_name
 from crystalperf.core.trace import Frame
+from crystalperf.integrations.tensorflow.sources import TensorFlowOpLocator, op_frame_name
 
 pytest.importorskip("tensorflow")
 

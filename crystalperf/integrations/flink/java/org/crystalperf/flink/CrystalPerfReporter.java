@@ -53,6 +53,8 @@ public class CrystalPerfReporter implements MetricReporter {
     private static final double BUCKET_S = 1.0;
     private long sampleIntervalMs = 100;
     private long flushIntervalMs = 5000;
+    /** The Python module that finishes a job (crystalperf.integrations.flink.finish, run with -m). */
+    private static final String FINISH_MODULE = "crystalperf.integrations.flink.finish";
     /** Python interpreter with crystalperf that analyses a job's parts once it ended here (empty: none). */
     private String analyzePython = "";
     /** Jobs whose analysis this process started, so a job is analysed once per process. */
@@ -372,8 +374,9 @@ public class CrystalPerfReporter implements MetricReporter {
     }
 
     /**
-     * Starts {@code <python> -m crystalperf flink-finish <part>} detached, its output appended to a log next
-     * to the part: the analysis takes seconds to minutes and must not hold up the task or the cluster.
+     * Starts {@code <python> -m crystalperf.integrations.flink.finish <part>} detached (the command line of
+     * the Python side's {@code INTEGRATION.finish_command(part)}), its output appended to a log next to the
+     * part: the analysis takes seconds to minutes and must not hold up the task or the cluster.
      */
     private void analyse(Job job, Path part) {
         if (part == null || analyzePython.isEmpty() || !analysed.add(job.id)) {
@@ -382,7 +385,10 @@ public class CrystalPerfReporter implements MetricReporter {
         try {
             Path logFile = outputDir.resolve("crystalperf-flink-" + job.id + "." + PROCESS_ID + ".log");
             ProcessBuilder builder = new ProcessBuilder(
-                    analyzePython, "-m", "crystalperf", "flink-finish", part.toString());
+                    analyzePython, "-m", FINISH_MODULE, part.toString());
+            // The package re-exports finish() from its finish module, so runpy finds that module imported
+            // before it runs it as __main__ and warns; running it twice is harmless here.
+            builder.environment().merge("PYTHONWARNINGS", "ignore::RuntimeWarning:runpy", (a, b) -> a + "," + b);
             builder.redirectErrorStream(true);
             builder.redirectOutput(ProcessBuilder.Redirect.appendTo(logFile.toFile()));
             builder.redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null")));

@@ -42,6 +42,12 @@ import scala.jdk.javaapi.CollectionConverters;
 public class CrystalPerfListener extends SparkListener {
     static final Logger LOG = Logger.getLogger("crystalperf");
     static final String VERSION = "0.1";
+    /**
+     * The trace schema version written when {@code spark.crystalperf.schemaVersion} is absent (a listener
+     * configured by hand); crystalperf's {@code spark_conf} sets it to the version its Python side reads.
+     * A unit test keeps this equal to {@code crystalperf.core.trace.SCHEMA_VERSION}.
+     */
+    static final String SCHEMA_VERSION = "1.1";
     private static final Pattern WRITE_PATH =
             Pattern.compile(
             "InsertIntoHadoopFsRelationCommand\\s*(?:\\nInput: [^\\n]*\\nArguments:)?\\s+(?:file:(?://)?)?(/[^,\\s\\]]+)");
@@ -430,8 +436,9 @@ public class CrystalPerfListener extends SparkListener {
 
     Map<String, Object> buildTrace(double end) {
         Map<String, Object> doc = new LinkedHashMap<>();
-        doc.put("schema_version", "1.0");
-        doc.put("$schema", "urn:crystalperf:trace:1.0");
+        String schemaVersion = conf.get("spark.crystalperf.schemaVersion", SCHEMA_VERSION);
+        doc.put("schema_version", schemaVersion);
+        doc.put("$schema", "urn:crystalperf:trace:" + schemaVersion);
         Map<String, Object> producer = new LinkedHashMap<>();
         producer.put("name", "crystalperf");
         producer.put("version", VERSION);
@@ -776,7 +783,8 @@ public class CrystalPerfListener extends SparkListener {
     /**
      * The Python side merges the PySpark workers' samples into the trace and runs the same analysis
      * as {@code crystalperf analyze}, in its own process: it must not count toward the job, and a crash
-     * there must not reach the application.
+     * there must not reach the application. The command line is the one Python's
+     * {@code INTEGRATION.finish_command(trace, "--out", dir, ...)} builds.
      */
     private void finishInPython(File trace, File outDir) throws Exception {
         String python = conf.get("spark.crystalperf.python", "");

@@ -1,8 +1,9 @@
 """TensorFlow op frames -> the op's documentation from TensorFlow's own registry (``tf.raw_ops``).
 
 A hook records an op execution as the frame ``tensorflow.op.<OpType>`` (language ``unknown``, module
-``tensorflow``). TensorFlow is imported only when such a frame is met and TensorFlow is installed, so
-the core stays framework-free at import time.
+``tensorflow``). The locator is registered through the ``crystalperf.source_locators`` entry point;
+TensorFlow is imported only when such a frame is met and TensorFlow is installed, so analysing any
+other trace never loads it.
 """
 
 from __future__ import annotations

@@ -1,0 +1,102 @@
+"""Turning the Flink reporter on: the configuration entries that load it, and the recorded job graph.
+
+``configure()`` sets the entries on a PyFlink ``Configuration`` in this process, so it checks that the
+installed PyFlink is one the reporter supports. ``configuration()`` (and ``crystalperf flink-conf``) also
+serves a cluster elsewhere: it checks the version only when PyFlink is installed here; when it is not,
+the entries are printed as they are and the cluster that loads them must run the supported range
+(:data:`INTEGRATION` ``.supported``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from crystalperf.integrations.base import Integration
+from crystalperf.integrations.flink.reader import PLAN_FORMAT, PLAN_PREFIX
+
+INTEGRATION = Integration(
+    name="flink",
+    module="pyflink",
+    distributions=("apache-flink",),
+    minimum=(2, 0),
+    below=(2, 4),
+    jar="crystalperf-flink.jar",
+    # subtasks of a streaming job run side by side for the whole job: parallelism is what resizes it
+    scaling=("parallelism",),
+)
+
+REPORTER_NAME = "crystalperf"
+FACTORY_CLASS = "org.crystalperf.flink.CrystalPerfReporterFactory"
+
+
+def jar_path() -> Path:
+    """The bundled reporter jar (checked to exist and to match its Java sources)."""
+    return INTEGRATION.jar_path()
+
+
+def configuration(output_dir: str | Path | None = None, *, analyze: bool = True) -> dict[str, str]:
+    """The configuration entries that load the reporter (the jar included in ``pipeline.jars``).
+
+    With ``analyze``, the reporter starts ``<this python> -m crystalperf.integrations.flink.finish <part>``
+    when a job ends, which writes the trace and the report into the output directory; without it, call
+    :func:`crystalperf.integrations.flink.finish` yourself. Raises ``UnsupportedFrameworkVersionError`` when
+    an unsupported PyFlink is installed here; without PyFlink the entries are for a cluster elsewhere.
+    """
+    if INTEGRATION.version() is not None:
+        INTEGRATION.check()
+    entries = {
+        f"metrics.reporter.{REPORTER_NAME}.factory.class": FACTORY_CLASS,
+        "pipeline.jars": jar_path().as_uri(),
+    }
+    if output_dir is not None:
+        entries[f"metrics.reporter.{REPORTER_NAME}.output.dir"] = str(Path(output_dir).resolve())
+    if analyze:
+        entries[f"metrics.reporter.{REPORTER_NAME}.analyze.python"] = sys.executable
+    return entries
+
+
+def configure(config: Any, output_dir: str | Path | None = None, *, analyze: bool = True) -> Any:
+    """Set the reporter's entries on a PyFlink ``Configuration`` (keeping jars already listed) and return it.
+
+    Raises ``FrameworkNotInstalledError`` / ``UnsupportedFrameworkVersionError`` (naming the fix) when
+    PyFlink is missing or outside the supported versions.
+    """
+    INTEGRATION.check()
+    for key, value in configuration(output_dir, analyze=analyze).items():
+        if key == "pipeline.jars":
+            existing = [j for j in (config.get_string(key, "") or "").split(";") if j]
+            value = ";".join([*existing, value]) if value not in existing else ";".join(existing)
+        config.set_string(key, value)
+    return config
+
+
+def record_plan(env: Any, output_dir: str | Path, statement: str | None = None) -> Path | None:
+    """Save the operator-level job graph next to the reporter's files; call it before executing the job.
+
+    ``env`` is a ``StreamExecutionEnvironment`` (its ``get_execution_plan()``) or, with ``statement``, a
+    ``TableEnvironment`` (``explain_sql(statement, JSON_EXECUTION_PLAN)``). The reader links operator
+    chains by this graph; without it chains are assumed linear. Never raises (returns None on failure).
+    """
+    from crystalperf.core.hooks import guard
+
+    with guard("flink: record the execution plan"):
+        if statement is None:
+            text = env.get_execution_plan()
+        else:
+            from pyflink.table import ExplainDetail
+
+            explained = env.explain_sql(statement, ExplainDetail.JSON_EXECUTION_PLAN)
+            text = explained[explained.index("{", explained.index("== Physical Execution Plan ==")) :]
+        plan = json.JSONDecoder().raw_decode(text)[0]
+        body = json.dumps({"format": PLAN_FORMAT, "plan": plan}, sort_keys=True)
+        digest = hashlib.sha256(body.encode()).hexdigest()[:16]
+        out = Path(output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        target = out / f"{PLAN_PREFIX}{digest}.json"
+        target.write_text(body, encoding="utf-8")
+        return target
+    return None

@@ -1,0 +1,321 @@
+"""The reporter's files -> typed parts: load and validate a part, merge the parts of one job, find the
+recorded plan that names the job's operators, and wait until a job's parts hold final values.
+
+The reporter (``java/``) writes one part per process and job, ``crystalperf-flink-<job_id>.<pid>.json``:
+the scopes it saw (job / task = operator chain / operator, per subtask), the final value of each numeric
+metric per scope, the CPU time of the task threads and the process, and the stack samples it aggregated
+per (chain, subtask, 1 s bucket, stack). :func:`crystalperf.integrations.flink.record_plan` writes the job
+graph beside them as ``crystalperf-flink-plan-<hash>.json``. Standard library only: reading the files
+needs no PyFlink.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from crystalperf.core.errors import BadInputError
+
+log = logging.getLogger(__name__)
+
+FORMAT = "crystalperf-flink-metrics"
+PLAN_FORMAT = "crystalperf-flink-plan"
+PLAN_PREFIX = "crystalperf-flink-plan-"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where a metric was registered: a chain's task (``operator_name`` empty), one of its operators, or
+    the job itself (``task_name`` empty: JobManager-side uptime and restarts), for one subtask."""
+
+    task_name: str
+    operator_name: str
+    subtask: str  # as Flink's <subtask_index> variable spells it, which the task ids repeat
+    index: int  # the subtask's number
+    values: dict[str, float] = field(default_factory=dict)  # metric name -> final value (finite only)
+
+
+@dataclass(frozen=True)
+class SampleRow:
+    """How many times the sampler saw one stack on one subtask's thread within one time bucket."""
+
+    task_name: str
+    subtask: str
+    bucket: int  # counted from ``origin`` in the part's bucket_s
+    stack: str  # one frame a line, top first: "class.method<TAB>file<TAB>line"
+    count: int
+    origin: float  # the sample origin of the process that took it: each process buckets from its own
+
+
+@dataclass
+class Part:
+    """One process's part of a job, or (after :func:`merge_parts`) all of them joined."""
+
+    path: Path
+    job_id: str
+    job_name: str
+    start: float
+    end: float
+    complete: bool  # no metric of the job left in that process when it was written
+    written: float
+    scopes: list[Scope]
+    thread_cpu: dict[tuple[str, str], float]  # (task name, subtask) -> CPU seconds of its thread
+    process_cpu_s: float | None  # CPU the process used while the job ran
+    cpu_count: int  # 0: unknown
+    dropped_metrics: int
+    dropped_samples: int
+    samples: list[SampleRow]
+    sample_origin: float | None
+    sample_bucket_s: float
+    sample_interval_s: float
+    parts: int = 1  # how many process parts were merged into this one
+
+
+@dataclass(frozen=True)
+class PlanEdge:
+    source: str  # id of the upstream plan node
+    ship_strategy: str  # FORWARD, HASH[k], REBALANCE, …
+
+
+@dataclass(frozen=True)
+class PlanNode:
+    id: str
+    name: str  # the operator's name, as the job's metrics name it
+    predecessors: tuple[PlanEdge, ...]
+
+
+def _number(value: Any) -> float | None:
+    """A finite JSON number as float; None otherwise (legacy sources report busy time as NaN)."""
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def _document(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadInputError(
+            f"not a readable crystalperf Flink metrics file ({exc.__class__.__name__})", path
+        ) from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise BadInputError(f"not a crystalperf Flink metrics file (expected format {FORMAT!r})", path)
+    return doc
+
+
+def _scopes(doc: dict[str, Any]) -> list[Scope]:
+    raw: list[dict[str, Any]] = doc["scopes"]
+    values: list[dict[str, float]] = [{} for _ in raw]
+    for scope_index, name, value in doc["metrics"]:
+        index, finite = int(scope_index), _number(value)
+        if finite is not None and 0 <= index < len(raw):
+            values[index][str(name)] = finite
+    scopes = []
+    for index, scope in enumerate(raw):
+        subtask = str(scope.get("subtask_index", "0"))
+        scopes.append(Scope(str(scope.get("task_name") or ""), str(scope.get("operator_name") or ""), subtask,
+                            int(subtask or 0), values[index]))
+    return scopes
+
+
+def _samples(doc: dict[str, Any], origin: float) -> list[SampleRow]:
+    try:
+        return [
+            SampleRow(str(task), str(subtask), int(bucket), str(stack), int(count), origin)
+            for task, subtask, bucket, stack, count, *_ in doc.get("samples") or []
+        ]
+    except (TypeError, ValueError) as exc:
+        raise BadInputError(f"malformed stack samples in a crystalperf Flink metrics file ({exc})") from None
+
+
+def load_part(path: Path) -> Part:
+    """One part as the reporter wrote it; :class:`BadInputError` naming the file when it is not one."""
+    path = Path(path)
+    doc = _document(path)
+    try:
+        start = float(doc["start"])
+        origin = doc.get("sample_origin")
+        own_origin = float(origin) if origin is not None else start
+        scopes = _scopes(doc)
+        samples = _samples(doc, own_origin)
+    except BadInputError as exc:
+        raise BadInputError(exc.problem, path) from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise BadInputError(f"malformed crystalperf Flink metrics file ({exc})", path) from None
+    try:
+        thread_cpu = {(str(name), str(sub)): float(sec) for name, sub, sec in doc.get("thread_cpu") or []}
+        process_cpu = _number(doc["process_cpu_s"]) if "process_cpu_s" in doc else None
+        cpu_count = int(doc.get("cpu_count") or 0)
+    except (TypeError, ValueError) as exc:
+        raise BadInputError(f"malformed CPU times in a crystalperf Flink metrics file ({exc})", path) from None
+    try:
+        return Part(
+            path=path,
+            job_id=str(doc.get("job_id", "")),
+            job_name=str(doc.get("job_name", "")),
+            start=start,
+            end=float(doc["end"]),
+            complete=bool(doc.get("complete", True)),
+            written=float(doc.get("written", 0)),
+            scopes=scopes,
+            thread_cpu=thread_cpu,
+            process_cpu_s=process_cpu,
+            cpu_count=cpu_count,
+            dropped_metrics=int(doc.get("dropped_metrics") or 0),
+            dropped_samples=int(doc.get("dropped_samples") or 0),
+            samples=samples,
+            sample_origin=float(origin) if origin is not None else None,
+            sample_bucket_s=float(doc.get("sample_bucket_s", 1.0)),
+            sample_interval_s=float(doc.get("sample_interval_s", 0.1)),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BadInputError(f"malformed crystalperf Flink metrics file ({exc})", path) from None
+
+
+def sibling_parts(path: Path, job_id: str) -> list[Path]:
+    """The other parts of the same job in path's directory, in name order."""
+    if not job_id:
+        return []
+    return sorted(
+        p for p in path.parent.glob(f"crystalperf-flink-{job_id}.*.json") if p.resolve() != path.resolve()
+    )
+
+
+def _add(merged: Part, part: Part) -> None:
+    merged.scopes.extend(part.scopes)
+    merged.start = min(merged.start, part.start)
+    merged.end = max(merged.end, part.end)
+    merged.dropped_metrics += part.dropped_metrics
+    merged.dropped_samples += part.dropped_samples
+    merged.thread_cpu.update(part.thread_cpu)
+    if part.process_cpu_s is not None:
+        merged.process_cpu_s = (merged.process_cpu_s or 0.0) + part.process_cpu_s
+    # processes of one job see the same machine in local and single-host setups
+    merged.cpu_count = max(merged.cpu_count, part.cpu_count)
+    merged.samples.extend(part.samples)
+    merged.parts += 1
+
+
+def merge_parts(first: Part, others: Iterable[Path]) -> Part:
+    """Join the parts that the JobManager and each TaskManager wrote for the same job, starting from
+    ``first`` (its job name and sampling settings are kept)."""
+    merged = replace(first, scopes=list(first.scopes), thread_cpu=dict(first.thread_cpu),
+                     samples=list(first.samples), parts=1)
+    for path in others:
+        _add(merged, load_part(path))
+    return merged
+
+
+def load_job(path: Path) -> Part:
+    """The part at path merged with the job's other parts in its directory (one per cluster process)."""
+    first = load_part(Path(path))
+    return merge_parts(first, sibling_parts(first.path, first.job_id))
+
+
+_PLANNER_ID = re.compile(r"\[(\d+)\]")
+
+
+def relative_ids(names: Iterable[str]) -> dict[str, str]:
+    """Name -> name with the SQL planner's ``[n]`` operator ids made relative to the smallest one.
+
+    The planner numbers operators with a counter that keeps running across translations, so the plan
+    recorded by ``explain_sql`` says ``Calc[8]`` where the job that runs later says ``Calc[14]``.
+    """
+    names = set(names)
+    ids = [int(m) for name in names for m in _PLANNER_ID.findall(name)]
+    base = min(ids, default=0)
+    return {name: _PLANNER_ID.sub(lambda m: f"[{int(m.group(1)) - base}]", name) for name in names}
+
+
+def _plan_nodes(candidate: Path) -> list[PlanNode] | None:
+    """The nodes of one recorded plan file, as it names them; None when it holds none."""
+    doc = json.loads(candidate.read_text(encoding="utf-8"))
+    if doc.get("format") != PLAN_FORMAT:
+        return None
+    nodes = []
+    for node in doc["plan"]["nodes"] or []:
+        edges = tuple(
+            PlanEdge(str(pred["id"]), str(pred.get("ship_strategy", "")))
+            for pred in node.get("predecessors") or []
+            if pred.get("id") is not None
+        )
+        nodes.append(PlanNode(str(node["id"]), str(node["type"]), edges))
+    return nodes or None
+
+
+def find_plan(directory: Path, operator_names: set[str]) -> list[PlanNode] | None:
+    """The nodes of the newest recorded plan in directory that names every operator of the job, renamed
+    to the job's names; None when no plan there does."""
+    wanted = {relative: name for name, relative in relative_ids(operator_names).items()}
+    for candidate in sorted(directory.glob(f"{PLAN_PREFIX}*.json"), key=lambda p: -p.stat().st_mtime):
+        try:
+            nodes = _plan_nodes(candidate)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            log.warning("crystalperf: ignoring unreadable Flink plan %s", candidate)
+            continue
+        renamed = relative_ids(n.name for n in nodes or [])
+        if nodes and set(wanted) <= set(renamed.values()):
+            return [PlanNode(n.id, wanted.get(renamed[n.name], n.name), n.predecessors) for n in nodes]
+    return None
+
+
+@dataclass(frozen=True)
+class _PartStatus:
+    job_id: str
+    complete: bool
+    end: float
+    written: float
+
+
+def _status(path: Path) -> _PartStatus | None:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        return _PartStatus(str(doc.get("job_id", path.name)), bool(doc.get("complete", True)),
+                           float(doc.get("end", 0)), float(doc.get("written", 0)))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None  # being replaced right now
+
+
+def parts_ready(found: list[Path]) -> bool:
+    """Every job has a complete part (no metric of it left in that process: the job ended there) and each
+    other part (a TaskManager's, flushed periodically) was written after that end, so it holds final values."""
+    by_job: dict[str, list[_PartStatus]] = defaultdict(list)
+    for path in found:
+        status = _status(path)
+        if status is None:
+            return False
+        by_job[status.job_id].append(status)
+    for statuses in by_job.values():
+        ends = [s.end for s in statuses if s.complete]
+        if not ends or any(s.written < max(ends) for s in statuses if not s.complete):
+            return False
+    return True
+
+
+def part_files(out_dir: Path, job_id: str | None = None) -> list[Path]:
+    """The reporter's parts in out_dir (of one job, or of all), in name order."""
+    pattern = f"crystalperf-flink-{job_id or '*'}.*.json"
+    return sorted(p for p in Path(out_dir).glob(pattern) if not p.name.startswith(PLAN_PREFIX))
+
+
+def wait_for_metrics(
+    out_dir: str | Path,
+    job_id: str | None = None,
+    timeout_s: float = 30.0,
+    parts: int = 1,
+) -> list[Path]:
+    """The reporter's files in out_dir (one per job and process), waiting until at least ``parts`` are
+    there and hold the job's final values: the reporter writes a part when the job's metrics go away in
+    its process, shortly after the job ends, and a TaskManager flushes its part every ``flush.interval.ms``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = part_files(Path(out_dir), job_id)
+        if (len(found) >= parts and parts_ready(found)) or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.2)

@@ -1,0 +1,183 @@
+"""Typed parts -> ``Trace``: an event log's state as a trace, and the PySpark workers' samples merged into
+the trace the listener wrote.
+
+The trace is built as the JSON document the listener writes too, then validated once by
+:func:`crystalperf.core.trace.parse_trace` (so a log that yields an invalid trace is one clear error).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from crystalperf.core import trace as tr
+from crystalperf.core.sampling import merge_samples
+from crystalperf.integrations.spark.config import INTEGRATION
+from crystalperf.integrations.spark.reader import (
+    AppRecord,
+    EventLogState,
+    ExecutorRecord,
+    JobRecord,
+    StageInfo,
+    StageRun,
+    TaskRecord,
+)
+
+Document = dict[str, Any]  # a part of the trace's JSON document
+
+# Job-wide totals of these task metrics, over the stages that ran.
+_TOTALS = (tr.METRIC_SPILL_DISK_BYTES, tr.METRIC_SPILL_MEMORY_BYTES, tr.METRIC_SHUFFLE_WRITE_BYTES,
+           tr.METRIC_SHUFFLE_READ_BYTES, tr.METRIC_INPUT_BYTES, tr.METRIC_OUTPUT_BYTES)
+# Job properties kept as the job's attributes: attribute -> Spark's property.
+_JOB_ATTRIBUTES = (("call_site", "callSite.short"), ("description", "spark.job.description"),
+                   ("sql_execution_id", "spark.sql.execution.id"))
+
+
+@dataclasses.dataclass
+class _Assembly:
+    """What the operations of one trace share while they are built."""
+
+    state: EventLogState
+    start: float  # the application's start and end
+    end: float
+    owner: dict[int, int]  # stage id -> the job it ran in
+    totals: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+def stage_owners(jobs: dict[int, JobRecord], stages: dict[int, StageRun]) -> dict[int, int]:
+    """The job each submitted stage ran in: the first job (by id) containing it that started before it.
+    A stage listed by a later job too was skipped there (its output was reused)."""
+    owner: dict[int, int] = {}
+    for jid, job in sorted(jobs.items()):
+        for sid in job.stages:
+            run = stages.get(sid)
+            if run is not None and run.start is not None and sid not in owner \
+                    and (job.start or 0) - 0.001 <= run.start:
+                owner[sid] = jid
+    return owner
+
+
+def _stage_id(sid: int, jid: int, owner: dict[int, int]) -> str:
+    return f"stage-{sid}" if owner.get(sid) == jid else f"stage-{sid}-skipped-in-job-{jid}"
+
+
+def _task(task: TaskRecord) -> Document:
+    return dataclasses.asdict(task)
+
+
+def _stage(sid: int, jid: int, job: JobRecord, job_start: float, job_end: float, ctx: _Assembly) -> Document:
+    info = ctx.state.stage_info.get(sid, StageInfo())
+    op: Document = {
+        "id": _stage_id(sid, jid, ctx.owner), "name": f"stage {sid}: {info.name}", "kind": "stage",
+        "parents": [_stage_id(p, jid, ctx.owner) for p in info.parents if p in job.stages],
+        "parallelism": info.num_tasks, "attributes": {"call_site": info.call_site},
+    }
+    if ctx.owner.get(sid) != jid:
+        op.update(start=job_start, end=job_start, status="skipped")
+        return op
+    run = ctx.state.stages[sid]
+    start = run.start if run.start is not None else job_start  # a stage that ran in a job has a start
+    tasks = ctx.state.tasks.get(sid, [])
+    op.update(start=start, end=max(start, run.end or job_end), status=run.status or "running",
+              tasks=[_task(t) for t in tasks])
+    for task in tasks:
+        for key in _TOTALS:
+            ctx.totals[key] = ctx.totals.get(key, 0.0) + task.metrics.get(key, 0.0)
+    return op
+
+
+def _job(jid: int, job: JobRecord, ctx: _Assembly) -> Document:
+    start = job.start or ctx.start
+    end = max(start, job.end or ctx.end)
+    props = job.properties if isinstance(job.properties, dict) else {}
+    attrs = {attr: str(props[prop]) for attr, prop in _JOB_ATTRIBUTES if props.get(prop)}
+    name = attrs.get("description") or attrs.get("call_site") or f"job {jid}"
+    children = [_stage(sid, jid, job, start, end, ctx) for sid in job.stages]
+    return {"id": f"job-{jid}", "name": f"job {jid}: {name}", "kind": "job", "start": start, "end": end,
+            "status": job.status or "running", "children": children, "attributes": attrs}
+
+
+def _local_cores(properties: dict[str, str]) -> int | None:
+    """The n of a ``local[n]`` master (the executor's cores, which local mode does not log)."""
+    master = properties.get("spark.master", "")
+    if not master.startswith("local["):
+        return None
+    cores = master[6:-1]
+    return int(cores) if cores.isdigit() else None
+
+
+def _workers(state: EventLogState) -> list[ExecutorRecord]:
+    """The executors that ran tasks: all but the driver, unless the driver is all there is (local mode)."""
+    workers = [e for e in state.executors.values() if e.id != "driver"] or list(state.executors.values())
+    local = state.properties.get("spark.master", "").startswith("local[")
+    return [dataclasses.replace(e, cores=_local_cores(state.properties)) if not e.cores and local else e
+            for e in workers]
+
+
+def _without_none(document: Document) -> Document:
+    return {k: v for k, v in document.items() if v is not None}
+
+
+def _environment(state: EventLogState) -> Document:
+    workers = _workers(state)
+    slots = sum(e.cores or 0 for e in workers)
+    memory = sum(e.memory_bytes or 0 for e in workers)
+    return _without_none({
+        "executors": [_without_none(dataclasses.asdict(e)) for e in workers],
+        "hosts": sorted({e.host for e in workers if e.host}),
+        "total_slots": slots or None, "memory_bytes": memory or None,
+        "classpath": state.classpath, "properties": state.properties, "scaling": list(INTEGRATION.scaling),
+    })
+
+
+def _application(app: AppRecord | None, jobs: dict[int, JobRecord], start: float, end: float,
+                 path: Path) -> Document:
+    app = app or AppRecord()
+    failed = any(j.status == "failed" for j in jobs.values())
+    return _without_none({
+        "framework": "spark", "framework_version": app.version,
+        "id": app.id if app.id is not None else path.name, "name": app.name, "attempt": app.attempt,
+        "start": start, "end": end, "status": "failed" if failed else "succeeded", "user": app.user,
+    })
+
+
+def application_times(state: EventLogState) -> tuple[float, float]:
+    """The application's start and end: as logged, else the first and last event's time."""
+    app = state.app or AppRecord()
+    start = app.start or state.first or 0.0
+    end = app.end or state.last or start
+    return start, max(start, end)
+
+
+def build_trace(state: EventLogState, path: Path) -> tr.Trace:
+    """The trace of an event log's state (``path`` names the log in errors and stands in for a missing app id)."""
+    start, end = application_times(state)
+    ctx = _Assembly(state, start, end, stage_owners(state.jobs, state.stages))
+    operations = [_job(jid, job, ctx) for jid, job in sorted(state.jobs.items())]
+    ended = state.app is not None and state.app.ended
+    doc = {
+        "schema_version": tr.SCHEMA_VERSION,
+        "producer": {"name": "crystalperf", "hook": "spark-eventlog"},
+        "application": _application(state.app, state.jobs, start, end, path),
+        "environment": _environment(state),
+        "operations": operations,
+        "metrics": ctx.totals,
+        "warnings": [] if ended else ["the event log has no application end (a running or crashed app)"],
+    }
+    return tr.parse_trace(doc, path)
+
+
+def merge_worker_samples(trace: tr.Trace, parts: Sequence[tr.StackSamples]) -> None:
+    """Add the PySpark workers' samples to the trace's (the listener's JVM samples, if any), on the
+    trace's time buckets; a trace without samples gets buckets from the application's start."""
+    if not parts:
+        return
+    own = trace.samples
+    base = [own] if own is not None else []
+    origin = own.origin if own is not None else None
+    merged = merge_samples([*base, *parts], origin=origin, bucket_s=own.bucket_s if own is not None else None)
+    if merged is not None and origin is None:
+        merged = merge_samples([merged], origin=min(merged.origin, trace.application.start))
+    trace.samples = merged

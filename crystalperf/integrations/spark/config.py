@@ -1,0 +1,171 @@
+"""The Spark integration's contract and the settings that turn it on.
+
+:data:`INTEGRATION` says which pyspark the hooks support and where the bundled jar is;
+:func:`spark_conf` / :func:`configure` give a Spark application the listener, the executor plugin and the
+PySpark worker sampler, and say where the trace and report go.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, TypeVar
+
+from crystalperf.core.errors import FrameworkNotInstalledError, IntegrationSetupError
+from crystalperf.core.trace import SCHEMA_VERSION
+from crystalperf.integrations.base import Integration
+
+log = logging.getLogger(__name__)
+
+# The jar is built for Scala 2.13, i.e. Spark 4.x; the range is the ``spark`` extra's pin. A job is resized
+# by its executors' cores and by the number of executors.
+INTEGRATION = Integration(name="spark", module="pyspark", distributions=("pyspark",), minimum=(4, 0),
+                          below=(4, 4), jar="crystalperf-spark.jar", scaling=("cores", "executors"))
+
+LISTENER = "org.crystalperf.spark.CrystalPerfListener"
+PLUGIN = "org.crystalperf.spark.CrystalPerfPlugin"
+PYTHON_DAEMON = "crystalperf.integrations.spark.pydaemon"
+# Where the PySpark workers write their samples (set in the executors' environment).
+SPOOL_ENV = "CRYSTALPERF_SPARK_SPOOL"
+# One file per worker process in the spool; the finish step merges every one it finds.
+SPOOL_FILE = "pyworker-{pid}.json"
+
+B = TypeVar("B")
+
+
+class SparkSetupError(IntegrationSetupError):
+    """The Spark hooks cannot be used in this process as it is; the message names the fix."""
+
+
+def spark_version() -> str:
+    """The installed pyspark's version; FrameworkNotInstalledError (naming the extra) when it is missing."""
+    version = INTEGRATION.version()
+    if version is None:
+        raise FrameworkNotInstalledError(INTEGRATION.module, INTEGRATION.extra)
+    return version
+
+
+def check_installation() -> Path:
+    """The bundled jar, after checking that pyspark is a supported version and that the jar exists and
+    matches its Java sources."""
+    INTEGRATION.check()
+    return INTEGRATION.jar_path()
+
+
+def _python_can_sample(python: str) -> bool:
+    """Whether the Python that runs the workers can import our worker hook (else it would break them)."""
+    try:
+        done = subprocess.run([python, "-c", f"import {PYTHON_DAEMON}"], capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+def _check_no_plain_jvm() -> None:
+    """A SparkContext created earlier in this process started the JVM without our jar; the listener
+    could not be loaded into it, and Spark would fail the next session at start-up."""
+    from pyspark import SparkContext
+
+    jvm = SparkContext._jvm
+    if jvm is None:
+        return
+    try:
+        loadable = bool(jvm.org.apache.spark.util.Utils.classIsLoadable(LISTENER))
+    except Exception:  # the gateway is gone: a new JVM will be started
+        return
+    if not loadable:
+        raise SparkSetupError(
+            "this Python process already started Spark without crystalperf's jar: call "
+            "crystalperf.integrations.spark.configure() on the first SparkSession builder of the process")
+
+
+def _append(existing: dict[str, str], key: str, value: str) -> str:
+    """``existing[key]`` (a comma-separated list) with value added once."""
+    items = [v for v in existing.get(key, "").split(",") if v]
+    return ",".join(items if value in items else [*items, value])
+
+
+def _worker_python(existing: dict[str, str], python_sampling: bool) -> str:
+    """The Python the PySpark workers will run, pointing local workers at this one when nothing chose."""
+    master = existing.get("spark.master", os.environ.get("MASTER", "local"))
+    if (python_sampling and not os.environ.get("PYSPARK_PYTHON") and "spark.pyspark.python" not in existing
+            and master.startswith("local")):
+        # Local workers would otherwise run whatever ``python3`` is first on PATH, usually not this
+        # environment (so not the user's packages either).
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        log.info("crystalperf: PYSPARK_PYTHON set to %s for the local Python workers", sys.executable)
+    return existing.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON") or "python3"
+
+
+def _python_sampling_conf(existing: dict[str, str], worker_python: str, spool_dir: str | None,
+                          pin_worker_python: bool) -> dict[str, str]:
+    """The settings that start our sampler in every PySpark worker; none when the workers' Python
+    cannot import it (the job must run unchanged then)."""
+    if not _python_can_sample(worker_python):
+        log.warning("crystalperf: the PySpark workers' Python (%s) cannot import crystalperf; Python "
+                    "functions will not be sampled (set PYSPARK_PYTHON to this Python: %s)",
+                    worker_python, sys.executable)
+        return {}
+    spool = spool_dir or tempfile.mkdtemp(prefix="crystalperf-spool-")
+    conf: dict[str, str] = {}
+    if pin_worker_python and "spark.pyspark.python" not in existing:
+        # spark-submit would otherwise start the workers with whatever Python its shell has,
+        # which may not import our daemon module (and every Python task would fail).
+        conf["spark.pyspark.python"] = worker_python
+    conf["spark.python.daemon.module"] = PYTHON_DAEMON
+    conf[f"spark.executorEnv.{SPOOL_ENV}"] = spool
+    conf["spark.crystalperf.spoolDir"] = spool
+    return conf
+
+
+def spark_conf(existing: dict[str, str] | None = None, *, output_dir: str | None = None,
+               sample_interval_ms: int | None = None, python_sampling: bool = True,
+               spool_dir: str | None = None, pin_worker_python: bool = False) -> dict[str, str]:
+    """The Spark configuration that turns crystalperf on, merged with ``existing`` list-valued settings.
+
+    ``pin_worker_python`` also sets ``spark.pyspark.python`` to the Python checked to import our worker
+    hook (for ``spark-submit``, whose workers' Python is otherwise unknown here).
+    """
+    jar = str(check_installation())
+    _check_no_plain_jvm()
+    existing = dict(existing or {})
+    conf = {
+        "spark.jars": _append(existing, "spark.jars", jar),
+        "spark.extraListeners": _append(existing, "spark.extraListeners", LISTENER),
+        "spark.plugins": _append(existing, "spark.plugins", PLUGIN),
+        "spark.crystalperf.python": sys.executable,
+        # The listener writes the trace in the schema version of the crystalperf that will read it.
+        "spark.crystalperf.schemaVersion": SCHEMA_VERSION,
+    }
+    if output_dir:
+        conf["spark.crystalperf.outputDir"] = str(output_dir)
+    if sample_interval_ms:
+        conf["spark.crystalperf.sampleIntervalMs"] = str(int(sample_interval_ms))
+    worker_python = _worker_python(existing, python_sampling)
+    if python_sampling and "spark.python.daemon.module" not in existing:
+        conf.update(_python_sampling_conf(existing, worker_python, spool_dir, pin_worker_python))
+    # What the user set explicitly wins over our defaults.
+    return {k: v for k, v in conf.items() if not (k.startswith("spark.crystalperf.") and k in existing)}
+
+
+def configure(builder: B, **options: Any) -> B:
+    """Turn crystalperf on for a ``SparkSession.builder`` (or a ``SparkConf``); returns it.
+
+    Options: ``output_dir``, ``sample_interval_ms``, ``python_sampling``, ``spool_dir`` (see :func:`spark_conf`).
+    """
+    existing: dict[str, str] = {}
+    raw = getattr(builder, "_options", None)
+    if isinstance(raw, dict):
+        existing = {str(k): str(v) for k, v in raw.items()}
+    elif hasattr(builder, "getAll"):
+        existing = dict(builder.getAll())
+    for key, value in spark_conf(existing, **options).items():
+        if hasattr(builder, "config"):
+            builder = builder.config(key, value)
+        else:
+            builder.set(key, value)  # type: ignore[attr-defined]
+    return builder

@@ -1,0 +1,391 @@
+"""Spark's native files -> typed parts: the event log (the History Server's input) and the PySpark
+workers' spool files.
+
+``crystalperf import spark-eventlog PATH`` reads a past run's event log with :func:`read_event_log`.
+Event logs have no stacks, so the resource vectors come from the task metrics. The log is streamed line by
+line (logs of long applications are gigabytes); event kinds we do not use, and lines that are not JSON
+(a log cut off by a crash), are skipped. Each kind we use has one small handler that updates an
+:class:`EventLogState`; :mod:`.assemble` turns that state into the trace.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from crystalperf.core import trace as tr
+from crystalperf.core.errors import BadInputError
+from crystalperf.core.hooks import guard
+from crystalperf.integrations.spark.config import SPOOL_FILE
+
+Event = dict[str, Any]
+
+_SECRET = re.compile(r"(?i)secret|password|token|credential|\.key$|keystore|auth")
+_ROLLING_FILE = re.compile(r"events_(\d+)")
+
+
+# --- the files and the JSON event stream ---------------------------------------------------------------
+
+def _open(path: Path) -> IO[str]:
+    with path.open("rb") as raw:
+        magic = raw.read(4)
+    if magic[:2] == b"\x1f\x8b":
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace")
+    if magic == b"\x28\xb5\x2f\xfd" or path.suffix == ".zstd":
+        try:
+            import zstandard
+        except ImportError:
+            raise BadInputError("zstd-compressed event log: pip install zstandard to read it "
+                                "(or write logs with spark.eventLog.compress=false)", path) from None
+        return io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(path.open("rb")), encoding="utf-8",
+                                errors="replace")
+    if path.suffix in (".lz4", ".snappy", ".lzf"):
+        raise BadInputError(f"{path.suffix[1:]}-compressed event logs are not supported: decompress it first, "
+                            "or write logs with spark.eventLog.compress=false", path)
+    return path.open(encoding="utf-8", errors="replace")
+
+
+def _rolling_index(path: Path) -> int:
+    found = _ROLLING_FILE.match(path.name)
+    return int(found.group(1)) if found else 0
+
+
+def log_files(path: Path) -> list[Path]:
+    """The files of an event log in order: the file itself, or a rolling log's ``events_<n>_<app>`` files."""
+    if path.is_dir():  # rolling event log: eventlog_v2_<app>/events_<n>_<app>...
+        files = [p for p in path.iterdir() if p.is_file() and p.name.startswith("events_")]
+        if not files:
+            raise BadInputError("directory holds no Spark event log files (events_*)", path)
+        return sorted(files, key=_rolling_index)
+    return [path]
+
+
+def events(path: Path) -> Iterator[Event]:
+    """Every JSON object of the event log, in order; blank lines and lines that are not JSON are skipped."""
+    for file in log_files(path):
+        with _open(file) as lines:
+            for line in lines:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(event, dict):
+                    yield event
+
+
+def seconds(ms: Any) -> float | None:
+    """Spark's epoch milliseconds as seconds; None for a missing or unset (0) time."""
+    return ms / 1000.0 if isinstance(ms, (int, float)) and ms > 0 else None
+
+
+def task_metrics(m: dict[str, Any]) -> dict[str, float]:
+    """A task's metrics under the core's well-known names and Spark's own."""
+    sr = m.get("Shuffle Read Metrics") or {}
+    sw = m.get("Shuffle Write Metrics") or {}
+    inp = m.get("Input Metrics") or {}
+    out = m.get("Output Metrics") or {}
+
+    def g(d: dict[str, Any], k: str) -> float:
+        v = d.get(k, 0)
+        return float(v) if isinstance(v, (int, float)) else 0.0
+
+    remote, local = g(sr, "Remote Bytes Read"), g(sr, "Local Bytes Read")
+    metrics = {
+        tr.METRIC_RUN_TIME: g(m, "Executor Run Time") / 1000.0,
+        tr.METRIC_CPU_TIME: g(m, "Executor CPU Time") / 1e9,
+        tr.METRIC_GC_TIME: g(m, "JVM GC Time") / 1000.0,
+        tr.METRIC_NETWORK_WAIT: g(sr, "Fetch Wait Time") / 1000.0,
+        tr.METRIC_DISK_TIME: g(sw, "Shuffle Write Time") / 1e9,
+        tr.METRIC_INPUT_BYTES: g(inp, "Bytes Read"),
+        tr.METRIC_OUTPUT_BYTES: g(out, "Bytes Written"),
+        tr.METRIC_SHUFFLE_READ_BYTES: remote + local,
+        tr.METRIC_SHUFFLE_REMOTE_READ_BYTES: remote,
+        tr.METRIC_SHUFFLE_WRITE_BYTES: g(sw, "Shuffle Bytes Written"),
+        tr.METRIC_SPILL_DISK_BYTES: g(m, "Disk Bytes Spilled"),
+        tr.METRIC_SPILL_MEMORY_BYTES: g(m, "Memory Bytes Spilled"),
+        tr.METRIC_PEAK_MEMORY_BYTES: g(m, "Peak Execution Memory"),
+        tr.METRIC_RECORDS_IN: g(inp, "Records Read") + g(sr, "Total Records Read"),
+        tr.METRIC_RECORDS_OUT: g(out, "Records Written") + g(sw, "Shuffle Records Written"),
+    }
+    for key, value in m.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            metrics[key] = float(value)
+    return metrics
+
+
+# --- typed records of what the log says ----------------------------------------------------------------
+
+@dataclass
+class AppRecord:
+    """The application; it exists once any application-level event was read."""
+
+    id: str | None = None
+    name: str = ""
+    user: str | None = None
+    attempt: str | None = None
+    version: str | None = None
+    start: float | None = None
+    end: float | None = None
+    ended: bool = False  # an ApplicationEnd was read (even one without a usable time)
+
+
+@dataclass
+class JobRecord:
+    start: float | None
+    stages: list[int]  # sorted stage ids
+    properties: dict[str, Any]
+    end: float | None = None
+    status: str | None = None  # success / failed once it ended
+
+
+@dataclass
+class StageInfo:
+    """What Spark says about a stage (its Stage Info, the latest one read)."""
+
+    name: str = ""
+    parents: list[int] = field(default_factory=list)
+    num_tasks: int = 1
+    call_site: str = ""
+
+    @classmethod
+    def from_json(cls, info: dict[str, Any]) -> StageInfo:
+        return cls(name=f"{info.get('Stage Name', '')}", parents=list(info.get("Parent IDs", [])),
+                   num_tasks=max(1, int(info.get("Number of Tasks", 1) or 1)),
+                   call_site=str(info.get("Details", "")).split("\n", 1)[0].strip())
+
+
+@dataclass
+class StageRun:
+    """A stage that was submitted (it ran, in one of the jobs that contain it)."""
+
+    start: float | None = None
+    end: float | None = None
+    status: str | None = None
+
+
+@dataclass
+class TaskRecord:
+    id: str
+    index: int | None
+    attempt: int
+    executor: str | None
+    host: str | None
+    start: float
+    end: float
+    status: str
+    metrics: dict[str, float]
+
+
+@dataclass
+class ExecutorRecord:
+    id: str
+    host: str | None = None
+    cores: int | None = None
+    memory_bytes: int | None = None
+    added: float | None = None
+    removed: float | None = None
+
+
+@dataclass
+class EventLogState:
+    """Everything read from an event log so far."""
+
+    app: AppRecord | None = None
+    jobs: dict[int, JobRecord] = field(default_factory=dict)
+    stage_info: dict[int, StageInfo] = field(default_factory=dict)
+    stages: dict[int, StageRun] = field(default_factory=dict)
+    tasks: dict[int, list[TaskRecord]] = field(default_factory=dict)
+    executors: dict[str, ExecutorRecord] = field(default_factory=dict)
+    properties: dict[str, str] = field(default_factory=dict)
+    classpath: list[str] = field(default_factory=list)
+    first: float | None = None  # earliest and latest time of any event
+    last: float | None = None
+    seen: int = 0  # JSON events read
+
+    def application(self) -> AppRecord:
+        if self.app is None:
+            self.app = AppRecord()
+        return self.app
+
+    def executor(self, executor_id: str) -> ExecutorRecord:
+        return self.executors.setdefault(executor_id, ExecutorRecord(executor_id))
+
+    def observe(self, stamp: float | None) -> None:
+        if stamp is not None:
+            self.first = stamp if self.first is None else min(self.first, stamp)
+            self.last = stamp if self.last is None else max(self.last, stamp)
+
+
+# --- one handler per event kind ------------------------------------------------------------------------
+
+def _application_start(state: EventLogState, event: Event) -> None:
+    app = state.application()
+    app.id = event.get("App ID", "unknown")
+    app.name = event.get("App Name", "")
+    app.user = event.get("User")
+    app.start = seconds(event.get("Timestamp"))
+    app.attempt = event.get("App Attempt ID")
+
+
+def _application_end(state: EventLogState, event: Event) -> None:
+    app = state.application()
+    app.end = seconds(event.get("Timestamp"))
+    app.ended = True
+
+
+def _log_start(state: EventLogState, event: Event) -> None:
+    state.application().version = event.get("Spark Version")
+
+
+def _pairs(value: Any) -> Iterator[tuple[Any, Any]]:
+    """Key-value pairs of an event's section, written as an object or (older logs) a list of pairs."""
+    if isinstance(value, dict):
+        yield from value.items()
+    else:
+        yield from ((p[0], p[1]) for p in value if isinstance(p, list) and len(p) == 2)
+
+
+def _environment_update(state: EventLogState, event: Event) -> None:
+    props = event.get("Spark Properties") or {}
+    state.properties.update({str(k): str(v) for k, v in _pairs(props) if not _SECRET.search(str(k))})
+    cp = event.get("Classpath Entries") or {}
+    entries = cp.keys() if isinstance(cp, dict) else (p[0] for p in cp if isinstance(p, list) and p)
+    # Only local jars and directories can serve as a bytecode fallback.
+    state.classpath.extend(str(e) for e in entries if "://" not in str(e))
+
+
+def _executor_added(state: EventLogState, event: Event) -> None:
+    info = event.get("Executor Info") or {}
+    ex = state.executor(str(event.get("Executor ID")))
+    ex.host = info.get("Host")
+    ex.cores = info.get("Total Cores") or None
+    ex.added = seconds(event.get("Timestamp"))
+
+
+def _executor_removed(state: EventLogState, event: Event) -> None:
+    ex = state.executors.get(str(event.get("Executor ID")))
+    if ex is not None:
+        ex.removed = seconds(event.get("Timestamp"))
+
+
+def _block_manager_added(state: EventLogState, event: Event) -> None:
+    bm = event.get("Block Manager ID") or {}
+    ex = state.executor(str(bm.get("Executor ID")))
+    if ex.host is None:
+        ex.host = bm.get("Host")
+    ex.memory_bytes = event.get("Maximum Memory")
+
+
+def _job_start(state: EventLogState, event: Event) -> None:
+    stage_ids = sorted(int(s) for s in event.get("Stage IDs", []))
+    state.jobs[int(event["Job ID"])] = JobRecord(seconds(event.get("Submission Time")), stage_ids,
+                                                 event.get("Properties") or {})
+    for info in event.get("Stage Infos", []):
+        # A later StageSubmitted/Completed says more about the stage than the job's plan does.
+        state.stage_info.setdefault(int(info["Stage ID"]), StageInfo.from_json(info))
+
+
+def _job_end(state: EventLogState, event: Event) -> None:
+    job = state.jobs.get(int(event.get("Job ID", -1)))
+    if job is not None:
+        job.end = seconds(event.get("Completion Time"))
+        result = (event.get("Job Result") or {}).get("Result", "")
+        job.status = "success" if result == "JobSucceeded" else "failed"
+
+
+def _stage_update(state: EventLogState, event: Event) -> tuple[dict[str, Any], StageRun]:
+    info = event.get("Stage Info") or {}
+    sid = int(info.get("Stage ID", -1))
+    state.stage_info[sid] = StageInfo.from_json(info)
+    run = state.stages.setdefault(sid, StageRun())
+    submitted = seconds(info.get("Submission Time"))
+    if submitted is not None and run.start is None:
+        run.start = submitted
+    return info, run
+
+
+def _stage_submitted(state: EventLogState, event: Event) -> None:
+    _stage_update(state, event)
+
+
+def _stage_completed(state: EventLogState, event: Event) -> None:
+    info, run = _stage_update(state, event)
+    run.end = seconds(info.get("Completion Time")) or run.start
+    run.status = "failed" if info.get("Failure Reason") else "success"
+
+
+def _task_end(state: EventLogState, event: Event) -> None:
+    info = event.get("Task Info") or {}
+    start = seconds(info.get("Launch Time"))
+    if start is None:
+        return
+    status = "failed" if info.get("Failed") else "killed" if info.get("Killed") else "success"
+    state.tasks.setdefault(int(event.get("Stage ID", -1)), []).append(TaskRecord(
+        id=str(info.get("Task ID")), index=info.get("Index"), attempt=info.get("Attempt", 0),
+        executor=info.get("Executor ID"), host=info.get("Host"), start=start,
+        end=max(start, seconds(info.get("Finish Time")) or start), status=status,
+        metrics=task_metrics(event.get("Task Metrics") or {})))
+
+
+Handler = Callable[[EventLogState, Event], None]
+
+HANDLERS: dict[str, Handler] = {
+    "SparkListenerApplicationStart": _application_start,
+    "SparkListenerApplicationEnd": _application_end,
+    "SparkListenerLogStart": _log_start,
+    "SparkListenerEnvironmentUpdate": _environment_update,
+    "SparkListenerExecutorAdded": _executor_added,
+    "SparkListenerExecutorRemoved": _executor_removed,
+    "SparkListenerBlockManagerAdded": _block_manager_added,
+    "SparkListenerJobStart": _job_start,
+    "SparkListenerJobEnd": _job_end,
+    "SparkListenerStageSubmitted": _stage_submitted,
+    "SparkListenerStageCompleted": _stage_completed,
+    "SparkListenerTaskEnd": _task_end,
+}
+
+
+def read_state(stream: Iterator[Event]) -> EventLogState:
+    """Fold an event stream into the state; kinds without a handler only count and move the clock."""
+    state = EventLogState()
+    for event in stream:
+        state.seen += 1
+        state.observe(seconds(event.get("Timestamp") or event.get("Submission Time")
+                              or event.get("Completion Time")))
+        handler = HANDLERS.get(str(event.get("Event")))
+        if handler is not None:
+            handler(state, event)
+    return state
+
+
+def read_event_log(path: Path) -> tr.Trace:
+    """Read a Spark event log (plain, gzip or zstd; a file or a rolling-log directory) into a trace."""
+    from crystalperf.integrations.spark.assemble import build_trace
+
+    path = Path(path)
+    state = read_state(events(path))
+    if not state.seen:
+        raise BadInputError("not a Spark event log (no JSON events)", path)
+    if state.app is None and not state.jobs:
+        raise BadInputError("not a Spark event log (no application or job events)", path)
+    return build_trace(state, path)
+
+
+# --- the PySpark workers' spool ------------------------------------------------------------------------
+
+def read_spool(spool: Path) -> list[tr.StackSamples]:
+    """The samples of every PySpark worker in the spool directory; an unreadable file is logged and skipped."""
+    parts: list[tr.StackSamples] = []
+    for path in sorted(spool.glob(SPOOL_FILE.format(pid="*"))):
+        with guard(f"reading Python worker samples {path}"):
+            parts.append(tr.StackSamples.model_validate_json(path.read_text()))
+    return parts

@@ -1,0 +1,374 @@
+"""TensorFlow's profiler output (``*.xplane.pb``) and the callback's recording -> the parts a trace is built from.
+
+The XSpace protobuf is decoded here from its wire format, for just the fields the timeline needs (field
+numbers of TSL's ``xplane.proto``), so that a saved profile can be read without TensorFlow or protobuf.
+Event times are offsets from the profile's start (``profile_start_time`` of the ``Task Environment``
+plane) and line up with ``time.time_ns()``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import struct
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crystalperf.core import trace as tr
+
+# A kernel execution is traced as "<node name>:<op type>"; TraceMe annotations use other shapes
+# ("EagerLocalExecute: OptionalGetValue", "Iterator::Root::Prefetch", "ExecutorState::Process").
+_OP_EVENT = re.compile(r"^(?P<node>[^\s:]+):(?P<type>[A-Za-z_][A-Za-z0-9_]*)$")
+# The training thread blocks in these while the input pipeline has no element ready.
+_INPUT_WAIT_EVENTS = ("IteratorGetNextOp::DoCompute", "IteratorGetNextAsOptionalOp::DoCompute")
+_STAGE_PREFIX = "Iterator::"
+RECORDING_FORMAT = "crystalperf-tensorflow-recording/1"
+
+
+# -- the parts ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class OpEvent:
+    """One kernel execution."""
+
+    node: str  # graph node name, e.g. StatefulPartitionedCall/sequential/conv2d/Relu
+    op_type: str  # e.g. _MklNativeFusedConv2D
+    start: float  # seconds since the epoch
+    duration: float
+    thread: str  # the line's thread family: tf_Compute, tf_data_private_threadpool, python, /device:GPU:0...
+    device: bool = False  # ran on an accelerator plane
+
+
+@dataclass
+class Timeline:
+    """What the trace uses from one profiling session."""
+
+    ops: list[OpEvent] = field(default_factory=list)
+    input_waits: list[tuple[float, float]] = field(default_factory=list)  # (start, duration)
+    stage_busy: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # tf.data stage -> s
+    peak_bytes_in_use: int = 0
+    start: float | None = None
+    stop: float | None = None
+
+    @property
+    def input_threads(self) -> Iterable[OpEvent]:
+        return (op for op in self.ops if op.thread.startswith("tf_data"))
+
+
+@dataclass
+class Step:
+    """One training step (a Keras batch) as the callback saw it."""
+
+    index: int  # global batch number since fit() began
+    epoch: int
+    start: float
+    end: float
+
+
+@dataclass
+class Recording:
+    """Everything the callback gathered in its window."""
+
+    steps: list[Step]
+    timeline: Timeline | None
+    python_samples: tr.StackSamples | None
+    threads: int  # TF's compute threads (intra-op parallelism)
+    cpu_count: int
+    cpu_seconds: float  # process CPU time during the window
+    memory_bytes: int | None
+    read_bytes: int | None = None  # bytes the process read from storage in the window (/proc/self/io)
+    device: str = "cpu"
+    layer_names: frozenset[str] = frozenset()  # the model's layers: graph scopes carry _1, _2 suffixes
+    multi_worker: bool = False  # several hosts (MultiWorkerMirroredStrategy): collectives cross the network
+    fit_start: float | None = None
+    fit_end: float | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What names the run in the trace (``build_trace``'s keyword arguments)."""
+
+    run_id: str
+    name: str
+    framework_version: str | None
+    status: str = "succeeded"
+    output_dir: str | None = None
+    host: str | None = None
+
+
+# -- the protobuf wire format ------------------------------------------------------------------------
+_VARINT, _FIXED64, _LENGTH, _FIXED32 = 0, 1, 2, 5
+_SIGN = 1 << 63
+_DOUBLE = struct.Struct("<d")
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _signed(value: int) -> int:
+    """An int64 field: negative numbers are sent as their 64-bit two's complement."""
+    return value - (1 << 64) if value >= _SIGN else value
+
+
+def _fields(buf: bytes, pos: int, end: int) -> Iterator[tuple[int, int, int, int]]:
+    """(field number, wire type, value, end of value) for each field in buf[pos:end]; for a
+    length-delimited field the value is where its bytes start, for fixed-size ones where they start."""
+    while pos < end:
+        key, pos = _varint(buf, pos)
+        number, wire = key >> 3, key & 7
+        if wire == _VARINT:
+            value, pos = _varint(buf, pos)
+            yield number, wire, value, pos
+        elif wire == _LENGTH:
+            size, start = _varint(buf, pos)
+            pos = start + size
+            yield number, wire, start, pos
+        elif wire == _FIXED64:
+            yield number, wire, pos, pos + 8
+            pos += 8
+        elif wire == _FIXED32:
+            yield number, wire, pos, pos + 4
+            pos += 4
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire} at byte {pos}")
+
+
+def _text(buf: bytes, start: int, end: int) -> str:
+    return buf[start:end].decode("utf-8", errors="replace")
+
+
+@dataclass(frozen=True)
+class XStat:
+    metadata_id: int
+    value: float | int | str | bytes | None  # the oneof's set member, as xplane_pb2's WhichOneof gives it
+
+
+@dataclass(frozen=True)
+class XEvent:
+    metadata_id: int
+    offset_ps: int
+    duration_ps: int
+    stats: tuple[XStat, ...] = ()
+
+
+@dataclass
+class XLine:
+    name: str = ""
+    timestamp_ns: int = 0
+    events: list[XEvent] = field(default_factory=list)
+
+
+@dataclass
+class XPlane:
+    name: str = ""
+    lines: list[XLine] = field(default_factory=list)
+    event_names: dict[int, str] = field(default_factory=dict)  # event metadata id -> name
+    stat_names: dict[int, str] = field(default_factory=dict)  # stat metadata id -> name
+    stats: list[XStat] = field(default_factory=list)
+
+
+def _stat(buf: bytes, pos: int, end: int) -> XStat:
+    metadata_id = 0
+    value: float | int | str | bytes | None = None
+    for number, wire, at, stop in _fields(buf, pos, end):
+        if number == 1:
+            metadata_id = _signed(at)
+        elif number == 2 and wire == _FIXED64:
+            value = _DOUBLE.unpack_from(buf, at)[0]
+        elif number in (3, 7):  # uint64_value, ref_value
+            value = at
+        elif number == 4:
+            value = _signed(at)
+        elif number == 5:
+            value = _text(buf, at, stop)
+        elif number == 6:
+            value = bytes(buf[at:stop])
+    return XStat(metadata_id, value)
+
+
+def _event(buf: bytes, pos: int, end: int) -> XEvent:
+    metadata_id = offset_ps = duration_ps = 0
+    stats: list[XStat] = []
+    for number, _, at, stop in _fields(buf, pos, end):
+        if number == 1:
+            metadata_id = _signed(at)
+        elif number == 2:
+            offset_ps = _signed(at)
+        elif number == 3:
+            duration_ps = _signed(at)
+        elif number == 4:
+            stats.append(_stat(buf, at, stop))
+    return XEvent(metadata_id, offset_ps, duration_ps, tuple(stats))
+
+
+def _line(buf: bytes, pos: int, end: int) -> XLine:
+    line = XLine()
+    for number, _, at, stop in _fields(buf, pos, end):
+        if number == 2:
+            line.name = _text(buf, at, stop)
+        elif number == 3:
+            line.timestamp_ns = _signed(at)
+        elif number == 4:
+            line.events.append(_event(buf, at, stop))
+    return line
+
+
+def _metadata_name(buf: bytes, pos: int, end: int) -> tuple[int, str]:
+    """A map entry ``int64 -> X{Event,Stat}Metadata``: (key, the metadata's name)."""
+    key, name = 0, ""
+    for number, _, at, stop in _fields(buf, pos, end):
+        if number == 1:
+            key = _signed(at)
+        elif number == 2:
+            for inner, _, start, inner_stop in _fields(buf, at, stop):
+                if inner == 2:
+                    name = _text(buf, start, inner_stop)
+    return key, name
+
+
+def _plane(buf: bytes, pos: int, end: int) -> XPlane:
+    plane = XPlane()
+    for number, _, at, stop in _fields(buf, pos, end):
+        if number == 2:
+            plane.name = _text(buf, at, stop)
+        elif number == 3:
+            plane.lines.append(_line(buf, at, stop))
+        elif number in (4, 5):
+            key, name = _metadata_name(buf, at, stop)
+            (plane.event_names if number == 4 else plane.stat_names)[key] = name
+        elif number == 6:
+            plane.stats.append(_stat(buf, at, stop))
+    return plane
+
+
+def decode_xspace(data: bytes) -> list[XPlane]:
+    """The planes of a serialized XSpace (its errors, warnings and hostnames are not needed)."""
+    return [_plane(data, at, stop) for number, wire, at, stop in _fields(data, 0, len(data))
+            if number == 1 and wire == _LENGTH]
+
+
+# -- planes -> timeline ------------------------------------------------------------------------------
+def thread_family(line_name: str) -> str:
+    """``tf_Compute/6863516020239734601`` -> ``tf_Compute`` (the part that names the pool)."""
+    return line_name.split("/", 1)[0] if not line_name.startswith("/") else line_name
+
+
+def find_xplane(logdir: Path) -> Path | None:
+    """The newest ``*.xplane.pb`` the profiler wrote under ``logdir``."""
+    found = sorted(Path(logdir).glob("plugins/profile/*/*.xplane.pb"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def _profile_window(planes: Iterable[XPlane]) -> tuple[int, float | None]:
+    """(profile start in ns since the epoch, 0 if unknown; profile stop in s) from the Task Environment."""
+    origin_ns, stop = 0, None
+    for plane in planes:
+        if plane.name == "Task Environment":
+            stats = {plane.stat_names.get(s.metadata_id): s.value for s in plane.stats}
+            origin_ns = int(stats.get("profile_start_time") or 0)
+            stop_ns = stats.get("profile_stop_time")
+            if stop_ns:
+                stop = int(stop_ns) / 1e9
+    return origin_ns, stop
+
+
+def _peak_bytes(event: XEvent, stat_names: dict[int, str]) -> int:
+    peak = 0
+    for stat in event.stats:
+        if stat_names.get(stat.metadata_id) == "peak_bytes_in_use" and isinstance(stat.value, int):
+            peak = max(peak, stat.value)
+    return peak
+
+
+def _add_plane(timeline: Timeline, plane: XPlane, origin_ns: int, device: bool) -> None:
+    for line in plane.lines:
+        family = plane.name if device else thread_family(line.name)
+        base_ns = origin_ns + line.timestamp_ns
+        for event in line.events:
+            name = plane.event_names.get(event.metadata_id, "")
+            start = (base_ns + event.offset_ps / 1000) / 1e9
+            duration = event.duration_ps / 1e12
+            match = _OP_EVENT.match(name)
+            if match:
+                timeline.ops.append(OpEvent(match["node"], match["type"], start, duration, family, device))
+            elif name in _INPUT_WAIT_EVENTS:
+                timeline.input_waits.append((start, duration))
+            elif name.startswith(_STAGE_PREFIX):
+                timeline.stage_busy[name.rsplit("::", 1)[-1]] += duration
+            elif name == "MemoryAllocation":
+                timeline.peak_bytes_in_use = max(timeline.peak_bytes_in_use, _peak_bytes(event, plane.stat_names))
+
+
+def timeline_from_planes(planes: list[XPlane]) -> Timeline:
+    """Kernel executions, input-pipeline waits, tf.data stage busy time and the allocator's peak."""
+    timeline = Timeline()
+    origin_ns, timeline.stop = _profile_window(planes)
+    timeline.start = origin_ns / 1e9 if origin_ns else None
+    for plane in planes:
+        host = plane.name.startswith("/host:")
+        device = plane.name.startswith("/device:")
+        if host or device:
+            _add_plane(timeline, plane, origin_ns, device)
+    timeline.ops.sort(key=lambda o: o.start)
+    timeline.input_waits.sort()
+    return timeline
+
+
+def read_timeline(path: Path) -> Timeline:
+    """The timeline of a ``*.xplane.pb`` file (gzip-compressed when its name ends with ``.gz``)."""
+    data = Path(path).read_bytes()
+    if str(path).endswith(".gz"):
+        data = gzip.decompress(data)
+    return timeline_from_planes(decode_xspace(data))
+
+
+# -- a recording saved to files ----------------------------------------------------------------------
+def save_recording(rec: Recording, info: RunInfo, path: Path, xplane: str | None) -> None:
+    """Write what the callback gathered besides the profile as JSON; ``xplane`` names the profile file
+    next to it (None when there was none). :func:`load_recording` reads both back."""
+    doc: dict[str, Any] = {
+        "format": RECORDING_FORMAT,
+        "xplane": xplane,
+        "run": asdict(info),
+        "steps": [asdict(s) for s in rec.steps],
+        "python_samples": rec.python_samples.model_dump(mode="json") if rec.python_samples is not None else None,
+        **{name: getattr(rec, name) for name in _SCALAR_FIELDS},
+        "layer_names": sorted(rec.layer_names),
+    }
+    Path(path).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
+_SCALAR_FIELDS = ("threads", "cpu_count", "cpu_seconds", "memory_bytes", "read_bytes", "device", "multi_worker",
+                  "fit_start", "fit_end", "properties", "warnings")
+
+
+def load_recording(path: Path) -> tuple[Recording, RunInfo]:
+    """A recording written by :func:`save_recording`, with its profile's timeline."""
+    path = Path(path)
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        doc = json.load(f)
+    if doc.get("format") != RECORDING_FORMAT:
+        raise ValueError(f"{path}: not a {RECORDING_FORMAT} document")
+    samples = doc.get("python_samples")
+    rec = Recording(
+        steps=[Step(**s) for s in doc["steps"]],
+        timeline=read_timeline(path.parent / doc["xplane"]) if doc.get("xplane") else None,
+        python_samples=tr.StackSamples.model_validate(samples) if samples is not None else None,
+        layer_names=frozenset(doc["layer_names"]),
+        **{name: doc[name] for name in _SCALAR_FIELDS},
+    )
+    return rec, RunInfo(**doc["run"])

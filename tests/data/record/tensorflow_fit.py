@@ -1,0 +1,98 @@
+"""Record the TensorFlow golden inputs of ``tests/data/``: a real profile and what the callback had besides it.
+
+Runs a small Keras CNN ``fit`` on random images through a tf.data pipeline (a TF map, a ``py_function``
+map the Python sampler sees, batch, prefetch) on the CPU with ``CrystalPerfCallback``, and keeps:
+
+- ``tensorflow-fit.xplane.pb.gz``: the ``*.xplane.pb`` TensorFlow's profiler wrote for the window, gzipped;
+- ``tensorflow-fit-recording.json.gz``: the callback's :class:`Recording` without the timeline (steps,
+  Python samples, threads, CPU seconds, layer names, ...) and the run's names, as ``save_recording`` writes it;
+- ``tensorflow-fit-trace.json.gz``: the trace the callback wrote (reader + assembly of the two files above
+  must give exactly this trace).
+
+Run it with the tensorflow test environment:
+``.nox/tensorflow/bin/python tests/data/record/tensorflow_fit.py [OUT_DIR]`` (OUT_DIR defaults to tests/data).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[1]
+NAME = "tensorflow-fit"
+
+
+def main() -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from crystalperf.integrations.tensorflow import CrystalPerfCallback, callback
+    from crystalperf.integrations.tensorflow.reader import Recording, RunInfo, save_recording
+
+    kept: dict[str, Any] = {}
+    read_timeline, build_trace_for = callback.read_timeline, callback.build_trace_for
+
+    def keep_profile(path: Path) -> Any:
+        kept["xplane"] = path.read_bytes()
+        return read_timeline(path)
+
+    def keep_recording(rec: Recording, info: RunInfo) -> Any:
+        kept["recording"] = (rec, info)
+        return build_trace_for(rec, info)
+
+    callback.read_timeline = keep_profile  # type: ignore[assignment]
+    callback.build_trace_for = keep_recording  # type: ignore[assignment]
+
+    def noisy(image: Any) -> Any:
+        # Python input code: what the stack sampler attributes to the step's input wait.
+        array = image.numpy()
+        for _ in range(20):
+            array = np.tanh(array + np.float32(0.01))
+        return array
+
+    def augment(image: Any, label: Any) -> Any:
+        image = tf.image.random_flip_left_right(image)
+        image = tf.py_function(noisy, [image], tf.float32)
+        image.set_shape((40, 40, 3))
+        return image, label
+
+    rng = np.random.default_rng(11)
+    images = rng.random((96, 40, 40, 3), dtype=np.float32)
+    labels = np.arange(96) % 10
+    data = (tf.data.Dataset.from_tensor_slices((images, labels)).map(augment, num_parallel_calls=2)
+            .batch(16).prefetch(2))
+    model = keras.Sequential([
+        keras.Input((40, 40, 3)),
+        keras.layers.Conv2D(8, 3, activation="relu", name="conv_a"),
+        keras.layers.MaxPooling2D(name="pool"),
+        keras.layers.Conv2D(16, 3, activation="relu", name="conv_b"),
+        keras.layers.GlobalAveragePooling2D(name="gap"),
+        keras.layers.Dense(10, name="logits"),
+    ], name="golden_cnn")
+    model.compile(keras.optimizers.Adam(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "report"
+        # 6 steps an epoch, 2 epochs: the window (steps 2-9) crosses the epoch boundary.
+        model.fit(data, epochs=2, verbose=0,
+                  callbacks=[CrystalPerfCallback(output_dir=out, steps=8, sample_interval_ms=5, analyze=False)])
+        rec, info = kept["recording"]
+        OUT.mkdir(parents=True, exist_ok=True)
+        (OUT / f"{NAME}.xplane.pb.gz").write_bytes(gzip.compress(kept["xplane"], mtime=0))
+        plain = Path(tmp) / "recording.json"
+        save_recording(rec, info, plain, xplane=f"{NAME}.xplane.pb.gz")
+        (OUT / f"{NAME}-recording.json.gz").write_bytes(gzip.compress(plain.read_bytes(), mtime=0))
+        shutil.copyfile(out / "crystalperf-trace.json.gz", OUT / f"{NAME}-trace.json.gz")
+    for path in sorted(OUT.glob(f"{NAME}*")):
+        print(f"{path}: {path.stat().st_size} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

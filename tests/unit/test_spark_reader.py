@@ -1,0 +1,179 @@
+"""The Spark event log reader and the trace assembly on a real event log (tests/data/spark-eventlog.json.gz,
+recorded by tests/data/record/spark_eventlog.py); no pyspark needed.
+
+The oracle is a plain count over the log's JSON lines, independent of the reader.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crystalperf.core import trace as tr
+from crystalperf.core.errors import BadInputError
+from crystalperf.integrations.spark import read_event_log
+from crystalperf.integrations.spark.reader import HANDLERS, EventLogState, read_state
+
+EVENT_LOG = Path(__file__).resolve().parents[1] / "data" / "spark-eventlog.json.gz"
+NO_END = "the event log has no application end (a running or crashed app)"
+
+
+def _lines() -> list[str]:
+    with gzip.open(EVENT_LOG, "rt", encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
+def _events(kind: str) -> list[dict[str, Any]]:
+    return [e for e in map(json.loads, _lines()) if e["Event"] == kind]
+
+
+@pytest.fixture(scope="module")
+def trace() -> tr.Trace:
+    return read_event_log(EVENT_LOG)
+
+
+def _stages(trace: tr.Trace) -> dict[str, tr.Operation]:
+    return {s.id: s for job in trace.operations for s in job.children}
+
+
+def test_application_facts(trace: tr.Trace) -> None:
+    (start,) = _events("SparkListenerApplicationStart")
+    (end,) = _events("SparkListenerApplicationEnd")
+    (log_start,) = _events("SparkListenerLogStart")
+    app = trace.application
+    assert (app.framework, app.id, app.name, app.user) == ("spark", "local-1795550840668", "crystalperf-golden", "root")
+    assert app.framework_version == log_start["Spark Version"] == "4.3.0"
+    assert app.start == start["Timestamp"] / 1000 and app.end == end["Timestamp"] / 1000
+    assert app.status == "succeeded" and trace.warnings == []
+    assert trace.producer.hook == "spark-eventlog" and trace.schema_version == tr.SCHEMA_VERSION
+
+
+def test_jobs_stages_and_parents(trace: tr.Trace) -> None:
+    job_starts = _events("SparkListenerJobStart")
+    assert [j.id for j in trace.operations] == [f"job-{e['Job ID']}" for e in job_starts] == ["job-0", "job-1", "job-2"]
+    assert [[s.id for s in j.children] for j in trace.operations] == [
+        ["stage-0", "stage-1"], ["stage-2", "stage-3"], ["stage-4-skipped-in-job-2", "stage-5", "stage-6"]]
+    stages = _stages(trace)
+    assert stages["stage-1"].parents == ["stage-0"] and stages["stage-3"].parents == ["stage-2"]
+    # job 2 reuses the shuffle output of job 1's reduceByKey: Spark lists stage 4 but never submits it
+    submitted = {e["Stage Info"]["Stage ID"] for e in _events("SparkListenerStageSubmitted")}
+    assert submitted == {0, 1, 2, 3, 5, 6}
+    skipped = stages["stage-4-skipped-in-job-2"]
+    assert skipped.status == "skipped" and skipped.tasks == [] and skipped.start == skipped.end
+    assert stages["stage-5"].parents == ["stage-4-skipped-in-job-2"] and stages["stage-6"].parents == ["stage-5"]
+    assert {s.status for sid, s in stages.items() if sid != skipped.id} == {"success"}
+    names = [j.name for j in trace.operations]
+    assert names[0] == "job 0: collect at /work/main/tests/data/record/spark_eventlog.py:64"
+    assert trace.operations[0].attributes["sql_execution_id"] == "0"
+    assert stages["stage-5"].name.startswith("stage 5: join at ") and stages["stage-5"].parallelism == 6
+
+
+def test_task_counts_per_stage(trace: tr.Trace) -> None:
+    ends = _events("SparkListenerTaskEnd")
+    per_stage = Counter(f"stage-{e['Stage ID']}" for e in ends)
+    assert per_stage == {"stage-0": 4, "stage-1": 4, "stage-2": 4, "stage-3": 4, "stage-5": 6, "stage-6": 6}
+    assert {sid: len(s.tasks) for sid, s in _stages(trace).items() if s.tasks} == per_stage
+    assert sum(per_stage.values()) == 28 == len(_events("SparkListenerTaskStart"))
+    tasks = [t for s in _stages(trace).values() for t in s.tasks]
+    assert {t.executor for t in tasks} == {"driver"} and {t.status for t in tasks} == {"success"}
+
+
+def test_a_tasks_metrics(trace: tr.Trace) -> None:
+    raw = next(e for e in _events("SparkListenerTaskEnd") if e["Stage ID"] == 2)
+    info, m = raw["Task Info"], raw["Task Metrics"]
+    task = next(t for t in _stages(trace)["stage-2"].tasks if t.id == str(info["Task ID"]))
+    assert (task.index, task.attempt, task.host) == (info["Index"], info["Attempt"], info["Host"])
+    assert task.start == info["Launch Time"] / 1000 and task.end == info["Finish Time"] / 1000
+    sw, sr = m["Shuffle Write Metrics"], m["Shuffle Read Metrics"]
+    assert task.metrics["run_time_s"] == m["Executor Run Time"] / 1000
+    assert task.metrics["cpu_time_s"] == m["Executor CPU Time"] / 1e9
+    assert task.metrics["shuffle_write_bytes"] == sw["Shuffle Bytes Written"] > 0
+    assert task.metrics["disk_time_s"] == sw["Shuffle Write Time"] / 1e9
+    assert task.metrics["records_out"] == sw["Shuffle Records Written"] > 0
+    assert task.metrics["shuffle_read_bytes"] == sr["Remote Bytes Read"] + sr["Local Bytes Read"] == 0
+    # Spark's own numeric metrics are kept under their own names too
+    assert task.metrics["Executor Run Time"] == m["Executor Run Time"]
+
+
+def test_job_totals(trace: tr.Trace) -> None:
+    ends = _events("SparkListenerTaskEnd")
+    written = sum(e["Task Metrics"]["Shuffle Write Metrics"]["Shuffle Bytes Written"] for e in ends)
+    read = sum(e["Task Metrics"]["Shuffle Read Metrics"]["Remote Bytes Read"]
+               + e["Task Metrics"]["Shuffle Read Metrics"]["Local Bytes Read"] for e in ends)
+    assert trace.metrics["shuffle_write_bytes"] == written == 6683
+    # job 2 also reads the shuffle output job 1 wrote for the stage it skipped
+    assert trace.metrics["shuffle_read_bytes"] == read == 8775
+    assert trace.metrics["spill_disk_bytes"] == trace.metrics["input_bytes"] == 0
+
+
+def test_executor_and_slots(trace: tr.Trace) -> None:
+    (added,) = _events("SparkListenerExecutorAdded")
+    (bm,) = _events("SparkListenerBlockManagerAdded")
+    env = trace.environment
+    (executor,) = env.executors
+    assert executor.id == added["Executor ID"] == "driver"
+    assert executor.cores == added["Executor Info"]["Total Cores"] == 2 == env.total_slots
+    assert executor.memory_bytes == bm["Maximum Memory"] == env.memory_bytes
+    assert executor.added == added["Timestamp"] / 1000 and env.hosts == [added["Executor Info"]["Host"]]
+    (update,) = _events("SparkListenerEnvironmentUpdate")
+    assert env.properties["spark.master"] == "local[2]"
+    assert len(env.classpath) == sum("://" not in e for e in update["Classpath Entries"])
+
+
+def test_rolling_log_directory_reads_like_the_file(tmp_path: Path, trace: tr.Trace) -> None:
+    rolling = tmp_path / "eventlog_v2_local-1795550840668"
+    rolling.mkdir()
+    (rolling / "appstatus_local-1795550840668").write_text("")
+    lines = _lines()
+    (rolling / "events_2_local-1795550840668").write_text("\n".join(lines[40:]) + "\n")
+    (rolling / "events_1_local-1795550840668").write_bytes(gzip.compress(("\n".join(lines[:40]) + "\n").encode()))
+    assert read_event_log(rolling) == trace
+
+
+def test_truncated_last_line_is_skipped_and_warned(tmp_path: Path) -> None:
+    lines = _lines()
+    assert json.loads(lines[-1])["Event"] == "SparkListenerApplicationEnd"
+    cut = tmp_path / "cut.json"
+    cut.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:25])
+    trace = read_event_log(cut)
+    assert trace.warnings == [NO_END]
+    assert len(trace.operations) == 3
+    # with no ApplicationEnd the application ends at the last event read (job 2's end)
+    (job2_end,) = [e for e in _events("SparkListenerJobEnd") if e["Job ID"] == 2]
+    assert trace.application.end == job2_end["Completion Time"] / 1000
+
+
+def test_unknown_event_kinds_are_skipped() -> None:
+    events = [json.loads(line) for line in _lines()]
+    unknown = [e for e in events if e["Event"] not in HANDLERS]
+    assert {e["Event"] for e in unknown} >= {"SparkListenerTaskStart", "SparkListenerResourceProfileAdded",
+                                            "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart"}
+    made_up = {"Event": "com.example.SomethingNew", "Payload": [1, 2]}
+    with_it, without = read_state(iter([*events, made_up])), read_state(iter(events))
+    assert with_it.seen == without.seen + 1 == len(events) + 1
+    with_it.seen = without.seen
+    assert with_it == without
+
+
+def test_task_end_without_launch_time_is_not_a_task() -> None:
+    state = EventLogState()
+    event = json.loads(next(line for line in _lines() if '"SparkListenerTaskEnd"' in line))
+    event["Task Info"]["Launch Time"] = 0
+    HANDLERS["SparkListenerTaskEnd"](state, event)
+    assert state.tasks == {}
+
+
+def test_not_an_event_log(tmp_path: Path) -> None:
+    bad = tmp_path / "eventlog"
+    bad.write_text('{"Event": "SomethingElse"}\nnot json\n')
+    with pytest.raises(BadInputError, match="not a Spark event log"):
+        read_event_log(bad)
+    empty = tmp_path / "eventlog_v2_x"
+    empty.mkdir()
+    with pytest.raises(BadInputError, match="no Spark event log files"):
+        read_event_log(empty)

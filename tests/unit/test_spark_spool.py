@@ -1,0 +1,91 @@
+"""Merging a real PySpark worker's spool file (tests/data/spark-pyworker.json.gz, recorded with the listener on
+by tests/data/record/spark_eventlog.py, in the same run as spark-eventlog.json.gz) into a trace, and the
+finish step that does it at job end; no pyspark needed."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crystalperf.core import trace as tr
+from crystalperf.integrations.spark import read_event_log
+from crystalperf.integrations.spark.assemble import merge_worker_samples
+from crystalperf.integrations.spark.finish import main as finish
+from crystalperf.integrations.spark.reader import read_spool
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def _worker_json() -> dict[str, Any]:
+    return json.loads(gzip.decompress((DATA / "spark-pyworker.json.gz").read_bytes()))
+
+
+@pytest.fixture
+def spool(tmp_path: Path) -> Path:
+    directory = tmp_path / "spool"
+    directory.mkdir()
+    (directory / "pyworker-4242.json").write_text(json.dumps(_worker_json()))
+    (directory / "unrelated.json").write_text("{}")
+    return directory
+
+
+def test_spool_files_are_read(spool: Path) -> None:
+    (part,) = read_spool(spool)
+    raw = _worker_json()
+    assert part.total == sum(raw["count"]) == 12
+    assert {k.operation for k in part.keys} == {"stage-0"} and {k.thread for k in part.keys} == {"python-worker"}
+
+
+def test_worker_samples_merge_into_a_trace_without_samples(spool: Path) -> None:
+    trace = read_event_log(DATA / "spark-eventlog.json.gz")
+    assert trace.samples is None
+    raw = _worker_json()
+    merge_worker_samples(trace, read_spool(spool))
+    merged = trace.samples
+    assert merged is not None and merged.total == sum(raw["count"])
+    # the buckets start at the application's start (the worker began sampling later)
+    assert raw["origin"] > trace.application.start and merged.origin == trace.application.start
+    assert merged.bucket_s == raw["bucket_s"]
+    # a sample's time is the middle of its bucket in the worker's table, re-bucketed from the new origin
+    first_time = raw["origin"] + (min(raw["bucket"]) + 0.5) * raw["bucket_s"]
+    assert min(merged.bucket) == math.floor((first_time - trace.application.start) / raw["bucket_s"])
+    # every sample is charged to a stage of the trace: the UDF's stage, where the Python function ran
+    stage_ids = {s.id for job in trace.operations for s in job.children}
+    assert {k.operation for k in merged.keys} == {"stage-0"} <= stage_ids
+    udf_rows = [r for r, stack in enumerate(merged.stack)
+                if any(merged.frames[f].name == "__main__.slow_square" for f in merged.stacks[stack])]
+    udf_frame = next(i for i, f in enumerate(raw["frames"]) if f["name"] == "__main__.slow_square")
+    udf_samples = sum(c for s, c in zip(raw["stack"], raw["count"], strict=True) if udf_frame in raw["stacks"][s])
+    assert sum(merged.count[r] for r in udf_rows) == udf_samples == 10
+
+
+def test_no_worker_files_leave_the_trace_alone(tmp_path: Path) -> None:
+    trace = read_event_log(DATA / "spark-eventlog.json.gz")
+    merge_worker_samples(trace, read_spool(tmp_path))
+    assert trace.samples is None
+
+
+def test_a_damaged_worker_file_is_skipped(spool: Path, monkeypatch: pytest.MonkeyPatch,
+                                          caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("CRYSTALPERF_TESTING", "0")
+    (spool / "pyworker-7.json").write_text('{"interval_s": 0.1, "bucket')
+    with caplog.at_level(logging.WARNING, logger="crystalperf"):
+        parts = read_spool(spool)
+    assert len(parts) == 1 and "pyworker-7.json" in caplog.text
+
+
+def test_finish_merges_the_spool_and_writes_the_trace(spool: Path, tmp_path: Path) -> None:
+    listener_trace = tmp_path / "listener" / "crystalperf-trace.json.gz"
+    listener_trace.parent.mkdir()
+    tr.save_trace(read_event_log(DATA / "spark-eventlog.json.gz"), listener_trace)
+    out = tmp_path / "out"
+    assert finish([str(listener_trace), "--out", str(out), "--spool", str(spool), "--no-analysis"]) == 0
+    written = tr.load_trace(out / "crystalperf-trace.json.gz")
+    assert written.samples is not None and written.samples.total == 12
+    assert not spool.exists(), "the spool is removed once merged"
