@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
+from importlib import metadata
+from importlib.machinery import ModuleSpec
+
+import pytest
+
 from crystalperf.core import trace as tr
+from crystalperf.integrations.base import Integration
 
 
 def op(id: str, start: float, end: float, parents: list[str] | None = None, **kw) -> tr.Operation:
@@ -22,3 +29,24 @@ def make_trace(operations: list[tr.Operation], start: float = 0.0, end: float | 
         operations=operations,
         samples=samples,
     )
+
+
+def fake_installed(monkeypatch: pytest.MonkeyPatch, integration: Integration, versions: dict[str, str] | None) -> None:
+    """Make the integration's framework look absent (None) or installed from these of its distributions at
+    these versions, as Integration.version() reads them; other modules and distributions stay real."""
+    real_find_spec, real_version = importlib.util.find_spec, metadata.version
+
+    def find_spec(name: str, *args: object, **kwargs: object) -> ModuleSpec | None:
+        if name == integration.module:
+            return None if versions is None else ModuleSpec(name, None)
+        return real_find_spec(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    def version(distribution: str) -> str:
+        if distribution not in integration.distributions:
+            return real_version(distribution)
+        if versions is not None and distribution in versions:
+            return versions[distribution]
+        raise metadata.PackageNotFoundError(distribution)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    monkeypatch.setattr(metadata, "version", version)

@@ -5,12 +5,9 @@ unsupported version, a supported one. ``importlib.util.find_spec`` / ``importlib
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
-import importlib.util
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -18,29 +15,13 @@ from crystalperf.core.errors import FrameworkNotInstalledError, UnsupportedFrame
 from crystalperf.integrations import flink as cpflink
 from crystalperf.integrations.flink import cli
 from crystalperf.integrations.flink.config import INTEGRATION
+from tests.unit.helpers import fake_installed
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _fake_flink(monkeypatch: pytest.MonkeyPatch, version: str | None) -> None:
-    """PyFlink as installed with this apache-flink version (None: not installed)."""
-    real_find_spec = importlib.util.find_spec
-    real_version = importlib.metadata.version
-
-    def find_spec(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name == "pyflink":
-            return None if version is None else object()
-        return real_find_spec(name, *args, **kwargs)
-
-    def distribution_version(name: str) -> str:
-        if name == "apache-flink":
-            if version is None:
-                raise importlib.metadata.PackageNotFoundError(name)
-            return version
-        return real_version(name)
-
-    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    monkeypatch.setattr(importlib.metadata, "version", distribution_version)
+    fake_installed(monkeypatch, INTEGRATION, None if version is None else {"apache-flink": version})
 
 
 class FakeConfiguration:

@@ -23,7 +23,7 @@ from crystalperf.core.predict.base import Baseline, scaling_keys
 from crystalperf.core.profile import build_profile
 from crystalperf.integrations import available, base
 from crystalperf.integrations.jars import HASH_ENTRY, sources_hash
-from tests.unit.helpers import make_trace, op, task
+from tests.unit.helpers import fake_installed, make_trace, op, task
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,19 +35,12 @@ def test_parse_version(text: str, parsed: tuple[int, ...]) -> None:
     assert base.parse_version(text) == parsed
 
 
-def _fake(monkeypatch: pytest.MonkeyPatch, module_found: bool, version: str | None) -> None:
-    monkeypatch.setattr(base.importlib.util, "find_spec", lambda name: object() if module_found else None)
-
-    def fake_version(distribution: str) -> str:
-        if version is None:
-            raise base.metadata.PackageNotFoundError(distribution)
-        return version
-
-    monkeypatch.setattr(base.metadata, "version", fake_version)
-
-
 FAKE = base.Integration(name="fakeframe", module="fakeframe", distributions=("fake-frame",), minimum=(2, 0),
                         below=(2, 4))
+
+
+def _fake(monkeypatch: pytest.MonkeyPatch, module_found: bool, version: str | None) -> None:
+    fake_installed(monkeypatch, FAKE, {"fake-frame": version} if version is not None else {} if module_found else None)
 
 
 def test_check_names_the_extra_when_the_framework_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,11 +5,8 @@ and the checks, not that Spark works (tests/integrations/spark does that)."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import re
-from importlib import metadata
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -21,29 +18,14 @@ from crystalperf.core.errors import (
 from crystalperf.core.trace import SCHEMA_VERSION
 from crystalperf.integrations import base
 from crystalperf.integrations.spark import config
+from tests.unit.helpers import fake_installed
 
 ROOT = Path(__file__).resolve().parents[2]
 LISTENER_JAVA = ROOT / "crystalperf/integrations/spark/java/org/crystalperf/spark/CrystalPerfListener.java"
 
 
 def _fake_pyspark(monkeypatch: pytest.MonkeyPatch, version: str | None) -> None:
-    """Make base.Integration see pyspark ``version`` installed (None: not installed)."""
-    real_find_spec, real_version = importlib.util.find_spec, metadata.version
-
-    def find_spec(name: str, *args: object, **kwargs: object) -> object:
-        if name == "pyspark":
-            return None if version is None else SimpleNamespace(name="pyspark")
-        return real_find_spec(name, *args, **kwargs)  # type: ignore[arg-type]
-
-    def distribution_version(name: str) -> str:
-        if name == "pyspark":
-            if version is None:
-                raise metadata.PackageNotFoundError(name)
-            return version
-        return real_version(name)
-
-    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    monkeypatch.setattr(metadata, "version", distribution_version)
+    fake_installed(monkeypatch, config.INTEGRATION, None if version is None else {"pyspark": version})
 
 
 def test_pyspark_not_installed_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

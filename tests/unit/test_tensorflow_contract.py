@@ -3,10 +3,7 @@ version, or installed under another distribution name (TensorFlow itself is neve
 
 from __future__ import annotations
 
-import importlib.util
 import re
-from importlib import metadata
-from importlib.machinery import ModuleSpec
 from pathlib import Path
 
 import pytest
@@ -14,26 +11,13 @@ import pytest
 import crystalperf.integrations.tensorflow as package
 from crystalperf.core.errors import FrameworkNotInstalledError, UnsupportedFrameworkVersionError
 from crystalperf.integrations.tensorflow.config import INTEGRATION
+from tests.unit.helpers import fake_installed
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 
 def _fake(monkeypatch: pytest.MonkeyPatch, versions: dict[str, str] | None) -> None:
-    """TensorFlow absent (None), or present with these distributions' versions."""
-    real_find_spec = importlib.util.find_spec
-
-    def find_spec(name: str, *args: object, **kwargs: object) -> ModuleSpec | None:
-        if name == "tensorflow":
-            return None if versions is None else ModuleSpec("tensorflow", None)
-        return real_find_spec(name, *args, **kwargs)  # type: ignore[arg-type]
-
-    def version(distribution: str) -> str:
-        if versions and distribution in versions:
-            return versions[distribution]
-        raise metadata.PackageNotFoundError(distribution)
-
-    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    monkeypatch.setattr(metadata, "version", version)
+    fake_installed(monkeypatch, INTEGRATION, versions)
 
 
 def test_not_installed_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
