@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 from importlib import metadata
 from importlib.machinery import ModuleSpec
 
@@ -50,3 +51,21 @@ def fake_installed(monkeypatch: pytest.MonkeyPatch, integration: Integration, ve
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     monkeypatch.setattr(metadata, "version", version)
+
+
+def assert_same_document(actual: object, expected: object, path: str = "", rel: float = 1e-9) -> None:
+    """Equal JSON-like documents, floats within ``rel``: Python 3.12's sum() rounds differently (it
+    compensates), so a trace assembled there differs from one recorded on 3.11 in the last digits."""
+    if isinstance(expected, float) or isinstance(actual, float):
+        assert isinstance(actual, (int, float)) and isinstance(expected, (int, float)), path
+        assert math.isclose(actual, expected, rel_tol=rel, abs_tol=1e-12), f"{path}: {actual} != {expected}"
+    elif isinstance(expected, dict):
+        assert isinstance(actual, dict) and actual.keys() == expected.keys(), path
+        for key in expected:
+            assert_same_document(actual[key], expected[key], f"{path}/{key}", rel)
+    elif isinstance(expected, (list, tuple)):
+        assert isinstance(actual, (list, tuple)) and len(actual) == len(expected), path
+        for index, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            assert_same_document(a, e, f"{path}[{index}]", rel)
+    else:
+        assert actual == expected, f"{path}: {actual!r} != {expected!r}"
