@@ -7,10 +7,17 @@ crystalperf itself cannot be imported, and the installed package uses it to tell
 from __future__ import annotations
 
 import hashlib
+import sys
 import zipfile
 from collections.abc import Iterable
-from importlib.abc import Traversable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    if sys.version_info >= (3, 11):
+        from importlib.resources.abc import Traversable
+    else:
+        from importlib.abc import Traversable
 
 HASH_ENTRY = "META-INF/crystalperf-sources.sha256"
 
