@@ -46,7 +46,8 @@ def lint(session: nox.Session) -> None:
 def unit(session: nox.Session) -> None:
     """The framework-free core: no Spark, TensorFlow, Flink or torch installed."""
     skip_without_tests(session, "tests/unit")
-    session.install("-e", ".[test]")
+    # The event-log codecs' libraries (from the spark extra, without pyspark): the codec tests run here.
+    session.install("-e", ".[test]", "zstandard>=0.22", "cramjam>=2.8")
     run_tests(session, "tests/unit")
 
 

@@ -8,6 +8,7 @@ the core never imports a framework. Bad input ends with one line on stderr and e
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import logging
 import os
@@ -15,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
+from typing import Any, Protocol
 
 from crystalperf import __version__
 from crystalperf.core.errors import BadInputError, CrystalPerfError
@@ -76,33 +78,130 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cmd_import(args: argparse.Namespace) -> int:
-    from crystalperf.core.trace import save_trace
+class LoggedApplication(Protocol):
+    """What a trace catalog (entry points ``crystalperf.trace_catalogs``) says about one application whose
+    logs it found: ``catalog(path) -> list[LoggedApplication]``, ``path`` being what the format's reader reads."""
 
-    readers = _entry_points("crystalperf.trace_readers")
-    if args.format not in readers:
-        known = ", ".join(sorted(readers)) or "none installed"
-        raise BadInputError(f"unknown trace format {args.format!r} (known: {known})")
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def start(self) -> float | None: ...  # epoch seconds
+    @property
+    def status(self) -> str: ...  # "complete" or "in progress"
+    @property
+    def size(self) -> int: ...  # bytes
+    @property
+    def path(self) -> Path: ...
+
+
+def _load(group: str, name: str, what: str) -> Any:
+    found = _entry_points(group)
+    if name not in found:
+        return None
     try:
-        read = readers[args.format].load()
+        return found[name].load()
     except ImportError as exc:
-        raise BadInputError(f"the {args.format} reader cannot be loaded: {exc}") from None
+        raise BadInputError(f"the {name} {what} cannot be loaded: {exc}") from None
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    read = _load("crystalperf.trace_readers", args.format, "reader")
+    if read is None:
+        known = ", ".join(sorted(_entry_points("crystalperf.trace_readers"))) or "none installed"
+        raise BadInputError(f"unknown trace format {args.format!r} (known: {known})")
     source = Path(args.path)
     if not source.exists():
         raise BadInputError("no such file or directory", source)
-    trace = read(source)
+    choosing = args.list or args.app is not None or args.all
+    apps: list[LoggedApplication] | None = None
+    if choosing or source.is_dir():  # a directory may hold many applications' logs (a History Server's)
+        catalog = _load("crystalperf.trace_catalogs", args.format, "catalog")
+        if catalog is None and choosing:
+            raise BadInputError(f"the {args.format} format cannot list applications "
+                                "(--list, --app and --all need a crystalperf.trace_catalogs entry point)")
+        apps = list(catalog(source)) if catalog is not None else None
+    if apps is not None and choosing:
+        return _import_chosen(args, read, source, apps)
+    if apps is not None and len(apps) > 1:
+        raise BadInputError(f"{len(apps)} applications' logs are here: name one with --app ID "
+                            "(--list lists them) or import them all with --all", source)
+    if apps is not None and len(apps) == 1:
+        source = apps[0].path  # a directory holding one application's log: that log
     out = Path(args.out) if args.out else source.parent / "crystalperf-trace.json.gz"
+    _import_one(read, source, out, args.analyze)
+    return EXIT_OK
+
+
+def _import_chosen(args: argparse.Namespace, read: Any, source: Path, apps: list[LoggedApplication]) -> int:
+    """``--list``, ``--app ID`` or ``--all`` over the applications a catalog found."""
+    if args.list:
+        if not apps:
+            sys.stderr.write(f"crystalperf: no {args.format} logs in {source}\n")
+        for app in apps:
+            sys.stdout.write(f"{app.id}  {app.name or '-'}  {_utc(app.start)}  {app.status}  {_size(app.size)}\n")
+        return EXIT_OK
+    if args.app is not None:
+        chosen = [a for a in apps if args.app in (a.id, a.path.name)]
+        if not chosen:
+            known = ", ".join(a.id for a in apps) or "none"
+            raise BadInputError(f"no application {args.app!r} here (found: {known})", source)
+        app = chosen[0]
+        out = Path(args.out) if args.out else app.path.parent / "crystalperf-trace.json.gz"
+        _import_one(read, app.path, out, args.analyze)
+        return EXIT_OK
+    if not apps:
+        raise BadInputError(f"no {args.format} logs here", source)
+    # One directory per application, named after it: each holds the usual crystalperf-trace.json.gz (and
+    # with --analyze its report), so `crystalperf analyze DIR/<app>` works as on any other trace.
+    root = Path(args.out) if args.out else Path("crystalperf-traces")
+    status = EXIT_OK
+    for app in apps:
+        try:
+            _import_one(read, app.path, root / _safe_name(app.id) / "crystalperf-trace.json.gz", args.analyze)
+        except BadInputError as exc:  # one bad log must not stop the others
+            sys.stderr.write(f"crystalperf: error: {exc}\n")
+            status = EXIT_BAD_INPUT
+    return status
+
+
+def _import_one(read: Any, source: Path, out: Path, analyze: bool) -> None:
+    from crystalperf.core.trace import save_trace
+
+    trace = read(source)
     if out.is_dir():
         out = out / "crystalperf-trace.json.gz"
+    out.parent.mkdir(parents=True, exist_ok=True)
     save_trace(trace, out)
+    for warning in trace.warnings:
+        sys.stderr.write(f"crystalperf: warning: {warning}\n")
     sys.stdout.write(f"wrote {out}\n")
-    if args.analyze:
+    if analyze:
         from crystalperf.core.analysis import analyze_path
         from crystalperf.core.report.terminal import TerminalRenderer
 
         result = analyze_path(out, out.parent)
         TerminalRenderer(width=_width()).print(result.report, _console())
-    return EXIT_OK
+
+
+def _safe_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name).strip(".") or "app"
+
+
+def _utc(stamp: float | None) -> str:
+    if stamp is None:
+        return "-"
+    return datetime.datetime.fromtimestamp(stamp, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _size(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"
 
 
 def _classifier(name: str | None):  # type: ignore[no-untyped-def]
@@ -152,9 +251,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("import", help="turn a framework's own logs into a crystalperf trace")
     p.add_argument("format", help="trace reader, e.g. spark-eventlog (entry points crystalperf.trace_readers)")
-    p.add_argument("path", help="the log file or directory")
-    p.add_argument("--out", help="trace file or directory (default: next to the input)")
+    p.add_argument("path", help="the log file or directory, or a directory of many applications' logs")
+    p.add_argument("--out", help="trace file or directory (default: next to the input); with --all the "
+                                 "directory that gets one sub-directory per application (default ./crystalperf-traces)")
     p.add_argument("--analyze", action="store_true", help="also write the report and print a summary")
+    choose = p.add_mutually_exclusive_group()
+    choose.add_argument("--list", action="store_true", help="list the applications whose logs are in PATH")
+    choose.add_argument("--app", metavar="ID", help="import this application's log from PATH")
+    choose.add_argument("--all", action="store_true", help="import every application's log in PATH")
     p.set_defaults(func=_cmd_import)
 
     for ep in sorted(_entry_points("crystalperf.commands").values(), key=lambda e: e.name):

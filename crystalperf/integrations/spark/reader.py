@@ -3,15 +3,15 @@ workers' spool files.
 
 ``crystalperf import spark-eventlog PATH`` reads a past run's event log with :func:`read_event_log`.
 Event logs have no stacks, so the resource vectors come from the task metrics. The log is streamed line by
-line (logs of long applications are gigabytes); event kinds we do not use, and lines that are not JSON
-(a log cut off by a crash), are skipped. Each kind we use has one small handler that updates an
+line (logs of long applications are gigabytes), decompressed on the fly whatever Spark's codec
+(:mod:`.codecs`); event kinds we do not use, and lines that are not JSON (a log cut off by a crash, or
+still being written), are skipped. :func:`list_applications` finds the applications of a History Server
+directory (``--list``, ``--app``, ``--all``). Each kind we use has one small handler that updates an
 :class:`EventLogState`; :mod:`.assemble` turns that state into the trace.
 """
 
 from __future__ import annotations
 
-import gzip
-import io
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -22,33 +22,21 @@ from typing import IO, Any
 from crystalperf.core import trace as tr
 from crystalperf.core.errors import BadInputError
 from crystalperf.core.hooks import guard
+from crystalperf.integrations.spark.codecs import DamagedLogError, open_text
 from crystalperf.integrations.spark.config import SPOOL_FILE
 
 Event = dict[str, Any]
 
 _SECRET = re.compile(r"(?i)secret|password|token|credential|\.key$|keystore|auth")
 _ROLLING_FILE = re.compile(r"events_(\d+)")
+_IN_PROGRESS = ".inprogress"
+IN_PROGRESS_WARNING = "the event log is in progress (Spark was still writing it): the trace ends where the log did"
 
 
 # --- the files and the JSON event stream ---------------------------------------------------------------
 
 def _open(path: Path) -> IO[str]:
-    with path.open("rb") as raw:
-        magic = raw.read(4)
-    if magic[:2] == b"\x1f\x8b":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace")
-    if magic == b"\x28\xb5\x2f\xfd" or path.suffix == ".zstd":
-        try:
-            import zstandard
-        except ImportError:
-            raise BadInputError("zstd-compressed event log: pip install zstandard to read it "
-                                "(or write logs with spark.eventLog.compress=false)", path) from None
-        return io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(path.open("rb")), encoding="utf-8",
-                                errors="replace")
-    if path.suffix in (".lz4", ".snappy", ".lzf"):
-        raise BadInputError(f"{path.suffix[1:]}-compressed event logs are not supported: decompress it first, "
-                            "or write logs with spark.eventLog.compress=false", path)
-    return path.open(encoding="utf-8", errors="replace")
+    return open_text(path)
 
 
 def _rolling_index(path: Path) -> int:
@@ -66,20 +54,54 @@ def log_files(path: Path) -> list[Path]:
     return [path]
 
 
-def events(path: Path) -> Iterator[Event]:
-    """Every JSON object of the event log, in order; blank lines and lines that are not JSON are skipped."""
-    for file in log_files(path):
-        with _open(file) as lines:
-            for line in lines:
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    event = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(event, dict):
-                    yield event
+def in_progress(path: Path) -> bool:
+    """Whether Spark was still writing the log when it was read: a ``<app>.inprogress`` file, or a rolling
+    log whose ``appstatus_<app>`` file (or whose last events file) ends in ``.inprogress``."""
+    if not path.is_dir():
+        return path.name.endswith(_IN_PROGRESS)
+    if any(p.name.startswith("appstatus_") and p.name.endswith(_IN_PROGRESS) for p in path.iterdir()):
+        return True
+    files = [p for p in path.iterdir() if p.is_file() and p.name.startswith("events_")]
+    return bool(files) and max(files, key=_rolling_index).name.endswith(_IN_PROGRESS)
+
+
+@dataclass
+class Reading:
+    """What reading a log's files found besides its events."""
+
+    in_progress: bool = False
+    damage: DamagedLogError | None = None  # the data that could not be decoded; reading stopped there
+
+
+def events(path: Path, reading: Reading | None = None) -> Iterator[Event]:
+    """Every JSON object of the event log, in order; blank lines and lines that are not JSON are skipped.
+
+    Compressed data that cannot be decoded ends the stream: with ``reading`` the damage is recorded there,
+    else :class:`DamagedLogError` is raised after the events before it. The end of the last file of a log
+    still in progress is expected to be cut off (Spark is still writing it) and is no damage.
+    """
+    own = reading if reading is not None else Reading(in_progress(path))
+    files = log_files(path)
+    for file in files:
+        try:
+            with _open(file) as lines:
+                for line in lines:
+                    line = line.strip()
+                    if not line:
+                        continue
+                    try:
+                        event = json.loads(line)
+                    except json.JSONDecodeError:
+                        continue
+                    if isinstance(event, dict):
+                        yield event
+        except DamagedLogError as exc:
+            if exc.truncated and own.in_progress and file == files[-1]:
+                return
+            if reading is None:
+                raise
+            reading.damage = exc
+            return
 
 
 def seconds(ms: Any) -> float | None:
@@ -368,16 +390,116 @@ def read_state(stream: Iterator[Event]) -> EventLogState:
 
 
 def read_event_log(path: Path) -> tr.Trace:
-    """Read a Spark event log (plain, gzip or zstd; a file or a rolling-log directory) into a trace."""
+    """Read a Spark event log (a file or a rolling-log directory; plain, zstd, lz4, snappy, lzf or gzip;
+    complete or in progress) into a trace.
+
+    Damaged compressed data ends the reading: the events before it make the trace, and a warning says
+    where it stopped; a log whose damage leaves no event is a :class:`BadInputError`.
+    """
     from crystalperf.integrations.spark.assemble import build_trace
 
     path = Path(path)
-    state = read_state(events(path))
+    reading = Reading(in_progress(path))
+    state = read_state(events(path, reading))
+    if reading.damage is not None and not state.seen:
+        raise reading.damage
     if not state.seen:
         raise BadInputError("not a Spark event log (no JSON events)", path)
     if state.app is None and not state.jobs:
         raise BadInputError("not a Spark event log (no application or job events)", path)
-    return build_trace(state, path)
+    trace = build_trace(state, path)
+    if reading.in_progress:
+        trace.warnings.append(IN_PROGRESS_WARNING)
+    if reading.damage is not None:
+        trace.warnings.append(f"{reading.damage}; reading stopped there, the {state.seen} events before it "
+                              "were used")
+    return trace
+
+
+# --- a History Server directory: the applications in it ------------------------------------------------
+
+@dataclass(frozen=True)
+class LoggedApplication:
+    """One application's event log found in a directory (a line of ``crystalperf import ... --list``)."""
+
+    id: str  # the App ID, with ``_<attempt>`` for an attempt, as Spark names the log
+    name: str
+    start: float | None  # epoch seconds
+    status: str  # "complete" or "in progress"
+    size: int  # bytes on disk, all files of a rolling log together
+    path: Path  # what read_event_log reads
+
+
+_HEAD_EVENTS = 200  # ApplicationStart comes within the first few events; do not read a whole log for it
+_FIRST_LINE = 1 << 16  # a log's first line (LogStart) is short; a longer one is some other file
+
+
+def _log_key(path: Path) -> str:
+    """The application id (and attempt) Spark put in the log's name."""
+    name = path.name.removeprefix("eventlog_v2_")
+    while Path(name).suffix in (_IN_PROGRESS, ".compact", ".zstd", ".zst", ".lz4", ".snappy", ".lzf", ".gz"):
+        name = str(Path(name).with_suffix(""))
+    return name
+
+
+def _describe(path: Path, *, check: bool) -> LoggedApplication | None:
+    """The application of one event log, from the first events of its first file; with ``check``, None
+    when the file does not begin as a Spark event log does (any other file in the directory)."""
+    name, start, app_id = "", None, None
+    try:
+        with _open(log_files(path)[0]) as lines:
+            first = lines.readline(_FIRST_LINE)
+            try:
+                event = json.loads(first)
+            except json.JSONDecodeError:
+                event = None
+            if check and not (isinstance(event, dict) and "Event" in event):
+                return None
+            for _ in range(_HEAD_EVENTS):
+                if isinstance(event, dict) and event.get("Event") == "SparkListenerApplicationStart":
+                    attempt = event.get("App Attempt ID")
+                    app_id = f"{event.get('App ID')}" + (f"_{attempt}" if attempt else "")
+                    name, start = str(event.get("App Name", "")), seconds(event.get("Timestamp"))
+                    break
+                line = lines.readline()
+                if not line:
+                    break
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    event = None
+    except (BadInputError, OSError, UnicodeError):
+        if check:
+            return None  # the listing names what it can read; importing the log says what is wrong
+    files = log_files(path) if path.is_dir() else [path]
+    return LoggedApplication(id=app_id or _log_key(path), name=name, start=start,
+                             status="in progress" if in_progress(path) else "complete",
+                             size=sum(f.stat().st_size for f in files), path=path)
+
+
+def _is_rolling_log(path: Path) -> bool:
+    return path.is_dir() and any(p.is_file() and p.name.startswith("events_") for p in path.iterdir())
+
+
+def list_applications(path: Path) -> list[LoggedApplication]:
+    """The applications whose event logs are at ``path``: a History Server directory (``spark.eventLog.dir``:
+    single-file logs, ``.inprogress`` ones and rolling ``eventlog_v2_*`` directories side by side), or one
+    log (a file or a rolling-log directory). Entry point ``crystalperf.trace_catalogs: spark-eventlog``."""
+    path = Path(path)
+    if not path.is_dir() or _is_rolling_log(path):
+        described = _describe(path, check=False)
+        return [described] if described is not None else []
+    found = []
+    for child in sorted(path.iterdir()):
+        # Hidden files are Hadoop's .crc checksums; crystalperf-* are traces imported next to the logs.
+        if child.name.startswith((".", "_", "crystalperf-")) or child.name.endswith(".crc"):
+            continue
+        if child.is_dir() and not (child.name.startswith("eventlog_v2_") and _is_rolling_log(child)):
+            continue
+        described = _describe(child, check=True)
+        if described is not None:
+            found.append(described)
+    return found
 
 
 # --- the PySpark workers' spool ------------------------------------------------------------------------
