@@ -49,12 +49,15 @@ def analyze(
     locators: Sequence[object] | None = None,
     source_roots: Sequence[str] = (),
     band: bool = True,
+    reclassify: bool = False,
 ) -> Analysis:
-    """Analyse a trace in memory; writes nothing."""
+    """Analyse a trace in memory; writes nothing. ``reclassify`` ignores the functions and vectors the
+    trace embeds from its job-end analysis and locates and classifies every stack again."""
     started = time.perf_counter()
     classifier = classifier or load_classifier()
     try:
-        profile = build_profile(trace, classifier, locators=locators, source_roots=source_roots)
+        profile = build_profile(trace, classifier, locators=locators, source_roots=source_roots,
+                                reclassify=reclassify)
     except (ValueError, nx.NetworkXException) as exc:
         raise BadInputError(f"inconsistent trace: {exc}") from None
     bottleneck = find_bottleneck(profile)
@@ -73,6 +76,7 @@ def analyze_path(
     formats: Sequence[str] = ("json", "html"),
     scenarios: Sequence[Changes] | None = None,
     source_roots: Sequence[str] = (),
+    reclassify: bool = False,
 ) -> Analysis:
     """Load a trace file, analyse it and write the report files next to it (or into ``out_dir``)."""
     from crystalperf.core.report import write_reports
@@ -80,7 +84,8 @@ def analyze_path(
     trace_path = Path(trace_path)
     trace = tr.load_trace(trace_path)
     try:
-        result = analyze(trace, classifier=classifier, scenarios=scenarios, source_roots=source_roots)
+        result = analyze(trace, classifier=classifier, scenarios=scenarios, source_roots=source_roots,
+                         reclassify=reclassify)
     except BadInputError as exc:
         raise BadInputError(exc.problem, trace_path) from None
     target = Path(out_dir) if out_dir is not None else (trace_path if trace_path.is_dir() else trace_path.parent)

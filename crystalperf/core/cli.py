@@ -41,7 +41,8 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 
     classifier = _classifier(args.classifier)
     out = Path(args.out) if args.out else None
-    result = analyze_path(args.trace, out, classifier=classifier, source_roots=args.source_root or [])
+    result = analyze_path(args.trace, out, classifier=classifier, source_roots=args.source_root or [],
+                          reclassify=args.reclassify)
     if not args.quiet:
         TerminalRenderer(width=_width()).print(result.report, _console())
         for path in result.files:
@@ -238,6 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--classifier", help="classifier entry point (default: neural if installed, else keyword)")
     p.add_argument("--source-root", action="append", help="extra source directory/jar for JVM frames")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stdout")
+    p.add_argument("--reclassify", action="store_true",
+                   help="locate and classify every stack here instead of using what the trace embeds from its "
+                        "job-end analysis (the report may then differ from the one written at job end)")
     p.set_defaults(func=_cmd_analyze)
 
     p = sub.add_parser("predict", help="predict the runtime under resource changes")

@@ -13,9 +13,12 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from crystalperf.core import trace as tr
+
+if TYPE_CHECKING:
+    from crystalperf.core.analysis import Analysis
 
 log = logging.getLogger("crystalperf")
 
@@ -75,4 +78,19 @@ def finish_job(trace: tr.Trace, out_dir: str | Path, *, analyze: bool = True) ->
             result = analyze_path(path, out)
             log.warning("crystalperf: %s Report: %s", result.report["bottleneck"]["sentence"],
                         out / "crystalperf-report.html")
+            with guard("embedding the located functions in the trace"):
+                _embed_what_was_used(result, path)
     return path
+
+
+def _embed_what_was_used(result: Analysis, path: Path) -> None:
+    """Write the trace again with the functions and vectors its analysis used (bounded), so that
+    ``crystalperf analyze`` on another machine, without the framework or the job's files, gives this report."""
+    from crystalperf.core.vectors import embed_resolution
+
+    samples = result.trace.samples
+    resolution = result.profile.resolution
+    if samples is None or resolution is None or samples.resolution is not None:
+        return
+    samples.resolution = embed_resolution(samples, resolution, result.profile.classifier_version)
+    tr.save_trace(result.trace, path)

@@ -178,14 +178,20 @@ def build_profile(
     *,
     locators: Sequence[object] | None = None,
     source_roots: Sequence[str] = (),
+    reclassify: bool = False,
 ) -> ExecutionProfile:
-    """Locate, classify and aggregate: the execution profile of a trace."""
+    """Locate, classify and aggregate: the execution profile of a trace. The functions and vectors the
+    trace embeds from its job-end analysis are used as they are unless ``reclassify``."""
     resolution: SampleResolution | None = None
     sampled: dict[str, OperationVector] = {}
+    version = str(getattr(classifier, "version", type(classifier).__name__))
     if trace.samples is not None and trace.samples.count:
         resolver = resolver_for(trace, locators, source_roots)
-        resolution = resolve_samples(trace.samples, classifier, resolver)
+        resolution = resolve_samples(trace.samples, classifier, resolver, use_embedded=not reclassify)
         sampled = sampled_vectors(trace.samples, resolution)
+        embedded = trace.samples.resolution
+        if embedded is not None and not reclassify:
+            version = embedded.classifier if resolution.classified == 0 else f"{version} + {embedded.classifier}"
 
     by_path: dict[str, OperationProfile] = {}
 
@@ -205,8 +211,7 @@ def build_profile(
 
     app = trace.application
     top = level_graph(trace.operations, make_node, None, app.start, app.end)
-    version = getattr(classifier, "version", type(classifier).__name__)
-    return ExecutionProfile(trace, top, by_path, resolution, str(version))
+    return ExecutionProfile(trace, top, by_path, resolution, version)
 
 
 def _measured_vector(op: tr.Operation, sampled: OperationVector | None) -> OperationVector | None:

@@ -190,6 +190,43 @@ class SampleKey(_Model):
     thread: str | None = Field(None, description="e.g. 'python-worker' for PySpark's Python side")
 
 
+class EmbeddedFunction(_Model):
+    """A function as the job-end analysis located and classified it (code and doc bounded in length)."""
+
+    qualified_name: str
+    language: str = "unknown"
+    code: str = ""
+    doc: str = ""
+    origin: str = "source"
+    location: str | None = None
+    vector: list[float] = Field(min_length=3, max_length=3, description="<cpu, disk, network> it was given")
+
+    @field_validator("vector")
+    @classmethod
+    def _probabilities(cls, value: list[float]) -> list[float]:
+        if any(not math.isfinite(v) or v < 0 for v in value) or sum(value) <= 0:
+            raise ValueError("a function's vector must be non-negative finite numbers, not all zero")
+        return value
+
+
+class EmbeddedResolution(_Model):
+    """What the analysis at job end used for the sampled stacks, so that the report regenerates the same on
+    a machine without the framework, its jars or the job's files: per interned stack, the function it was
+    attributed to (an index into ``functions``), ``-1`` for a stack left out by the size bounds (located
+    anew), ``-2`` for a stack that resolved to no function."""
+
+    classifier: str = Field(description="the classifier whose vectors these are")
+    functions: list[EmbeddedFunction] = Field(default_factory=list)
+    stack_function: list[int] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _indices(self) -> EmbeddedResolution:
+        n = len(self.functions)
+        if any(i < -2 or i >= n for i in self.stack_function):
+            raise ValueError("a stack refers to an embedded function that does not exist")
+        return self
+
+
 class StackSamples(_Model):
     """Aggregated call-stack samples.
 
@@ -209,6 +246,8 @@ class StackSamples(_Model):
     stack: list[int] = Field(default_factory=list)
     count: list[int] = Field(default_factory=list)
     dropped: int = Field(0, ge=0, description="samples not kept because a memory bound was reached")
+    resolution: EmbeddedResolution | None = Field(
+        None, description="the located functions and vectors the job-end analysis used (since 1.1)")
 
     @model_validator(mode="after")
     def _columns_consistent(self) -> StackSamples:
@@ -228,6 +267,8 @@ class StackSamples(_Model):
                 raise ValueError("sample counts must be positive")
             if min(self.bucket) < 0:
                 raise ValueError("sample buckets must be non-negative")
+        if self.resolution is not None and len(self.resolution.stack_function) != nstacks:
+            raise ValueError("the embedded resolution does not cover every stack")
         return self
 
     def rows(self) -> Iterator[tuple[int, int, int, int]]:

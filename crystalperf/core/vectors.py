@@ -58,6 +58,7 @@ class SampleResolution:
     total_samples: int
     by_origin: Counter[str]
     problems: list[str]
+    classified: int = 0  # functions classified in this analysis (not taken from the trace)
 
 
 def _name_only(frames: Sequence[tr.Frame], stack: Sequence[int]) -> FunctionSource | None:
@@ -94,22 +95,44 @@ def _classify_or_fall_back(
         return list(KeywordClassifier().classify(functions)), problem
 
 
+def _embedded_function(function: tr.EmbeddedFunction) -> FunctionSource:
+    return FunctionSource(qualified_name=function.qualified_name, language=function.language, code=function.code,
+                          doc=function.doc, origin=function.origin, location=function.location)
+
+
 def resolve_samples(
     samples: tr.StackSamples,
     classifier: ResourceClassifier,
     resolver: FrameResolver | None,
+    *,
+    use_embedded: bool = True,
 ) -> SampleResolution:
-    """Locate the first function with source in every interned stack, then classify them in one batch."""
+    """Locate the first function with source in every interned stack, then classify them in one batch.
+
+    Stacks the trace's embedded resolution covers take the function and the vector the job-end analysis
+    used (the report then regenerates the same anywhere); the others are located and classified here."""
     stack_function: dict[int, FunctionSource | None] = {}
+    function_vectors: dict[str, ResourceVector] = {}
+    embedded = samples.resolution if use_embedded else None
+    if embedded is not None:
+        known = [_embedded_function(f) for f in embedded.functions]
+        for embedded_function, source in zip(embedded.functions, known, strict=True):
+            function_vectors[source.key] = ResourceVector.of(*embedded_function.vector)
     used_stacks = set(samples.stack)
     for s in used_stacks:
-        stack = samples.stacks[s]
-        found = resolver.resolve_stack(stack, samples.frames) if resolver else None
-        stack_function[s] = found[1] if found else _name_only(samples.frames, stack)
-    unique = {f.key: f for f in stack_function.values() if f is not None}
+        chosen = embedded.stack_function[s] if embedded is not None else -1
+        if chosen >= 0:
+            stack_function[s] = known[chosen]
+        elif chosen == -2:
+            stack_function[s] = None
+        else:
+            stack = samples.stacks[s]
+            found = resolver.resolve_stack(stack, samples.frames) if resolver else None
+            stack_function[s] = found[1] if found else _name_only(samples.frames, stack)
+    unique = {f.key: f for f in stack_function.values() if f is not None and f.key not in function_vectors}
     functions = list(unique.values())
     vectors, classifier_problem = _classify_or_fall_back(classifier, functions)
-    function_vectors = {f.key: v for f, v in zip(functions, vectors, strict=True)}
+    function_vectors.update({f.key: v for f, v in zip(functions, vectors, strict=True)})
 
     per_stack_count: Counter[int] = Counter()
     for _, _, stack_id, count in samples.rows():
@@ -127,7 +150,7 @@ def resolve_samples(
     problems = list(resolver.context.problems) if resolver else []
     if classifier_problem:
         problems.append(classifier_problem)
-    return SampleResolution(stack_function, function_vectors, located, total, by_origin, problems)
+    return SampleResolution(stack_function, function_vectors, located, total, by_origin, problems, len(functions))
 
 
 def sampled_vectors(samples: tr.StackSamples, resolution: SampleResolution) -> dict[str, OperationVector]:
@@ -254,3 +277,40 @@ def restrict(vec: OperationVector, allowed: str | None) -> OperationVector:
 def default_vector() -> OperationVector:
     """Nothing known about an operation: counted as CPU, and the report says so."""
     return OperationVector(CPU_ONLY, SOURCE_DEFAULT)
+
+
+# Bounds of what a trace carries of its analysis: enough for the functions that matter, small next to
+# the samples themselves.
+EMBED_MAX_FUNCTIONS = 2000
+EMBED_MAX_BYTES = 4_000_000
+EMBED_MAX_TEXT = 8000  # characters of a function's code, and of its doc
+
+
+def embed_resolution(samples: tr.StackSamples, resolution: SampleResolution, classifier: str) -> tr.EmbeddedResolution:
+    """What the analysis used for each stack, bounded: the functions of the most-sampled stacks first, up to
+    EMBED_MAX_FUNCTIONS functions and EMBED_MAX_BYTES of code and doc; stacks beyond are marked -1."""
+    per_stack: Counter[int] = Counter()
+    for _, _, stack_id, count in samples.rows():
+        per_stack[stack_id] += count
+    index_of: dict[str, int] = {}
+    functions: list[tr.EmbeddedFunction] = []
+    stack_function = [-1] * len(samples.stacks)
+    spent = 0
+    for stack_id, _ in per_stack.most_common():
+        function = resolution.stack_function.get(stack_id)
+        if function is None:
+            stack_function[stack_id] = -2
+            continue
+        if function.key not in index_of:
+            code, doc = function.code[:EMBED_MAX_TEXT], function.doc[:EMBED_MAX_TEXT]
+            size = len(code.encode()) + len(doc.encode()) + len(function.qualified_name) + 64
+            if len(functions) >= EMBED_MAX_FUNCTIONS or spent + size > EMBED_MAX_BYTES:
+                continue
+            spent += size
+            index_of[function.key] = len(functions)
+            vector = resolution.function_vectors[function.key]
+            functions.append(tr.EmbeddedFunction(
+                qualified_name=function.qualified_name, language=function.language, code=code, doc=doc,
+                origin=function.origin, location=function.location, vector=[vector.cpu, vector.disk, vector.network]))
+        stack_function[stack_id] = index_of[function.key]
+    return tr.EmbeddedResolution(classifier=classifier, functions=functions, stack_function=stack_function)
