@@ -73,9 +73,12 @@ def finish_job(trace: tr.Trace, out_dir: str | Path, *, analyze: bool = True) ->
         log.info("crystalperf: trace written to %s", path)
     if path is not None and analyze:
         with guard("analysing the trace"):
-            from crystalperf.core.analysis import analyze_path
+            from crystalperf.core.analysis import analyze as analyse_trace
+            from crystalperf.core.report import write_reports
 
-            result = analyze_path(path, out)
+            # The trace in memory is the one just written: no need to read it back for the analysis.
+            result = analyse_trace(trace)
+            result.files = write_reports(result.report, out)
             log.warning("crystalperf: %s Report: %s", result.report["bottleneck"]["sentence"],
                         out / "crystalperf-report.html")
             with guard("embedding the located functions in the trace"):
