@@ -19,7 +19,8 @@ from crystalperf.core.classify import ResourceClassifier, load_classifier
 from crystalperf.core.errors import BadInputError
 from crystalperf.core.predict import Changes, Prediction, Predictor, default_scenarios
 from crystalperf.core.profile import ExecutionProfile, OperationProfile, build_profile, vector_dict
-from crystalperf.core.resources import RESOURCES
+from crystalperf.core.resources import CATEGORIES, WAITING
+from crystalperf.core.vectors import ATTRIBUTION_EVIDENCE
 
 log = logging.getLogger(__name__)
 
@@ -50,14 +51,16 @@ def analyze(
     source_roots: Sequence[str] = (),
     band: bool = True,
     reclassify: bool = False,
+    attribution: str = ATTRIBUTION_EVIDENCE,
 ) -> Analysis:
     """Analyse a trace in memory; writes nothing. ``reclassify`` ignores the functions and vectors the
-    trace embeds from its job-end analysis and locates and classifies every stack again."""
+    trace embeds from its job-end analysis and locates and classifies every stack again. ``attribution``
+    "paper" attributes samples as the paper does (first located frame, classifier only), for comparison."""
     started = time.perf_counter()
     classifier = classifier or load_classifier()
     try:
         profile = build_profile(trace, classifier, locators=locators, source_roots=source_roots,
-                                reclassify=reclassify)
+                                reclassify=reclassify, attribution=attribution)
     except (ValueError, nx.NetworkXException) as exc:
         raise BadInputError(f"inconsistent trace: {exc}") from None
     bottleneck = find_bottleneck(profile)
@@ -77,6 +80,7 @@ def analyze_path(
     scenarios: Sequence[Changes] | None = None,
     source_roots: Sequence[str] = (),
     reclassify: bool = False,
+    attribution: str = ATTRIBUTION_EVIDENCE,
 ) -> Analysis:
     """Load a trace file, analyse it and write the report files next to it (or into ``out_dir``)."""
     from crystalperf.core.report import write_reports
@@ -85,7 +89,7 @@ def analyze_path(
     trace = tr.load_trace(trace_path)
     try:
         result = analyze(trace, classifier=classifier, scenarios=scenarios, source_roots=source_roots,
-                         reclassify=reclassify)
+                         reclassify=reclassify, attribution=attribution)
     except BadInputError as exc:
         raise BadInputError(exc.problem, trace_path) from None
     target = Path(out_dir) if out_dir is not None else (trace_path if trace_path.is_dir() else trace_path.parent)
@@ -109,6 +113,9 @@ def _op_entry(prof: OperationProfile, bottleneck: Bottleneck, on_path: set[str])
         "runtime_s": round(prof.runtime, 6),
         "vector": vector_dict(prof.vector.vector),
         "vector_source": prof.vector.source,
+        # What of the operation's time was measured (by category) rather than inferred from its samples.
+        "measured": {k: round(v, 6) for k, v in prof.vector.measured.items()},
+        "measured_share": round(prof.vector.measured_share, 6),
         "samples": prof.vector.samples,
         "resource_seconds": {k: round(v, 6) for k, v in prof.resource_seconds.items()},
         "work_seconds": {k: round(v, 6) for k, v in prof.work_seconds.items()},
@@ -130,6 +137,9 @@ def _op_entry(prof: OperationProfile, bottleneck: Bottleneck, on_path: set[str])
             for f in prof.vector.functions[:TOP_FUNCTIONS]
         ],
     }
+    if prof.vector.vector.waiting > 0 and prof.vector.waiting_in:
+        entry["waiting_in"] = [{"frame": name, "share": round(weight / prof.vector.samples, 4)}
+                               for name, weight in prof.vector.waiting_in.most_common(3)] if prof.vector.samples else []
     if op.attributes:
         entry["attributes"] = dict(op.attributes)
     return entry
@@ -137,7 +147,14 @@ def _op_entry(prof: OperationProfile, bottleneck: Bottleneck, on_path: set[str])
 
 def _advice(bottleneck: Bottleneck, predictions: Sequence[Prediction], profile: ExecutionProfile) -> list[str]:
     lines: list[str] = []
-    resource = bottleneck.resource
+    if bottleneck.resource == WAITING:
+        waiter = bottleneck.waiting_op
+        lines.append(
+            "Most of the critical path waited" + (f" ({waiter.op.name}: {bottleneck.waiting_on})" if waiter else "")
+            + ": look at what it waits for (a source's rate or its input, a slower stage downstream) before adding "
+            "resources to the operations themselves."
+        )
+    resource = bottleneck.busiest_resource
     useful = {
         "cpu": ("cores", "executors", "cpu_speed", "parallelism", "slots", "device"),
         "disk": ("disk", "memory"),
@@ -154,7 +171,7 @@ def _advice(bottleneck: Bottleneck, predictions: Sequence[Prediction], profile: 
     slot_changes = [p for p in predictions if any(k in p.changes for k in ("cores", "executors", "parallelism"))]
     if slot_changes and all(p.speedup < 1.1 for p in slot_changes if p.speedup >= 1.0):
         lines.append("More cores or executors buy little here: the critical path is not limited by task slots.")
-    if bottleneck.path:
+    if bottleneck.path and bottleneck.seconds[resource] > 0:
         top = max(bottleneck.path, key=lambda p: p.resource_seconds[resource])
         funcs = ", ".join(f.function.qualified_name for f in top.vector.functions[:2])
         lines.append(
@@ -185,9 +202,15 @@ def build_report(
     for p in profile.walk():
         counts[p.vector.source] = counts.get(p.vector.source, 0) + 1
     resolution = profile.resolution
+    leaves = [p for p in profile.walk() if not p.children]
+    leaf_time = sum(sum(p.work_seconds.values()) for p in leaves)
+    measured_time = sum(sum(p.work_seconds.values()) * p.vector.measured_share for p in leaves)
     sources: dict[str, Any] = {
         "classifier": profile.classifier_version,
+        "attribution": profile.attribution,
         "vector_sources": counts,
+        # Share of the operations' time (task-seconds) whose category was measured, not inferred.
+        "measured_fraction": round(measured_time / leaf_time, 4) if leaf_time > 0 else 0.0,
     }
     if resolution is not None:
         sources.update(
@@ -224,8 +247,11 @@ def build_report(
         "total_runtime_s": round(app.duration, 6),
         "bottleneck": {
             "resource": bottleneck.resource,
-            "seconds": {r: round(bottleneck.seconds[r], 6) for r in RESOURCES},
+            "seconds": {r: round(bottleneck.seconds[r], 6) for r in CATEGORIES},
             "share": {r: round(v, 6) for r, v in bottleneck.share.items()},
+            "busiest_resource": bottleneck.busiest_resource,
+            "waiting_on": bottleneck.waiting_on,
+            "waiting_operation": bottleneck.waiting_op.path if bottleneck.waiting_op is not None else None,
             "unattributed_s": round(bottleneck.unattributed_s, 6),
             "sentence": bottleneck.sentence(),
         },

@@ -3,16 +3,19 @@
 The critical path of a level is its longest path with each operation weighted by its measured wall
 time (which already honours the parallelism of its tasks). Operations with a sub-DAG are expanded
 into their own critical path, so the path ends at the finest level the trace has (Spark: stages).
-Resource-time is summed along it; the largest resource is the bottleneck. Time on the path that no
-operation accounts for (driver work, scheduling gaps) is reported apart, not given to a resource.
+Resource-time is summed along it; the largest resource is the bottleneck. Waiting (for input, for
+downstream, for nothing) is summed too and, when it is the largest, is the verdict — with what was waited
+on — since no resource of the operations would shorten it. Time on the path that no operation accounts
+for (driver work, scheduling gaps) is reported apart, not given to a resource.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from crystalperf.core import trace as tr
 from crystalperf.core.profile import ExecutionProfile, LevelGraph, OperationProfile
-from crystalperf.core.resources import RESOURCES
+from crystalperf.core.resources import CATEGORIES, RESOURCES, WAITING
 
 
 @dataclass
@@ -23,11 +26,20 @@ class Bottleneck:
     total_runtime_s: float
     path: list[OperationProfile]  # finest-level operations on the critical path, in order
     top_path: list[OperationProfile]  # top-level operations on the critical path
+    # When waiting is the verdict: the operation that waited most on the path, and what it waited on.
+    waiting_op: OperationProfile | None = None
+    waiting_on: str | None = None
+    backpressured: bool = False
 
     @property
     def share(self) -> dict[str, float]:
         total = sum(self.seconds.values())
-        return {r: (self.seconds[r] / total if total else 0.0) for r in RESOURCES}
+        return {r: (self.seconds[r] / total if total else 0.0) for r in CATEGORIES}
+
+    @property
+    def busiest_resource(self) -> str:
+        """The largest of the three resources on the path: what more of would help most, waiting aside."""
+        return max(RESOURCES, key=lambda r: self.seconds[r])
 
     def operation_share(self, prof: OperationProfile) -> float:
         total = sum(self.seconds.values())
@@ -38,12 +50,17 @@ class Bottleneck:
             return "No operation time was recorded, so there is no bottleneck to name."
         share = self.share[self.resource]
         secs = self.seconds[self.resource]
-        top = max(self.path, key=lambda p: p.resource_seconds[self.resource], default=None)
-        where = f"; most of it in {top.op.name!s} ({top.resource_seconds[self.resource]:.2f} s)" if top else ""
-        verdict = (
-            f"{secs:.2f} s of the {sum(self.seconds.values()):.2f} s on its critical path ({share:.0%}) went to "
-            f"{self.resource}{where}."
-        )
+        if self.resource == WAITING:
+            verdict = self._waiting_verdict(secs, share)
+            label = "backpressured" if self.backpressured else "input-bound"
+        else:
+            top = max(self.path, key=lambda p: p.resource_seconds[self.resource], default=None)
+            where = f"; most of it in {top.op.name!s} ({top.resource_seconds[self.resource]:.2f} s)" if top else ""
+            verdict = (
+                f"{secs:.2f} s of the {sum(self.seconds.values()):.2f} s on its critical path ({share:.0%}) went to "
+                f"{self.resource}{where}."
+            )
+            label = f"{self.resource}-bound"
         if self.total_runtime_s > 0 and self.unattributed_s > 0.5 * self.total_runtime_s:
             # A job that mostly waited (a rate-limited source, start-up, a driver doing other things) is not
             # "bound" by what its operations did in the little time they worked.
@@ -51,7 +68,16 @@ class Bottleneck:
                 f"Most of the run ({self.unattributed_s:.2f} s of {self.total_runtime_s:.2f} s) was outside the "
                 f"operations' busy time (waiting for input, scheduling, start-up); of the rest, {verdict}"
             )
-        return f"The job is {self.resource}-bound: {verdict}"
+        return f"The job is {label}: {verdict}"
+
+    def _waiting_verdict(self, secs: float, share: float) -> str:
+        total = sum(self.seconds.values())
+        text = f"{secs:.2f} s of the {total:.2f} s on its critical path ({share:.0%}) was spent waiting, not working"
+        if self.waiting_op is not None:
+            text += f"; most in {self.waiting_op.op.name} ({self.waiting_op.resource_seconds[WAITING]:.2f} s)"
+            if self.waiting_on:
+                text += f", {self.waiting_on}"
+        return text + ". More CPU, disk or network for these operations would not shorten it."
 
 
 def level_critical_path(level: LevelGraph) -> list[str]:
@@ -93,12 +119,49 @@ def expand(level: LevelGraph, ids: list[str]) -> list[OperationProfile]:
 def find_bottleneck(profile: ExecutionProfile) -> Bottleneck:
     top_ids = level_critical_path(profile.top)
     path = expand(profile.top, top_ids)
-    seconds = {r: 0.0 for r in RESOURCES}
+    seconds = {r: 0.0 for r in CATEGORIES}
     for prof in path:
         for r, s in prof.resource_seconds.items():
             seconds[r] += s
     total = profile.trace.application.duration
     covered = sum(p.path_time for p in path)
     unattributed = max(0.0, total - covered)
-    resource = max(RESOURCES, key=lambda r: seconds[r])
-    return Bottleneck(resource, seconds, unattributed, total, path, [profile.top.nodes[i] for i in top_ids])
+    resource = max(CATEGORIES, key=lambda r: seconds[r])
+    result = Bottleneck(resource, seconds, unattributed, total, path, [profile.top.nodes[i] for i in top_ids])
+    if resource == WAITING and path:
+        waiter = max(path, key=lambda p: p.resource_seconds[WAITING])
+        result.waiting_op = waiter
+        result.waiting_on, result.backpressured = describe_waiting(profile, waiter)
+    return result
+
+
+def _sum_metric(prof: OperationProfile, name: str) -> float:
+    units = [t.metrics for t in prof.op.tasks] or [prof.op.metrics]
+    return sum(max(0.0, m.get(name, 0.0)) for m in units)
+
+
+def describe_waiting(profile: ExecutionProfile, prof: OperationProfile) -> tuple[str, bool]:
+    """What an operation waited on, in words, and whether it was downstream that held it back.
+
+    Measured backpressure points downstream; measured idle time, or waiting samples, of an operation with
+    upstream siblings point at them; a source (nothing upstream) waited for its own input."""
+    siblings = _siblings(profile, prof)
+    downstream = [o.op.name for o in siblings if prof.op.id in o.op.parents]
+    upstream = [o.op.name for o in siblings if o.op.id in prof.op.parents]
+    if _sum_metric(prof, tr.METRIC_BACKPRESSURED_TIME) > _sum_metric(prof, tr.METRIC_IDLE_TIME) and downstream:
+        return f"backpressured by {', '.join(downstream)}", True
+    declared = prof.op.attributes.get(tr.ATTRIBUTE_WAITS_ON)
+    if declared:
+        return f"waiting on {declared}", False
+    if upstream:
+        return f"waiting on {', '.join(upstream)}", False
+    where = prof.vector.waiting_in.most_common(1)
+    inside = f" (in {where[0][0]})" if where else ""
+    return f"waiting for its input{inside}", False
+
+
+def _siblings(profile: ExecutionProfile, prof: OperationProfile) -> list[OperationProfile]:
+    if prof.parent_path is None:
+        return list(profile.top.nodes.values())
+    parent = profile.by_path.get(prof.parent_path)
+    return list(parent.children.nodes.values()) if parent is not None and parent.children is not None else []

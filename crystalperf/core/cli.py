@@ -42,7 +42,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     classifier = _classifier(args.classifier)
     out = Path(args.out) if args.out else None
     result = analyze_path(args.trace, out, classifier=classifier, source_roots=args.source_root or [],
-                          reclassify=args.reclassify)
+                          reclassify=args.reclassify, attribution=args.attribution)
     if not args.quiet:
         TerminalRenderer(width=_width()).print(result.report, _console())
         for path in result.files:
@@ -242,6 +242,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reclassify", action="store_true",
                    help="locate and classify every stack here instead of using what the trace embeds from its "
                         "job-end analysis (the report may then differ from the one written at job end)")
+    p.add_argument("--attribution", choices=("evidence", "paper"), default="evidence",
+                   help="evidence (default): measured time first, then thread states and plumbing frames, then "
+                        "the classifiers; paper: the paper's method (first located frame, classifier only), to "
+                        "compare")
     p.set_defaults(func=_cmd_analyze)
 
     p = sub.add_parser("predict", help="predict the runtime under resource changes")

@@ -5,6 +5,7 @@ job -> stages -> tasks)."""
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -12,8 +13,10 @@ import networkx as nx
 
 from crystalperf.core import trace as tr
 from crystalperf.core.classify import ResourceClassifier
-from crystalperf.core.resources import RESOURCES, ResourceVector, weighted_mean
+from crystalperf.core.resources import CATEGORIES, ResourceVector, weighted_mean
 from crystalperf.core.vectors import (
+    ATTRIBUTION_EVIDENCE,
+    ATTRIBUTIONS,
     RESOURCES_ATTRIBUTE,
     SOURCE_CHILDREN,
     SOURCE_METRICS,
@@ -21,6 +24,7 @@ from crystalperf.core.vectors import (
     FunctionStat,
     OperationVector,
     SampleResolution,
+    bound_by_measurement,
     default_vector,
     operation_metrics_vector,
     resolve_samples,
@@ -101,6 +105,7 @@ class ExecutionProfile:
     by_path: dict[str, OperationProfile] = field(default_factory=dict)
     resolution: SampleResolution | None = None
     classifier_version: str = ""
+    attribution: str = ATTRIBUTION_EVIDENCE
 
     def walk(self) -> list[OperationProfile]:
         """All operation profiles, parents before children."""
@@ -179,18 +184,24 @@ def build_profile(
     locators: Sequence[object] | None = None,
     source_roots: Sequence[str] = (),
     reclassify: bool = False,
+    attribution: str = ATTRIBUTION_EVIDENCE,
 ) -> ExecutionProfile:
     """Locate, classify and aggregate: the execution profile of a trace. The functions and vectors the
-    trace embeds from its job-end analysis are used as they are unless ``reclassify``."""
+    trace embeds from its job-end analysis are used as they are unless ``reclassify``. ``attribution``
+    "paper" is the paper's method (first located frame, classifier only), kept for comparison."""
+    if attribution not in ATTRIBUTIONS:
+        raise ValueError(f"unknown attribution {attribution!r} (known: {', '.join(ATTRIBUTIONS)})")
+    evidence = attribution == ATTRIBUTION_EVIDENCE
     resolution: SampleResolution | None = None
     sampled: dict[str, OperationVector] = {}
     version = str(getattr(classifier, "version", type(classifier).__name__))
     if trace.samples is not None and trace.samples.count:
         resolver = resolver_for(trace, locators, source_roots)
-        resolution = resolve_samples(trace.samples, classifier, resolver, use_embedded=not reclassify)
+        resolution = resolve_samples(trace.samples, classifier, resolver, use_embedded=not reclassify,
+                                     attribution=attribution)
         sampled = sampled_vectors(trace.samples, resolution)
         embedded = trace.samples.resolution
-        if embedded is not None and not reclassify:
+        if embedded is not None and not reclassify and evidence:
             version = embedded.classifier if resolution.classified == 0 else f"{version} + {embedded.classifier}"
 
     by_path: dict[str, OperationProfile] = {}
@@ -200,10 +211,13 @@ def build_profile(
             level_graph(op.children, make_node, path, op.start, op.end) if op.children else None
         )
         vec = sampled.get(op.id)
-        if op.attributes.get(VECTOR_SOURCE_ATTRIBUTE) == SOURCE_METRICS:
+        prefer_metrics = op.attributes.get(VECTOR_SOURCE_ATTRIBUTE) == SOURCE_METRICS
+        if evidence and (vec is not None or not children):
+            vec = bound_by_measurement(op, vec, prefer_metrics)
+        elif prefer_metrics:
             vec = _measured_vector(op, vec)
         if vec is None:
-            vec = _fallback_vector(op, children)
+            vec = _fallback_vector(op, children, waiting=evidence)
         vec = restrict(vec, op.attributes.get(RESOURCES_ATTRIBUTE))
         prof = OperationProfile(op, path, parent_path, vec, children)
         by_path[path] = prof
@@ -211,7 +225,7 @@ def build_profile(
 
     app = trace.application
     top = level_graph(trace.operations, make_node, None, app.start, app.end)
-    return ExecutionProfile(trace, top, by_path, resolution, version)
+    return ExecutionProfile(trace, top, by_path, resolution, version, attribution)
 
 
 def _measured_vector(op: tr.Operation, sampled: OperationVector | None) -> OperationVector | None:
@@ -225,7 +239,7 @@ def _measured_vector(op: tr.Operation, sampled: OperationVector | None) -> Opera
     return OperationVector(measured, SOURCE_METRICS, sampled.samples, sampled.functions, sampled.interval_spread)
 
 
-def _fallback_vector(op: tr.Operation, children: LevelGraph | None) -> OperationVector:
+def _fallback_vector(op: tr.Operation, children: LevelGraph | None, *, waiting: bool = True) -> OperationVector:
     """A vector for an operation without samples of its own: from its children, else from its
     native metrics, else the default."""
     if children is not None and children.nodes:
@@ -240,12 +254,21 @@ def _fallback_vector(op: tr.Operation, children: LevelGraph | None) -> Operation
                 else:
                     merged[key] = FunctionStat(stat.function, stat.vector, stat.samples)
             functions = sorted(merged.values(), key=lambda f: -f.samples)
-            return OperationVector(vec, SOURCE_CHILDREN, sum(c.vector.samples for c in kids), functions)
-    metrics_vec = operation_metrics_vector(op)
+            waiting_in: Counter[str] = Counter()
+            measured: dict[str, float] = {}
+            total_work = sum(sum(c.work_seconds.values()) for c in kids)
+            for c in kids:
+                waiting_in.update(c.vector.waiting_in)
+                weight = sum(c.work_seconds.values()) / total_work if total_work > 0 else 0.0
+                for category, fraction in c.vector.measured.items():
+                    measured[category] = measured.get(category, 0.0) + fraction * weight
+            return OperationVector(vec, SOURCE_CHILDREN, sum(c.vector.samples for c in kids), functions,
+                                   waiting_in=waiting_in, measured=measured)
+    metrics_vec = operation_metrics_vector(op, waiting=waiting)
     if metrics_vec is not None:
         return OperationVector(metrics_vec, SOURCE_METRICS)
     return default_vector()
 
 
 def vector_dict(vec: ResourceVector) -> dict[str, float]:
-    return {r: round(vec[i], 6) for i, r in enumerate(RESOURCES)}
+    return {r: round(vec[i], 6) for i, r in enumerate(CATEGORIES)}

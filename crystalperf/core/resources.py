@@ -1,4 +1,5 @@
-"""The three resources of the paper and the vector type that splits time between them."""
+"""The three resources of the paper, the waiting that is none of them, and the vector that splits time
+between them."""
 
 from __future__ import annotations
 
@@ -6,50 +7,65 @@ import math
 from collections.abc import Iterable
 from typing import NamedTuple
 
+# What a job can be given more of: the paper's three resources.
 RESOURCES: tuple[str, str, str] = ("cpu", "disk", "network")
+# Time an operation's threads spent waiting for input, for downstream or for nothing: no resource of the
+# operation is in use, so no resource change of the operation shortens it.
+WAITING = "waiting"
+CATEGORIES: tuple[str, str, str, str] = (*RESOURCES, WAITING)
 
 
 class ResourceVector(NamedTuple):
-    """Fractions of time spent on CPU, disk and network; they sum to 1 (paper §4.1)."""
+    """Fractions of time spent on CPU, disk and network, and waiting; they sum to 1 (paper §4.1, with waiting
+    apart so that a parked thread is never counted as a resource)."""
 
     cpu: float
     disk: float
     network: float
+    waiting: float = 0.0
 
     @classmethod
-    def of(cls, cpu: float = 0.0, disk: float = 0.0, network: float = 0.0) -> ResourceVector:
+    def of(cls, cpu: float = 0.0, disk: float = 0.0, network: float = 0.0, waiting: float = 0.0) -> ResourceVector:
         """A normalised vector; all-zero input means 'nothing known' and gives pure CPU."""
-        values = [max(0.0, float(v)) if math.isfinite(v) else 0.0 for v in (cpu, disk, network)]
+        values = [max(0.0, float(v)) if math.isfinite(v) else 0.0 for v in (cpu, disk, network, waiting)]
         total = sum(values)
         if total <= 0:
             return CPU_ONLY
-        return cls(values[0] / total, values[1] / total, values[2] / total)
+        return cls(*(v / total for v in values))
 
     def dominant(self) -> str:
-        return RESOURCES[max(range(3), key=lambda i: self[i])]
+        return CATEGORIES[max(range(len(CATEGORIES)), key=lambda i: self[i])]
+
+    def dominant_resource(self) -> str:
+        """The largest of the three resources, ignoring waiting."""
+        return RESOURCES[max(range(len(RESOURCES)), key=lambda i: self[i])]
 
     def as_dict(self) -> dict[str, float]:
-        return {"cpu": self.cpu, "disk": self.disk, "network": self.network}
+        return {c: self[i] for i, c in enumerate(CATEGORIES)}
 
     def scaled(self, seconds: float) -> dict[str, float]:
         """Resource-time: this vector times a duration."""
-        return {"cpu": self.cpu * seconds, "disk": self.disk * seconds, "network": self.network * seconds}
+        return {c: self[i] * seconds for i, c in enumerate(CATEGORIES)}
+
+    def busy(self) -> ResourceVector:
+        """The split of the time that was not waiting (pure CPU when all of it waited)."""
+        return ResourceVector.of(self.cpu, self.disk, self.network)
 
 
-CPU_ONLY = ResourceVector(1.0, 0.0, 0.0)
+CPU_ONLY = ResourceVector(1.0, 0.0, 0.0, 0.0)
+WAITING_ONLY = ResourceVector(0.0, 0.0, 0.0, 1.0)
 
 
 def weighted_mean(pairs: Iterable[tuple[ResourceVector, float]]) -> ResourceVector | None:
     """Weighted mean of vectors; None when the weights sum to zero."""
-    acc = [0.0, 0.0, 0.0]
+    acc = [0.0] * len(CATEGORIES)
     total = 0.0
     for vec, weight in pairs:
         if weight <= 0:
             continue
         total += weight
-        for i in range(3):
+        for i in range(len(CATEGORIES)):
             acc[i] += vec[i] * weight
     if total <= 0:
         return None
     return ResourceVector.of(*acc)
-

@@ -7,11 +7,16 @@ trace. Both live here, framework-free.
 The sampler reads ``sys._current_frames()`` from a daemon thread every ``interval_s``; each stack is
 aggregated at once into (key, time bucket, stack) -> count, so memory grows with the number of
 distinct stacks, not with time; past ``max_rows`` distinct rows new ones are counted as dropped.
+
+Each sample carries the thread's state (trace schema 1.2): ``runnable`` when the thread's CPU time
+(``/proc/self/task/<native id>/stat``: utime + stime) advanced since its previous sample, else
+``waiting``; ``""`` where /proc is missing. A stack's state is part of its identity.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
@@ -36,6 +41,60 @@ def _frame_identity(frame: FrameType) -> tuple[str, str, int]:
     return name, code.co_filename, code.co_firstlineno
 
 
+class ThreadStates:
+    """Whether each sampled thread ran since its previous sample, from its CPU time as Linux counts it.
+
+    One small read per sampled thread per sample. The CPU time is counted in clock ticks (10 ms on most
+    kernels), so a thread that ran for less than a tick between two samples may read as waiting. A thread
+    sampled for the first time, and one whose CPU time did not advance while the kernel shows it in
+    uninterruptible sleep (``D``: blocked on the disk, page faults of a mapped file), takes the kernel's
+    scheduler state: ``R`` and ``D`` are runnable, because a thread reading from a slow disk is using the
+    disk, not waiting for other work.
+    """
+
+    def __init__(self, task_dir: str = "/proc/self/task") -> None:
+        self.task_dir = task_dir
+        self.available = os.path.isdir(task_dir)
+        self._cpu: dict[int, int] = {}  # native thread id -> CPU ticks at its previous sample
+
+    def _read(self, native_id: int) -> tuple[int, bytes] | None:
+        try:
+            fd = os.open(f"{self.task_dir}/{native_id}/stat", os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            data = os.read(fd, 4096)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        # "pid (comm) S ...": comm may hold spaces and parentheses, so split after the last ')'
+        fields = data[data.rfind(b")") + 2:].split()
+        if len(fields) < 13:
+            return None
+        return int(fields[11]) + int(fields[12]), fields[0]  # utime + stime (fields 14, 15), state (field 3)
+
+    def state(self, native_id: int | None) -> str:
+        """The thread's state now: runnable, waiting, or "" when it cannot be known."""
+        if not self.available or native_id is None:
+            return ""
+        read = self._read(native_id)
+        if read is None:
+            return ""
+        cpu, sched = read
+        previous = self._cpu.get(native_id)
+        self._cpu[native_id] = cpu
+        if previous is not None and cpu > previous:
+            return tr.THREAD_RUNNABLE
+        return tr.THREAD_RUNNABLE if sched in (b"R", b"D") else tr.THREAD_WAITING
+
+    def keep_only(self, native_ids: Iterable[int | None]) -> None:
+        """Forget threads that are gone, so the memory stays bounded by the live threads."""
+        alive = set(native_ids)
+        for gone in [n for n in self._cpu if n not in alive]:
+            del self._cpu[gone]
+
+
 class SampleTable:
     """Interned frames/stacks/keys and aggregated counts: a StackSamples under construction."""
 
@@ -47,7 +106,8 @@ class SampleTable:
         self.frames: list[tr.Frame] = []
         self._frame_ids: dict[tuple[str, str | None, int | None, str], int] = {}
         self.stacks: list[list[int]] = []
-        self._stack_ids: dict[tuple[int, ...], int] = {}
+        self.states: list[str] = []  # per stack: the thread state it was sampled in ("" unknown)
+        self._stack_ids: dict[tuple[tuple[int, ...], str], int] = {}
         self.keys: list[tr.SampleKey] = []
         self._key_ids: dict[tuple[str, str | None, str | None], int] = {}
         self.rows: dict[tuple[int, int, int], int] = {}
@@ -64,12 +124,14 @@ class SampleTable:
                                         module=module))
         return found
 
-    def stack_id(self, frame_ids: Iterable[int]) -> int:
-        ident = tuple(frame_ids)
-        found = self._stack_ids.get(ident)
+    def stack_id(self, frame_ids: Iterable[int], state: str = "") -> int:
+        """The id of a stack sampled in a thread state: the same frames in two states are two stacks."""
+        frames = tuple(frame_ids)
+        found = self._stack_ids.get((frames, state))
         if found is None:
-            found = self._stack_ids[ident] = len(self.stacks)
-            self.stacks.append(list(ident))
+            found = self._stack_ids[(frames, state)] = len(self.stacks)
+            self.stacks.append(list(frames))
+            self.states.append(state)
         return found
 
     def key_id(self, key: tr.SampleKey) -> int:
@@ -97,6 +159,7 @@ class SampleTable:
             return tr.StackSamples(
                 interval_s=self.interval_s, bucket_s=self.bucket_s, origin=self.origin,
                 frames=list(self.frames), stacks=[list(s) for s in self.stacks], keys=list(self.keys),
+                states=list(self.states) if any(self.states) else [],
                 key=[k for (k, _, _), _ in items], bucket=[b for (_, b, _), _ in items],
                 stack=[s for (_, _, s), _ in items], count=[c for _, c in items], dropped=self.dropped,
             )
@@ -119,6 +182,7 @@ class PythonStackSampler:
         max_rows: int = 200_000,
         origin: float | None = None,
         clock: Callable[[], float] = time.time,
+        thread_states: ThreadStates | None = None,
     ) -> None:
         self.key_for = key_for
         self.interval_s = interval_s
@@ -130,6 +194,14 @@ class PythonStackSampler:
         self._thread: threading.Thread | None = None
         self._own_ident: int | None = None
         self._code_frames: dict[object, int] = {}
+        self.thread_states = thread_states if thread_states is not None else ThreadStates()
+        # Thread ident -> kernel thread id, for threads whose ``threading.Thread.native_id`` is wrong: the
+        # main thread of a forked process keeps its parent's (CPython 3.10-3.13; see register_thread).
+        self.native_ids: dict[int, int] = {}
+
+    def register_thread(self) -> None:
+        """Record the calling thread's kernel id; call it from a forked process's main thread."""
+        self.native_ids[threading.get_ident()] = threading.get_native_id()
 
     def start(self) -> PythonStackSampler:
         if self._thread is None:
@@ -159,17 +231,23 @@ class PythonStackSampler:
                 delay = self.interval_s
             self._stop.wait(delay)
 
+    def _native_id(self, ident: int | None, thread: threading.Thread | None) -> int | None:
+        found = self.native_ids.get(ident) if ident is not None else None
+        return found if found is not None else getattr(thread, "native_id", None)
+
     def sample_once(self) -> int:
         """Take one sample of every thread; returns how many stacks were recorded."""
         now = self.clock()
-        names = {t.ident: t.name for t in threading.enumerate()}
+        threads = {t.ident: t for t in threading.enumerate()}
         recorded = 0
         for ident, frame in sys._current_frames().items():
             if ident == self._own_ident:
                 continue
-            key = self.key_for(ident, names.get(ident, ""))
+            thread = threads.get(ident)
+            key = self.key_for(ident, thread.name if thread is not None else "")
             if key is None:
                 continue
+            state = self.thread_states.state(self._native_id(ident, thread))
             ids: list[int] = []
             depth = 0
             current: FrameType | None = frame
@@ -183,8 +261,9 @@ class PythonStackSampler:
                 ids.append(fid)
                 current = current.f_back
                 depth += 1
-            self.table.add(key, self.table.stack_id(ids), now)
+            self.table.add(key, self.table.stack_id(ids, state), now)
             recorded += 1
+        self.thread_states.keep_only(self._native_id(i, t) for i, t in threads.items())
         self.samples_taken += 1
         return recorded
 
@@ -202,7 +281,7 @@ def merge_samples(parts: Iterable[tr.StackSamples], *, origin: float | None = No
     dropped = 0
     for part in parts:
         frame_map = [table.frame_id(f.name, f.file, f.line, f.language, f.module) for f in part.frames]
-        stack_map = [table.stack_id(frame_map[i] for i in s) for s in part.stacks]
+        stack_map = [table.stack_id((frame_map[i] for i in s), part.state_of(n)) for n, s in enumerate(part.stacks)]
         for key, bucket, stack, count in part.rows():
             when = part.origin + (bucket + 0.5) * part.bucket_s
             table.add(part.keys[key], stack_map[stack], when, count)

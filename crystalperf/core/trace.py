@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from crystalperf.core.errors import BadInputError, UnsupportedSchemaError
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 SCHEMA_MAJOR = 1
 SCHEMA_ID = f"urn:crystalperf:trace:{SCHEMA_VERSION}"
 TRACE_FILENAMES = ("crystalperf-trace.json.gz", "crystalperf-trace.json")
@@ -51,6 +51,21 @@ METRIC_PEAK_MEMORY_BYTES = "peak_memory_bytes"
 METRIC_NETWORK_BYTES = "network_bytes"  # sent + received over the network (not shuffle)
 METRIC_RECORDS_IN = "records_in"
 METRIC_RECORDS_OUT = "records_out"
+# Measured waiting, each a part of run_time_s like cpu_time_s (since 1.2): the time counts as waiting, never as
+# a resource the job could be given more of.
+METRIC_IDLE_TIME = "idle_time_s"  # waited for input: upstream sent nothing, or the source had nothing to read
+METRIC_BACKPRESSURED_TIME = "backpressured_time_s"  # waited for downstream to take its output
+METRIC_WAIT_TIME = "wait_time_s"  # other measured waiting (a training step waiting for its input pipeline)
+
+# Operation attribute a hook may set: what the operation's waiting was for (free text, e.g. "input pipeline").
+ATTRIBUTE_WAITS_ON = "waits_on"
+
+# Thread states of sampled stacks (JVM Thread.State lower-cased; Python samplers give runnable or waiting).
+THREAD_RUNNABLE = "runnable"
+THREAD_BLOCKED = "blocked"
+THREAD_WAITING = "waiting"
+THREAD_TIMED_WAITING = "timed_waiting"
+THREAD_STATES = ("", THREAD_RUNNABLE, THREAD_BLOCKED, THREAD_WAITING, THREAD_TIMED_WAITING)
 
 
 class _Model(BaseModel):
@@ -248,6 +263,14 @@ class StackSamples(_Model):
     dropped: int = Field(0, ge=0, description="samples not kept because a memory bound was reached")
     resolution: EmbeddedResolution | None = Field(
         None, description="the located functions and vectors the job-end analysis used (since 1.1)")
+    states: list[str] = Field(
+        default_factory=list,
+        description="per stack (parallel to stacks; empty: unknown): the thread's state when it was sampled, "
+        "runnable, blocked, waiting, timed_waiting or '' (since 1.2); stacks differing only in state are "
+        "interned apart")
+
+    def state_of(self, stack: int) -> str:
+        return self.states[stack] if self.states else ""
 
     @model_validator(mode="after")
     def _columns_consistent(self) -> StackSamples:
@@ -267,6 +290,11 @@ class StackSamples(_Model):
                 raise ValueError("sample counts must be positive")
             if min(self.bucket) < 0:
                 raise ValueError("sample buckets must be non-negative")
+        if self.states and len(self.states) != nstacks:
+            raise ValueError("states must give one thread state per stack")
+        unknown = set(self.states) - set(THREAD_STATES)
+        if unknown:
+            raise ValueError(f"unknown thread state {sorted(unknown)[0]!r} (known: {', '.join(THREAD_STATES[1:])})")
         if self.resolution is not None and len(self.resolution.stack_function) != nstacks:
             raise ValueError("the embedded resolution does not cover every stack")
         return self

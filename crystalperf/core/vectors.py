@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 
 from crystalperf.core import trace as tr
 from crystalperf.core.classify import FunctionSource, KeywordClassifier, ResourceClassifier
-from crystalperf.core.resources import CPU_ONLY, ResourceVector, weighted_mean
+from crystalperf.core.resources import CATEGORIES, CPU_ONLY, ResourceVector, weighted_mean
 from crystalperf.core.sources import FrameResolver, LocateContext, is_native
+from crystalperf.core.waiting import is_off_cpu, is_plumbing, is_plumbing_frame, sample_vector, wait_label
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,13 @@ SOURCE_SAMPLES = "samples"  # classified functions of its sampled stacks (the pa
 SOURCE_METRICS = "metrics"  # the framework's native task metrics
 SOURCE_CHILDREN = "children"  # aggregated from its sub-operations
 SOURCE_DEFAULT = "default"  # nothing known: counted as CPU
+
+
+# How samples become vectors: the evidence-first order (measured facts, thread states and plumbing, then the
+# classifiers) or the paper's (first located frame, classifier only), kept to show what each step buys.
+ATTRIBUTION_EVIDENCE = "evidence"
+ATTRIBUTION_PAPER = "paper"
+ATTRIBUTIONS = (ATTRIBUTION_EVIDENCE, ATTRIBUTION_PAPER)
 
 
 @dataclass
@@ -45,13 +53,21 @@ class OperationVector:
     functions: list[FunctionStat] = field(default_factory=list)
     # Spread of the interval vectors: a rough uncertainty of the operation's vector.
     interval_spread: float = 0.0
+    # Samples that waited, by the frame they waited in (innermost non-native frame).
+    waiting_in: Counter[str] = field(default_factory=Counter)
+    # Fractions of the operation's run time that the framework or the OS measured, per category.
+    measured: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def measured_share(self) -> float:
+        return min(1.0, sum(self.measured.values()))
 
 
 @dataclass
 class SampleResolution:
     """Result of locating and classifying every stack of a trace."""
 
-    # stack index -> (function key or None, vector)
+    # stack index -> the function it is attributed to (None: no function below its plumbing)
     stack_function: dict[int, FunctionSource | None]
     function_vectors: dict[str, ResourceVector]
     located_samples: int
@@ -59,23 +75,28 @@ class SampleResolution:
     by_origin: Counter[str]
     problems: list[str]
     classified: int = 0  # functions classified in this analysis (not taken from the trace)
+    # stack index -> the sample's vector: its function's, with CPU turned to waiting when the thread was off CPU
+    stack_vectors: dict[int, ResourceVector] = field(default_factory=dict)
+    # stack index -> where a waiting stack waited (innermost frame), for stacks with any waiting
+    stack_waiting_in: dict[int, str] = field(default_factory=dict)
+    attribution: str = ATTRIBUTION_EVIDENCE
 
 
-def _name_only(frames: Sequence[tr.Frame], stack: Sequence[int]) -> FunctionSource | None:
+def _name_only(frames: Sequence[tr.Frame], stack: Sequence[int], skip_plumbing: bool) -> FunctionSource | None:
     """When no frame of a stack has source, classify by the frame names themselves.
 
     The paper skips such stacks; we keep them (marked ``frame-name``) because a JVM stack of
     ``SocketInputStream.read`` still says a lot, and dropping it would bias the vector to whatever
-    happened to be located.
+    happened to be located. Plumbing frames are passed over as in the located scan.
     """
-    names = [frames[i].name for i in stack if not is_native(frames[i])]
-    if not names:
+    usable = [i for i in stack if not is_native(frames[i]) and not (skip_plumbing and is_plumbing(frames[i].name))]
+    if not usable:
         return None
-    top = frames[next(i for i in stack if not is_native(frames[i]))]
+    top = frames[usable[0]]
     return FunctionSource(
-        qualified_name=names[0],
+        qualified_name=top.name,
         language=top.language if top.language in ("java", "scala", "python", "cpp") else "unknown",
-        code=names[0],
+        code=top.name,
         origin="frame-name",
     )
 
@@ -100,39 +121,68 @@ def _embedded_function(function: tr.EmbeddedFunction) -> FunctionSource:
                           doc=function.doc, origin=function.origin, location=function.location)
 
 
+def _choose_functions(
+    samples: tr.StackSamples, resolver: FrameResolver | None, use_embedded: bool, skip_plumbing: bool,
+    function_vectors: dict[str, ResourceVector],
+) -> dict[int, FunctionSource | None]:
+    """Stack -> its function: the embedded one (job-end analysis) where the trace has it, else located here."""
+    stack_function: dict[int, FunctionSource | None] = {}
+    embedded = samples.resolution if use_embedded else None
+    known: list[FunctionSource] = []
+    if embedded is not None:
+        known = [_embedded_function(f) for f in embedded.functions]
+        for embedded_function, source in zip(embedded.functions, known, strict=True):
+            function_vectors[source.key] = ResourceVector.of(*embedded_function.vector)
+    skip = is_plumbing_frame if skip_plumbing else None
+    for s in set(samples.stack):
+        chosen = embedded.stack_function[s] if embedded is not None else -1
+        # A trace analysed before plumbing was skipped may embed a lock or pool frame: locate that stack anew.
+        if chosen >= 0 and not (skip_plumbing and is_plumbing(known[chosen].qualified_name)):
+            stack_function[s] = known[chosen]
+        elif chosen == -2:
+            stack_function[s] = None
+        else:
+            stack = samples.stacks[s]
+            found = resolver.resolve_stack(stack, samples.frames, skip=skip) if resolver else None
+            stack_function[s] = found[1] if found else _name_only(samples.frames, stack, skip_plumbing)
+    return stack_function
+
+
 def resolve_samples(
     samples: tr.StackSamples,
     classifier: ResourceClassifier,
     resolver: FrameResolver | None,
     *,
     use_embedded: bool = True,
+    attribution: str = ATTRIBUTION_EVIDENCE,
 ) -> SampleResolution:
-    """Locate the first function with source in every interned stack, then classify them in one batch.
+    """Locate the first non-plumbing function with source in every interned stack, classify them in one batch,
+    and give every stack its vector from its function's and the thread's state.
 
     Stacks the trace's embedded resolution covers take the function and the vector the job-end analysis
-    used (the report then regenerates the same anywhere); the others are located and classified here."""
-    stack_function: dict[int, FunctionSource | None] = {}
+    used (the report then regenerates the same anywhere); the others are located and classified here.
+    With ``attribution="paper"`` the first located frame is the function and its vector the sample's."""
+    evidence = attribution != ATTRIBUTION_PAPER
     function_vectors: dict[str, ResourceVector] = {}
-    embedded = samples.resolution if use_embedded else None
-    if embedded is not None:
-        known = [_embedded_function(f) for f in embedded.functions]
-        for embedded_function, source in zip(embedded.functions, known, strict=True):
-            function_vectors[source.key] = ResourceVector.of(*embedded_function.vector)
-    used_stacks = set(samples.stack)
-    for s in used_stacks:
-        chosen = embedded.stack_function[s] if embedded is not None else -1
-        if chosen >= 0:
-            stack_function[s] = known[chosen]
-        elif chosen == -2:
-            stack_function[s] = None
-        else:
-            stack = samples.stacks[s]
-            found = resolver.resolve_stack(stack, samples.frames) if resolver else None
-            stack_function[s] = found[1] if found else _name_only(samples.frames, stack)
+    stack_function = _choose_functions(samples, resolver, use_embedded and evidence, evidence, function_vectors)
     unique = {f.key: f for f in stack_function.values() if f is not None and f.key not in function_vectors}
     functions = list(unique.values())
     vectors, classifier_problem = _classify_or_fall_back(classifier, functions)
     function_vectors.update({f.key: v for f, v in zip(functions, vectors, strict=True)})
+
+    stack_vectors: dict[int, ResourceVector] = {}
+    stack_waiting_in: dict[int, str] = {}
+    for s, f in stack_function.items():
+        vector = function_vectors[f.key] if f is not None else None
+        if not evidence:
+            if vector is not None:
+                stack_vectors[s] = vector
+            continue
+        stack = samples.stacks[s]
+        off_cpu = is_off_cpu(samples.state_of(s), samples.frames, stack)
+        stack_vectors[s] = sample_vector(vector, off_cpu)
+        if stack_vectors[s].waiting > 0:
+            stack_waiting_in[s] = wait_label(samples.frames, stack)
 
     per_stack_count: Counter[int] = Counter()
     for _, _, stack_id, count in samples.rows():
@@ -143,14 +193,15 @@ def resolve_samples(
     for s, n in per_stack_count.items():
         total += n
         f = stack_function.get(s)
-        origin = f.origin if f else "unresolved"
+        origin = f.origin if f else ("waiting" if s in stack_waiting_in else "unresolved")
         by_origin[origin] += n
         if f is not None and f.origin != "frame-name":
             located += n
     problems = list(resolver.context.problems) if resolver else []
     if classifier_problem:
         problems.append(classifier_problem)
-    return SampleResolution(stack_function, function_vectors, located, total, by_origin, problems, len(functions))
+    return SampleResolution(stack_function, function_vectors, located, total, by_origin, problems, len(functions),
+                            stack_vectors, stack_waiting_in, attribution)
 
 
 def sampled_vectors(samples: tr.StackSamples, resolution: SampleResolution) -> dict[str, OperationVector]:
@@ -163,16 +214,20 @@ def sampled_vectors(samples: tr.StackSamples, resolution: SampleResolution) -> d
     interval_vectors: dict[str, list[tuple[ResourceVector, float]]] = defaultdict(list)
     function_samples: dict[str, Counter[str]] = defaultdict(Counter)
     functions_by_key: dict[str, FunctionSource] = {}
+    waiting_in: dict[str, Counter[str]] = defaultdict(Counter)
     for (op, _bucket), stacks in per_interval.items():
         pairs = []
         for stack, count in stacks.items():
-            f = resolution.stack_function.get(stack)
-            if f is None:
+            vec = resolution.stack_vectors.get(stack)
+            if vec is None:
                 continue
-            vec = resolution.function_vectors[f.key]
             pairs.append((vec, float(count)))
-            function_samples[op][f.key] += count
-            functions_by_key[f.key] = f
+            f = resolution.stack_function.get(stack)
+            if f is not None:
+                function_samples[op][f.key] += count
+                functions_by_key[f.key] = f
+            if stack in resolution.stack_waiting_in:
+                waiting_in[op][resolution.stack_waiting_in[stack]] += count
         mean = weighted_mean(pairs)
         if mean is not None:
             # An interval's weight is the time it covers, i.e. the samples taken in it.
@@ -186,13 +241,13 @@ def sampled_vectors(samples: tr.StackSamples, resolution: SampleResolution) -> d
         vec = mean_vec
         total = sum(w for _, w in pairs)
         spread = (
-            sum(w * sum((v[i] - vec[i]) ** 2 for i in range(3)) for v, w in pairs) / total
+            sum(w * sum((v[i] - vec[i]) ** 2 for i in range(len(CATEGORIES))) for v, w in pairs) / total
         ) ** 0.5 if total else 0.0
         stats = [
             FunctionStat(functions_by_key[k], resolution.function_vectors[k], n)
             for k, n in function_samples[op].most_common()
         ]
-        result[op] = OperationVector(vec, SOURCE_SAMPLES, int(total), stats, spread)
+        result[op] = OperationVector(vec, SOURCE_SAMPLES, int(total), stats, spread, waiting_in[op])
     return result
 
 
@@ -201,48 +256,138 @@ def _metric(metrics: dict[str, float], name: str) -> float:
     return value if value > 0 else 0.0
 
 
-def metrics_vector(units: Iterable[tuple[float, dict[str, float]]]) -> ResourceVector | None:
-    """Vector from native metrics of tasks (or of an operation): (wall duration, metrics) pairs.
+_DISK_BYTES = (tr.METRIC_INPUT_BYTES, tr.METRIC_OUTPUT_BYTES, tr.METRIC_SPILL_DISK_BYTES, tr.METRIC_SHUFFLE_WRITE_BYTES)
+_NETWORK_BYTES = (tr.METRIC_SHUFFLE_REMOTE_READ_BYTES, tr.METRIC_NETWORK_BYTES)
+_WAITING_METRICS = (tr.METRIC_IDLE_TIME, tr.METRIC_BACKPRESSURED_TIME, tr.METRIC_WAIT_TIME)
+# category -> the metrics that measure (a lower bound of) its time; CPU time is the whole of the CPU.
+_MEASURES = {
+    "waiting": _WAITING_METRICS,
+    "cpu": (tr.METRIC_CPU_TIME,),
+    "network": (tr.METRIC_NETWORK_WAIT,),
+    "disk": (tr.METRIC_DISK_TIME,),
+}
 
-    CPU time, network wait and disk time are taken as measured; the rest of the run time (blocked,
-    but on what the framework does not say) is split between disk and network in proportion to the
-    bytes the task moved through each, and counted as CPU when it moved none.
-    """
-    cpu = disk = net = 0.0
-    known = False
+
+@dataclass
+class Measurement:
+    """What the framework or the OS measured of some units' run time (tasks, or an operation), in seconds."""
+
+    run: float = 0.0
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(CATEGORIES, 0.0))
+    cpu_complete: bool = False  # every unit's CPU time was measured: the open time holds no CPU
+    disk_bytes: float = 0.0
+    network_bytes: float = 0.0
+
+    @property
+    def measured(self) -> float:
+        return sum(self.seconds.values())
+
+    @property
+    def open(self) -> float:
+        return max(0.0, self.run - self.measured)
+
+    def fractions(self) -> dict[str, float]:
+        if self.run <= 0:
+            return {}
+        return {c: s / self.run for c, s in self.seconds.items() if s > 0}
+
+
+def measure(units: Iterable[tuple[float, dict[str, float]]], *, waiting: bool = True) -> Measurement | None:
+    """The measured parts of (wall duration, metrics) units; None when nothing of their time was measured.
+
+    Each unit's parts are clipped to its run time in the order waiting, CPU, network, disk: waiting and CPU
+    are measured whole (a thread is idle or on CPU or neither), fetch wait and shuffle-write time are lower
+    bounds of the network's and the disk's time."""
+    result = Measurement()
+    any_measured = False
+    cpu_in_every_unit = True
     for duration, m in units:
         run = _metric(m, tr.METRIC_RUN_TIME) or duration
         if run <= 0:
             continue
-        has_cpu = tr.METRIC_CPU_TIME in m
-        known = known or has_cpu or tr.METRIC_NETWORK_WAIT in m or tr.METRIC_DISK_TIME in m
-        c = min(_metric(m, tr.METRIC_CPU_TIME), run)
-        n = min(_metric(m, tr.METRIC_NETWORK_WAIT), run - c)
-        d = min(_metric(m, tr.METRIC_DISK_TIME), run - c - n)
-        rest = run - c - n - d if has_cpu else 0.0
-        disk_bytes = sum(
-            _metric(m, k)
-            for k in (tr.METRIC_INPUT_BYTES, tr.METRIC_OUTPUT_BYTES, tr.METRIC_SPILL_DISK_BYTES,
-                      tr.METRIC_SHUFFLE_WRITE_BYTES)
-        )
-        net_bytes = _metric(m, tr.METRIC_SHUFFLE_REMOTE_READ_BYTES) + _metric(m, tr.METRIC_NETWORK_BYTES)
-        if rest > 0 and disk_bytes + net_bytes > 0:
-            d += rest * disk_bytes / (disk_bytes + net_bytes)
-            n += rest * net_bytes / (disk_bytes + net_bytes)
-        else:
-            c += rest
-        if not has_cpu and tr.METRIC_NETWORK_WAIT not in m and tr.METRIC_DISK_TIME not in m:
-            continue
-        cpu, disk, net = cpu + c, disk + d, net + n
-    if not known or cpu + disk + net <= 0:
+        result.run += run
+        left = run
+        cpu_in_every_unit = cpu_in_every_unit and tr.METRIC_CPU_TIME in m
+        for category, names in _MEASURES.items():
+            if not any(n in m for n in names) or (category == "waiting" and not waiting):
+                continue
+            any_measured = True
+            part = min(sum(_metric(m, n) for n in names), left)
+            result.seconds[category] += part
+            left -= part
+        result.disk_bytes += sum(_metric(m, k) for k in _DISK_BYTES)
+        result.network_bytes += sum(_metric(m, k) for k in _NETWORK_BYTES)
+    if not any_measured or result.run <= 0:
         return None
-    return ResourceVector.of(cpu, disk, net)
+    result.cpu_complete = cpu_in_every_unit
+    return result
 
 
-def operation_metrics_vector(op: tr.Operation) -> ResourceVector | None:
+def _open_by_bytes(measurement: Measurement) -> dict[str, float]:
+    """How to split time nothing else explains: between disk and network by the bytes each moved, else CPU
+    (the paper's reading of a task that moved nothing)."""
+    total = measurement.disk_bytes + measurement.network_bytes
+    if total > 0:
+        return {"disk": measurement.disk_bytes / total, "network": measurement.network_bytes / total}
+    return {"cpu": 1.0}
+
+
+def bounded_vector(measurement: Measurement, sampled: ResourceVector | None) -> ResourceVector:
+    """The split of a measured operation: measured parts as they are, the open rest split by the samples.
+
+    The samples' share of a measured category is first reduced by what was measured of it (the samples of an
+    idle second are in the measured idle time already); when CPU time was measured for every unit the open
+    time holds no CPU. With no samples left to say anything, the open time follows the bytes moved."""
+    seconds = dict(measurement.seconds)
+    open_time = measurement.open
+    if open_time > 0:
+        weights: dict[str, float] = {}
+        if sampled is not None:
+            for i, category in enumerate(CATEGORIES):
+                if category == "cpu" and measurement.cpu_complete:
+                    continue
+                weights[category] = max(0.0, sampled[i] - measurement.seconds[category] / measurement.run)
+        if sum(weights.values()) <= 1e-9:
+            # A runnable thread off CPU on a busy machine waits for a core: with nothing else known, CPU.
+            weights = _open_by_bytes(measurement)
+        total = sum(weights.values())
+        for category, weight in weights.items():
+            seconds[category] += open_time * weight / total
+    return ResourceVector.of(*(seconds[c] for c in CATEGORIES))
+
+
+def metrics_vector(units: Iterable[tuple[float, dict[str, float]]], *, waiting: bool = True) -> ResourceVector | None:
+    """Vector from native metrics of tasks (or of an operation): (wall duration, metrics) pairs; None when
+    none of their time was measured. What measurement leaves open follows the bytes moved, else CPU.
+    ``waiting=False`` reads the metrics as the paper's method does, with no waiting category."""
+    measurement = measure(units, waiting=waiting)
+    return bounded_vector(measurement, None) if measurement is not None else None
+
+
+def operation_units(op: tr.Operation) -> list[tuple[float, dict[str, float]]]:
     if op.tasks:
-        return metrics_vector((t.duration, t.metrics) for t in op.tasks)
-    return metrics_vector([(op.duration, op.metrics)])
+        return [(t.duration, t.metrics) for t in op.tasks]
+    return [(op.duration, op.metrics)]
+
+
+def operation_metrics_vector(op: tr.Operation, *, waiting: bool = True) -> ResourceVector | None:
+    return metrics_vector(operation_units(op), waiting=waiting)
+
+
+def bound_by_measurement(op: tr.Operation, sampled: OperationVector | None,
+                         prefer_metrics: bool = False) -> OperationVector | None:
+    """The operation's vector with what was measured of it taken as it is (ARCHITECTURE: the order of
+    evidence), the samples splitting only the rest; the samples still name its functions. ``prefer_metrics``
+    (the hook measured the split itself) leaves the samples out of the split."""
+    measurement = measure(operation_units(op))
+    if measurement is None:
+        return sampled
+    vector = bounded_vector(measurement, None if prefer_metrics or sampled is None else sampled.vector)
+    if sampled is None:
+        return OperationVector(vector, SOURCE_METRICS, measured=measurement.fractions())
+    source = SOURCE_METRICS if prefer_metrics else sampled.source
+    return OperationVector(vector, source, sampled.samples, sampled.functions, sampled.interval_spread,
+                           sampled.waiting_in, measurement.fractions())
 
 
 def resolver_for(trace: tr.Trace, locators: Sequence[object] | None, source_roots: Sequence[str] = ()) -> FrameResolver:
@@ -268,10 +413,12 @@ def restrict(vec: OperationVector, allowed: str | None) -> OperationVector:
     if not allowed:
         return vec
     keep = {r.strip().lower() for r in allowed.split(",")}
-    masked = [v if name in keep else 0.0 for v, name in zip(vec.vector, ("cpu", "disk", "network"), strict=True)]
+    keep.add("waiting")  # waiting needs no resource, so no hook can rule it out
+    masked = [v if name in keep else 0.0 for v, name in zip(vec.vector, CATEGORIES, strict=True)]
     if not any(masked) or list(masked) == list(vec.vector):
         return vec
-    return OperationVector(ResourceVector.of(*masked), vec.source, vec.samples, vec.functions, vec.interval_spread)
+    return OperationVector(ResourceVector.of(*masked), vec.source, vec.samples, vec.functions, vec.interval_spread,
+                           vec.waiting_in, vec.measured)
 
 
 def default_vector() -> OperationVector:

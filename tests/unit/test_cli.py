@@ -25,8 +25,8 @@ def test_analyze_writes_both_reports(tmp_path, capsys):
     report = json.loads((tmp_path / "crystalperf-report.json").read_text())
     assert (tmp_path / "crystalperf-report.html").read_text().startswith("<!DOCTYPE html>")
     assert report["total_runtime_s"] > 0
-    assert report["bottleneck"]["resource"] in ("cpu", "disk", "network")
-    assert set(report["bottleneck"]["seconds"]) == {"cpu", "disk", "network"}
+    assert report["bottleneck"]["resource"] in ("cpu", "disk", "network", "waiting")
+    assert set(report["bottleneck"]["seconds"]) == {"cpu", "disk", "network", "waiting"}
     ids = {o["path"] for o in report["operations"]}
     assert report["critical_path"] and set(report["critical_path"]) <= ids
     for o in report["operations"]:

@@ -98,7 +98,7 @@ def test_critical_path_takes_the_long_branch():
     assert level_critical_path(profile.top) == ["A", "B", "D"]
     b = find_bottleneck(profile)
     # A: 2 s CPU; B: 2 s CPU + 6 s disk; D: 2 s CPU. C (network) is off the path.
-    assert b.seconds == pytest.approx({"cpu": 6.0, "disk": 6.0, "network": 0.0})
+    assert b.seconds == pytest.approx({"cpu": 6.0, "disk": 6.0, "network": 0.0, "waiting": 0.0})
     assert b.unattributed_s == pytest.approx(1.0)
     assert b.operation_share(profile.top.nodes["B"]) == pytest.approx(8 / 12)
 
@@ -174,7 +174,7 @@ def test_a_hook_can_rule_out_resources_and_the_rest_is_renormalised():
     samples = _samples([(0, 0, 0, 3), (0, 0, 1, 1), (0, 1, 1, 2)])
     trace = make_trace([op("a", 0, 2, attributes={"resources": "cpu,disk"}), op("b", 0, 2)], samples=samples)
     a = build_profile(trace, CLASSIFIER, locators=[]).top.nodes["a"].vector
-    assert tuple(a.vector) == pytest.approx((1.0, 0.0, 0.0))
+    assert tuple(a.vector) == pytest.approx((1.0, 0.0, 0.0, 0.0))
     assert a.source == "samples" and a.samples == 6  # still from the samples, which still name the functions
     assert [f.function.qualified_name for f in a.functions] == ["net.send", "cpu.hash"]
 
@@ -186,16 +186,16 @@ def test_a_hook_measured_split_wins_over_classified_samples():
     measured = op("b", 0, 4, metrics={"run_time_s": 4.0, "cpu_time_s": 1.0, "disk_time_s": 3.0},
                   attributes={"vector_source": "metrics"})
     b = build_profile(make_trace([op("a", 0, 2), measured], samples=samples), CLASSIFIER, locators=[]).top.nodes["b"].vector
-    assert tuple(b.vector) == pytest.approx((0.25, 0.75, 0.0))
+    assert tuple(b.vector) == pytest.approx((0.25, 0.75, 0.0, 0.0))
     assert b.source == "metrics" and [f.function.qualified_name for f in b.functions] == ["cpu.hash"]
 
 
 def test_a_job_that_mostly_waited_is_not_called_bound() -> None:
     from crystalperf.core.bottleneck import Bottleneck
 
-    idle = Bottleneck("cpu", {"cpu": 0.12, "disk": 0.0, "network": 0.0}, unattributed_s=30.6,
+    idle = Bottleneck("cpu", {"cpu": 0.12, "disk": 0.0, "network": 0.0, "waiting": 0.0}, unattributed_s=30.6,
                       total_runtime_s=30.72, path=[], top_path=[])
     assert idle.sentence().startswith("Most of the run (30.60 s of 30.72 s) was outside")
-    busy = Bottleneck("cpu", {"cpu": 9.0, "disk": 1.0, "network": 0.0}, unattributed_s=2.0,
+    busy = Bottleneck("cpu", {"cpu": 9.0, "disk": 1.0, "network": 0.0, "waiting": 0.0}, unattributed_s=2.0,
                       total_runtime_s=12.0, path=[], top_path=[])
     assert busy.sentence().startswith("The job is cpu-bound: 9.00 s of the 10.00 s")

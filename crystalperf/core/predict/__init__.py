@@ -167,7 +167,8 @@ class Predictor:
         vec = prof.vector.vector
         if draw.rng is not None:
             vec = _perturb(vec, prof.vector.samples, prof.vector.source, draw.rng)
-        return [TaskParts(d * vec.cpu, d * vec.disk, d * vec.network) for d in durations]
+        # Waiting is fixed: no change of this operation's own resources shortens the time it waited for input.
+        return [TaskParts(d * vec.cpu, d * vec.disk, d * vec.network, d * vec.waiting) for d in durations]
 
     def _leaf_duration(self, prof: OperationProfile, changes: Changes, slots: int, with_vectors: bool,
                        draw: _Draw) -> float:
@@ -312,7 +313,8 @@ def _perturb(vec: ResourceVector, samples: int, source: str, rng: random.Random)
         concentration = 60.0
     else:
         concentration = 6.0
-    draws = [rng.gammavariate(concentration * v + 0.05, 1.0) for v in vec]
+    # A category the operation never showed (most often waiting) is not invented by the draw.
+    draws = [rng.gammavariate(concentration * v + 0.05, 1.0) if v > 0 or i < 3 else 0.0 for i, v in enumerate(vec)]
     return ResourceVector.of(*draws)
 
 

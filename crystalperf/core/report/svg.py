@@ -16,10 +16,12 @@ import networkx as nx
 
 from crystalperf.core.units import format_seconds
 
-RESOURCES = ("cpu", "disk", "network")
+# The categories a second of an operation goes to: the three resources, and waiting (for input, for
+# downstream, for nothing). Reports of older versions have no waiting and draw as before.
+RESOURCES = ("cpu", "disk", "network", "waiting")
 # Okabe-Ito: distinguishable with every common colour-vision deficiency.
-COLOURS = {"cpu": "#0072B2", "disk": "#E69F00", "network": "#009E73", "outside": "#B8B8B8"}
-LABELS = {"cpu": "CPU", "disk": "disk", "network": "network", "outside": "outside operations"}
+COLOURS = {"cpu": "#0072B2", "disk": "#E69F00", "network": "#009E73", "waiting": "#CC79A7", "outside": "#B8B8B8"}
+LABELS = {"cpu": "CPU", "disk": "disk", "network": "network", "waiting": "waiting", "outside": "outside operations"}
 
 NODE_W = 172
 NODE_H = 52

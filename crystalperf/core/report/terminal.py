@@ -9,13 +9,14 @@ from rich.console import Console
 from rich.table import Table
 
 from crystalperf.core.report.base import Renderer
+from crystalperf.core.resources import CATEGORIES
 from crystalperf.core.units import format_seconds
 
 MAX_ROWS = 12
 
 
 def _vector(v: dict[str, float]) -> str:
-    return " ".join(f"{k} {v[k]:.0%}" for k in ("cpu", "disk", "network"))
+    return " ".join(f"{k} {v.get(k, 0.0):.0%}" for k in CATEGORIES)
 
 
 class TerminalRenderer(Renderer):
@@ -37,7 +38,7 @@ class TerminalRenderer(Renderer):
                           "profiled steps; predictions below are for all of them")
         console.print(f"[bold]Bottleneck: {b['resource']}[/bold] — {b['sentence']}")
         secs = b["seconds"]
-        console.print("Critical path: " + ", ".join(f"{k} {format_seconds(secs[k])}" for k in ("cpu", "disk", "network"))
+        console.print("Critical path: " + ", ".join(f"{k} {format_seconds(secs.get(k, 0.0))}" for k in CATEGORIES)
                       + (f"; outside operations {format_seconds(b['unattributed_s'])}" if b["unattributed_s"] > 0 else ""))
         ops = sorted((o for o in report["operations"] if o["on_critical_path"] and not o["children"]),
                      key=lambda o: -o["runtime_s"])

@@ -8,7 +8,7 @@ are skipped so the scan continues below them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Protocol, runtime_checkable
@@ -89,9 +89,14 @@ class FrameResolver:
         self._frame_cache[index] = found
         return found
 
-    def resolve_stack(self, stack: Sequence[int], frames: Sequence[Frame]) -> tuple[int, FunctionSource] | None:
-        """The first frame (from the top) whose source is available, with its index in ``frames``."""
+    def resolve_stack(
+        self, stack: Sequence[int], frames: Sequence[Frame], skip: Callable[[Frame], bool] | None = None
+    ) -> tuple[int, FunctionSource] | None:
+        """The first frame (from the top) whose source is available, with its index in ``frames``; frames
+        ``skip`` accepts (synchronisation and scheduling plumbing) are passed over."""
         for index in stack:
+            if skip is not None and skip(frames[index]):
+                continue
             found = self.resolve_frame(index, frames[index])
             if found is not None:
                 return index, found

@@ -1,0 +1,121 @@
+"""Waiting is not a resource: thread states and synchronisation/scheduling plumbing frames.
+
+A sampled thread that is parked, sleeping, blocked on a lock or idle in an event loop uses no CPU, disk or
+network; what its stack says it waits *for* is in the first frame below the plumbing (a shuffle fetch
+iterator waits on the network, a file channel read on the disk). Plumbing frames — locks, conditions,
+sleeps, blocking queues, thread-pool and event-loop run loops, Flink's mailbox — are therefore never "the
+function" of a sample: the scan skips them, and a stack made of nothing else is plain waiting.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from crystalperf.core import trace as tr
+from crystalperf.core.resources import WAITING_ONLY, ResourceVector
+
+# Frames that mean the thread is not running whatever state the JVM reports: a thread in epoll_wait is
+# RUNNABLE to the JVM, and Python samplers of old traces give no state at all.
+_WAIT_PRIMITIVES = re.compile(
+    r"^(?:"
+    r"java\.lang\.Object\.wait\d*|java\.lang\.Thread\.(?:sleep\d*|sleepNanos\d*|yield\d*|onSpinWait|join)"
+    r"|jdk\.internal\.misc\.Unsafe\.park|sun\.misc\.Unsafe\.park"
+    r"|java\.util\.concurrent\.locks\.LockSupport\.park\w*"
+    r"|(?:[\w.$]*\.)?sun\.nio\.ch\.(?:EPoll|KQueue|Poll)\.wait\w*|(?:[\w.$]*\.)?sun\.nio\.ch\.\w*SelectorImpl\.\w+"
+    r"|(?:[\w.$]*\.)?io\.netty\.channel\.epoll\.Native\.epollWait\w*"
+    r"|(?:[\w.$]*\.)?io\.netty\.channel\.kqueue\.Native\.keventWait\w*"
+    r"|time\.sleep|threading\.(?:Condition\.wait|Event\.wait|Thread\.join|Semaphore\.acquire|Barrier\.wait)"
+    r"|(?:[\w.]*\.)?selectors\.\w+\.select|select\.(?:select|poll|epoll\.poll)"
+    r")$"
+)
+
+# Classes (and Python modules) whose frames only schedule or synchronise work. Matched on the frame's
+# qualified name; shaded copies (org.apache.flink.shaded.netty4.io.netty...) match too.
+_PLUMBING_PREFIXES = re.compile(
+    r"^(?:"
+    r"java\.lang\.Object\.wait|java\.lang\.Thread\.|java\.lang\.VirtualThread\.|java\.lang\.ref\."
+    r"|jdk\.internal\.misc\.Unsafe\.park|sun\.misc\.Unsafe\.park|jdk\.internal\.vm\.Continuation"
+    r"|java\.util\.concurrent\.locks\."
+    r"|java\.util\.concurrent\.(?:ThreadPoolExecutor|ScheduledThreadPoolExecutor|FutureTask|ForkJoinPool"
+    r"|ForkJoinWorkerThread|ForkJoinTask|CompletableFuture|CountDownLatch|Semaphore|CyclicBarrier|Phaser"
+    r"|Exchanger|SynchronousQueue|LinkedBlockingQueue|LinkedBlockingDeque|ArrayBlockingQueue"
+    r"|PriorityBlockingQueue|DelayQueue|LinkedTransferQueue|Executors|TimeUnit)\b"
+    r"|(?:[\w.$]*\.)?sun\.nio\.ch\.(?:EPoll|KQueue|Poll)\.wait|(?:[\w.$]*\.)?sun\.nio\.ch\.\w*SelectorImpl\."
+    r"|(?:[\w.$]*\.)?io\.netty\.channel\.(?:epoll\.(?:Native\.epollWait|EpollEventLoop)|kqueue\.(?:Native\.keventWait"
+    r"|KQueueEventLoop)|nio\.NioEventLoop|SingleThreadEventLoop)"
+    r"|(?:[\w.$]*\.)?io\.netty\.util\.(?:concurrent\.(?:SingleThreadEventExecutor|FastThreadLocalRunnable"
+    r"|DefaultThreadFactory|GlobalEventExecutor)|internal\.ThreadExecutorMap)"
+    r"|org\.apache\.flink\.streaming\.runtime\.tasks\.mailbox\."
+    r"|org\.apache\.flink\.streaming\.runtime\.tasks\.StreamTask\.(?:runMailboxLoop|invoke|restoreAndInvoke"
+    r"|lambda\$\w*)"
+    r"|org\.apache\.flink\.runtime\.taskmanager\.Task\.(?:run|doRun|runWithSystemExitMonitoring|lambda\$\w*)"
+    r"|org\.apache\.flink\.util\.concurrent\.|org\.apache\.flink\.runtime\.concurrent\."
+    r"|org\.apache\.flink\.runtime\.(?:rpc\.pekko|rpc\.akka)\.|org\.apache\.pekko\.dispatch\.|akka\.dispatch\."
+    r"|scala\.concurrent\.(?:impl\.|Await|forkjoin\.|BlockContext|ExecutionContext)"
+    r"|org\.apache\.spark\.util\.(?:ThreadUtils|UninterruptibleThread\.run)"
+    r"|org\.apache\.spark\.executor\.Executor\$TaskRunner\.run"
+    r"|threading\.|queue\.|_queue\.|selectors\.|select\.|concurrent\.futures\.|asyncio\.(?:base_events|events"
+    r"|runners|selector_events|locks|queues|tasks)\.|socketserver\.\w+\.serve_forever|time\.sleep"
+    r"|multiprocessing\.(?:connection\.wait|synchronize\.|pool\.worker|queues\.)"
+    r")"
+)
+
+
+def is_plumbing(name: str) -> bool:
+    """True for frames that schedule or synchronise work rather than do it (see the module doc)."""
+    return bool(_PLUMBING_PREFIXES.match(name) or _WAIT_PRIMITIVES.match(name))
+
+
+def is_plumbing_frame(frame: tr.Frame) -> bool:
+    return is_plumbing(frame.name)
+
+
+def is_wait_primitive(name: str) -> bool:
+    return bool(_WAIT_PRIMITIVES.match(name))
+
+
+WAITING_STATES = frozenset({tr.THREAD_BLOCKED, tr.THREAD_WAITING, tr.THREAD_TIMED_WAITING})
+
+
+def is_off_cpu(state: str, frames: Sequence[tr.Frame], stack: Sequence[int]) -> bool:
+    """Whether the sampled thread was not running: its state says so, or its innermost non-native frame is a
+    wait primitive (epoll_wait is RUNNABLE to the JVM; old traces carry no state)."""
+    if state in WAITING_STATES:
+        return True
+    for index in stack:
+        frame = frames[index]
+        if frame.language == "native" or frame.name.startswith(("<native>", "[native]")):
+            continue
+        return is_wait_primitive(frame.name)
+    return False
+
+
+def sample_vector(function_vector: ResourceVector | None, off_cpu: bool) -> ResourceVector:
+    """A sample's vector from its function's and whether its thread was running.
+
+    A thread that is not running uses no CPU, so the share the classifier gave to CPU becomes waiting; what
+    it gave to disk and network stays (a thread waiting inside a file read waits for the disk). A stack with
+    no function below its plumbing waited for nothing in particular."""
+    if function_vector is None:
+        return WAITING_ONLY if off_cpu else ResourceVector.of(1.0)
+    if not off_cpu:
+        return ResourceVector.of(function_vector.cpu, function_vector.disk, function_vector.network,
+                                 function_vector.waiting)
+    return ResourceVector.of(0.0, function_vector.disk, function_vector.network,
+                             function_vector.cpu + function_vector.waiting)
+
+
+_LOCKS = re.compile(r"^(?:java\.util\.concurrent\.locks\.|jdk\.internal\.misc\.Unsafe\.|sun\.misc\.Unsafe\.)")
+
+
+def wait_label(frames: Sequence[tr.Frame], stack: Sequence[int]) -> str:
+    """Where a waiting stack waited, for the report: the innermost frame that is neither native, nor a wait
+    primitive, nor a lock (``LinkedBlockingQueue.take``, ``TaskMailboxImpl.take``), as Class.method."""
+    names = [frames[i].name for i in stack
+             if frames[i].language != "native" and not frames[i].name.startswith(("<native>", "[native]"))]
+    chosen = next((n for n in names if not is_wait_primitive(n) and not _LOCKS.match(n)), names[0] if names else "")
+    if not chosen:
+        return "unknown"
+    parts = chosen.rsplit(".", 2)
+    return ".".join(parts[-2:]) if len(parts) > 1 else chosen

@@ -1,0 +1,216 @@
+"""Evidence-first attribution: thread states and plumbing frames make waiting its own category, and what the
+framework measured bounds what the classifiers infer. Answers computed by hand in the comments."""
+
+from __future__ import annotations
+
+import pytest
+
+from crystalperf.core import trace as tr
+from crystalperf.core.analysis import analyze
+from crystalperf.core.bottleneck import describe_waiting, find_bottleneck
+from crystalperf.core.classify import FixedClassifier, FunctionSource
+from crystalperf.core.profile import build_profile
+from crystalperf.core.resources import ResourceVector
+from crystalperf.core.vectors import Measurement, bounded_vector, measure
+from crystalperf.core.waiting import is_off_cpu, is_plumbing, sample_vector
+
+from .helpers import make_trace, op, task
+
+CLASSIFIER = FixedClassifier({
+    "org.apache.spark.storage.ShuffleBlockFetcherIterator": ResourceVector.of(0.2, 0.0, 0.8),
+    "app.Hash": ResourceVector.of(1.0),
+    "java.util.concurrent": ResourceVector.of(0.0, 0.6, 0.4),  # what a keyword model might say of a lock
+    "java.lang.Thread": ResourceVector.of(0.0, 0.65, 0.35),
+})
+
+
+class EveryFrame:
+    """Every Java frame has source (so only the attribution rules decide which one is the function)."""
+
+    name = "test"
+
+    def locate(self, frame: tr.Frame, context: object) -> FunctionSource | None:
+        return FunctionSource(frame.name, "java", f"void {frame.name}() {{}}")
+
+
+@pytest.mark.parametrize("name", [
+    "java.lang.Object.wait", "java.lang.Thread.sleep", "java.lang.Thread.run", "jdk.internal.misc.Unsafe.park",
+    "java.util.concurrent.locks.LockSupport.parkNanos",
+    "java.util.concurrent.locks.AbstractQueuedSynchronizer$ConditionObject.await",
+    "java.util.concurrent.LinkedBlockingQueue.take", "java.util.concurrent.ThreadPoolExecutor.runWorker",
+    "java.util.concurrent.ThreadPoolExecutor$Worker.run", "java.util.concurrent.FutureTask.run",
+    "org.apache.flink.streaming.runtime.tasks.mailbox.TaskMailboxImpl.take",
+    "org.apache.flink.streaming.runtime.tasks.mailbox.MailboxProcessor.runMailboxLoop",
+    "org.apache.flink.shaded.netty4.io.netty.channel.epoll.Native.epollWait",
+    "io.netty.channel.nio.NioEventLoop.run", "sun.nio.ch.EPoll.wait",
+    "threading.Condition.wait", "threading.Thread.run", "queue.Queue.get", "selectors.EpollSelector.select",
+    "concurrent.futures.thread._worker",
+])
+def test_synchronisation_and_scheduling_frames_are_plumbing(name: str) -> None:
+    assert is_plumbing(name)
+
+
+@pytest.mark.parametrize("name", [
+    "org.apache.spark.sql.execution.BufferedRowIterator.hasNext", "java.io.FileInputStream.readBytes",
+    "java.util.concurrent.ConcurrentHashMap.get", "java.lang.String.hashCode", "java.lang.ThreadLocal.get",
+    "org.apache.spark.storage.ShuffleBlockFetcherIterator.next", "pyspark.worker.process", "hashlib.sha256",
+    "org.apache.flink.streaming.runtime.io.StreamOneInputProcessor.processInput",
+])
+def test_work_is_not_plumbing(name: str) -> None:
+    assert not is_plumbing(name)
+
+
+def test_an_off_cpu_thread_turns_its_functions_cpu_share_into_waiting() -> None:
+    fetch = ResourceVector.of(0.2, 0.0, 0.8)
+    assert sample_vector(fetch, off_cpu=True) == pytest.approx((0.0, 0.0, 0.8, 0.2))
+    assert sample_vector(fetch, off_cpu=False) == pytest.approx((0.2, 0.0, 0.8, 0.0))
+    assert sample_vector(None, off_cpu=True) == pytest.approx((0.0, 0.0, 0.0, 1.0))
+
+
+def test_a_runnable_thread_in_epoll_wait_is_off_cpu() -> None:
+    frames = [tr.Frame(name="[native] epoll_wait", language="native"),
+              tr.Frame(name="sun.nio.ch.EPoll.wait", language="java"), tr.Frame(name="app.Main.run", language="java")]
+    assert is_off_cpu(tr.THREAD_RUNNABLE, frames, [0, 1, 2])
+    assert not is_off_cpu(tr.THREAD_RUNNABLE, frames, [2])
+    assert is_off_cpu(tr.THREAD_TIMED_WAITING, frames, [2])
+
+
+FRAMES = [
+    tr.Frame(name="jdk.internal.misc.Unsafe.park", language="java"),  # 0
+    tr.Frame(name="java.util.concurrent.locks.LockSupport.park", language="java"),  # 1
+    tr.Frame(name="java.util.concurrent.LinkedBlockingQueue.take", language="java"),  # 2
+    tr.Frame(name="org.apache.spark.storage.ShuffleBlockFetcherIterator.next", language="java"),  # 3
+    tr.Frame(name="java.util.concurrent.ThreadPoolExecutor.runWorker", language="java"),  # 4
+    tr.Frame(name="java.lang.Thread.run", language="java"),  # 5
+    tr.Frame(name="app.Hash.compute", language="java"),  # 6
+    tr.Frame(name="java.util.concurrent.ThreadPoolExecutor.getTask", language="java"),  # 7
+]
+
+
+def _samples(stacks: list[list[int]], states: list[str], rows: list[tuple[int, int]]) -> tr.StackSamples:
+    """rows: (stack, count), all for operation "a" in bucket 0."""
+    return tr.StackSamples(
+        origin=0, frames=FRAMES, stacks=stacks, states=states, keys=[tr.SampleKey(operation="a")],
+        key=[0] * len(rows), bucket=[0] * len(rows), stack=[r[0] for r in rows], count=[r[1] for r in rows])
+
+
+def test_waiting_stacks_skip_plumbing_to_what_they_wait_for() -> None:
+    samples = _samples(
+        stacks=[
+            [0, 1, 2, 3, 4, 5],  # parked in a queue take under a shuffle fetch: waits on the network
+            [6, 4, 5],  # hashing: CPU
+            [0, 1, 2, 7, 4, 5],  # an idle pool thread: nothing but plumbing
+        ],
+        states=[tr.THREAD_WAITING, tr.THREAD_RUNNABLE, tr.THREAD_WAITING],
+        rows=[(0, 5), (1, 3), (2, 2)],
+    )
+    trace = make_trace([op("a", 0, 10)], samples=samples)
+    profile = build_profile(trace, CLASSIFIER, locators=[EveryFrame()])
+    a = profile.top.nodes["a"].vector
+    # fetch: 5 x (0, 0, 0.8, 0.2); hash: 3 x (1, 0, 0, 0); idle: 2 x (0, 0, 0, 1); over 10 samples
+    assert tuple(a.vector) == pytest.approx((0.3, 0.0, 0.4, 0.3))
+    names = [f.function.qualified_name for f in a.functions]
+    assert names == ["org.apache.spark.storage.ShuffleBlockFetcherIterator.next", "app.Hash.compute"]
+    assert not any(is_plumbing(n) for n in names)
+    # where they waited: the queue under the fetch (5), the pool's task queue for the idle thread (2)
+    assert a.waiting_in == {"LinkedBlockingQueue.take": 7}
+
+    # The paper's method takes the first located frame: the park, which the classifier calls disk/network.
+    paper = build_profile(trace, CLASSIFIER, locators=[EveryFrame()], attribution="paper")
+    assert paper.top.nodes["a"].vector.functions[0].function.qualified_name == "jdk.internal.misc.Unsafe.park"
+    assert paper.top.nodes["a"].vector.vector.waiting == 0.0
+
+
+def test_traces_without_states_still_see_wait_primitives() -> None:
+    samples = _samples(stacks=[[0, 1, 2, 3, 4, 5], [6, 4, 5]], states=[], rows=[(0, 1), (1, 1)])
+    trace = make_trace([op("a", 0, 10)], samples=samples)
+    a = build_profile(trace, CLASSIFIER, locators=[EveryFrame()]).top.nodes["a"].vector
+    # The park on top says the thread was not running: (0, 0, .8, .2) and (1, 0, 0, 0), halved.
+    assert tuple(a.vector) == pytest.approx((0.5, 0.0, 0.4, 0.1))
+
+
+def test_an_unknown_state_is_refused() -> None:
+    with pytest.raises(ValueError, match="thread state"):
+        _samples(stacks=[[6]], states=["sleepy"], rows=[(0, 1)])
+
+
+def test_measured_cpu_time_bounds_the_sampled_split() -> None:
+    # Two tasks of 10 s run, 1 s CPU each (Spark's executorCpuTime): 18 of 20 s were not on CPU. The samples
+    # say (0.5 cpu, 0.5 disk): CPU was measured whole, so all the open time is disk: (2, 18) / 20.
+    tasks = [task("t1", 0, 10, run_time_s=10, cpu_time_s=1), task("t2", 0, 10, run_time_s=10, cpu_time_s=1)]
+    measurement = measure((t.duration, t.metrics) for t in tasks)
+    assert measurement is not None and measurement.cpu_complete
+    assert measurement.fractions() == pytest.approx({"cpu": 0.1})
+    assert bounded_vector(measurement, ResourceVector.of(0.5, 0.5)) == pytest.approx((0.1, 0.9, 0.0, 0.0))
+
+
+def test_measured_idle_time_is_waiting_and_is_not_counted_twice() -> None:
+    # A subtask ran 10 s: 6 s idle (Flink's idleTimeMsPerSecond). Its samples: 50 % CPU, 10 % disk, 40 %
+    # waiting (the idle seconds' samples). Measured waiting 0.6 already covers the sampled 0.4, so the open 4 s
+    # go to CPU and disk as 0.5 : 0.1 -> cpu 3.33 s, disk 0.67 s.
+    measurement = measure([(10.0, {tr.METRIC_RUN_TIME: 10.0, tr.METRIC_IDLE_TIME: 6.0})])
+    assert measurement is not None and not measurement.cpu_complete
+    vector = bounded_vector(measurement, ResourceVector.of(0.5, 0.1, 0.0, 0.4))
+    assert vector == pytest.approx((1 / 3, 1 / 15, 0.0, 0.6))
+
+
+def test_with_nothing_sampled_the_open_time_follows_the_bytes() -> None:
+    m = Measurement(run=10.0)
+    m.seconds["cpu"] = 2.0
+    m.cpu_complete = True
+    m.disk_bytes, m.network_bytes = 300.0, 100.0
+    assert bounded_vector(m, None) == pytest.approx((0.2, 0.6, 0.2, 0.0))
+
+
+def test_a_throttled_source_makes_the_job_input_bound_and_names_the_source() -> None:
+    # Source waits for its rate limiter (measured idle 9 of 10 s), the sink downstream waits for the source.
+    source = op("src", 0, 10, kind="operator",
+                tasks=[task("s0", 0, 10, run_time_s=10, idle_time_s=9, cpu_time_s=1)])
+    sink = op("sink", 0, 10, parents=["src"], kind="operator",
+              tasks=[task("k0", 0, 10, run_time_s=10, idle_time_s=9.5, cpu_time_s=0.5)])
+    sink.name = "Sink: blackhole"
+    source.name = "Source: src[1]"
+    trace = make_trace([source, sink])
+    result = analyze(trace, classifier=CLASSIFIER, locators=[], scenarios=[])
+    bottleneck = result.report["bottleneck"]
+    assert bottleneck["resource"] == "waiting"
+    assert bottleneck["busiest_resource"] == "cpu"
+    assert "input-bound" in bottleneck["sentence"]
+    assert "waiting on Source: src[1]" in bottleneck["sentence"] or "waiting for its input" in bottleneck["sentence"]
+    sink_entry = next(o for o in result.report["operations"] if o["id"] == "sink")
+    assert sink_entry["vector"]["waiting"] == pytest.approx(0.95)
+    assert sink_entry["measured_share"] == pytest.approx(1.0)
+    assert result.report["sources"]["measured_fraction"] == pytest.approx(1.0)
+
+
+def test_backpressure_names_what_is_downstream() -> None:
+    source = op("src", 0, 10, tasks=[task("s0", 0, 10, run_time_s=10, backpressured_time_s=8, cpu_time_s=2)])
+    slow = op("slow", 0, 10, parents=["src"], tasks=[task("w0", 0, 10, run_time_s=10, cpu_time_s=1, idle_time_s=0)])
+    source.name, slow.name = "Source: fast", "Map: slow"
+    # The slow operator is busy all the time (1 s measured CPU, the rest unexplained and no bytes: CPU by the
+    # paper's reading): it is the bottleneck, and the source's 8 s of backpressure point at it.
+    profile = build_profile(make_trace([source, slow]), CLASSIFIER, locators=[])
+    bottleneck = find_bottleneck(profile)
+    assert bottleneck.resource == "cpu"
+    assert describe_waiting(profile, profile.top.nodes["src"]) == ("backpressured by Map: slow", True)
+    assert tuple(profile.top.nodes["src"].vector.vector) == pytest.approx((0.2, 0.0, 0.0, 0.8))
+
+
+def test_the_paper_method_ignores_measurement() -> None:
+    trace = make_trace([op("a", 0, 10, tasks=[task("t", 0, 10, run_time_s=10, cpu_time_s=1, idle_time_s=8)])])
+    paper = analyze(trace, classifier=CLASSIFIER, locators=[], scenarios=[], attribution="paper").report
+    evidence = analyze(trace, classifier=CLASSIFIER, locators=[], scenarios=[]).report
+    assert paper["sources"]["attribution"] == "paper"
+    assert evidence["operations"][0]["vector"]["waiting"] == pytest.approx(0.8)
+    assert paper["operations"][0]["vector"]["waiting"] == 0.0
+
+
+def test_waiting_is_fixed_under_resource_changes() -> None:
+    from crystalperf.core.predict import Changes, Predictor
+
+    trace = make_trace([op("a", 0, 10, tasks=[task("t", 0, 10, run_time_s=10, cpu_time_s=2, idle_time_s=8)])],
+                       total_slots=1)
+    profile = build_profile(trace, CLASSIFIER, locators=[])
+    predicted = Predictor(profile).predict(Changes({"cpu_speed": 2.0}), band=False)
+    # 2 s of CPU become 1 s; the 8 s of waiting stay.
+    assert predicted.crystalperf.runtime_s == pytest.approx(9.0, abs=0.05)
