@@ -32,10 +32,12 @@ MAX_BARS = 50
 MAX_TABLE_ROWS = 200
 
 VECTOR_SOURCES = {
-    "samples": "stack samples classified by the resource classifier (the paper's method)",
-    "metrics": "the framework's own task metrics (CPU time, fetch wait, disk time) — no samples",
+    "samples": "stack samples: each sample's first non-plumbing function, classified, with a thread that was "
+               "not running counted as waiting; what the framework measured (CPU time, idle, backpressure, fetch "
+               "wait) is taken as measured and the samples split only the rest",
+    "metrics": "the framework's own task metrics (CPU time, idle/backpressure, fetch wait, disk time) — no samples",
     "children": "the time-weighted mean of its child operations",
-    "default": "nothing known: an even split, treat it as unknown",
+    "default": "nothing known: counted as CPU, treat it as unknown",
 }
 
 CSS = """
@@ -339,18 +341,23 @@ class HtmlRenderer(Renderer):
                 + f'</td><td class="num">{esc(seconds(op.get("runtime_s")))}</td>'
                 f'<td class="num">{esc(op.get("tasks", 0))}</td>'
                 f'<td>{_mini_svg(op.get("vector"))}<div class="share">{esc(_vector_pct(op.get("vector")))}</div></td>'
-                f'<td>{esc(op.get("vector_source", ""))}<div class="share">{esc(op.get("samples", 0))} samples</div></td>'
+                f'<td>{esc(op.get("vector_source", ""))}<div class="share">{esc(op.get("samples", 0))} samples</div>'
+                f'{_measured_note(op)}</td>'
                 f'<td class="num">{esc(_num(share, "{:.0%}")) if crit else ""}</td>'
                 f"<td>{functions}</td></tr>"
             )
         return (
             '<section id="operations"><h2>Operations and their top functions</h2>'
             f'<p class="note">{esc(note)} The top functions are the frames the stack scan stopped at (the first '
-            "with available source, else the top frame), with their share of the operation's samples and "
-            "their resource vector. Hover a function for its language, how it was found and where.</p>"
+            "with available source below any lock, sleep, queue, thread-pool or event-loop frame, else the top "
+            "such frame's name), with their share of the operation's samples and their resource vector. Waiting "
+            "(for input, for downstream, for nothing) is its own colour, never CPU, disk or network. Under "
+            "\"vector from\", \"measured\" is the share of the operation's time the framework or the OS measured "
+            "(CPU time, idle, backpressure, fetch wait); the samples split only the rest. Hover a function for its "
+            "language, how it was found and where.</p>"
             + _legend() +
             '<table id="operations-table"><thead><tr><th>operation</th><th class="num">runtime</th>'
-            '<th class="num">tasks</th><th>cpu / disk / network</th><th>vector from</th>'
+            '<th class="num">tasks</th><th>cpu / disk / network / waiting</th><th>vector from</th>'
             '<th class="num">share of critical path</th><th>top functions</th></tr></thead><tbody>'
             + "".join(rows) + "</tbody></table></section>"
         )
@@ -358,6 +365,11 @@ class HtmlRenderer(Renderer):
     def _sources(self, report: dict[str, Any]) -> str:
         s = report.get("sources") or {}
         items = [("classifier", esc(s.get("classifier", "?")))]
+        if "measured_fraction" in s:
+            items.append(("measured, not inferred", esc(
+                f"{_num(s.get('measured_fraction'), '{:.0%}')} of the operations' task time was measured by the "
+                "framework or the OS (CPU time, idle, backpressure, fetch wait); the rest was split by the samples' "
+                f"functions ({s.get('attribution', 'evidence')} attribution)")))
         if "samples" in s:
             items.append(("stack samples", esc(f"{int(s.get('samples') or 0):,}")))
             items.append(("samples located in source", esc(
@@ -408,6 +420,14 @@ class HtmlRenderer(Renderer):
             return '<section id="warnings"><h2>Warnings</h2><p class="note">None: the hook recorded cleanly.</p></section>'
         return ('<section id="warnings"><h2>Warnings</h2><ul class="warnings">'
                 + "".join(f"<li>{esc(w)}</li>" for w in warnings) + "</ul></section>")
+
+
+def _measured_note(op: dict[str, Any]) -> str:
+    measured = op.get("measured") or {}
+    if not measured:
+        return ""
+    parts = ", ".join(f"{k} {_num(v, '{:.0%}')}" for k, v in measured.items())
+    return f'<div class="share">measured {esc(_num(op.get("measured_share"), "{:.0%}"))}: {esc(parts)}</div>'
 
 
 def _vector_pct(vector: dict[str, float] | None) -> str:

@@ -43,15 +43,19 @@ class TerminalRenderer(Renderer):
         ops = sorted((o for o in report["operations"] if o["on_critical_path"] and not o["children"]),
                      key=lambda o: -o["runtime_s"])
         table = Table(title="Operations on the critical path", show_lines=False)
-        for col in ("operation", "kind", "runtime", "cpu / disk / network", "from", "top function"):
+        for col in ("operation", "kind", "runtime", "cpu / disk / network / waiting", "from", "top function"):
             table.add_column(col, overflow="fold")
         for o in ops[:MAX_ROWS]:
             top = o["top_functions"][0]["name"] if o["top_functions"] else ""
-            table.add_row(o["name"], o["kind"], format_seconds(o["runtime_s"]), _vector(o["vector"]),
-                          o["vector_source"], top)
+            source = o["vector_source"] + (f" ({o['measured_share']:.0%} measured)" if o.get("measured_share") else "")
+            table.add_row(o["name"], o["kind"], format_seconds(o["runtime_s"]), _vector(o["vector"]), source, top)
         if len(ops) > MAX_ROWS:
             table.add_row(f"... {len(ops) - MAX_ROWS} more", "", "", "", "", "")
         console.print(table)
+        measured = (report.get("sources") or {}).get("measured_fraction")
+        if measured is not None:
+            console.print(f"Measured by the framework or the OS: {measured:.0%} of the operations' task time; the "
+                          "rest inferred from the sampled functions.")
         preds = Table(title="What if", show_lines=False)
         for col in ("change", "crystalperf", "band", "linear", "replay"):
             preds.add_column(col)
