@@ -18,7 +18,14 @@ from crystalperf.core import trace as tr
 from crystalperf.core.classify import FunctionSource, KeywordClassifier, ResourceClassifier
 from crystalperf.core.resources import CATEGORIES, CPU_ONLY, ResourceVector, weighted_mean
 from crystalperf.core.sources import FrameResolver, LocateContext, is_native
-from crystalperf.core.waiting import is_off_cpu, is_plumbing, is_plumbing_frame, sample_vector, wait_label
+from crystalperf.core.waiting import (
+    delegates,
+    is_off_cpu,
+    is_plumbing,
+    is_plumbing_frame,
+    sample_vector,
+    wait_label,
+)
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +86,8 @@ class SampleResolution:
     stack_vectors: dict[int, ResourceVector] = field(default_factory=dict)
     # stack index -> where a waiting stack waited (innermost frame), for stacks with any waiting
     stack_waiting_in: dict[int, str] = field(default_factory=dict)
+    # stacks that only read back what another sampled process computes (a Spark task and its Python worker)
+    delegating: set[int] = field(default_factory=set)
     attribution: str = ATTRIBUTION_EVIDENCE
 
 
@@ -172,6 +181,7 @@ def resolve_samples(
 
     stack_vectors: dict[int, ResourceVector] = {}
     stack_waiting_in: dict[int, str] = {}
+    delegating: set[int] = set()
     for s, f in stack_function.items():
         vector = function_vectors[f.key] if f is not None else None
         if not evidence:
@@ -180,6 +190,10 @@ def resolve_samples(
             continue
         stack = samples.stacks[s]
         off_cpu = is_off_cpu(samples.state_of(s), samples.frames, stack)
+        if delegates(samples.frames, stack):
+            # Waiting on the worker whatever the socket read under it is classified as.
+            delegating.add(s)
+            off_cpu, vector = True, None
         stack_vectors[s] = sample_vector(vector, off_cpu)
         if stack_vectors[s].waiting > 0:
             stack_waiting_in[s] = wait_label(samples.frames, stack)
@@ -201,15 +215,23 @@ def resolve_samples(
     if classifier_problem:
         problems.append(classifier_problem)
     return SampleResolution(stack_function, function_vectors, located, total, by_origin, problems, len(functions),
-                            stack_vectors, stack_waiting_in, attribution)
+                            stack_vectors, stack_waiting_in, delegating, attribution)
 
 
 def sampled_vectors(samples: tr.StackSamples, resolution: SampleResolution) -> dict[str, OperationVector]:
     """Operation id -> vector from its samples (paper §4.1), keyed by the sample keys' operation."""
     # (operation, bucket) -> stack -> count
     per_interval: dict[tuple[str, int], Counter[int]] = defaultdict(Counter)
+    roles: dict[str, set[str | None]] = defaultdict(set)
+    for key, _, _, _ in samples.rows():
+        roles[samples.keys[key].operation].add(samples.keys[key].thread)
     for key, bucket, stack, count in samples.rows():
-        per_interval[(samples.keys[key].operation, bucket)][stack] += count
+        operation = samples.keys[key].operation
+        # A thread reading back its worker's results: where the worker was sampled too, its samples tell
+        # where that time went, and counting the reader as well would count the same seconds twice.
+        if stack in resolution.delegating and len(roles[operation]) > 1:
+            continue
+        per_interval[(operation, bucket)][stack] += count
 
     interval_vectors: dict[str, list[tuple[ResourceVector, float]]] = defaultdict(list)
     function_samples: dict[str, Counter[str]] = defaultdict(Counter)

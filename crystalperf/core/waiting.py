@@ -62,6 +62,28 @@ _PLUMBING_PREFIXES = re.compile(
 )
 
 
+# Frames of a thread that hands its work to another sampled process and reads the answers back (a Spark task
+# waiting for its Python worker): the worker's own samples say where that time went, so a sample whose work
+# is such a read says nothing of its own. Scanned past plumbing and the JDK's stream/socket frames.
+_DELEGATE_READS = re.compile(
+    r"^org\.apache\.spark\.(?:api\.python|sql\.execution\.python)\.[\w$]*(?:Reader|Runner|Output|Iterator)"
+    r"[\w$]*\.(?:read\w*|hasNext|next|handle\w*)$"
+)
+_STREAM_FRAMES = re.compile(r"^(?:java\.io\.|java\.net\.|java\.nio\.|sun\.nio\.|jdk\.internal\.|sun\.net\.)")
+
+
+def delegates(frames: Sequence[tr.Frame], stack: Sequence[int]) -> bool:
+    """Whether the stack only reads back what another sampled process computes (see ``_DELEGATE_READS``)."""
+    for index in stack:
+        name = frames[index].name
+        if frames[index].language == "native" or name.startswith(("<native>", "[native]")):
+            continue
+        if is_plumbing(name) or _STREAM_FRAMES.match(name):
+            continue
+        return bool(_DELEGATE_READS.match(name))
+    return False
+
+
 def is_plumbing(name: str) -> bool:
     """True for frames that schedule or synchronise work rather than do it (see the module doc)."""
     return bool(_PLUMBING_PREFIXES.match(name) or _WAIT_PRIMITIVES.match(name))

@@ -214,3 +214,25 @@ def test_waiting_is_fixed_under_resource_changes() -> None:
     predicted = Predictor(profile).predict(Changes({"cpu_speed": 2.0}), band=False)
     # 2 s of CPU become 1 s; the 8 s of waiting stay.
     assert predicted.crystalperf.runtime_s == pytest.approx(9.0, abs=0.05)
+
+
+def test_a_task_reading_back_its_python_worker_counts_the_workers_samples_only() -> None:
+    frames = [
+        tr.Frame(name="java.net.SocketInputStream.socketRead0", language="java"),  # 0
+        tr.Frame(name="java.io.DataInputStream.readInt", language="java"),  # 1
+        tr.Frame(name="org.apache.spark.sql.execution.python.PythonUDFRunner$$anon$2.read", language="java"),  # 2
+        tr.Frame(name="org.apache.spark.executor.Executor$TaskRunner.run", language="java"),  # 3
+        tr.Frame(name="app.Hash.compute", language="python"),  # 4
+    ]
+    samples = tr.StackSamples(
+        origin=0, frames=frames, stacks=[[0, 1, 2, 3], [4]], states=[tr.THREAD_RUNNABLE, tr.THREAD_RUNNABLE],
+        keys=[tr.SampleKey(operation="a", task="1"), tr.SampleKey(operation="a", task="1", thread="python-worker"),
+              tr.SampleKey(operation="b", task="2")],
+        key=[0, 1, 2], bucket=[0, 0, 0], stack=[0, 1, 0], count=[10, 8, 4])
+    trace = make_trace([op("a", 0, 10), op("b", 0, 10)], samples=samples)
+    profile = build_profile(trace, CLASSIFIER, locators=[EveryFrame()])
+    # a: the JVM thread's 10 reads are the worker's 8 CPU samples seen from the other side: only those count.
+    assert tuple(profile.top.nodes["a"].vector.vector) == pytest.approx((1.0, 0.0, 0.0, 0.0))
+    assert profile.top.nodes["a"].vector.samples == 8
+    # b: no worker was sampled; the reads are waiting (on the worker), not network.
+    assert tuple(profile.top.nodes["b"].vector.vector) == pytest.approx((0.0, 0.0, 0.0, 1.0))
