@@ -296,7 +296,7 @@ class Measurement:
 
     run: float = 0.0
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(CATEGORIES, 0.0))
-    cpu_complete: bool = False  # every unit's CPU time was measured: the open time holds no CPU
+    cpu_measured: bool = False  # some unit's CPU time was measured
     disk_bytes: float = 0.0
     network_bytes: float = 0.0
 
@@ -322,14 +322,14 @@ def measure(units: Iterable[tuple[float, dict[str, float]]], *, waiting: bool = 
     bounds of the network's and the disk's time."""
     result = Measurement()
     any_measured = False
-    cpu_in_every_unit = True
+    cpu_in_any_unit = False
     for duration, m in units:
         run = _metric(m, tr.METRIC_RUN_TIME) or duration
         if run <= 0:
             continue
         result.run += run
         left = run
-        cpu_in_every_unit = cpu_in_every_unit and tr.METRIC_CPU_TIME in m
+        cpu_in_any_unit = cpu_in_any_unit or tr.METRIC_CPU_TIME in m
         for category, names in _MEASURES.items():
             if not any(n in m for n in names) or (category == "waiting" and not waiting):
                 continue
@@ -341,7 +341,7 @@ def measure(units: Iterable[tuple[float, dict[str, float]]], *, waiting: bool = 
         result.network_bytes += sum(_metric(m, k) for k in _NETWORK_BYTES)
     if not any_measured or result.run <= 0:
         return None
-    result.cpu_complete = cpu_in_every_unit
+    result.cpu_measured = cpu_in_any_unit
     return result
 
 
@@ -358,23 +358,35 @@ def bounded_vector(measurement: Measurement, sampled: ResourceVector | None) -> 
     """The split of a measured operation: measured parts as they are, the open rest split by the samples.
 
     The samples' share of a measured category is first reduced by what was measured of it (the samples of an
-    idle second are in the measured idle time already); when CPU time was measured for every unit the open
-    time holds no CPU. With no samples left to say anything, the open time follows the bytes moved."""
+    idle second are in the measured idle time already). A runnable thread waiting for a core on a busy machine
+    wants CPU its CPU time does not show, so CPU samples may claim open time — but no more than the CPU time
+    measured (a load that halves each thread's share): a scan blocked on a slow disk under frames that look
+    like computing must not be called CPU-bound against the framework's own counters. What CPU cannot claim
+    goes to the other categories the samples saw, else follows the bytes moved (CPU when none)."""
     seconds = dict(measurement.seconds)
     open_time = measurement.open
-    if open_time > 0:
-        weights: dict[str, float] = {}
-        if sampled is not None:
-            for i, category in enumerate(CATEGORIES):
-                if category == "cpu" and measurement.cpu_complete:
-                    continue
-                weights[category] = max(0.0, sampled[i] - measurement.seconds[category] / measurement.run)
-        if sum(weights.values()) <= 1e-9:
-            # A runnable thread off CPU on a busy machine waits for a core: with nothing else known, CPU.
-            weights = _open_by_bytes(measurement)
-        total = sum(weights.values())
+    if open_time <= 0:
+        return ResourceVector.of(*(seconds[c] for c in CATEGORIES))
+    weights: dict[str, float] = {}
+    if sampled is not None:
+        weights = {c: max(0.0, sampled[i] - measurement.seconds[c] / measurement.run)
+                   for i, c in enumerate(CATEGORIES)}
+    total = sum(weights.values())
+    assigned = 0.0
+    if total > 1e-9:
         for category, weight in weights.items():
-            seconds[category] += open_time * weight / total
+            share = open_time * weight / total
+            if category == "cpu" and measurement.cpu_measured:
+                share = min(share, measurement.seconds["cpu"])
+            seconds[category] += share
+            assigned += share
+    rest = open_time - assigned
+    if rest > 1e-9:
+        # What CPU could not claim goes to what else the samples saw, else by the bytes moved.
+        others = {c: w for c, w in weights.items() if c != "cpu" and w > 0}
+        spread = {c: w / sum(others.values()) for c, w in others.items()} if others else _open_by_bytes(measurement)
+        for category, weight in spread.items():
+            seconds[category] += rest * weight
     return ResourceVector.of(*(seconds[c] for c in CATEGORIES))
 
 

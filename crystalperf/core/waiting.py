@@ -49,7 +49,8 @@ _PLUMBING_PREFIXES = re.compile(
     r"|org\.apache\.flink\.streaming\.runtime\.tasks\.mailbox\."
     r"|org\.apache\.flink\.streaming\.runtime\.tasks\.StreamTask\.(?:runMailboxLoop|invoke|restoreAndInvoke"
     r"|lambda\$\w*)"
-    r"|org\.apache\.flink\.runtime\.taskmanager\.Task\.(?:run|doRun|runWithSystemExitMonitoring|lambda\$\w*)"
+    r"|org\.apache\.flink\.runtime\.taskmanager\.Task\.(?:run|doRun|runWithSystemExitMonitoring|restoreAndInvoke"
+    r"|lambda\$\w*)"
     r"|org\.apache\.flink\.util\.concurrent\.|org\.apache\.flink\.runtime\.concurrent\."
     r"|org\.apache\.flink\.runtime\.(?:rpc\.pekko|rpc\.akka)\.|org\.apache\.pekko\.dispatch\.|akka\.dispatch\."
     r"|scala\.concurrent\.(?:impl\.|Await|forkjoin\.|BlockContext|ExecutionContext)"
@@ -84,8 +85,13 @@ def delegates(frames: Sequence[tr.Frame], stack: Sequence[int]) -> bool:
     return False
 
 
+# A lambda's hidden class (Task$$Lambda$2945/0x00007f...run) is its enclosing class's code.
+_LAMBDA_CLASS = re.compile(r"\$\$Lambda[^.]*")
+
+
 def is_plumbing(name: str) -> bool:
     """True for frames that schedule or synchronise work rather than do it (see the module doc)."""
+    name = _LAMBDA_CLASS.sub("", name)
     return bool(_PLUMBING_PREFIXES.match(name) or _WAIT_PRIMITIVES.match(name))
 
 

@@ -136,12 +136,20 @@ def test_an_unknown_state_is_refused() -> None:
 
 def test_measured_cpu_time_bounds_the_sampled_split() -> None:
     # Two tasks of 10 s run, 1 s CPU each (Spark's executorCpuTime): 18 of 20 s were not on CPU. The samples
-    # say (0.5 cpu, 0.5 disk): CPU was measured whole, so all the open time is disk: (2, 18) / 20.
+    # say (0.5 cpu, 0.5 disk). Open-time weights: CPU 0.5 - 0.1 = 0.4, disk 0.5: 18 s split 8 s : 10 s, but
+    # CPU may claim no more than the 2 s measured (waiting for a core at most doubles CPU time); its other 6 s
+    # go to disk, the only other category sampled. With the measured 2 s: (4, 16) / 20.
     tasks = [task("t1", 0, 10, run_time_s=10, cpu_time_s=1), task("t2", 0, 10, run_time_s=10, cpu_time_s=1)]
     measurement = measure((t.duration, t.metrics) for t in tasks)
-    assert measurement is not None and measurement.cpu_complete
+    assert measurement is not None and measurement.cpu_measured
     assert measurement.fractions() == pytest.approx({"cpu": 0.1})
-    assert bounded_vector(measurement, ResourceVector.of(0.5, 0.5)) == pytest.approx((0.1, 0.9, 0.0, 0.0))
+    assert bounded_vector(measurement, ResourceVector.of(0.5, 0.5)) == pytest.approx((0.2, 0.8, 0.0, 0.0))
+    # Samples that see only CPU claim at most the measured 2 s more; the bytes say where the other 16 s went.
+    with_input = measure([(10.0, {**t.metrics, tr.METRIC_INPUT_BYTES: 1e9}) for t in tasks])
+    assert with_input is not None
+    assert bounded_vector(with_input, ResourceVector.of(1.0)) == pytest.approx((0.2, 0.8, 0.0, 0.0))
+    # ... and with no bytes moved nothing says it was not CPU after all (the paper's reading).
+    assert bounded_vector(measurement, ResourceVector.of(1.0)) == pytest.approx((1.0, 0.0, 0.0, 0.0))
 
 
 def test_measured_idle_time_is_waiting_and_is_not_counted_twice() -> None:
@@ -149,7 +157,7 @@ def test_measured_idle_time_is_waiting_and_is_not_counted_twice() -> None:
     # waiting (the idle seconds' samples). Measured waiting 0.6 already covers the sampled 0.4, so the open 4 s
     # go to CPU and disk as 0.5 : 0.1 -> cpu 3.33 s, disk 0.67 s.
     measurement = measure([(10.0, {tr.METRIC_RUN_TIME: 10.0, tr.METRIC_IDLE_TIME: 6.0})])
-    assert measurement is not None and not measurement.cpu_complete
+    assert measurement is not None and not measurement.cpu_measured
     vector = bounded_vector(measurement, ResourceVector.of(0.5, 0.1, 0.0, 0.4))
     assert vector == pytest.approx((1 / 3, 1 / 15, 0.0, 0.6))
 
@@ -157,7 +165,7 @@ def test_measured_idle_time_is_waiting_and_is_not_counted_twice() -> None:
 def test_with_nothing_sampled_the_open_time_follows_the_bytes() -> None:
     m = Measurement(run=10.0)
     m.seconds["cpu"] = 2.0
-    m.cpu_complete = True
+    m.cpu_measured = True
     m.disk_bytes, m.network_bytes = 300.0, 100.0
     assert bounded_vector(m, None) == pytest.approx((0.2, 0.6, 0.2, 0.0))
 
