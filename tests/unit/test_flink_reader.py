@@ -2,8 +2,10 @@
 PyFlink. Every expected number below was read off the recorded JSON by hand (scopes, metrics, samples).
 
 flink-sql-groupby: local mini cluster, parallelism 2, ``INSERT INTO snk SELECT k, SUM(SQRT(v * v + 1)) FROM
-src GROUP BY k`` over 20,000 datagen rows, 10 keys; one part. flink-cluster-groupby: the same job on a
-standalone cluster (JobManager + 2 TaskManagers): three parts of one job.
+src GROUP BY k`` over 20,000 datagen rows (at datagen's default 10,000 rows/s), 10 keys; one part.
+flink-cluster-groupby: the same job on a standalone cluster (JobManager + 2 TaskManagers): three parts of one
+job. Both are format version 2 (thread states, task lifetimes, classpath); a version 1 part is made from
+one by dropping those.
 """
 
 from __future__ import annotations
@@ -19,22 +21,22 @@ import pytest
 from crystalperf.core import trace as t
 from crystalperf.core.errors import BadInputError
 from crystalperf.integrations.flink import read_metrics, wait_for_metrics
-from crystalperf.integrations.flink.assemble import NO_PLAN_WARNING, chains_from_scopes
+from crystalperf.integrations.flink.assemble import NO_PLAN_WARNING, SOURCE_WAITS_ON, chains_from_scopes
 from crystalperf.integrations.flink.finish import main as finish_main
 from crystalperf.integrations.flink.reader import find_plan, load_job, load_part, parts_ready
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 LOCAL = DATA / "flink-sql-groupby"
 CLUSTER = DATA / "flink-cluster-groupby"
-LOCAL_PART = LOCAL / "crystalperf-flink-b242f85febe318b795de0afa808e2c36.7081.json"
-CLUSTER_JOB = "e316fce4823341d899e8a8546ee10b25"
-JM_PART = CLUSTER / f"crystalperf-flink-{CLUSTER_JOB}.8156.json"  # JobManager: the job scope only
-TM1_PART = CLUSTER / f"crystalperf-flink-{CLUSTER_JOB}.8784.json"  # source chain, subtask 0
-TM2_PART = CLUSTER / f"crystalperf-flink-{CLUSTER_JOB}.9395.json"  # source chain 1 + aggregation chain 0
+LOCAL_PART = LOCAL / "crystalperf-flink-3cb35e1ada8e4775cd72873da4568dde.21304.json"
+CLUSTER_JOB = "2bd6c44ddf7c5638605ebf174ae3563d"
+JM_PART = CLUSTER / f"crystalperf-flink-{CLUSTER_JOB}.28777.json"  # JobManager: the job scope only
+TM1_PART = CLUSTER / f"crystalperf-flink-{CLUSTER_JOB}.29404.json"  # source chain, subtask 1
+TM2_PART = CLUSTER / f"crystalperf-flink-{CLUSTER_JOB}.30466.json"  # source chain 0 + aggregation chain 0
 
 SOURCE_CHAIN = "Source: src[7] -> Calc[8] -> HashAggregate[9]"
 SINK_CHAIN = "HashAggregate[11] -> snk[12]: Writer"
-START, END = 1795550755.704, 1795550758.806  # the local part's "start" and "end"
+START, END = 1795556849.704, 1795556853.376  # the local part's "start" and "end"
 DURATION = END - START
 
 
@@ -68,7 +70,7 @@ def test_chains_and_their_operators_in_plan_order(local: t.Trace) -> None:
         "snk[12]: Writer": (10.0, 0.0, 1),
     }
     assert [op.parallelism for op in local.operations] == [2, 1]
-    assert local.application.id == "b242f85febe318b795de0afa808e2c36"
+    assert local.application.id == "3cb35e1ada8e4775cd72873da4568dde"
     assert local.application.name == "insert-into_default_catalog.default_database.snk"
     assert (local.application.start, local.application.end) == (START, END)
 
@@ -77,7 +79,7 @@ def test_edges_and_ship_strategy_come_from_the_recorded_plan(local: t.Trace) -> 
     source, sink = local.operations
     assert source.parents == [] and sink.parents == ["chain0"]
     # the plan's HashAggregate[3] -> HashAggregate[5] edge (planner ids [1]..[6] matched to the job's [7]..[12])
-    assert sink.attributes == {"ship_strategy": "chain0: HASH[k]"}
+    assert sink.attributes["ship_strategy"] == "chain0: HASH[k]"
     assert [c.parents for c in source.children] == [[], ["chain0/op0"], ["chain0/op1"]]
     assert [c.parents for c in sink.children] == [[], ["chain1/op0"]]
     assert local.warnings == []
@@ -93,27 +95,51 @@ def test_without_the_plan_chains_are_linear_and_the_trace_says_so(tmp_path: Path
     trace = read_metrics(tmp_path / LOCAL_PART.name)
     assert trace.warnings == [NO_PLAN_WARNING]
     assert [op.parents for op in trace.operations] == [[], ["chain0"]]
-    assert all(not op.attributes for op in trace.operations)
+    assert all("ship_strategy" not in op.attributes for op in trace.operations)
     # operators ordered by where the task name lists them
     assert [c.name for c in trace.operations[0].children] == ["Source: src[7]", "Calc[8]", "HashAggregate[9]"]
 
 
-def test_task_busy_backpressure_network_and_cpu(local: t.Trace) -> None:
+def test_tasks_measured_times_and_lifetimes(local: t.Trace) -> None:
     source, sink = local.operations
     assert [task.id for task in source.tasks] == [f"{SOURCE_CHAIN}#0", f"{SOURCE_CHAIN}#1"]
-    # The legacy datagen source reports no busy time (NaN, dropped): its thread's CPU time stands in.
+    # The legacy datagen source reports no busy time (NaN, dropped) and an idle time of 0 that says nothing:
+    # it ran from its deployment ("added") to its end ("removed"); its threads' CPU time is measured.
     assert [task.metrics for task in source.tasks] == [
-        {"run_time_s": 0.132216003, "network_wait_s": 0.0, "network_bytes": 382.0, "cpu_time_s": 0.132216003},
-        {"run_time_s": 0.089722698, "network_wait_s": 0.0, "network_bytes": 382.0, "cpu_time_s": 0.089722698},
+        {"run_time_s": pytest.approx(1795556852.949 - 1795556850.01), "backpressured_time_s": 0.0,
+         "network_bytes": 382.0, "cpu_time_s": 0.08578341},
+        {"run_time_s": pytest.approx(1795556852.946 - 1795556850.107), "backpressured_time_s": 0.0,
+         "network_bytes": 382.0, "cpu_time_s": 0.190828879},
     ]
-    # accumulateBusyTimeMs 18 + accumulateBackPressuredTimeMs 0; numBytesIn 746 + numBytesOut 0
+    assert [(task.start, task.end) for task in source.tasks] == [(1795556850.01, 1795556852.949),
+                                                                 (1795556850.107, 1795556852.946)]
+    # accumulateBusyTimeMs 23 + accumulateIdleTimeMs 4 + accumulateBackPressuredTimeMs 0; numBytesIn 746 +
+    # numBytesOut 0; the thread's 0.042 s of CPU (generated code compiled before the mailbox loop) bounded by
+    # the busy time
     assert [task.metrics for task in sink.tasks] == [
-        {"run_time_s": 0.018, "network_wait_s": 0.0, "network_bytes": 746.0, "cpu_time_s": 0.067392683},
+        {"run_time_s": pytest.approx(0.027), "idle_time_s": 0.004, "backpressured_time_s": 0.0,
+         "network_bytes": 746.0, "cpu_time_s": 0.023},
     ]
-    assert all((task.start, task.end) == (START, END) for op in local.operations for task in op.tasks)
+    assert [(task.start, task.end) for task in sink.tasks] == [(1795556853.018, 1795556853.198)]
+    # a chain spans its tasks, and its operators with it
+    assert (source.start, source.end) == (1795556850.01, 1795556852.949)
+    assert (sink.start, sink.end) == (1795556853.018, 1795556853.198)
+    assert {(c.start, c.end) for c in sink.children} == {(sink.start, sink.end)}
+    # the source mostly did not run (datagen's rate limit): it and its head operator waited on its input
+    assert source.attributes["waits_on"] == SOURCE_WAITS_ON
+    assert source.children[0].attributes == {"waits_on": SOURCE_WAITS_ON} and not source.children[1].attributes
+    assert sink.attributes["waits_on"] == f"its input from {SOURCE_CHAIN}"
     assert local.environment.cpu_count == 2
     assert local.environment.scaling == ["parallelism"]  # subtasks run side by side: parallelism resizes the job
-    assert local.metrics == {"cpu_utilization": pytest.approx(1.63 / DURATION)}  # process_cpu_s 1.63
+    assert local.metrics == {"cpu_utilization": pytest.approx(1.59 / DURATION)}  # process_cpu_s 1.59
+
+
+def test_the_recorded_classpath_reaches_the_trace(local: t.Trace) -> None:
+    # java.class.path (PyFlink's lib/ and opt/flink-python) and the job's class loader (pipeline.jars)
+    names = [Path(entry).name for entry in local.environment.classpath]
+    assert len(names) == 17
+    assert {"flink-dist-2.3.0.jar", "flink-table-runtime-2.3.0.jar", "flink-python-2.3.0.jar",
+            "crystalperf-flink.jar"} <= set(names)
 
 
 def test_samples_count_for_their_chain_and_again_for_their_operator(local: t.Trace) -> None:
@@ -126,24 +152,64 @@ def test_samples_count_for_their_chain_and_again_for_their_operator(local: t.Tra
             (key.operation, key.task or "", key.thread), 0) + count
     chains = {k: v for k, v in per_key.items() if k[2] is None}
     operators = {k: v for k, v in per_key.items() if k[2] == "operator"}
-    # 25 rows, 88 samples: 43 + 43 on the source chain's two subtasks, 2 on the sink chain
-    assert chains == {("chain0", f"{SOURCE_CHAIN}#0", None): 43, ("chain0", f"{SOURCE_CHAIN}#1", None): 43,
-                      ("chain1", f"{SINK_CHAIN}#0", None): 2}
-    # by nested ChainingOutput.pushToOperator frames: 84 rows' worth at depth 0, one at depth 1, one at 2
+    # 24 rows, 52 samples: 26 + 25 on the source chain's two subtasks, 1 on the sink chain
+    assert chains == {("chain0", f"{SOURCE_CHAIN}#0", None): 26, ("chain0", f"{SOURCE_CHAIN}#1", None): 25,
+                      ("chain1", f"{SINK_CHAIN}#0", None): 1}
+    # by nested ChainingOutput.pushToOperator frames: 49 samples at depth 0, one at depth 1, one at 2
     by_operator: dict[str, int] = {}
     for (operation, _, _), count in operators.items():
         by_operator[operation] = by_operator.get(operation, 0) + count
-    assert by_operator == {"chain0/op0": 84, "chain0/op1": 1, "chain0/op2": 1, "chain1/op0": 2}
-    assert samples.origin == 1795550752.994 and samples.bucket_s == 1.0 and samples.interval_s == 0.1
-    assert any(f.name == "org.apache.flink.table.data.BoxedWrapperRowData.getDouble" for f in samples.frames)
+    assert by_operator == {"chain0/op0": 49, "chain0/op1": 1, "chain0/op2": 1, "chain1/op0": 1}
+    assert samples.origin == 1795556846.806 and samples.bucket_s == 1.0 and samples.interval_s == 0.1
+    assert any(f.name == "org.apache.flink.streaming.api.functions.source.datagen.DataGeneratorSource.run"
+               for f in samples.frames)
+
+
+def test_each_stack_carries_its_threads_state(local: t.Trace) -> None:
+    samples = local.samples
+    assert samples is not None and len(samples.states) == len(samples.stacks)
+    by_state: dict[str, int] = {}
+    for key_index, stack, count in zip(samples.key, samples.stack, samples.count, strict=True):
+        key = samples.keys[key_index]
+        if key.thread is None and key.task == f"{SOURCE_CHAIN}#0":
+            by_state[samples.states[stack]] = by_state.get(samples.states[stack], 0) + count
+    assert by_state == {"runnable": 5, "timed_waiting": 17, "blocked": 2, "waiting": 2}
+    # the rate-limited source sleeps in datagen's throttle: the same frames are one stack per state
+    sleeping = [i for i, stack in enumerate(samples.stacks)
+                if samples.frames[stack[0]].name == "java.lang.Thread.sleep"]
+    assert sleeping and {samples.states[i] for i in sleeping} == {"timed_waiting"}
+    interned = [(tuple(stack), samples.states[i]) for i, stack in enumerate(samples.stacks)]
+    assert len(set(interned)) == len(interned)
+
+
+def test_a_version_1_part_reads_with_unknown_states_and_the_jobs_span(tmp_path: Path) -> None:
+    doc = json.loads(LOCAL_PART.read_text())
+    doc["version"] = 1
+    for scope in doc["scopes"]:
+        scope.pop("added", None)
+        scope.pop("removed", None)
+    doc["samples"] = [row[:5] for row in doc["samples"]]
+    del doc["classpath"]
+    old = tmp_path / LOCAL_PART.name
+    old.write_text(json.dumps(doc))
+    trace = read_metrics(old)
+    assert trace.samples is not None and trace.samples.states == []
+    assert sum(trace.samples.count) == 52 + 51 + 1  # chains, and their operators again
+    assert trace.environment.classpath == []
+    assert all((task.start, task.end) == (START, END) for op in trace.operations for task in op.tasks)
+    assert trace.operations[0].tasks[0].metrics["run_time_s"] == pytest.approx(DURATION)
 
 
 def test_chained_operators_split_their_chains_busy_time_by_samples(local: t.Trace) -> None:
     source, sink = local.operations
-    busy = 0.132216003  # the longest subtask of the source chain
+    run, cpu = 1795556852.949 - 1795556850.01, 0.08578341  # the longest subtask of the source chain
     assert [c.metrics["run_time_s"] for c in source.children] == pytest.approx(
-        [busy * 84 / 86, busy * 1 / 86, busy * 1 / 86])
-    assert [c.metrics["run_time_s"] for c in sink.children] == pytest.approx([0.018, 0.0])
+        [run * 49 / 51, run * 1 / 51, run * 1 / 51])
+    # its measured parts split with it
+    assert [c.metrics["cpu_time_s"] for c in source.children] == pytest.approx(
+        [cpu * 49 / 51, cpu * 1 / 51, cpu * 1 / 51])
+    assert [c.metrics["run_time_s"] for c in sink.children] == pytest.approx([0.027, 0.0])
+    assert [c.metrics["idle_time_s"] for c in sink.children] == pytest.approx([0.004, 0.0])
 
 
 def test_streaming_figures(local: t.Trace) -> None:
@@ -156,23 +222,24 @@ def test_streaming_figures(local: t.Trace) -> None:
 def test_the_three_parts_of_a_cluster_job_merge_into_one_trace() -> None:
     merged = load_job(JM_PART)
     assert merged.parts == 3
-    assert (merged.start, merged.end) == (1795550784.831, 1795550790.011)  # earliest start, latest end
-    assert merged.process_cpu_s == pytest.approx(0.77 + 1.13 + 1.63)
-    assert len(merged.scopes) == 1 + 4 + 7 and len(merged.samples) == 20 + 26
+    assert (merged.start, merged.end) == (1795556981.965, 1795556986.795)  # earliest start, latest end
+    assert merged.process_cpu_s == pytest.approx(0.71 + 1.11 + 1.48)
+    assert len(merged.scopes) == 1 + 4 + 7 and len(merged.samples) == 0 + 18 + 13
+    assert len(merged.classpath) == 15  # the cluster's lib/: the same in every process, listed once
     trace = read_metrics(JM_PART)
     source, sink = trace.operations
     assert (source.name, sink.name) == (SOURCE_CHAIN, SINK_CHAIN) and sink.parents == ["chain0"]
     # subtask 0 ran on one TaskManager, subtask 1 on the other
-    assert [(task.index, task.metrics["cpu_time_s"]) for task in source.tasks] == [(0, 0.383763881),
-                                                                                  (1, 0.394952189)]
-    assert sink.tasks[0].metrics["run_time_s"] == 0.083
+    assert [(task.index, task.metrics["cpu_time_s"]) for task in source.tasks] == [(0, 0.333559495),
+                                                                                  (1, 0.383589975)]
+    assert sink.tasks[0].metrics["run_time_s"] == pytest.approx(0.065 + 0.084)  # busy + idle
     assert _children(trace)["Source: src[7]"].metrics["records_out"] == 20000.0
     assert trace.samples is not None
     chain_samples = sum(count for key, count in zip(trace.samples.key, trace.samples.count, strict=True)
                         if trace.samples.keys[key].thread is None)
-    assert chain_samples == 54 + 61  # the two TaskManagers' samples; the JobManager runs no task
-    assert trace.samples.origin == 1795550768.954  # the earliest process's sample origin (the JobManager's)
-    assert trace.metrics["cpu_utilization"] == pytest.approx(3.53 / (1795550790.011 - 1795550784.831))
+    assert chain_samples == 33 + 30  # the two TaskManagers' samples; the JobManager runs no task
+    assert trace.samples.origin == 1795556945.461  # the earliest process's sample origin (the JobManager's)
+    assert trace.metrics["cpu_utilization"] == pytest.approx(3.30 / (1795556986.795 - 1795556981.965))
     # any part of the job gives the same operations
     for other in (TM1_PART, TM2_PART):
         again = read_metrics(other)
@@ -181,7 +248,7 @@ def test_the_three_parts_of_a_cluster_job_merge_into_one_trace() -> None:
 
 def test_parts_are_ready_once_every_flushed_part_was_written_after_the_end(tmp_path: Path) -> None:
     parts = sorted(CLUSTER.glob(f"crystalperf-flink-{CLUSTER_JOB}.*.json"))
-    assert len(parts) == 3 and parts_ready(parts)  # 9395 is a flush, written after the job's end
+    assert len(parts) == 3 and parts_ready(parts)  # 30466 is a flush, written after the job's end
     assert wait_for_metrics(CLUSTER, parts=3, timeout_s=0) == parts
     early = json.loads(TM2_PART.read_text())
     early["written"] = early["end"]  # flushed before the other process saw the job end

@@ -1,11 +1,14 @@
+import json
 import logging
+import os
 import threading
+import time
 
 import pytest
 
 from crystalperf.core import trace as tr
 from crystalperf.core.hooks import finish_job, guard, guarded
-from crystalperf.core.sampling import PythonStackSampler, SampleTable, merge_samples
+from crystalperf.core.sampling import PythonStackSampler, SampleTable, ThreadStates, merge_samples
 from crystalperf.core.synthetic import spark_like_trace
 
 
@@ -74,6 +77,106 @@ def test_merge_rebases_and_reinterns():
     assert merged.origin == 10.0 and merged.total == 6
     assert [f.name for f in merged.frames] == ["f", "g"] and len(merged.stacks) == 2
     assert sorted(zip(merged.bucket, merged.count, strict=True)) == [(0, 3), (2, 1), (2, 2)]
+
+
+def _states_by_thread(samples: tr.StackSamples) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for key, _, stack, _ in samples.rows():
+        found.setdefault(samples.keys[key].operation, set()).add(samples.state_of(stack))
+    return found
+
+
+def _sample_until(sampler: PythonStackSampler, done, limit_s: float = 20.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        sampler.sample_once()
+        if done(sampler.table.to_samples()):
+            return
+        time.sleep(0.02)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="thread CPU time is read from Linux's /proc")
+def test_a_spinning_thread_samples_runnable_and_a_parked_one_waiting():
+    stop = threading.Event()
+    spinning = threading.Thread(target=busy_checksum, args=(stop,), name="spinning")
+    parked = threading.Thread(target=stop.wait, name="parked")
+    spinning.start()
+    parked.start()
+    sampler = PythonStackSampler(
+        lambda ident, name: tr.SampleKey(operation=name) if name in ("spinning", "parked") else None)
+    try:
+        # a tick of CPU time is 10 ms: on a loaded machine the spinning thread may need a few samples
+        _sample_until(sampler, lambda s: tr.THREAD_RUNNABLE in _states_by_thread(s).get("spinning", set()))
+        for _ in range(5):
+            sampler.sample_once()
+            time.sleep(0.02)
+    finally:
+        stop.set()
+        spinning.join()
+        parked.join()
+    samples = sampler.table.to_samples()
+    states = _states_by_thread(samples)
+    assert tr.THREAD_RUNNABLE in states["spinning"]
+    assert states["parked"] == {tr.THREAD_WAITING}  # blocked on a lock: its CPU time never moves
+    assert len(samples.states) == len(samples.stacks)
+    # the memory of CPU times is bounded by the live threads
+    sampler.sample_once()
+    assert set(sampler.thread_states._cpu) <= {t.native_id for t in threading.enumerate()}
+
+
+def test_states_are_unknown_without_proc(tmp_path):
+    states = ThreadStates(str(tmp_path / "no-such-dir"))
+    assert states.state(threading.get_native_id()) == "" and states.state(None) == ""
+    sampler = PythonStackSampler(lambda ident, name: tr.SampleKey(operation="main") if name == "MainThread" else None,
+                                 thread_states=states)
+    sampler.sample_once()
+    samples = sampler.table.to_samples()
+    assert samples.total == 1 and samples.states == []  # all unknown: the column is left out
+
+
+def test_states_are_part_of_a_stacks_identity_and_survive_a_merge():
+    a = SampleTable(origin=0.0)
+    f = a.frame_id("f", "f.py", 1)
+    running, parked = a.stack_id([f], tr.THREAD_RUNNABLE), a.stack_id([f], tr.THREAD_WAITING)
+    assert running != parked and a.stack_id([f], tr.THREAD_RUNNABLE) == running
+    a.add(tr.SampleKey(operation="x"), running, 0.5, 3)
+    a.add(tr.SampleKey(operation="x"), parked, 0.5, 2)
+    b = SampleTable(origin=0.0)
+    b.add(tr.SampleKey(operation="x"), b.stack_id([b.frame_id("f", "f.py", 1)]), 1.5, 4)  # state unknown
+    merged = merge_samples([a.to_samples(), b.to_samples()])
+    by_state: dict[str, int] = {}
+    for _, _, stack, count in merged.rows():
+        by_state[merged.state_of(stack)] = by_state.get(merged.state_of(stack), 0) + count
+    assert by_state == {tr.THREAD_RUNNABLE: 3, tr.THREAD_WAITING: 2, "": 4}
+    assert len(merged.stacks) == 3 and len(merged.frames) == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or not os.path.isdir("/proc/self/task"), reason="needs fork and /proc")
+def test_a_forked_workers_main_thread_gets_its_state():
+    """In a forked process the main thread's Thread object keeps the parent's kernel id (a PySpark worker)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: sample its own main thread from a sampler thread while it spins
+        try:
+            sampler = PythonStackSampler(
+                lambda ident, name: tr.SampleKey(operation="main") if ident == threading.main_thread().ident else None,
+                interval_s=0.01)
+            sampler.register_thread()
+            sampler.start()
+            deadline = time.monotonic() + 20
+            found: set[str] = set()
+            while time.monotonic() < deadline and tr.THREAD_RUNNABLE not in found:
+                sum(i * i for i in range(20_000))
+                found = {sampler.table.states[s] for s in range(len(sampler.table.states))}
+            sampler.stop()
+            os.write(write, json.dumps(sorted(found)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        found = json.loads(pipe.read() or "[]")
+    os.waitpid(pid, 0)
+    assert tr.THREAD_RUNNABLE in found, found
 
 
 def test_guard_swallows_outside_tests_and_reraises_in_tests(monkeypatch, caplog):

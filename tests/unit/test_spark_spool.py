@@ -15,9 +15,13 @@ import pytest
 
 from crystalperf.core import trace as tr
 from crystalperf.integrations.spark import read_event_log
-from crystalperf.integrations.spark.assemble import merge_worker_samples
+from crystalperf.integrations.spark.assemble import (
+    METRIC_PYTHON_CPU_TIME,
+    add_worker_cpu,
+    merge_worker_samples,
+)
 from crystalperf.integrations.spark.finish import main as finish
-from crystalperf.integrations.spark.reader import read_spool
+from crystalperf.integrations.spark.reader import read_spool, read_worker_cpu
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -89,3 +93,38 @@ def test_finish_merges_the_spool_and_writes_the_trace(spool: Path, tmp_path: Pat
     written = tr.load_trace(out / "crystalperf-trace.json.gz")
     assert written.samples is not None and written.samples.total == 12
     assert not spool.exists(), "the spool is removed once merged"
+
+
+def _a_udf_task(trace: tr.Trace) -> tuple[str, tr.Task]:
+    stage = next(op for op in trace.iter_operations() if op.id == "stage-0" and op.tasks)
+    return stage.id, stage.tasks[0]
+
+
+def test_the_workers_cpu_time_counts_in_its_tasks_cpu_time(spool: Path, tmp_path: Path) -> None:
+    """Spark's executorCpuTime is the JVM task thread's; the PySpark worker's CPU is added at job end."""
+    trace = read_event_log(DATA / "spark-eventlog.json.gz")
+    stage, task = _a_udf_task(trace)
+    jvm_cpu, run = task.metrics[tr.METRIC_CPU_TIME], task.metrics[tr.METRIC_RUN_TIME]
+    worker_cpu = min(0.05, (run - jvm_cpu) / 2)
+    other = tmp_path / "other-worker"
+    (spool / "pycpu-4242.json").write_text(json.dumps({"tasks": [
+        {"operation": stage, "task": task.id, "cpu_time_s": worker_cpu / 2},
+        {"operation": "stage-99", "task": "1", "cpu_time_s": 5.0}]}))
+    (spool / "pycpu-4243.json").write_text(json.dumps({"tasks": [
+        {"operation": stage, "task": task.id, "cpu_time_s": worker_cpu / 2}]}))  # a second worker, same task
+    assert read_worker_cpu(spool)[(stage, task.id)] == pytest.approx(worker_cpu)
+    listener_trace = other / "crystalperf-trace.json.gz"
+    other.mkdir()
+    tr.save_trace(trace, listener_trace)
+    assert finish([str(listener_trace), "--out", str(tmp_path / "out"), "--spool", str(spool), "--no-analysis"]) == 0
+    _, written = _a_udf_task(tr.load_trace(tmp_path / "out" / "crystalperf-trace.json.gz"))
+    assert written.metrics[METRIC_PYTHON_CPU_TIME] == pytest.approx(worker_cpu)
+    assert written.metrics[tr.METRIC_CPU_TIME] == pytest.approx(jvm_cpu + worker_cpu)
+
+
+def test_the_workers_cpu_time_stays_within_the_tasks_run_time() -> None:
+    trace = read_event_log(DATA / "spark-eventlog.json.gz")
+    stage, task = _a_udf_task(trace)
+    add_worker_cpu(trace, {(stage, task.id): 1000.0})
+    assert task.metrics[tr.METRIC_CPU_TIME] == task.metrics[tr.METRIC_RUN_TIME]
+    assert task.metrics[METRIC_PYTHON_CPU_TIME] == 1000.0

@@ -2,6 +2,11 @@
 subtask) with its operators as children, ordered and linked by the recorded plan when one names the job's
 operators (linearly otherwise), the streaming figures, and the stack samples per chain and per operator.
 
+What Flink measures bounds the split (docs/architecture.md, "How a sampled second is attributed"): a
+subtask's ``run_time_s`` is its busy + idle + back-pressured time, idle (waiting for input) and
+back-pressured (waiting for downstream) are measured waiting, ``cpu_time_s`` is its threads' CPU time, and
+each task spans its deployment to its end as the reporter saw its metrics come and go.
+
 :func:`read_metrics` is the entry point (``crystalperf import flink-metrics``).
 """
 
@@ -24,6 +29,9 @@ NO_PLAN_WARNING = (
     "no recorded execution plan (crystalperf.integrations.flink.record_plan) matches this job: "
     "edges between operator chains are assumed linear"
 )
+# What a source waits on when it has nothing to emit: a rate limit (datagen's rows-per-second) or an empty input.
+SOURCE_WAITS_ON = "its input (rate-limited or empty)"
+BACKPRESSURE_WAITS_ON = "downstream operators (back-pressure)"
 PYTHON_WORKERS_WARNING = (
     "the job runs Python functions in separate Python worker processes, which are not sampled: "
     "the time task threads wait on them (Python compute) shows as waiting, not as CPU"
@@ -135,30 +143,73 @@ def order_without_plan(chains: dict[str, Chain]) -> dict[str, Chain]:
     return chains
 
 
-def chain_tasks(chain: Chain, job: Part, duration: float) -> list[t.Task]:
-    """One task per subtask of the chain: busy + back-pressured time, back-pressure as network wait."""
+def task_span(scope: Scope, job: Part) -> tuple[float, float]:
+    """When the subtask was deployed and finished, as its metrics came and went (the job's span where the
+    part does not say: version 1 parts, or a task still running when the part was written)."""
+    start = scope.added if scope.added is not None else job.start
+    end = scope.removed if scope.removed is not None else job.end
+    return max(start, job.start), max(min(end, job.end), max(start, job.start))
+
+
+def task_metrics(scope: Scope, cpu: float | None, span: float) -> dict[str, float]:
+    """The subtask's measured times: run = busy + idle + back-pressured, each waiting a part of it, and its
+    threads' CPU time bounded by the busy time (CPU spent before the mailbox loop, compiling generated code,
+    is in no Flink timer)."""
+    values = scope.values
+    busy = values.get("accumulateBusyTimeMs")
+    backpressured = values.get("accumulateBackPressuredTimeMs", 0.0) / 1000.0
+    metrics: dict[str, float] = {}
+    if busy is not None:
+        idle = values.get("accumulateIdleTimeMs", 0.0) / 1000.0
+        working = busy / 1000.0
+        metrics[t.METRIC_RUN_TIME] = working + idle + backpressured
+        metrics[t.METRIC_IDLE_TIME] = idle
+    else:
+        # A legacy source (its own thread, outside the mailbox) reports no busy time and an idle time of 0 that
+        # says nothing: it ran from deployment to its end, and its threads' states say how it spent that time.
+        run = max(span, cpu or 0.0, backpressured)
+        metrics[t.METRIC_RUN_TIME] = run
+        working = run - backpressured
+    metrics[t.METRIC_BACKPRESSURED_TIME] = backpressured
+    if "numBytesIn" in values:
+        metrics[t.METRIC_NETWORK_BYTES] = values["numBytesIn"] + values.get("numBytesOut", 0.0)
+    if cpu is not None:
+        metrics[t.METRIC_CPU_TIME] = min(cpu, working)
+    return metrics
+
+
+def chain_tasks(chain: Chain, job: Part) -> list[t.Task]:
+    """One task per subtask of the chain, spanning its deployment to its end, with its measured times."""
     tasks = []
     for scope in sorted(chain.tasks.values(), key=lambda s: s.index):
-        values = scope.values
-        busy = values.get("accumulateBusyTimeMs")
-        backpressured = values.get("accumulateBackPressuredTimeMs", 0.0) / 1000.0
-        cpu = job.thread_cpu.get((chain.name, scope.subtask))
-        if busy is not None:
-            run_time = busy / 1000.0 + backpressured
-        else:
-            # Legacy sources report no busy time: their thread's CPU time is the best lower bound.
-            run_time = min(cpu, duration) if cpu is not None else duration
-        metrics = {t.METRIC_RUN_TIME: run_time, t.METRIC_NETWORK_WAIT: backpressured}
-        if "numBytesIn" in values:
-            metrics[t.METRIC_NETWORK_BYTES] = values["numBytesIn"] + values.get("numBytesOut", 0.0)
-        if cpu is not None:
-            metrics[t.METRIC_CPU_TIME] = cpu
-        tasks.append(t.Task(id=f"{chain.name}#{scope.subtask}", index=scope.index, start=job.start, end=job.end,
+        start, end = task_span(scope, job)
+        metrics = task_metrics(scope, job.thread_cpu.get((chain.name, scope.subtask)), end - start)
+        tasks.append(t.Task(id=f"{chain.name}#{scope.subtask}", index=scope.index, start=start, end=end,
                             metrics=metrics))
     return tasks
 
 
-def chain_operators(chain_id: str, chain: Chain, links: Links | None, job: Part) -> list[t.Operation]:
+def waits_on(tasks: list[t.Task], upstream: list[str]) -> str | None:
+    """What the chain's measured (or, for a legacy source, unmeasured off-CPU) waiting was for, when it waited:
+    a source waits on its input, any other chain on the chains upstream of it."""
+    source = not upstream
+    idle = sum(task.metrics.get(t.METRIC_IDLE_TIME, 0.0) for task in tasks)
+    backpressured = sum(task.metrics.get(t.METRIC_BACKPRESSURED_TIME, 0.0) for task in tasks)
+    if source and all(t.METRIC_IDLE_TIME not in task.metrics for task in tasks):
+        # a legacy source measures no idle time: what it did not run or wait on downstream for, it waited on
+        # its input (or read it: the samples tell that apart)
+        idle = sum(task.metrics[t.METRIC_RUN_TIME] - task.metrics.get(t.METRIC_CPU_TIME, 0.0)
+                   - task.metrics.get(t.METRIC_BACKPRESSURED_TIME, 0.0) for task in tasks)
+        run = sum(task.metrics[t.METRIC_RUN_TIME] for task in tasks)
+        idle = idle if run and idle > run / 2 else 0.0
+    if backpressured > idle:
+        return BACKPRESSURE_WAITS_ON
+    if idle > 0:
+        return SOURCE_WAITS_ON if source else f"its input from {', '.join(upstream)}"
+    return None
+
+
+def chain_operators(chain_id: str, chain: Chain, links: Links | None, span: tuple[float, float]) -> list[t.Operation]:
     """The chain's operators as child operations, linked by the plan (one after the other without it)."""
     op_ids = {name: f"{chain_id}/op{i}" for i, name in enumerate(chain.operators)}
     children: list[t.Operation] = []
@@ -173,8 +224,8 @@ def chain_operators(chain_id: str, chain: Chain, links: Links | None, job: Part)
                 name=name,
                 kind="operator",
                 parents=inner,
-                start=job.start,
-                end=job.end,
+                start=span[0],
+                end=span[1],
                 parallelism=op.subtasks or None,
                 metrics={t.METRIC_RECORDS_IN: op.records_in, t.METRIC_RECORDS_OUT: op.records_out},
             )
@@ -185,7 +236,6 @@ def chain_operators(chain_id: str, chain: Chain, links: Links | None, job: Part)
 def chain_operations(chains: dict[str, Chain], links: Links | None, job: Part) -> list[t.Operation]:
     """One operation per chain, in the given order, linked by the plan (one after the other without it)."""
     chain_ids = {name: f"chain{i}" for i, name in enumerate(chains)}
-    duration = max(job.end - job.start, 0.0)
     operations: list[t.Operation] = []
     for name, chain in chains.items():
         attributes: dict[str, str] = {}
@@ -197,17 +247,25 @@ def chain_operations(chains: dict[str, Chain], links: Links | None, job: Part) -
                 )
         else:
             parents = [operations[-1].id] if operations else []
-        tasks = chain_tasks(chain, job, duration)
+        tasks = chain_tasks(chain, job)
+        span = (min(task.start for task in tasks), max(task.end for task in tasks)) if tasks else (job.start, job.end)
+        children = chain_operators(chain_ids[name], chain, links, span)
+        waited_on = waits_on(tasks, [op.name for op in operations if op.id in parents])
+        if waited_on is not None:
+            attributes[t.ATTRIBUTE_WAITS_ON] = waited_on
+            # the chain's thread waits in its head operators, which a critical path through the chain names
+            for head in (c for c in children if not c.parents):
+                head.attributes[t.ATTRIBUTE_WAITS_ON] = waited_on
         operations.append(
             t.Operation(
                 id=chain_ids[name],
                 name=name,
                 kind="task",
                 parents=parents,
-                start=job.start,
-                end=job.end,
+                start=span[0],
+                end=span[1],
                 tasks=tasks,
-                children=chain_operators(chain_ids[name], chain, links, job),
+                children=children,
                 parallelism=len(tasks) or None,
                 attributes=attributes,
             )
@@ -247,7 +305,7 @@ def _frames(table: SampleTable, stack: str) -> tuple[list[int], int]:
 
 
 def samples_of(job: Part, chain_ids: dict[str, str], operator_ids: dict[str, list[str]]) -> t.StackSamples | None:
-    """Task-thread stacks the reporter aggregated per (chain, subtask, bucket); top frame first.
+    """Task-thread stacks the reporter aggregated per (chain, subtask, bucket, thread state); top frame first.
 
     Each row counts for its chain and, again, for the operator of the chain it was in: a record enters
     the n-th chained operator through n nested ``ChainingOutput.pushToOperator`` calls.
@@ -262,7 +320,7 @@ def samples_of(job: Part, chain_ids: dict[str, str], operator_ids: dict[str, lis
         if chain is None:
             continue
         frame_ids, depth = _frames(table, row.stack)
-        stack = table.stack_id(frame_ids)
+        stack = table.stack_id(frame_ids, row.state)
         when = row.origin + (row.bucket + 0.5) * job.sample_bucket_s
         task = f"{row.task_name}#{row.subtask}"
         table.add(t.SampleKey(operation=chain, task=task), stack, when, row.count)
@@ -273,10 +331,14 @@ def samples_of(job: Part, chain_ids: dict[str, str], operator_ids: dict[str, lis
     return table.to_samples()
 
 
+SPLIT_METRICS = (t.METRIC_RUN_TIME, t.METRIC_IDLE_TIME, t.METRIC_BACKPRESSURED_TIME, t.METRIC_CPU_TIME)
+
+
 def split_chain_busy_time(operations: list[t.Operation], samples: t.StackSamples | None) -> None:
-    """Give each chained operator its share of the chain's busy time, by the samples taken inside it (evenly
-    without samples): chained operators run on the chain's one thread, so their times add up to the chain's,
-    and a path through them must not count the chain's whole span once per operator."""
+    """Give each chained operator its share of the chain's run time (and of its measured parts), by the
+    samples taken inside it (evenly without samples): chained operators run on the chain's one thread, so
+    their times add up to the chain's, and a path through them must not count the chain's whole span once
+    per operator."""
     counts: dict[str, int] = defaultdict(int)
     if samples is not None:
         for key_index, count in zip(samples.key, samples.count, strict=True):
@@ -286,11 +348,13 @@ def split_chain_busy_time(operations: list[t.Operation], samples: t.StackSamples
     for chain in operations:
         if not chain.children or not chain.tasks:
             continue
-        busy = max(task.metrics.get(t.METRIC_RUN_TIME, task.duration) for task in chain.tasks)
+        longest = max(chain.tasks, key=lambda task: task.metrics.get(t.METRIC_RUN_TIME, task.duration))
+        measured = {name: longest.metrics[name] for name in SPLIT_METRICS if name in longest.metrics}
+        measured.setdefault(t.METRIC_RUN_TIME, longest.duration)
         sampled = sum(counts[c.id] for c in chain.children)
         for child in chain.children:
             share = counts[child.id] / sampled if sampled else 1 / len(chain.children)
-            child.metrics[t.METRIC_RUN_TIME] = busy * share
+            child.metrics.update({name: value * share for name, value in measured.items()})
 
 
 def warnings_of(job: Part, planned: bool, samples: t.StackSamples | None) -> list[str]:
@@ -333,7 +397,8 @@ def build_trace(job: Part) -> t.Trace:
         ),
         operations=operations,
         streaming=streaming_figures(operations, duration),
-        environment=t.Environment(cpu_count=job.cpu_count or None, scaling=list(INTEGRATION.scaling)),
+        environment=t.Environment(cpu_count=job.cpu_count or None, scaling=list(INTEGRATION.scaling),
+                                  classpath=list(job.classpath)),
         metrics={"cpu_utilization": process_cpu / duration} if process_cpu and duration else {},
         warnings=warnings_of(job, links is not None, samples),
     )

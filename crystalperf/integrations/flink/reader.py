@@ -2,9 +2,11 @@
 recorded plan that names the job's operators, and wait until a job's parts hold final values.
 
 The reporter (``java/``) writes one part per process and job, ``crystalperf-flink-<job_id>.<pid>.json``:
-the scopes it saw (job / task = operator chain / operator, per subtask), the final value of each numeric
-metric per scope, the CPU time of the task threads and the process, and the stack samples it aggregated
-per (chain, subtask, 1 s bucket, stack). :func:`crystalperf.integrations.flink.record_plan` writes the job
+the scopes it saw (job / task = operator chain / operator, per subtask) with when their metrics were
+registered and removed (a task's lifetime), the final value of each numeric metric per scope, the CPU time
+of the task threads and the process, the classpath the job's code was loaded from, and the stack samples
+it aggregated per (chain, subtask, 1 s bucket, thread state, stack). Version 1 parts (no thread states,
+lifetimes or classpath) are still read. :func:`crystalperf.integrations.flink.record_plan` writes the job
 graph beside them as ``crystalperf-flink-plan-<hash>.json``. Standard library only: reading the files
 needs no PyFlink.
 """
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from crystalperf.core.errors import BadInputError
+from crystalperf.core.trace import THREAD_STATES
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +44,8 @@ class Scope:
     subtask: str  # as Flink's <subtask_index> variable spells it, which the task ids repeat
     index: int  # the subtask's number
     values: dict[str, float] = field(default_factory=dict)  # metric name -> final value (finite only)
+    added: float | None = None  # when its first metric was registered (a task: deployed)
+    removed: float | None = None  # when its last metric went away (a task: finished); None: still live
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,7 @@ class SampleRow:
     stack: str  # one frame a line, top first: "class.method<TAB>file<TAB>line"
     count: int
     origin: float  # the sample origin of the process that took it: each process buckets from its own
+    state: str = ""  # the thread's state (JVM Thread.State lower-cased); "": unknown (version 1 parts)
 
 
 @dataclass
@@ -76,6 +82,7 @@ class Part:
     sample_origin: float | None
     sample_bucket_s: float
     sample_interval_s: float
+    classpath: list[str] = field(default_factory=list)  # jars and class directories of the job's code
     parts: int = 1  # how many process parts were merged into this one
 
 
@@ -120,15 +127,21 @@ def _scopes(doc: dict[str, Any]) -> list[Scope]:
     for index, scope in enumerate(raw):
         subtask = str(scope.get("subtask_index", "0"))
         scopes.append(Scope(str(scope.get("task_name") or ""), str(scope.get("operator_name") or ""), subtask,
-                            int(subtask or 0), values[index]))
+                            int(subtask or 0), values[index], _number(scope.get("added")),
+                            _number(scope.get("removed"))))
     return scopes
+
+
+def _state(rest: list[Any]) -> str:
+    state = str(rest[0]) if rest else ""
+    return state if state in THREAD_STATES else ""  # a state this version does not know: unknown
 
 
 def _samples(doc: dict[str, Any], origin: float) -> list[SampleRow]:
     try:
         return [
-            SampleRow(str(task), str(subtask), int(bucket), str(stack), int(count), origin)
-            for task, subtask, bucket, stack, count, *_ in doc.get("samples") or []
+            SampleRow(str(task), str(subtask), int(bucket), str(stack), int(count), origin, _state(rest))
+            for task, subtask, bucket, stack, count, *rest in doc.get("samples") or []
         ]
     except (TypeError, ValueError) as exc:
         raise BadInputError(f"malformed stack samples in a crystalperf Flink metrics file ({exc})") from None
@@ -152,6 +165,7 @@ def load_part(path: Path) -> Part:
         thread_cpu = {(str(name), str(sub)): float(sec) for name, sub, sec in doc.get("thread_cpu") or []}
         process_cpu = _number(doc["process_cpu_s"]) if "process_cpu_s" in doc else None
         cpu_count = int(doc.get("cpu_count") or 0)
+        classpath = [str(entry) for entry in doc.get("classpath") or []]
     except (TypeError, ValueError) as exc:
         raise BadInputError(f"malformed CPU times in a crystalperf Flink metrics file ({exc})", path) from None
     try:
@@ -173,6 +187,7 @@ def load_part(path: Path) -> Part:
             sample_origin=float(origin) if origin is not None else None,
             sample_bucket_s=float(doc.get("sample_bucket_s", 1.0)),
             sample_interval_s=float(doc.get("sample_interval_s", 0.1)),
+            classpath=classpath,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise BadInputError(f"malformed crystalperf Flink metrics file ({exc})", path) from None
@@ -199,6 +214,9 @@ def _add(merged: Part, part: Part) -> None:
     # processes of one job see the same machine in local and single-host setups
     merged.cpu_count = max(merged.cpu_count, part.cpu_count)
     merged.samples.extend(part.samples)
+    # every process lists the same Flink jars; the order of the first part is kept
+    known = set(merged.classpath)
+    merged.classpath.extend(entry for entry in dict.fromkeys(part.classpath) if entry not in known)
     merged.parts += 1
 
 
@@ -206,7 +224,7 @@ def merge_parts(first: Part, others: Iterable[Path]) -> Part:
     """Join the parts that the JobManager and each TaskManager wrote for the same job, starting from
     ``first`` (its job name and sampling settings are kept)."""
     merged = replace(first, scopes=list(first.scopes), thread_cpu=dict(first.thread_cpu),
-                     samples=list(first.samples), parts=1)
+                     samples=list(first.samples), classpath=list(first.classpath), parts=1)
     for path in others:
         _add(merged, load_part(path))
     return merged

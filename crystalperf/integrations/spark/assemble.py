@@ -26,6 +26,8 @@ from crystalperf.integrations.spark.reader import (
 )
 
 Document = dict[str, Any]  # a part of the trace's JSON document
+# CPU seconds of a task spent in its PySpark worker (already counted in the task's cpu_time_s).
+METRIC_PYTHON_CPU_TIME = "python_cpu_time_s"
 
 # Job-wide totals of these task metrics, over the stages that ran.
 _TOTALS = (tr.METRIC_SPILL_DISK_BYTES, tr.METRIC_SPILL_MEMORY_BYTES, tr.METRIC_SHUFFLE_WRITE_BYTES,
@@ -181,3 +183,25 @@ def merge_worker_samples(trace: tr.Trace, parts: Sequence[tr.StackSamples]) -> N
     if merged is not None and origin is None:
         merged = merge_samples([merged], origin=min(merged.origin, trace.application.start))
     trace.samples = merged
+
+
+def add_worker_cpu(trace: tr.Trace, cpu: dict[tuple[str, str], float]) -> None:
+    """Count the PySpark workers' CPU time in their tasks' measured CPU time.
+
+    Spark's ``executorCpuTime`` is the JVM task thread's alone, and while a Python UDF runs that thread waits
+    for its worker: without the worker's CPU a Python stage would measure as mostly not CPU. The worker's
+    seconds are kept apart too (``python_cpu_time_s``); the sum stays within the task's run time, of which
+    it is a part (the JVM thread and the worker overlap when they pipeline).
+    """
+    if not cpu:
+        return
+    for op in trace.iter_operations():
+        for task in op.tasks:
+            seconds = cpu.get((op.id, task.id))
+            if seconds is None:
+                continue
+            m = task.metrics
+            m[METRIC_PYTHON_CPU_TIME] = seconds
+            total = m.get(tr.METRIC_CPU_TIME, 0.0) + seconds
+            run = m.get(tr.METRIC_RUN_TIME)
+            m[tr.METRIC_CPU_TIME] = min(total, run) if run is not None and run > 0 else total

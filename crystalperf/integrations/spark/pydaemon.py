@@ -8,8 +8,10 @@ directory that the driver side merges into the trace when the application ends.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import resource
 import threading
 from pathlib import Path
 from typing import Any
@@ -18,13 +20,13 @@ import pyspark.daemon as _daemon
 
 from crystalperf.core import trace as tr
 from crystalperf.core.sampling import PythonStackSampler
-from crystalperf.integrations.spark.config import SPOOL_ENV, SPOOL_FILE
+from crystalperf.integrations.spark.config import SPOOL_CPU_FILE, SPOOL_ENV, SPOOL_FILE
 
 log = logging.getLogger(__name__)
 INTERVAL_ENV = "CRYSTALPERF_PY_SAMPLE_INTERVAL_S"
 
 _original_worker = _daemon.worker
-_state: dict[str, Any] = {"pid": None, "sampler": None, "main": None}
+_state: dict[str, Any] = {"pid": None, "sampler": None, "main": None, "cpu": {}}
 
 
 def _key_for(thread_id: int, _name: str) -> tr.SampleKey | None:
@@ -58,17 +60,49 @@ def without_jvm_waits(samples: tr.StackSamples) -> tr.StackSamples:
         "stack": [samples.stack[r] for r in keep], "count": [samples.count[r] for r in keep]})
 
 
+def _process_cpu_s() -> float:
+    # The whole worker process: a UDF's own threads (Arrow, NumPy) are the task's work too.
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _write(target: Path, text: str) -> None:
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(target)
+
+
 def _flush() -> None:
     spool, sampler = os.environ.get(SPOOL_ENV), _state["sampler"]
     if not spool or sampler is None:
         return
+    if _state["cpu"]:
+        tasks = [{"operation": op, "task": task, "cpu_time_s": cpu} for (op, task), cpu in _state["cpu"].items()]
+        _write(Path(spool) / SPOOL_CPU_FILE.format(pid=os.getpid()), json.dumps({"tasks": tasks}))
     samples = without_jvm_waits(sampler.table.to_samples())
-    if not samples.count:
-        return
-    target = Path(spool) / SPOOL_FILE.format(pid=os.getpid())
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(samples.model_dump_json(exclude_none=True))
-    tmp.replace(target)
+    if samples.count:
+        _write(Path(spool) / SPOOL_FILE.format(pid=os.getpid()), samples.model_dump_json(exclude_none=True))
+
+
+def _count_cpu(cpu_at_start: float) -> None:
+    task = _state.get("task")
+    if task is not None:
+        _state["cpu"][task] = _state["cpu"].get(task, 0.0) + max(0.0, _process_cpu_s() - cpu_at_start)
+
+
+def _remember_tasks() -> None:
+    """Note the task a worker runs when PySpark sets its context: the worker clears the context before
+    its main returns, and the CPU it spent is counted after that."""
+    from pyspark.taskcontext import TaskContext
+
+    original = TaskContext.__dict__["_setTaskContext"].__func__
+
+    def set_task_context(cls: Any, ctx: Any) -> None:
+        original(cls, ctx)
+        if ctx is not None:
+            _state["task"] = (f"stage-{ctx.stageId()}", str(ctx.taskAttemptId()))
+
+    TaskContext._setTaskContext = classmethod(set_task_context)  # type: ignore[method-assign,assignment]
 
 
 def _install() -> None:
@@ -78,7 +112,10 @@ def _install() -> None:
     _state["pid"] = os.getpid()
     _state["main"] = threading.get_ident()
     interval = float(os.environ.get(INTERVAL_ENV, "0.1"))
-    _state["sampler"] = PythonStackSampler(_key_for, interval_s=interval, max_rows=50_000).start()
+    sampler = PythonStackSampler(_key_for, interval_s=interval, max_rows=50_000)
+    sampler.register_thread()  # this forked worker's main thread: its Thread object has the daemon's id
+    _state["sampler"] = sampler.start()
+    _remember_tasks()
     import pyspark.worker as worker_module
 
     original_main = worker_module.main
@@ -87,12 +124,14 @@ def _install() -> None:
         from pyspark.taskcontext import TaskContext
 
         TaskContext._taskContext = None  # so no sample is charged to the previous task
-        _state["in_task"] = True
+        _state["in_task"], _state["task"] = True, None
+        cpu_at_start = _process_cpu_s()
         try:
             return original_main(infile, outfile)
         finally:
             _state["in_task"] = False
             try:
+                _count_cpu(cpu_at_start)
                 _flush()
             except Exception as exc:  # the worker must go on even if the spool is unwritable
                 log.warning("crystalperf: could not write Python worker samples: %s", exc)

@@ -23,7 +23,7 @@ from crystalperf.core import trace as tr
 from crystalperf.core.errors import BadInputError
 from crystalperf.core.hooks import guard
 from crystalperf.integrations.spark.codecs import DamagedLogError, open_text
-from crystalperf.integrations.spark.config import SPOOL_FILE
+from crystalperf.integrations.spark.config import SPOOL_CPU_FILE, SPOOL_FILE
 
 Event = dict[str, Any]
 
@@ -511,3 +511,15 @@ def read_spool(spool: Path) -> list[tr.StackSamples]:
         with guard(f"reading Python worker samples {path}"):
             parts.append(tr.StackSamples.model_validate_json(path.read_text()))
     return parts
+
+
+def read_worker_cpu(spool: Path) -> dict[tuple[str, str], float]:
+    """(operation, task) -> the CPU seconds the PySpark workers spent on that task, over every worker's file
+    in the spool; an unreadable file is logged and skipped."""
+    cpu: dict[tuple[str, str], float] = {}
+    for path in sorted(spool.glob(SPOOL_CPU_FILE.format(pid="*"))):
+        with guard(f"reading Python worker CPU times {path}"):
+            for entry in json.loads(path.read_text())["tasks"]:
+                task = (str(entry["operation"]), str(entry["task"]))
+                cpu[task] = cpu.get(task, 0.0) + float(entry["cpu_time_s"])
+    return cpu

@@ -36,12 +36,22 @@ def _run(config: object, out: Path, parallelism: int) -> None:
     env.execute_sql(STATEMENT).wait()
 
 
-def _copy(out: Path, target: Path, parts: int) -> None:
+def _copy(out: Path, target: Path, parts: int, chains: int = 2) -> None:
+    import time
+
     from crystalperf.integrations import flink as cpflink
 
-    found = cpflink.wait_for_metrics(out, parts=parts, timeout_s=60)
-    if len(found) != parts:
-        raise SystemExit(f"expected {parts} parts in {out}, found {len(found)}")
+    # A TaskManager writes a complete part when the source chain ends there, then again once the aggregation
+    # chain deployed later on it ended: wait until the parts name both chains.
+    deadline = time.monotonic() + 60
+    while True:
+        found = cpflink.wait_for_metrics(out, parts=parts, timeout_s=60)
+        complete = len(found) == parts and len(cpflink.read_metrics(found[0]).operations) >= chains
+        if complete or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    if not complete:
+        raise SystemExit(f"expected {parts} parts naming {chains} chains in {out}, found {len(found)} parts")
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)

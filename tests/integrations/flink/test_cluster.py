@@ -16,6 +16,7 @@ import pytest
 
 from crystalperf.integrations import flink as cpflink
 
+from .reports import plumbing_top_functions
 from .sql_jobs import batch_table_env, create_keyed_tables
 
 
@@ -154,3 +155,4 @@ def test_cluster_job_yields_one_merged_report(cluster: tuple[int, Path], tmp_pat
     report = json.loads((tmp_path / "crystalperf-report.json").read_text())
     assert {op["id"] for op in report["operations"]} >= {"chain0", "chain1"}
     assert len(list(tmp_path.glob("crystalperf-report.json"))) == 1
+    assert plumbing_top_functions(report) == []

@@ -11,6 +11,8 @@ import pytest
 
 from crystalperf.integrations import flink as cpflink
 
+from .reports import plumbing_top_functions
+
 
 @pytest.fixture(scope="module")
 def datastream_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -90,7 +92,8 @@ def test_the_reporter_writes_the_report_when_the_job_ends(datastream_job: Path) 
     report = json.loads(report_path.read_text())
     names = {op["name"] for op in report["operations"]}
     assert any("sum100" in n for n in names) and any("Collection Source" in n for n in names)
-    assert report["bottleneck"]["resource"] in {"cpu", "disk", "network"}
+    assert report["bottleneck"]["resource"] in {"cpu", "disk", "network", "waiting"}
+    assert plumbing_top_functions(report) == []
 
 
 def test_a_second_analysis_of_the_same_parts_is_skipped(datastream_job: Path) -> None:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integrations.spark.reports import assert_no_plumbing_top_functions
+
 PRELUDE = '''
 import sys
 from pyspark.sql import SparkSession
@@ -38,7 +40,10 @@ class AppRun:
     stderr: str
 
     def report(self, out: Path) -> dict:
-        return json.loads((out / "crystalperf-report.json").read_text())
+        """The job-end report in ``out``, checked for what every report must hold."""
+        report = json.loads((out / "crystalperf-report.json").read_text())
+        assert_no_plumbing_top_functions(report)
+        return report
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@ executor plugins of both executors ship their samples to the driver, and they re
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from crystalperf.core.trace import load_trace
+from tests.integrations.spark.reports import assert_no_plumbing_top_functions
 
 pytestmark = pytest.mark.slow
 
@@ -100,7 +102,7 @@ spark.stop()
     assert {e.id for e in trace.environment.executors} >= {"0", "1"}
     sampled = {executor_of_task.get(k.task) for k in trace.samples.keys if k.thread == "task"}
     assert {"0", "1"} <= sampled, sampled
-    assert (out / "crystalperf-report.json").is_file()
+    assert_no_plumbing_top_functions(json.loads((out / "crystalperf-report.json").read_text()))
 
 
 def _children(pid: int) -> list[int]:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from crystalperf.core.trace import load_trace
+from tests.integrations.spark.reports import assert_no_plumbing_top_functions
 
 
 def test_demo_runs_q6_and_q9_and_leaves_the_report(tmp_path: Path) -> None:
@@ -23,6 +24,7 @@ def test_demo_runs_q6_and_q9_and_leaves_the_report(tmp_path: Path) -> None:
     names = [j.name for j in trace.operations]
     assert any("TPC-H Q6" in n for n in names) and any("TPC-H Q9" in n for n in names), names
     report = json.loads((out / "crystalperf-report.json").read_text())
+    assert_no_plumbing_top_functions(report)
     assert report["bottleneck"]["resource"] in ("cpu", "disk", "network")
     assert (out / "crystalperf-report.html").is_file()
     assert all((out / "data" / t).is_dir() for t in ("lineitem", "orders", "part", "supplier", "partsupp", "nation"))

@@ -81,9 +81,11 @@ def test_cpu_heavy_python_udf_is_cpu_bound_and_named(run_app, tmp_path: Path) ->
         from pyspark.sql.functions import udf
         spark = session(**{{"spark.crystalperf.outputDir": "{out}"}})
 
+        # Enough work that the UDF, not the Python workers' start-up (about a second of the task threads
+        # waiting in SparkEnv.createPythonWorker), is most of the stage.
         def burn_cycles_in_python(x):
             total = 0
-            for i in range(30_000):
+            for i in range(300_000):
                 total = (total + i * x) % 1_000_003
             return total
 

@@ -14,6 +14,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.Map;
 import java.util.logging.Level;
 import java.util.logging.Logger;
@@ -49,6 +50,8 @@ public class CrystalPerfReporter implements MetricReporter {
     private int maxSampleRowsPerJob = 50_000;
     private static final int MAX_STACK_DEPTH = 64;
     private static final String LEGACY_SOURCE_THREAD = "Legacy Source Thread - ";
+    /** Bounds the recorded classpath of a job (entries beyond it are left out). */
+    private static final int MAX_CLASSPATH_ENTRIES = 10_000;
     private static final long PROCESS_ID = ProcessHandle.current().pid();
     private static final double BUCKET_S = 1.0;
     private long sampleIntervalMs = 100;
@@ -88,8 +91,17 @@ public class CrystalPerfReporter implements MetricReporter {
         final double firstSeen = System.currentTimeMillis() / 1000.0;
         /** CPU time of this whole process when the job was first seen (ns, -1 when unknown). */
         final long processCpuAtStart = processCpuNanos();
-        /** Latest CPU time (ns) of each task thread, "task_name\u0001subtask" -> ns, seen by the sampler. */
+        /** Latest CPU time (ns) of each task thread, "task_name\u0001subtask\u0001thread id" -> ns, seen by the
+         * sampler: a legacy source's subtask runs on two threads (the task's and the source's). */
         final Map<String, Long> threadCpu = new HashMap<>();
+        /** Scope key -> {when its first metric was registered, when its last was removed} (s, 0: not yet):
+         * a task's metric group lives from the task's deployment to its end. */
+        final Map<String, double[]> scopeTimes = new HashMap<>();
+        /** Jars and class directories the job's code was loaded from (bytecode for the source locator). */
+        final LinkedHashSet<String> classpath = new LinkedHashSet<>(jvmClasspath());
+        /** Class loaders whose URLs are already in classpath (by identity). */
+        final java.util.Set<ClassLoader> seenLoaders =
+                java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
         double lastRemoved;
         /** Metric and sample events seen, and how many of them the last written part contains. */
         long events;
@@ -161,13 +173,17 @@ public class CrystalPerfReporter implements MetricReporter {
         // Names first (no stacks: cheap), then stacks of the task threads only, which pauses them less.
         List<Long> ids = new ArrayList<>();
         List<String[]> owners = new ArrayList<>();
+        List<Boolean> legacy = new ArrayList<>();
+        java.util.Set<String[]> withLegacyThread =
+                java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
         for (ThreadInfo info : mx.getThreadInfo(mx.getAllThreadIds(), 0)) {
             if (info == null) {
                 continue;
             }
             String name = info.getThreadName();
             // Legacy sources (SQL datagen, from_collection) run the source and its chained operators here.
-            if (name.startsWith(LEGACY_SOURCE_THREAD)) {
+            boolean isLegacy = name.startsWith(LEGACY_SOURCE_THREAD);
+            if (isLegacy) {
                 name = name.substring(LEGACY_SOURCE_THREAD.length());
             }
             int paren = name.lastIndexOf(" (");
@@ -179,6 +195,10 @@ public class CrystalPerfReporter implements MetricReporter {
             if (owner != null) {
                 ids.add(info.getThreadId());
                 owners.add(owner);
+                legacy.add(isLegacy);
+                if (isLegacy) {
+                    withLegacyThread.add(owner);
+                }
             }
         }
         if (ids.isEmpty()) {
@@ -192,6 +212,15 @@ public class CrystalPerfReporter implements MetricReporter {
             cpu[i] = mx.isThreadCpuTimeSupported() ? mx.getThreadCpuTime(idArray[i]) : -1;
         }
         long bucket = (long) ((System.currentTimeMillis() / 1000.0 - sampleOrigin) / BUCKET_S);
+        // A legacy source's subtask runs on two threads that hand the work to each other (the source thread
+        // emits, the task thread runs blocking operators' endInput), one waiting while the other works.
+        java.util.Set<String[]> legacyRunning = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
+        for (int i = 0; i < infos.length; i++) {
+            if (infos[i] != null && infos[i].getThreadState() == Thread.State.RUNNABLE
+                    && withLegacyThread.contains(owners.get(i))) {
+                legacyRunning.add(owners.get(i));
+            }
+        }
         synchronized (this) {
             for (int i = 0; i < infos.length; i++) {
                 if (infos[i] == null || infos[i].getStackTrace().length == 0) {
@@ -203,9 +232,15 @@ public class CrystalPerfReporter implements MetricReporter {
                     continue;
                 }
                 job.events++;
-                String subtaskKey = owner[1] + "\u0001" + owner[2];
-                if (cpu[i] >= 0 && (job.threadCpu.containsKey(subtaskKey) || job.threadCpu.size() < maxScopesPerJob)) {
-                    job.threadCpu.merge(subtaskKey, cpu[i], Math::max);
+                String threadKey = owner[1] + "\u0001" + owner[2] + "\u0001" + idArray[i];
+                if (cpu[i] >= 0 && (job.threadCpu.containsKey(threadKey) || job.threadCpu.size() < maxScopesPerJob)) {
+                    job.threadCpu.merge(threadKey, cpu[i], Math::max);
+                }
+                if (withLegacyThread.contains(owner) && (legacyRunning.contains(owner)
+                        ? infos[i].getThreadState() != Thread.State.RUNNABLE : !legacy.get(i))) {
+                    // Only the threads that work count for the subtask (the other only waits for them); when
+                    // none works, the source thread's stack says what the subtask waits for.
+                    continue;
                 }
                 StringBuilder stack = new StringBuilder();
                 for (StackTraceElement el : infos[i].getStackTrace()) {
@@ -213,7 +248,9 @@ public class CrystalPerfReporter implements MetricReporter {
                             .append(el.getFileName() == null ? "" : el.getFileName()).append('\t')
                             .append(el.getLineNumber()).append('\n');
                 }
-                String row = owner[1] + "\u0001" + owner[2] + "\u0001" + bucket + "\u0001" + stack;
+                // The thread's state is part of the stack's identity: the same frames run or wait.
+                String state = infos[i].getThreadState().name().toLowerCase(java.util.Locale.ROOT);
+                String row = owner[1] + "\u0001" + owner[2] + "\u0001" + bucket + "\u0001" + state + "\u0001" + stack;
                 Long count = job.samples.get(row);
                 if (count != null) {
                     job.samples.put(row, count + 1);
@@ -291,6 +328,10 @@ public class CrystalPerfReporter implements MetricReporter {
                             new String[] {jobId, task, subtask});
                 }
             }
+            double now = System.currentTimeMillis() / 1000.0;
+            double[] times = job.scopeTimes.computeIfAbsent(scopeKey, k -> new double[] {now, 0});
+            times[1] = 0;  // a metric of the scope is live again
+            addClasspath(job, Thread.currentThread().getContextClassLoader());
             live.put(metric, new Entry(jobId, scopeKey + "\u0002" + metricName, metric));
             job.liveCount++;
             job.events++;
@@ -315,6 +356,10 @@ public class CrystalPerfReporter implements MetricReporter {
                 job.finals.put(entry.key, value);
             }
             job.lastRemoved = System.currentTimeMillis() / 1000.0;
+            double[] times = job.scopeTimes.get(entry.key.substring(0, entry.key.indexOf('\u0002')));
+            if (times != null) {
+                times[1] = job.lastRemoved;
+            }
             job.events++;
             if (--job.liveCount <= 0) {
                 // A TaskManager of a batch job sees one stage end before the next is deployed: the job
@@ -332,6 +377,54 @@ public class CrystalPerfReporter implements MetricReporter {
             }
         } catch (RuntimeException e) {
             LOG.log(Level.WARNING, "crystalperf: could not record final value of " + metricName, e);
+        }
+    }
+
+    /** The entries of this JVM's java.class.path, wildcards ("lib/*") expanded to the jars they name. */
+    private static List<String> jvmClasspath() {
+        List<String> entries = new ArrayList<>();
+        for (String entry : System.getProperty("java.class.path", "").split(java.io.File.pathSeparator)) {
+            if (entry.isEmpty()) {
+                continue;
+            }
+            if (entry.endsWith("*")) {
+                java.io.File[] jars = new java.io.File(entry.substring(0, entry.length() - 1)).listFiles(
+                        (dir, name) -> name.endsWith(".jar"));
+                if (jars != null) {
+                    java.util.Arrays.sort(jars);
+                    for (java.io.File jar : jars) {
+                        entries.add(jar.getAbsolutePath());
+                    }
+                }
+            } else {
+                entries.add(new java.io.File(entry).getAbsolutePath());
+            }
+        }
+        return entries;
+    }
+
+    /**
+     * Adds the local jars and directories of loader and its parents to the job's classpath. Operator
+     * metrics are registered on the task thread, whose context class loader holds the job's own jars
+     * (pipeline.jars, user jars) that java.class.path does not name.
+     */
+    private static void addClasspath(Job job, ClassLoader loader) {
+        for (ClassLoader l = loader; l != null && job.seenLoaders.add(l); l = l.getParent()) {
+            if (!(l instanceof java.net.URLClassLoader)) {
+                continue;
+            }
+            for (java.net.URL url : ((java.net.URLClassLoader) l).getURLs()) {
+                if (job.classpath.size() >= MAX_CLASSPATH_ENTRIES) {
+                    return;
+                }
+                if ("file".equals(url.getProtocol())) {
+                    try {
+                        job.classpath.add(Paths.get(url.toURI()).toString());
+                    } catch (java.net.URISyntaxException | RuntimeException e) {
+                        // not a local path: no bytecode to read from it
+                    }
+                }
+            }
         }
     }
 
@@ -409,7 +502,7 @@ public class CrystalPerfReporter implements MetricReporter {
             Path target = outputDir.resolve(part + ".json");
             Path tmp = outputDir.resolve(part + ".json.tmp");
             try (Writer w = Files.newBufferedWriter(tmp, StandardCharsets.UTF_8)) {
-                w.write("{\"format\":\"crystalperf-flink-metrics\",\"version\":1,\"job_id\":");
+                w.write("{\"format\":\"crystalperf-flink-metrics\",\"version\":2,\"job_id\":");
                 w.write(quote(job.id));
                 w.write(",\"job_name\":" + quote(job.name));
                 w.write(",\"process\":" + PROCESS_ID);
@@ -423,10 +516,20 @@ public class CrystalPerfReporter implements MetricReporter {
                 }
                 w.write(",\"cpu_count\":" + Runtime.getRuntime().availableProcessors());
                 w.write(",\"thread_cpu\":[");
-                int t = 0;
+                // A subtask's threads (a legacy source's two, restarted attempts') add up to its CPU time.
+                Map<String, Long> subtaskCpu = new LinkedHashMap<>();
                 for (Map.Entry<String, Long> e : job.threadCpu.entrySet()) {
+                    subtaskCpu.merge(e.getKey().substring(0, e.getKey().lastIndexOf('\u0001')), e.getValue(), Long::sum);
+                }
+                int t = 0;
+                for (Map.Entry<String, Long> e : subtaskCpu.entrySet()) {
                     String[] key = e.getKey().split("\u0001", 2);
                     w.write((t++ > 0 ? "," : "") + "[" + quote(key[0]) + "," + quote(key[1]) + "," + e.getValue() / 1e9 + "]");
+                }
+                w.write("],\"classpath\":[");
+                int c = 0;
+                for (String entry : job.classpath) {
+                    w.write((c++ > 0 ? "," : "") + quote(entry));
                 }
                 w.write("]");
                 w.write(",\"dropped_metrics\":" + job.dropped + ",\"scopes\":[");
@@ -441,6 +544,13 @@ public class CrystalPerfReporter implements MetricReporter {
                     int j = 0;
                     for (Map.Entry<String, String> kv : scope.getValue().entrySet()) {
                         w.write((j++ > 0 ? "," : "") + quote(kv.getKey()) + ":" + quote(kv.getValue()));
+                    }
+                    double[] times = job.scopeTimes.get(scope.getKey());
+                    if (times != null) {
+                        w.write((j++ > 0 ? "," : "") + "\"added\":" + times[0]);
+                        if (times[1] > 0) {
+                            w.write(",\"removed\":" + times[1]);
+                        }
                     }
                     w.write("}");
                 }
@@ -470,9 +580,9 @@ public class CrystalPerfReporter implements MetricReporter {
                         + ",\"samples\":[");
                 int n = 0;
                 for (Map.Entry<String, Long> row : job.samples.entrySet()) {
-                    String[] parts = row.getKey().split("\u0001", 4);
+                    String[] parts = row.getKey().split("\u0001", 5);
                     w.write((n++ > 0 ? "," : "") + "[" + quote(parts[0]) + "," + quote(parts[1]) + "," + parts[2] + ","
-                            + quote(parts[3]) + "," + row.getValue() + "]");
+                            + quote(parts[4]) + "," + row.getValue() + "," + quote(parts[3]) + "]");
                 }
                 w.write("]}\n");
             }

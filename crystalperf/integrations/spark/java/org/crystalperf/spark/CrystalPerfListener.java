@@ -36,7 +36,7 @@ import scala.jdk.javaapi.CollectionConverters;
 /**
  * {@code spark.extraListeners=org.crystalperf.spark.CrystalPerfListener}: records the application's
  * DAG (jobs, stages with their parents, tasks with all their metrics) and, when the application ends,
- * writes {@code crystalperf-trace.json.gz} (trace schema v1) and runs the analysis in a separate Python
+ * writes {@code crystalperf-trace.json.gz} (the trace schema) and runs the analysis in a separate Python
  * process. Nothing here may fail the application: every callback swallows and logs its own errors.
  */
 public class CrystalPerfListener extends SparkListener {
@@ -47,7 +47,7 @@ public class CrystalPerfListener extends SparkListener {
      * configured by hand); crystalperf's {@code spark_conf} sets it to the version its Python side reads.
      * A unit test keeps this equal to {@code crystalperf.core.trace.SCHEMA_VERSION}.
      */
-    static final String SCHEMA_VERSION = "1.1";
+    static final String SCHEMA_VERSION = "1.2";
     private static final Pattern WRITE_PATH =
             Pattern.compile(
             "InsertIntoHadoopFsRelationCommand\\s*(?:\\nInput: [^\\n]*\\nArguments:)?\\s+(?:file:(?://)?)?(/[^,\\s\\]]+)");
@@ -694,6 +694,7 @@ public class CrystalPerfListener extends SparkListener {
         List<Map<String, Object>> frames = new ArrayList<>();
         Map<String, Integer> stackIds = new HashMap<>();
         List<List<Integer>> stacks = new ArrayList<>();
+        List<String> states = new ArrayList<>();
         Map<String, Integer> keyIds = new HashMap<>();
         List<Map<String, Object>> keys = new ArrayList<>();
         Map<Integer, Integer> owner = ranIn();
@@ -703,7 +704,8 @@ public class CrystalPerfListener extends SparkListener {
         List<Integer> stackCol = new ArrayList<>();
         List<Long> countCol = new ArrayList<>();
         for (Map.Entry<String, Long> row : rows.entrySet()) {
-            String[] parts = row.getKey().split("\t", 4);
+            // stage, task, bucket, thread state, encoded stack (SampleBatch's row key)
+            String[] parts = row.getKey().split("\t", 5);
             int sid = Integer.parseInt(parts[0]);
             String k = parts[0] + "\t" + parts[1];
             Integer kid = keyIds.get(k);
@@ -716,10 +718,12 @@ public class CrystalPerfListener extends SparkListener {
                 key.put("thread", "task");
                 keys.add(key);
             }
-            Integer stid = stackIds.get(parts[3]);
+            // A stack is its frames and the thread's state (trace schema 1.2).
+            String stackKey = parts[3] + "\t" + parts[4];
+            Integer stid = stackIds.get(stackKey);
             if (stid == null) {
                 List<Integer> fs = new ArrayList<>();
-                for (String f : parts[3].split("\u0001")) {
+                for (String f : parts[4].split("\u0001")) {
                     Integer fid = frameIds.get(f);
                     if (fid == null) {
                         fid = frames.size();
@@ -729,8 +733,9 @@ public class CrystalPerfListener extends SparkListener {
                     fs.add(fid);
                 }
                 stid = stacks.size();
-                stackIds.put(parts[3], stid);
+                stackIds.put(stackKey, stid);
                 stacks.add(fs);
+                states.add(parts[3]);
             }
             keyCol.add(kid);
             bucketCol.add(Math.max(0, Long.parseLong(parts[2]) - originBucket));
@@ -743,6 +748,7 @@ public class CrystalPerfListener extends SparkListener {
         s.put("origin", originBucket * bucketMs / 1000.0);
         s.put("frames", frames);
         s.put("stacks", stacks);
+        s.put("states", states);
         s.put("keys", keys);
         s.put("key", keyCol);
         s.put("bucket", bucketCol);

@@ -178,7 +178,8 @@ public class CrystalPerfPlugin implements SparkPlugin {
                         pythonWait.merge(r.stage + "\t" + r.task, 1L, Long::sum);
                         continue;
                     }
-                    String key = r.stage + "\t" + r.task + "\t" + bucket + "\t" + encode(st);
+                    // The state is part of the row: the same frames parked and running are different evidence.
+                    String key = r.stage + "\t" + r.task + "\t" + bucket + "\t" + state(info) + "\t" + encode(st);
                     Long old = rows.get(key);
                     if (old != null) {
                         rows.put(key, old + 1);
@@ -189,6 +190,19 @@ public class CrystalPerfPlugin implements SparkPlugin {
                     }
                 }
             }
+        }
+
+        /**
+         * The thread's {@link Thread.State} lower-cased, as the trace writes it: runnable, blocked, waiting,
+         * timed_waiting; "" for anything else (a task thread is never NEW or TERMINATED while registered).
+         */
+        static String state(ThreadInfo info) {
+            Thread.State st = info.getThreadState();
+            if (st == Thread.State.RUNNABLE || st == Thread.State.BLOCKED || st == Thread.State.WAITING
+                    || st == Thread.State.TIMED_WAITING) {
+                return st.name().toLowerCase(java.util.Locale.ROOT);
+            }
+            return "";
         }
 
         /**

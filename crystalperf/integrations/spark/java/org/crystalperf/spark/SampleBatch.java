@@ -5,8 +5,8 @@ import java.util.HashMap;
 
 /**
  * Samples aggregated on one executor since its previous shipment, sent to the driver plugin.
- * Row key: stageId TAB taskId TAB absolute bucket TAB encoded stack (frames separated by \u0001,
- * fields of a frame by \u0002: class, method, file, line, jar).
+ * Row key: stageId TAB taskId TAB absolute bucket TAB thread state (lower-cased {@link Thread.State})
+ * TAB encoded stack (frames separated by \u0001, fields of a frame by \u0002: class, method, file, line, jar).
  */
 public final class SampleBatch implements Serializable {
     private static final long serialVersionUID = 1L;
