@@ -56,6 +56,9 @@ METRIC_RECORDS_OUT = "records_out"
 METRIC_IDLE_TIME = "idle_time_s"  # waited for input: upstream sent nothing, or the source had nothing to read
 METRIC_BACKPRESSURED_TIME = "backpressured_time_s"  # waited for downstream to take its output
 METRIC_WAIT_TIME = "wait_time_s"  # other measured waiting (a training step waiting for its input pipeline)
+# Time the task's threads were runnable but waited for a core (Linux schedstat run-queue delay): CPU demand
+# that CPU time does not show on a busy machine, counted as CPU.
+METRIC_CPU_WAIT_TIME = "cpu_wait_s"
 
 # Operation attribute a hook may set: what the operation's waiting was for (free text, e.g. "input pipeline").
 ATTRIBUTE_WAITS_ON = "waits_on"

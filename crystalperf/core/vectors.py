@@ -284,7 +284,7 @@ _WAITING_METRICS = (tr.METRIC_IDLE_TIME, tr.METRIC_BACKPRESSURED_TIME, tr.METRIC
 # category -> the metrics that measure (a lower bound of) its time; CPU time is the whole of the CPU.
 _MEASURES = {
     "waiting": _WAITING_METRICS,
-    "cpu": (tr.METRIC_CPU_TIME,),
+    "cpu": (tr.METRIC_CPU_TIME, tr.METRIC_CPU_WAIT_TIME),
     "network": (tr.METRIC_NETWORK_WAIT,),
     "disk": (tr.METRIC_DISK_TIME,),
 }

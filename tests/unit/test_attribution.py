@@ -244,3 +244,12 @@ def test_a_task_reading_back_its_python_worker_counts_the_workers_samples_only()
     assert profile.top.nodes["a"].vector.samples == 8
     # b: no worker was sampled; the reads are waiting (on the worker), not network.
     assert tuple(profile.top.nodes["b"].vector.vector) == pytest.approx((0.0, 0.0, 0.0, 1.0))
+
+
+def test_run_queue_delay_is_cpu_demand() -> None:
+    # 10 s run: 2 s on CPU, 6 s runnable waiting for a core (schedstat): 8 s of CPU measured; the samples
+    # (all CPU) claim the open 2 s too, within the measured 8 s.
+    measurement = measure([(10.0, {tr.METRIC_RUN_TIME: 10.0, tr.METRIC_CPU_TIME: 2.0, tr.METRIC_CPU_WAIT_TIME: 6.0,
+                                   tr.METRIC_INPUT_BYTES: 1e9})])
+    assert measurement is not None and measurement.fractions() == pytest.approx({"cpu": 0.8})
+    assert bounded_vector(measurement, ResourceVector.of(1.0)) == pytest.approx((1.0, 0.0, 0.0, 0.0))
