@@ -30,6 +30,7 @@ class Bottleneck:
     waiting_op: OperationProfile | None = None
     waiting_on: str | None = None
     backpressured: bool = False
+    waiting_seconds: float = 0.0  # waiting on the path of the operations named as waiting_op
 
     @property
     def share(self) -> dict[str, float]:
@@ -74,7 +75,7 @@ class Bottleneck:
         total = sum(self.seconds.values())
         text = f"{secs:.2f} s of the {total:.2f} s on its critical path ({share:.0%}) was spent waiting, not working"
         if self.waiting_op is not None:
-            text += f"; most in {self.waiting_op.op.name} ({self.waiting_op.resource_seconds[WAITING]:.2f} s)"
+            text += f"; most in {self.waiting_op.op.name} ({self.waiting_seconds:.2f} s)"
             if self.waiting_on:
                 text += f", {self.waiting_on}"
         return text + ". More CPU, disk or network for these operations would not shorten it."
@@ -129,7 +130,13 @@ def find_bottleneck(profile: ExecutionProfile) -> Bottleneck:
     resource = max(CATEGORIES, key=lambda r: seconds[r])
     result = Bottleneck(resource, seconds, unattributed, total, path, [profile.top.nodes[i] for i in top_ids])
     if resource == WAITING and path:
-        waiter = max(path, key=lambda p: p.resource_seconds[WAITING])
+        # Repeated operations (a training step's input wait, every step) are one place to look: by name.
+        by_name: dict[str, float] = {}
+        for prof in path:
+            by_name[prof.op.name] = by_name.get(prof.op.name, 0.0) + prof.resource_seconds[WAITING]
+        name = max(by_name, key=lambda n: by_name[n])
+        waiter = max((p for p in path if p.op.name == name), key=lambda p: p.resource_seconds[WAITING])
+        result.waiting_seconds = by_name[name]
         result.waiting_op = waiter
         result.waiting_on, result.backpressured = describe_waiting(profile, waiter)
     return result

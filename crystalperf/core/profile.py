@@ -214,8 +214,7 @@ def build_profile(
         prefer_metrics = op.attributes.get(VECTOR_SOURCE_ATTRIBUTE) == SOURCE_METRICS
         if evidence and (vec is not None or not children):
             vec = bound_by_measurement(op, vec, prefer_metrics)
-        elif prefer_metrics:
-            vec = _measured_vector(op, vec)
+        # The paper's method knows nothing of a hook's measured split: its samples, else native metrics.
         if vec is None:
             vec = _fallback_vector(op, children, waiting=evidence)
         vec = restrict(vec, op.attributes.get(RESOURCES_ATTRIBUTE))
@@ -226,17 +225,6 @@ def build_profile(
     app = trace.application
     top = level_graph(trace.operations, make_node, None, app.start, app.end)
     return ExecutionProfile(trace, top, by_path, resolution, version, attribution)
-
-
-def _measured_vector(op: tr.Operation, sampled: OperationVector | None) -> OperationVector | None:
-    """The hook measured this operation's split (``attributes["vector_source"] = "metrics"``): its
-    metrics give the vector, the samples still name the functions it ran."""
-    measured = operation_metrics_vector(op)
-    if measured is None:
-        return sampled
-    if sampled is None:
-        return OperationVector(measured, SOURCE_METRICS)
-    return OperationVector(measured, SOURCE_METRICS, sampled.samples, sampled.functions, sampled.interval_spread)
 
 
 def _fallback_vector(op: tr.Operation, children: LevelGraph | None, *, waiting: bool = True) -> OperationVector:

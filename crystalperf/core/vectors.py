@@ -10,6 +10,7 @@ run time, shuffle fetch wait, spill bytes...), and every vector says where it ca
 from __future__ import annotations
 
 import logging
+import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -130,6 +131,20 @@ def _embedded_function(function: tr.EmbeddedFunction) -> FunctionSource:
                           doc=function.doc, origin=function.origin, location=function.location)
 
 
+def _declared_vector(function: FunctionSource) -> ResourceVector | None:
+    """``extra["vector"]`` as "cpu,disk,network[,waiting]", when a locator declared one and it parses."""
+    text = function.extra.get("vector") if function.extra else None
+    if not text:
+        return None
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        return None
+    if not 3 <= len(values) <= 4 or any(not math.isfinite(v) or v < 0 for v in values) or sum(values) <= 0:
+        return None
+    return ResourceVector.of(*values)
+
+
 def _choose_functions(
     samples: tr.StackSamples, resolver: FrameResolver | None, use_embedded: bool, skip_plumbing: bool,
     function_vectors: dict[str, ResourceVector],
@@ -175,6 +190,14 @@ def resolve_samples(
     function_vectors: dict[str, ResourceVector] = {}
     stack_function = _choose_functions(samples, resolver, use_embedded and evidence, evidence, function_vectors)
     unique = {f.key: f for f in stack_function.values() if f is not None and f.key not in function_vectors}
+    if evidence:
+        # A locator that knows a function's resource (a TensorFlow compute kernel) declares it: a fact,
+        # not a guess for the classifier.
+        for key, function in list(unique.items()):
+            declared = _declared_vector(function)
+            if declared is not None:
+                function_vectors[key] = declared
+                del unique[key]
     functions = list(unique.values())
     vectors, classifier_problem = _classify_or_fall_back(classifier, functions)
     function_vectors.update({f.key: v for f, v in zip(functions, vectors, strict=True)})

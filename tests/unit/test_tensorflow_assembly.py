@@ -74,8 +74,14 @@ def test_steps_become_operations_with_the_input_wait_and_layers_in_order() -> No
         ("s2/input", [], 100.0, 100.4), ("s2/conv_a", ["s2/input"], 100.4, 100.7),
         ("s2/dense", ["s2/conv_a"], 100.7, 101.0)]  # the parts cover the step; dense takes its tail
     wait = step.children[0]
-    assert wait.metrics["disk_time_s"] == pytest.approx(0.3) and wait.metrics["cpu_time_s"] == pytest.approx(0.1)
-    assert step.children[1].attributes["resources"] == "cpu"
+    # The training thread waited 0.4 s for its batch: measured waiting, on the pipeline, whatever it did.
+    assert wait.metrics == {"run_time_s": pytest.approx(0.4), "wait_time_s": pytest.approx(0.4)}
+    assert wait.attributes["waits_on"] == "input pipeline" and wait.attributes["vector_source"] == "metrics"
+    assert wait.attributes["pipeline_work"] == "cpu 25%, disk 75%"
+    conv = step.children[1]
+    # Its kernels ran on the compute pool: 0.3 s of measured compute, the whole of its kernel time.
+    assert conv.attributes["resources"] == "cpu" and conv.attributes["vector_source"] == "metrics"
+    assert conv.metrics == {"run_time_s": pytest.approx(0.3), "cpu_time_s": pytest.approx(0.3)}
     assert trace.metrics["input_wait_fraction"] == pytest.approx(0.4)
     assert trace.metrics["cpu_utilization"] == pytest.approx(1.5)
     assert trace.metrics["step_time_s"] == pytest.approx(1.0)
@@ -108,16 +114,17 @@ def test_small_groups_fold_into_other_but_the_optimizer_update_stays() -> None:
 def test_bottleneck_and_threads_prediction_of_the_assembled_trace() -> None:
     trace = build_trace(_recording(), run_id="fit-1", name="m", framework_version="2.21.0")
     profile = build_profile(trace, KeywordClassifier(), locators=[])
-    # The parts tile each step: wait 0.4 (0.1 CPU + 0.3 disk), conv 0.3, dense 0.2 + the 0.1 s tail of
-    # the step (dispatch, Python) it absorbs: CPU 0.7, disk 0.3 per step.
+    # The parts tile each step: wait 0.4 (waiting, whatever the pipeline did meanwhile), conv 0.3, dense
+    # 0.2 + the 0.1 s tail of the step (dispatch, Python) it absorbs: CPU 0.6, waiting 0.4 per step.
     from crystalperf.core.bottleneck import find_bottleneck
 
     found = find_bottleneck(profile)
     assert found.resource == "cpu"
-    assert found.seconds["disk"] == pytest.approx(0.6) and found.seconds["cpu"] == pytest.approx(1.4)
-    # 2 -> 1 thread with U = 1.5: CPU parts x1.5 -> each step 1.0 + 0.7 * 0.5 = 1.35 s; 2 steps: 2.7 s.
+    assert found.seconds["waiting"] == pytest.approx(0.8) and found.seconds["cpu"] == pytest.approx(1.2)
+    assert found.seconds["disk"] == 0
+    # 2 -> 1 thread with U = 1.5: CPU parts x1.5 -> each step 1.0 + 0.6 * 0.5 = 1.3 s; 2 steps: 2.6 s.
     prediction = Predictor(profile).predict(Changes.parse(["cores=1"]), band=False)
-    assert prediction.crystalperf.runtime_s == pytest.approx(2.7)
+    assert prediction.crystalperf.runtime_s == pytest.approx(2.6)
 
 
 def test_the_report_gives_the_mean_step_time_and_predicted_step_times() -> None:
@@ -127,7 +134,7 @@ def test_the_report_gives_the_mean_step_time_and_predicted_step_times() -> None:
     report = analyze(trace, classifier=KeywordClassifier(), locators=[],
                      scenarios=[Changes.parse(["cores=1"])]).report
     assert report["iterations"]["steps"] == 2 and report["iterations"]["step_time_s"] == pytest.approx(1.0)
-    assert report["iterations"]["predicted_step_time_s"]["cores=1"] == pytest.approx(1.35)
+    assert report["iterations"]["predicted_step_time_s"]["cores=1"] == pytest.approx(1.3)
     assert report["input_bound"]["highly_input_bound"]  # 40 % of each step waits for input
 
 
@@ -152,3 +159,53 @@ def test_slower_storage_by_the_bytes_read() -> None:
     prediction = Predictor(profile).predict(Changes.parse(["disk=50MB/s"]), band=False)
     assert prediction.crystalperf.runtime_s == pytest.approx(2.6)
     assert any("60.0 MB read from storage" in n for n in prediction.notes)
+
+
+def _input_bound_recording() -> Recording:
+    # Two 1 s steps that each wait 0.8 s for a batch while a py_function map sleeps: 0.2 s of compute.
+    timeline = Timeline()
+    for t0 in (100.0, 101.0):
+        timeline.input_waits.append((t0, 0.8))
+        timeline.stage_busy["Root"] += 0.8
+        timeline.stage_busy["ParallelMapV2"] += 0.8
+        timeline.ops += [
+            _kernel("EagerPyFunc", "EagerPyFunc", t0, 0.8, "tf_data_private_threadpool"),
+            _kernel("StatefulPartitionedCall/sequential/dense/BiasAdd", "_MklNativeFusedMatMul", t0 + 0.8, 0.2),
+        ]
+    return Recording(steps=[Step(2, 0, 100.0, 101.0), Step(3, 0, 101.0, 102.0)], timeline=timeline,
+                     python_samples=None, threads=2, cpu_count=2, cpu_seconds=0.5, memory_bytes=8 << 30,
+                     layer_names=LAYERS)
+
+
+def test_a_step_waiting_for_its_input_pipeline_is_input_bound_not_cpu_bound() -> None:
+    from crystalperf.core.analysis import analyze
+
+    trace = build_trace(_input_bound_recording(), run_id="fit-1", name="m", framework_version="2.21.0")
+    wait = trace.operations[0].children[0]
+    assert wait.attributes["waits_on"] == "input pipeline (ParallelMapV2)"  # the busiest dataset, not Root
+    report = analyze(trace, classifier=KeywordClassifier(), locators=[], scenarios=[]).report
+    bottleneck = report["bottleneck"]
+    assert bottleneck["resource"] == "waiting", bottleneck
+    assert bottleneck["waiting_on"] == "waiting on input pipeline (ParallelMapV2)"
+    assert bottleneck["seconds"]["waiting"] == pytest.approx(1.6) and bottleneck["seconds"]["cpu"] == pytest.approx(0.4)
+    inputs = [o for o in report["operations"] if o["kind"] == "input"]
+    assert all(o["vector"]["waiting"] == 1 and o["measured"] == {"waiting": 1.0} for o in inputs), inputs
+
+
+def test_python_samples_keep_their_thread_states() -> None:
+    from crystalperf.core import trace as tr
+    from crystalperf.core.sampling import SampleTable
+
+    python = SampleTable(100.0, interval_s=0.005)
+    frame = python.frame_id("__main__.slow_map", "/job/train.py", 10)
+    sleep = python.frame_id("time.sleep", None, None)
+    key = tr.SampleKey(operation="s2/input", thread="tf_data_private_threadpool")
+    python.add(key, python.stack_id([sleep, frame], tr.THREAD_WAITING), 100.1, 3)
+    python.add(key, python.stack_id([frame], tr.THREAD_RUNNABLE), 100.2, 1)
+    rec = _input_bound_recording()
+    rec.python_samples = python.to_samples()
+    samples = build_trace(rec, run_id="fit-1", name="m", framework_version="2.21.0").samples
+    assert samples is not None
+    states = {tuple(samples.frames[i].name for i in stack): samples.state_of(s)
+              for s, stack in enumerate(samples.stacks) if samples.frames[stack[-1]].name == "__main__.slow_map"}
+    assert states == {("time.sleep", "__main__.slow_map"): "waiting", ("__main__.slow_map",): "runnable"}

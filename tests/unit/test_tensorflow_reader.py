@@ -30,6 +30,7 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 XPLANE = DATA / "tensorflow-fit.xplane.pb.gz"
 RECORDING = DATA / "tensorflow-fit-recording.json.gz"
 TRACE = DATA / "tensorflow-fit-trace.json.gz"
+TRACE_1_1 = DATA / "tensorflow-fit-trace-1.1.json.gz"  # what the callback wrote in the recorded run (schema 1.1)
 PROFILE_START_NS = 1795551077966547402
 PROFILE_STOP_NS = 1795551078029472277
 STEP_PARTS = {"input pipeline (wait)", "adam", "other", "conv_a", "pool", "conv_b", "gap backward",
@@ -82,12 +83,21 @@ def test_the_timeline_has_kernels_waits_stages_and_the_allocator_peak(planes: li
     assert conv and all(op.op_type == "_MklNativeFusedConv2D" and not op.device for op in conv)
 
 
-def test_the_recorded_fit_becomes_the_trace_the_callback_wrote(trace: tr.Trace) -> None:
-    recorded = tr.load_trace(TRACE)
-    # recorded before traces declared their scaling keys (schema 1.1): the only field the assembly now adds
-    assert recorded.environment.scaling == [] and trace.environment.scaling == ["cores"]
-    recorded.environment.scaling = ["cores"]
-    assert_same_document(trace.model_dump(), recorded.model_dump())
+def test_the_recorded_fit_becomes_the_trace_the_callback_writes(trace: tr.Trace) -> None:
+    assert_same_document(trace.model_dump(), tr.load_trace(TRACE).model_dump())
+
+
+def test_the_trace_the_recorded_run_wrote_before_measured_waiting_still_analyses() -> None:
+    from crystalperf.core.analysis import analyze
+    from crystalperf.core.classify import KeywordClassifier
+
+    old = tr.load_trace(TRACE_1_1)
+    assert old.schema_version == "1.1"
+    waits = [next(p for p in s.children if p.kind == "input") for s in old.operations]
+    assert all(tr.METRIC_WAIT_TIME not in w.metrics for w in waits)  # its input waits were CPU time then
+    report = analyze(old, classifier=KeywordClassifier(), locators=[], scenarios=[]).report
+    assert len([o for o in report["operations"] if o["kind"] == "step"]) == 8
+    assert report["bottleneck"]["resource"] == "cpu"
 
 
 def test_steps_are_operations_named_by_keras_layer(trace: tr.Trace) -> None:
@@ -112,8 +122,12 @@ def test_input_waits_and_window_metrics_by_hand(trace: tr.Trace) -> None:
     waits = [next(p for p in s.children if p.kind == "input") for s in trace.operations]
     # Each step's wait is the one IteratorGetNext wait inside it.
     assert [w.metrics[tr.METRIC_RUN_TIME] for w in waits] == [d for _, d in rec.timeline.input_waits]
-    # Python input code (the py_function) was sampled: its samples, not the kernel kinds, decide the wait.
-    assert all(VECTOR_SOURCE_ATTRIBUTE not in w.attributes for w in waits)
+    # The wait is measured: all of it waiting, on the pipeline named by its busiest dataset (tf.data fused
+    # the map and the batch); the pipeline's work was all CPU (the py_function and its TF map, no file read).
+    assert all(w.metrics[tr.METRIC_WAIT_TIME] == w.metrics[tr.METRIC_RUN_TIME] for w in waits)
+    assert all(w.attributes[VECTOR_SOURCE_ATTRIBUTE] == "metrics" for w in waits)
+    assert {w.attributes[tr.ATTRIBUTE_WAITS_ON] for w in waits} == {"input pipeline (MapAndBatch)"}
+    assert {w.attributes["pipeline_work"] for w in waits} == {"cpu 100%"}
     window = rec.steps[-1].end - rec.steps[0].start
     metrics = trace.metrics
     assert metrics["steps"] == 8 and metrics["step_time_s"] == pytest.approx(window / 8)

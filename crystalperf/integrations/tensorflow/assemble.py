@@ -7,6 +7,12 @@ few hundred of them and users think in layers. Every kernel execution becomes st
 frame ``tensorflow.op.<OpType>`` (its duration / the sampling interval), so the core locates the op's
 documentation and classifies it like any sampled function; the input pipeline's kernels (file reads,
 decoding, augmentation) become samples of the step's input wait.
+
+What was measured is said as measured: the step's wait for its batch (the training thread blocked in
+the iterator's GetNext) is ``wait_time_s`` of the input part, which waits on the input pipeline, so it is
+waiting, not CPU, disk or network of the step; a compute kernel's time is compute time (``cpu_time_s``),
+because it ran on TensorFlow's compute threads or on a device. Only the time of kernels that can block on
+a file or a transfer is left to the classifiers.
 """
 
 from __future__ import annotations
@@ -21,16 +27,22 @@ from crystalperf.core.sampling import SampleTable
 from crystalperf.core.vectors import RESOURCES_ATTRIBUTE, VECTOR_SOURCE_ATTRIBUTE
 from crystalperf.integrations.tensorflow.config import INTEGRATION
 from crystalperf.integrations.tensorflow.reader import OpEvent, Recording, RunInfo, Step, Timeline
-from crystalperf.integrations.tensorflow.sources import op_frame_name
+from crystalperf.integrations.tensorflow.sources import (
+    FILE_KERNEL,
+    READER_DATASET,
+    TRANSFER_KERNEL,
+    is_compute_op,
+    op_frame_name,
+)
 
 __all__ = ["Recording", "RunInfo", "Step", "build_trace", "layer_name", "op_group", "pipeline_parallelism",
-           "pipeline_split", "pipeline_work", "step_operations"]
+           "pipeline_split", "pipeline_work", "step_operations", "waits_on"]
 
 _WRAPPER_SCOPES = {"StatefulPartitionedCall", "PartitionedCall", "while", "body", "cond"}
 _NON_LAYER_SCOPES = {"compile_loss", "compile_metrics", "loss", "metrics", "gradient_tape"}
-_TRANSFER_KERNEL = re.compile(r"Collective|AllReduce|AllGather|Nccl|Send$|Recv$|RecvTensor|MemcpyH2D|MemcpyD2H")
-_READER_STAGE = re.compile(r"TFRecord|FixedLengthRecord|TextLine|Csv|SSTable|ArrayRecord")
-_FILE_KERNEL = re.compile(r"ReadFile|WriteFile|Save|Restore|Reader|MatchingFiles|Checkpoint")
+# tf.data stages that only hand elements on: not what a step waits on when the pipeline is slow.
+_HANDOVER_STAGES = {"Root", "Prefetch", "Model", "Options", "MaxIntraOpParallelism", "PrivateThreadPool"}
+WAITS_ON_PIPELINE = "input pipeline"
 # Shorter stretches of a step outside every part are not worth an operation of their own.
 HOST_GAP_S = 50e-6
 # Kernel time becomes samples at this resolution (many kernels last well under a Python sampling interval).
@@ -204,9 +216,9 @@ def _possible_resources(ops: Sequence[OpEvent], multi_worker: bool) -> str:
     send/recv kernels between workers (between one machine's devices they copy memory), the disk
     only through file kernels (checkpoints, file reads in the step)."""
     allowed = ["cpu"]
-    if any(_FILE_KERNEL.search(o.op_type) for o in ops):
+    if any(FILE_KERNEL.search(o.op_type) for o in ops):
         allowed.append("disk")
-    if multi_worker and any(_TRANSFER_KERNEL.search(o.op_type) for o in ops):
+    if multi_worker and any(TRANSFER_KERNEL.search(o.op_type) for o in ops):
         allowed.append("network")
     return ",".join(allowed)
 
@@ -220,10 +232,11 @@ def _summary(ops: Sequence[OpEvent], limit: int = 6) -> str:
 
 
 def _copy_python_samples(table: SampleTable, samples: tr.StackSamples) -> None:
-    """Python samples re-counted in the table's resolution: one sample stands for its interval."""
+    """Python samples re-counted in the table's resolution: one sample stands for its interval. The thread
+    states the sampler saw stay with their stacks."""
     weight = max(1, round(samples.interval_s / table.interval_s))
     frames = [table.frame_id(f.name, f.file, f.line, f.language, f.module) for f in samples.frames]
-    stacks = [table.stack_id(frames[i] for i in stack) for stack in samples.stacks]
+    stacks = [table.stack_id((frames[i] for i in stack), samples.state_of(s)) for s, stack in enumerate(samples.stacks)]
     for key, bucket, stack, count in zip(samples.key, samples.bucket, samples.stack, samples.count, strict=True):
         when = samples.origin + (bucket + 0.5) * samples.bucket_s
         table.add(samples.keys[key], stacks[stack], when, count * weight)
@@ -235,14 +248,14 @@ def pipeline_work(timeline: Timeline) -> tuple[float, float, float]:
     kernel)."""
     cpu = disk = net = 0.0
     for op in timeline.input_threads:
-        if _FILE_KERNEL.search(op.op_type):
+        if FILE_KERNEL.search(op.op_type):
             disk += op.duration
-        elif _TRANSFER_KERNEL.search(op.op_type):
+        elif TRANSFER_KERNEL.search(op.op_type):
             net += op.duration
         else:
             cpu += op.duration
     for stage, busy in timeline.stage_busy.items():
-        if _READER_STAGE.search(stage):
+        if READER_DATASET.search(stage):
             disk += busy
     return cpu, disk, net
 
@@ -290,24 +303,35 @@ def _events_by_step(steps: Sequence[Step], timeline: Timeline | None) -> list[St
     return events
 
 
+def waits_on(timeline: Timeline | None) -> str:
+    """What a step's input wait waits on: the input pipeline, named by its busiest dataset (the tf.data
+    stage that does the work, e.g. ``ParallelMapV2`` or ``TFRecord``) when the profiler saw one."""
+    stages = {s: b for s, b in (timeline.stage_busy.items() if timeline else ()) if s not in _HANDOVER_STAGES}
+    if not stages or max(stages.values()) <= 0:
+        return WAITS_ON_PIPELINE
+    return f"{WAITS_ON_PIPELINE} ({max(stages, key=lambda s: stages[s])})"
+
+
+def _work_summary(split: tuple[float, float, float]) -> str:
+    return ", ".join(f"{r} {share:.0%}" for r, share in zip(("cpu", "disk", "network"), split, strict=True) if share)
+
+
 def _input_part(sid: str, step: Step, events: StepEvents, split: tuple[float, float, float],
-                python_input: bool) -> tr.Operation:
-    """The step's wait for its batch, split over resources by what the pipeline's kernels did."""
+                waited_on: str) -> tr.Operation:
+    """The step's wait for its batch: measured (the training thread blocked in GetNext), so it is waiting
+    on the input pipeline, whatever the pipeline's threads did meanwhile. What they did (their kernels,
+    the Python input code the sampler saw) stays as the part's samples and functions, and the
+    pipeline's work split (file reads disk, transfers network, the rest CPU) as an attribute and in the
+    window's ``input_work_*`` metrics, which the what-if model of prefetching uses."""
     wait_s = sum(d for _, d in events.waits)
     start = max(step.start, min((s for s, _ in events.waits), default=step.start))
     end = min(step.end, max((s + d for s, d in events.waits), default=start))
-    attributes = {"placement": "host", "pipeline_ops": _summary(events.pipeline)}
-    if not python_input:
-        # Only kernels ran the pipeline: their kinds give the split of the wait (file reads
-        # are disk, transfers network, the rest CPU) better than a reading of their docs.
-        # With Python input code (py_function, generators) its samples are the evidence, and
-        # the kernel split only stands in for steps the sampler missed.
-        attributes[VECTOR_SOURCE_ATTRIBUTE] = "metrics"
+    attributes = {"placement": "host", "pipeline_ops": _summary(events.pipeline),
+                  "pipeline_work": _work_summary(split), tr.ATTRIBUTE_WAITS_ON: waited_on,
+                  VECTOR_SOURCE_ATTRIBUTE: "metrics"}
     return tr.Operation(
         id=f"{sid}/input", name="input pipeline (wait)", kind="input", start=start, end=max(start, end),
-        metrics={tr.METRIC_RUN_TIME: wait_s, tr.METRIC_CPU_TIME: wait_s * split[0],
-                 tr.METRIC_DISK_TIME: wait_s * split[1], tr.METRIC_NETWORK_WAIT: wait_s * split[2]},
-        attributes=attributes,
+        metrics={tr.METRIC_RUN_TIME: wait_s, tr.METRIC_WAIT_TIME: wait_s}, attributes=attributes,
     )
 
 
@@ -326,29 +350,34 @@ def _kernel_groups(ops: Sequence[OpEvent], labels: Sequence[tuple[str, str]], fo
 
 
 def _group_part(sid: str, step: Step, group: KernelGroup, multi_worker: bool) -> tr.Operation:
+    """A kernel group's part. Its compute kernels' time is measured compute (``cpu_time_s``: compute on
+    the host's threads or on the device); when every kernel computes, that is the whole split."""
     ops = group.ops
     first, last = _span(ops)
     start = min(max(step.start, first), step.end)
-    metrics = {tr.METRIC_RUN_TIME: sum(o.duration for o in ops)}
+    run = sum(o.duration for o in ops)
+    compute = sum(o.duration for o in ops if is_compute_op(o.op_type))
+    metrics = {tr.METRIC_RUN_TIME: run, tr.METRIC_CPU_TIME: compute}
     if any(o.device for o in ops):
         metrics[tr.METRIC_DEVICE_TIME] = sum(o.duration for o in ops if o.device)
+    attributes = {"phase": group.phase, "placement": "device", "kernels": str(len(ops)),
+                  "op_types": _summary(ops), RESOURCES_ATTRIBUTE: _possible_resources(ops, multi_worker)}
+    if compute >= run:
+        attributes[VECTOR_SOURCE_ATTRIBUTE] = "metrics"
     return tr.Operation(
         id=f"{sid}/{_slug(group.name)}", name=group.name, kind="op", start=start, end=max(start, min(step.end, last)),
-        metrics=metrics,
-        attributes={"phase": group.phase, "placement": "device", "kernels": str(len(ops)),
-                    "op_types": _summary(ops), RESOURCES_ATTRIBUTE: _possible_resources(ops, multi_worker)},
+        metrics=metrics, attributes=attributes,
     )
 
 
-def step_operations(rec: Recording, table: SampleTable,
-                    python_keys: Sequence[tr.SampleKey] = ()) -> tuple[list[tr.Operation], float]:
+def step_operations(rec: Recording, table: SampleTable) -> tuple[list[tr.Operation], float]:
     """The step operations with their children, and the seconds the training thread waited for input."""
     events = _events_by_step(rec.steps, rec.timeline)
     # Every step gets its input part, of zero length when the pipeline kept up: a what-if with slower
     # storage can make any step wait.
     has_pipeline = any(e.waits for e in events) or any(e.pipeline for e in events)
     split = pipeline_split(rec.timeline) if rec.timeline is not None else (1.0, 0.0, 0.0)
-    python_input = any(k.operation.endswith("/input") for k in python_keys)
+    waited_on = waits_on(rec.timeline)
     labels = [[op_group(op.node, rec.layer_names) for op in e.compute] for e in events]
     folded = _minor_groups([e.compute for e in events], labels)
     operations: list[tr.Operation] = []
@@ -357,7 +386,7 @@ def step_operations(rec: Recording, table: SampleTable,
         sid = f"s{step.index}"
         children: list[tr.Operation] = []
         if has_pipeline:
-            part = _input_part(sid, step, step_events, split, python_input)
+            part = _input_part(sid, step, step_events, split, waited_on)
             waited += part.metrics[tr.METRIC_RUN_TIME]
             children.append(part)
             _add_op_samples(table, tr.SampleKey(operation=part.id, thread="tf.data"), step_events.pipeline)
@@ -431,7 +460,7 @@ def build_trace(rec: Recording, *, run_id: str, name: str, framework_version: st
     table = SampleTable(start, bucket_s=1.0, interval_s=KERNEL_RESOLUTION_S)
     if rec.python_samples is not None:
         _copy_python_samples(table, rec.python_samples)
-    operations, waited = step_operations(rec, table, rec.python_samples.keys if rec.python_samples else ())
+    operations, waited = step_operations(rec, table)
     metrics = _window_metrics(rec, waited, max(end - start, 1e-9))
     warnings = list(rec.warnings)
     if rec.timeline is None:

@@ -68,7 +68,7 @@ class TensorFlowModel:
 
     def __init__(self) -> None:
         self.factor = 1.0
-        self.waits: dict[str, tuple[float, tuple[float, float, float]]] = {}
+        self.waits: dict[str, float] = {}
 
     def scenarios(self, profile: ExecutionProfile, baseline: Baseline) -> list[dict[str, float | str]]:
         """The other device: what a training step would take there."""
@@ -129,25 +129,23 @@ class TensorFlowModel:
                                     NETWORK_BUFFER_BYTES, NETWORK_BUFFER_OVERHEAD_S)
         per_batch = (cpu + disk + net) / steps
         new_per_batch = (cpu + new_disk + new_net) / steps
-        total = cpu + new_disk + new_net
-        shares = (cpu / total, new_disk / total, new_net / total) if total > 0 else (1.0, 0.0, 0.0)
         for step in profile.top.nodes.values():
             if step.op.kind != "step" or step.children is None:
                 continue
             inputs = [c for c in step.children.nodes.values() if c.op.kind == "input"]
             for part in inputs:
                 compute = step.op.duration - part.op.duration
-                self.waits[part.op.id] = (new_wait(part.op.duration, compute, per_batch, new_per_batch), shares)
+                self.waits[part.op.id] = new_wait(part.op.duration, compute, per_batch, new_per_batch)
         return (f"input pipeline: {cpu + disk + net:.2f} s over {steps:.0f} steps ({parallel:.1f} threads at once) "
                 f"= {per_batch * 1000:.1f} ms per batch, {new_per_batch * 1000:.1f} ms after the change{how}; "
                 f"steps wait only for what prefetching cannot hide behind their compute")
 
     def adjust(self, ctx: OpContext, parts: list[TaskParts]) -> list[TaskParts]:
         op = ctx.profile.op
-        found = self.waits.get(op.id)
-        if found is not None:
-            wait, (cpu, disk, net) = found
-            return [TaskParts(wait * cpu, wait * disk, wait * net) for _ in parts]
+        wait = self.waits.get(op.id)
+        if wait is not None:
+            # Still waiting, for as long as the changed pipeline makes it: no other change shortens a wait.
+            return [TaskParts(0.0, 0.0, 0.0, wait) for _ in parts]
         if self.factor != 1.0 and op.kind in _SCALED_KINDS:
             for p in parts:
                 p.cpu *= self.factor

@@ -11,6 +11,10 @@ map the Python sampler sees, batch, prefetch) on the CPU with ``CrystalPerfCallb
 
 Run it with the tensorflow test environment:
 ``.nox/tensorflow/bin/python tests/data/record/tensorflow_fit.py [OUT_DIR]`` (OUT_DIR defaults to tests/data).
+
+``tensorflow_fit.py --reassemble [OUT_DIR]`` (any environment, no TensorFlow) writes only the trace again, from
+the recorded profile and recording already in OUT_DIR, as the callback assembles it now: for when the assembly
+changes but what the callback records does not.
 """
 
 from __future__ import annotations
@@ -23,8 +27,21 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[1]
+REASSEMBLE = "--reassemble" in sys.argv[1:]
+_ARGS = [a for a in sys.argv[1:] if a != "--reassemble"]
+OUT = Path(_ARGS[0]) if _ARGS else Path(__file__).resolve().parents[1]
 NAME = "tensorflow-fit"
+
+
+def reassemble() -> int:
+    from crystalperf.core.trace import save_trace
+    from crystalperf.integrations.tensorflow.assemble import build_trace_for
+    from crystalperf.integrations.tensorflow.reader import load_recording
+
+    rec, info = load_recording(OUT / f"{NAME}-recording.json.gz")
+    path = save_trace(build_trace_for(rec, info), OUT / f"{NAME}-trace.json.gz")
+    print(f"{path}: {path.stat().st_size} bytes")
+    return 0
 
 
 def main() -> int:
@@ -95,4 +112,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(reassemble() if REASSEMBLE else main())
