@@ -24,6 +24,7 @@ from crystalperf.core.waiting import (
     is_off_cpu,
     is_plumbing,
     is_plumbing_frame,
+    primitive_vector,
     sample_vector,
     wait_label,
 )
@@ -194,7 +195,7 @@ def resolve_samples(
         # A locator that knows a function's resource (a TensorFlow compute kernel) declares it: a fact,
         # not a guess for the classifier.
         for key, function in list(unique.items()):
-            declared = _declared_vector(function)
+            declared = _declared_vector(function) or primitive_vector(function.qualified_name)
             if declared is not None:
                 function_vectors[key] = declared
                 del unique[key]

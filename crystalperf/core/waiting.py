@@ -147,3 +147,32 @@ def wait_label(frames: Sequence[tr.Frame], stack: Sequence[int]) -> str:
         return "unknown"
     parts = chosen.rsplit(".", 2)
     return ".".join(parts[-2:]) if len(parts) > 1 else chosen
+
+
+# The runtime's own I/O primitives say what they wait for without any guess: a thread inside a file read
+# waits for the disk (or the page cache), one inside a socket read for the network. The classifiers split
+# them (FileInputStream.read came out half network) and would turn a slow-disk scan into a network-bound job.
+_DISK_PRIMITIVES = re.compile(
+    r"^(?:java\.io\.(?:FileInputStream|FileOutputStream|RandomAccessFile|UnixFileSystem|FileDescriptor)\."
+    r"|sun\.nio\.ch\.(?:FileChannelImpl|FileDispatcherImpl|UnixFileDispatcherImpl|IOUtil\.read)"
+    r"|sun\.nio\.fs\.Unix\w*\.|java\.nio\.file\.Files\.(?:read|write|copy|newInputStream)"
+    r"|_?io\.(?:FileIO|open)|os\.(?:read|write|pread|pwrite|fsync)$|shutil\.copy)"
+)
+_NETWORK_PRIMITIVES = re.compile(
+    r"^(?:java\.net\.(?:SocketInputStream|SocketOutputStream|Socket\$\w*Stream|PlainSocketImpl|AbstractPlainSocketImpl)\."
+    r"|sun\.nio\.ch\.(?:NioSocketImpl|SocketChannelImpl|SocketDispatcher|DatagramChannelImpl)\."
+    r"|(?:[\w.$]*\.)?io\.netty\.channel\.(?:epoll\.(?:AbstractEpollStreamChannel|Native\.(?:read|write|send|recv)\w*)"
+    r"|socket\.nio\.NioSocketChannel)"
+    r"|socket\.(?:socket\.)?(?:recv\w*|send\w*|create_connection)|ssl\.SSLSocket\.(?:recv|read|send|write)"
+    r"|http\.client\.|urllib\.request\.|urllib3\.|requests\.)"
+)
+
+
+def primitive_vector(name: str) -> ResourceVector | None:
+    """The vector of a runtime I/O primitive (see above), or None for any other function."""
+    name = _LAMBDA_CLASS.sub("", name)
+    if _DISK_PRIMITIVES.match(name):
+        return ResourceVector.of(disk=1.0)
+    if _NETWORK_PRIMITIVES.match(name):
+        return ResourceVector.of(network=1.0)
+    return None

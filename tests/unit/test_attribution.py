@@ -253,3 +253,22 @@ def test_run_queue_delay_is_cpu_demand() -> None:
                                    tr.METRIC_INPUT_BYTES: 1e9})])
     assert measurement is not None and measurement.fractions() == pytest.approx({"cpu": 0.8})
     assert bounded_vector(measurement, ResourceVector.of(1.0)) == pytest.approx((1.0, 0.0, 0.0, 0.0))
+
+
+@pytest.mark.parametrize(("name", "resource"), [
+    ("java.io.FileInputStream.readBytes", "disk"), ("sun.nio.ch.FileChannelImpl.read", "disk"),
+    ("java.io.RandomAccessFile.readBytes", "disk"), ("io.FileIO.readall", "disk"),
+    ("java.net.SocketInputStream.socketRead0", "network"), ("sun.nio.ch.NioSocketImpl.read", "network"),
+    ("socket.socket.recv_into", "network"), ("http.client.HTTPResponse.read", "network"),
+])
+def test_runtime_io_primitives_are_what_they_wait_for_whatever_the_classifier_says(name: str, resource: str) -> None:
+    frames = [tr.Frame(name=name, language="java"), tr.Frame(name="app.Main.run", language="java")]
+    samples = tr.StackSamples(origin=0, frames=frames, stacks=[[0, 1]], states=[tr.THREAD_RUNNABLE],
+                              keys=[tr.SampleKey(operation="a")], key=[0], bucket=[0], stack=[0], count=[3])
+    profile = build_profile(make_trace([op("a", 0, 1)], samples=samples),
+                            FixedClassifier({}, default=ResourceVector.of(cpu=1.0)), locators=[EveryFrame()])
+    assert profile.top.nodes["a"].vector.vector.dominant() == resource
+    paper = build_profile(make_trace([op("a", 0, 1)], samples=samples),
+                          FixedClassifier({}, default=ResourceVector.of(cpu=1.0)), locators=[EveryFrame()],
+                          attribution="paper")
+    assert paper.top.nodes["a"].vector.vector.dominant() == "cpu"

@@ -13,6 +13,7 @@ from crystalperf.core.analysis import analyze
 from crystalperf.core.classify import FixedClassifier, KeywordClassifier
 from crystalperf.core.hooks import finish_job
 from crystalperf.core.resources import ResourceVector
+from crystalperf.core.waiting import primitive_vector
 
 BUNDLED = Path(__file__).resolve().parents[1] / "data" / "spark-demo-trace.json.gz"
 NETWORK_ONLY = FixedClassifier({}, default=ResourceVector.of(network=1.0))
@@ -75,7 +76,10 @@ def test_reclassify_ignores_what_the_trace_embeds(job_end: tuple[dict, tr.Trace]
     _, trace = job_end
     again = analyze(trace, classifier=NETWORK_ONLY, locators=[], reclassify=True)
     assert again.profile.resolution is not None and again.profile.resolution.classified > 0
-    assert all(v.network == pytest.approx(1.0) for v in again.profile.resolution.function_vectors.values())
+    classified = {f.key for f in again.profile.resolution.stack_function.values()
+                  if f is not None and primitive_vector(f.qualified_name) is None}
+    assert classified
+    assert all(again.profile.resolution.function_vectors[k].network == pytest.approx(1.0) for k in classified)
     sampled = [op for op in again.report["operations"] if op["vector_source"] == "samples"]
     assert sampled and any(op["vector"]["network"] > 0.05 for op in sampled)
 
