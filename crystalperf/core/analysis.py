@@ -147,14 +147,14 @@ def _op_entry(prof: OperationProfile, bottleneck: Bottleneck, on_path: set[str])
 
 def _advice(bottleneck: Bottleneck, predictions: Sequence[Prediction], profile: ExecutionProfile) -> list[str]:
     lines: list[str] = []
-    if bottleneck.resource == WAITING:
+    if bottleneck.resource == WAITING or bottleneck.upstream_work is not None:
         waiter = bottleneck.waiting_op
         lines.append(
             "Most of the critical path waited" + (f" ({waiter.op.name}: {bottleneck.waiting_on})" if waiter else "")
             + ": look at what it waits for (a source's rate or its input, a slower stage downstream) before adding "
             "resources to the operations themselves."
         )
-    resource = bottleneck.busiest_resource
+    resource = bottleneck.resource if bottleneck.resource != WAITING else bottleneck.busiest_resource
     useful = {
         "cpu": ("cores", "executors", "cpu_speed", "parallelism", "slots", "device"),
         "disk": ("disk", "memory"),
@@ -251,6 +251,9 @@ def build_report(
             "share": {r: round(v, 6) for r, v in bottleneck.share.items()},
             "busiest_resource": bottleneck.busiest_resource,
             "waiting_on": bottleneck.waiting_on,
+            # Set when the path mostly waited on something whose own work is known: that work's split.
+            "through_input": ({r: round(v, 6) for r, v in bottleneck.upstream_work.as_dict().items()}
+                              if bottleneck.upstream_work is not None else None),
             "waiting_operation": bottleneck.waiting_op.path if bottleneck.waiting_op is not None else None,
             "unattributed_s": round(bottleneck.unattributed_s, 6),
             "sentence": bottleneck.sentence(),

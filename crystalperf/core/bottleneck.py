@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from crystalperf.core import trace as tr
 from crystalperf.core.profile import ExecutionProfile, LevelGraph, OperationProfile
-from crystalperf.core.resources import CATEGORIES, RESOURCES, WAITING
+from crystalperf.core.resources import CATEGORIES, RESOURCES, WAITING, ResourceVector, weighted_mean
 
 
 @dataclass
@@ -31,6 +31,9 @@ class Bottleneck:
     waiting_on: str | None = None
     backpressured: bool = False
     waiting_seconds: float = 0.0  # waiting on the path of the operations named as waiting_op
+    # When the path mostly waited on something whose own work is known: that work's split; the resource is
+    # then the one it used most ("disk-bound through its input").
+    upstream_work: ResourceVector | None = None
 
     @property
     def share(self) -> dict[str, float]:
@@ -49,6 +52,8 @@ class Bottleneck:
     def sentence(self) -> str:
         if sum(self.seconds.values()) <= 0:
             return "No operation time was recorded, so there is no bottleneck to name."
+        if self.upstream_work is not None:
+            return self._through_verdict()
         share = self.share[self.resource]
         secs = self.seconds[self.resource]
         if self.resource == WAITING:
@@ -70,6 +75,20 @@ class Bottleneck:
                 f"operations' busy time (waiting for input, scheduling, start-up); of the rest, {verdict}"
             )
         return f"The job is {label}: {verdict}"
+
+    def _through_verdict(self) -> str:
+        assert self.upstream_work is not None
+        waited = self.seconds[WAITING]
+        total = sum(self.seconds.values())
+        where = f"; most in {self.waiting_op.op.name} ({self.waiting_seconds:.2f} s)" if self.waiting_op else ""
+        on = f", {self.waiting_on}" if self.waiting_on else ""
+        work = ", ".join(f"{r} {self.upstream_work.as_dict()[r]:.0%}" for r in RESOURCES
+                         if self.upstream_work.as_dict()[r] >= 0.005)
+        return (
+            f"The job is {self.resource}-bound through its input: {waited:.2f} s of the {total:.2f} s on its critical "
+            f"path ({waited / total:.0%}) waited{where}{on}, and what it waited on spent its own time on "
+            f"{work}. More {self.resource} for the input would shorten it."
+        )
 
     def _waiting_verdict(self, secs: float, share: float) -> str:
         total = sum(self.seconds.values())
@@ -139,7 +158,41 @@ def find_bottleneck(profile: ExecutionProfile) -> Bottleneck:
         result.waiting_seconds = by_name[name]
         result.waiting_op = waiter
         result.waiting_on, result.backpressured = describe_waiting(profile, waiter)
+        if not result.backpressured:
+            work = upstream_work(profile, waiter)
+            if work is not None:
+                result.upstream_work = work
+                result.resource = work.dominant_resource()
     return result
+
+
+def upstream_work(profile: ExecutionProfile, prof: OperationProfile) -> ResourceVector | None:
+    """How what an operation waited on spent its own time, when that is known and was mostly work: the hook's
+    ``waits_on_work``, else its upstream siblings' vectors weighted by their path time. None when what it
+    waited on itself mostly waited (a rate-limited source: the job is input-bound, not resource-bound)."""
+    declared = _parse_work(prof.op.attributes.get(tr.ATTRIBUTE_WAITS_ON_WORK))
+    if declared is not None:
+        return declared
+    upstream = [o for o in _siblings(profile, prof) if o.op.id in prof.op.parents]
+    mean = weighted_mean((o.vector.vector, o.path_time) for o in upstream)
+    if mean is None or mean.waiting >= 0.5:
+        return None
+    return mean.busy()
+
+
+def _parse_work(text: str | None) -> ResourceVector | None:
+    if not text:
+        return None
+    values: dict[str, float] = {}
+    for part in text.split(","):
+        key, _, value = part.partition("=")
+        try:
+            values[key.strip()] = float(value)
+        except ValueError:
+            return None
+    if not any(values.get(r, 0.0) > 0 for r in RESOURCES):
+        return None
+    return ResourceVector.of(*(values.get(r, 0.0) for r in RESOURCES))
 
 
 def _sum_metric(prof: OperationProfile, name: str) -> float:

@@ -62,6 +62,9 @@ METRIC_CPU_WAIT_TIME = "cpu_wait_s"
 
 # Operation attribute a hook may set: what the operation's waiting was for (free text, e.g. "input pipeline").
 ATTRIBUTE_WAITS_ON = "waits_on"
+# ... and how what it waited on spent its own time, when the hook measured it but it is no operation of the
+# trace (a training step's input pipeline): "cpu=0.25,disk=0.75,network=0".
+ATTRIBUTE_WAITS_ON_WORK = "waits_on_work"
 
 # Thread states of sampled stacks (JVM Thread.State lower-cased; Python samplers give runnable or waiting).
 THREAD_RUNNABLE = "runnable"

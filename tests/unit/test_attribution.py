@@ -272,3 +272,29 @@ def test_runtime_io_primitives_are_what_they_wait_for_whatever_the_classifier_sa
                           FixedClassifier({}, default=ResourceVector.of(cpu=1.0)), locators=[EveryFrame()],
                           attribution="paper")
     assert paper.top.nodes["a"].vector.vector.dominant() == "cpu"
+
+
+def test_waiting_on_an_input_that_worked_on_the_disk_is_disk_bound_through_it() -> None:
+    # A step waited 9 of 10 s for its input pipeline, which the hook measured spent 80 % of its work on disk.
+    step = op("input", 0, 10, metrics={tr.METRIC_RUN_TIME: 9.0, tr.METRIC_WAIT_TIME: 9.0},
+              attributes={tr.ATTRIBUTE_WAITS_ON: "input pipeline (TextLineDataset)",
+                          tr.ATTRIBUTE_WAITS_ON_WORK: "cpu=0.2,disk=0.8,network=0"})
+    report = analyze(make_trace([step]), classifier=CLASSIFIER, locators=[], scenarios=[]).report
+    bottleneck = report["bottleneck"]
+    assert bottleneck["resource"] == "disk"
+    assert bottleneck["through_input"] == pytest.approx({"cpu": 0.2, "disk": 0.8, "network": 0.0, "waiting": 0.0})
+    assert bottleneck["sentence"].startswith("The job is disk-bound through its input:")
+    assert "input pipeline (TextLineDataset)" in bottleneck["sentence"]
+
+
+def test_waiting_on_an_upstream_operator_that_computed_is_cpu_bound_through_it() -> None:
+    # The source computes (8 of its 10 s on CPU); the sink downstream idles 9.5 of 10 s waiting for it.
+    source = op("src", 0, 10, tasks=[task("s0", 0, 10, run_time_s=10, cpu_time_s=8, idle_time_s=0)])
+    sink = op("sink", 0, 10, parents=["src"],
+              tasks=[task("k0", 0, 10, run_time_s=10, idle_time_s=9.5, cpu_time_s=0.5)])
+    source.name = "Source: hash"
+    report = analyze(make_trace([source, sink]), classifier=CLASSIFIER, locators=[], scenarios=[]).report
+    # The path (src, then sink in the pipeline) holds 10 s of source CPU... and 9.5 s of the sink's waiting:
+    # CPU dominates outright, so no resolving is needed; the waiting never becomes a resource.
+    assert report["bottleneck"]["resource"] == "cpu"
+    assert report["bottleneck"]["through_input"] is None

@@ -183,6 +183,8 @@ def test_a_step_waiting_for_its_input_pipeline_is_input_bound_not_cpu_bound() ->
     trace = build_trace(_input_bound_recording(), run_id="fit-1", name="m", framework_version="2.21.0")
     wait = trace.operations[0].children[0]
     assert wait.attributes["waits_on"] == "input pipeline (ParallelMapV2)"  # the busiest dataset, not Root
+    # The pipeline's time was a py_function's: its kernels cannot say what that did (here: sleep).
+    assert "waits_on_work" not in wait.attributes
     report = analyze(trace, classifier=KeywordClassifier(), locators=[], scenarios=[]).report
     bottleneck = report["bottleneck"]
     assert bottleneck["resource"] == "waiting", bottleneck
@@ -209,3 +211,21 @@ def test_python_samples_keep_their_thread_states() -> None:
     states = {tuple(samples.frames[i].name for i in stack): samples.state_of(s)
               for s, stack in enumerate(samples.stacks) if samples.frames[stack[-1]].name == "__main__.slow_map"}
     assert states == {("time.sleep", "__main__.slow_map"): "waiting", ("__main__.slow_map",): "runnable"}
+
+
+def test_a_step_waiting_for_a_pipeline_that_reads_files_is_disk_bound_through_it() -> None:
+    from crystalperf.core.analysis import analyze
+
+    rec = _input_bound_recording()
+    assert rec.timeline is not None
+    # The same waits, but the pipeline's time went to file reads (0.6 s of every 0.8 s) and a map (0.2 s).
+    rec.timeline.ops = [o for o in rec.timeline.ops if o.op_type != "EagerPyFunc"]
+    for t0 in (100.0, 101.0):
+        rec.timeline.ops += [_kernel("ReadFile", "ReadFile", t0, 0.6, "tf_data_private_threadpool"),
+                             _kernel("DecodeCSV", "DecodeCSV", t0 + 0.6, 0.2, "tf_data_private_threadpool")]
+    trace = build_trace(rec, run_id="fit-1", name="m", framework_version="2.21.0")
+    wait = trace.operations[0].children[0]
+    assert wait.attributes["waits_on_work"] == "cpu=0.2500,disk=0.7500,network=0.0000"
+    bottleneck = analyze(trace, classifier=KeywordClassifier(), locators=[], scenarios=[]).report["bottleneck"]
+    assert bottleneck["resource"] == "disk"
+    assert bottleneck["sentence"].startswith("The job is disk-bound through its input")

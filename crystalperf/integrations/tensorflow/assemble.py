@@ -29,6 +29,7 @@ from crystalperf.integrations.tensorflow.config import INTEGRATION
 from crystalperf.integrations.tensorflow.reader import OpEvent, Recording, RunInfo, Step, Timeline
 from crystalperf.integrations.tensorflow.sources import (
     FILE_KERNEL,
+    PYTHON_KERNEL,
     READER_DATASET,
     TRANSFER_KERNEL,
     is_compute_op,
@@ -260,6 +261,14 @@ def pipeline_work(timeline: Timeline) -> tuple[float, float, float]:
     return cpu, disk, net
 
 
+def _pipeline_work_is_known(timeline: Timeline) -> bool:
+    """Whether the kernel kinds say what the pipeline spent its time on: not when Python functions
+    (``py_function``) did much of it, whose time may be computing, reading or sleeping alike."""
+    total = sum(pipeline_work(timeline))
+    python = sum(op.duration for op in timeline.input_threads if PYTHON_KERNEL.search(op.op_type))
+    return total > 0 and python < 0.1 * total
+
+
 def pipeline_split(timeline: Timeline) -> tuple[float, float, float]:
     """The pipeline's work as (cpu, disk, network) shares."""
     work = pipeline_work(timeline)
@@ -317,7 +326,7 @@ def _work_summary(split: tuple[float, float, float]) -> str:
 
 
 def _input_part(sid: str, step: Step, events: StepEvents, split: tuple[float, float, float],
-                waited_on: str) -> tr.Operation:
+                waited_on: str, work_known: bool = False) -> tr.Operation:
     """The step's wait for its batch: measured (the training thread blocked in GetNext), so it is waiting
     on the input pipeline, whatever the pipeline's threads did meanwhile. What they did (their kernels,
     the Python input code the sampler saw) stays as the part's samples and functions, and the
@@ -329,6 +338,10 @@ def _input_part(sid: str, step: Step, events: StepEvents, split: tuple[float, fl
     attributes = {"placement": "host", "pipeline_ops": _summary(events.pipeline),
                   "pipeline_work": _work_summary(split), tr.ATTRIBUTE_WAITS_ON: waited_on,
                   VECTOR_SOURCE_ATTRIBUTE: "metrics"}
+    if work_known:
+        # What the wait was for, measured: the core calls an input-bound job bound by the pipeline's resource.
+        attributes[tr.ATTRIBUTE_WAITS_ON_WORK] = ",".join(
+            f"{r}={v:.4f}" for r, v in zip(("cpu", "disk", "network"), split, strict=True))
     return tr.Operation(
         id=f"{sid}/input", name="input pipeline (wait)", kind="input", start=start, end=max(start, end),
         metrics={tr.METRIC_RUN_TIME: wait_s, tr.METRIC_WAIT_TIME: wait_s}, attributes=attributes,
@@ -377,6 +390,7 @@ def step_operations(rec: Recording, table: SampleTable) -> tuple[list[tr.Operati
     # storage can make any step wait.
     has_pipeline = any(e.waits for e in events) or any(e.pipeline for e in events)
     split = pipeline_split(rec.timeline) if rec.timeline is not None else (1.0, 0.0, 0.0)
+    work_known = rec.timeline is not None and _pipeline_work_is_known(rec.timeline)
     waited_on = waits_on(rec.timeline)
     labels = [[op_group(op.node, rec.layer_names) for op in e.compute] for e in events]
     folded = _minor_groups([e.compute for e in events], labels)
@@ -386,7 +400,7 @@ def step_operations(rec: Recording, table: SampleTable) -> tuple[list[tr.Operati
         sid = f"s{step.index}"
         children: list[tr.Operation] = []
         if has_pipeline:
-            part = _input_part(sid, step, step_events, split, waited_on)
+            part = _input_part(sid, step, step_events, split, waited_on, work_known)
             waited += part.metrics[tr.METRIC_RUN_TIME]
             children.append(part)
             _add_op_samples(table, tr.SampleKey(operation=part.id, thread="tf.data"), step_events.pipeline)
