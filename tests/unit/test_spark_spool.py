@@ -17,11 +17,13 @@ from crystalperf.core import trace as tr
 from crystalperf.integrations.spark import read_event_log
 from crystalperf.integrations.spark.assemble import (
     METRIC_PYTHON_CPU_TIME,
+    METRIC_PYTHON_CPU_WAIT_TIME,
     add_worker_cpu,
+    add_worker_cpu_wait,
     merge_worker_samples,
 )
 from crystalperf.integrations.spark.finish import main as finish
-from crystalperf.integrations.spark.reader import read_spool, read_worker_cpu
+from crystalperf.integrations.spark.reader import read_spool, read_worker_cpu, read_worker_cpu_wait
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -128,3 +130,58 @@ def test_the_workers_cpu_time_stays_within_the_tasks_run_time() -> None:
     add_worker_cpu(trace, {(stage, task.id): 1000.0})
     assert task.metrics[tr.METRIC_CPU_TIME] == task.metrics[tr.METRIC_RUN_TIME]
     assert task.metrics[METRIC_PYTHON_CPU_TIME] == 1000.0
+
+
+def test_the_workers_run_queue_delay_counts_in_its_tasks_cpu_wait(spool: Path, tmp_path: Path) -> None:
+    """Runnable but waiting for a core (schedstat): the JVM thread's delay (from the listener) and every
+    worker's delay for the task add up in cpu_wait_s; the workers' part is kept apart too."""
+    trace = read_event_log(DATA / "spark-eventlog.json.gz")
+    stage, task = _a_udf_task(trace)
+    jvm_cpu, run = task.metrics[tr.METRIC_CPU_TIME], task.metrics[tr.METRIC_RUN_TIME]
+    room = run - jvm_cpu
+    task.metrics[tr.METRIC_CPU_WAIT_TIME] = room / 8  # as the listener writes the task thread's
+    (spool / "pycpu-4242.json").write_text(json.dumps({"tasks": [
+        {"operation": stage, "task": task.id, "cpu_time_s": 0.0, "cpu_wait_s": room / 8},
+        {"operation": "stage-99", "task": "1", "cpu_time_s": 1.0, "cpu_wait_s": 5.0}]}))
+    (spool / "pycpu-4243.json").write_text(json.dumps({"tasks": [
+        {"operation": stage, "task": task.id, "cpu_time_s": 0.0, "cpu_wait_s": room / 8}]}))
+    assert read_worker_cpu_wait(spool) == pytest.approx({(stage, task.id): room / 4, ("stage-99", "1"): 5.0})
+    listener_trace = tmp_path / "listener" / "crystalperf-trace.json.gz"
+    listener_trace.parent.mkdir()
+    tr.save_trace(trace, listener_trace)
+    assert finish([str(listener_trace), "--out", str(tmp_path / "out"), "--spool", str(spool), "--no-analysis"]) == 0
+    _, written = _a_udf_task(tr.load_trace(tmp_path / "out" / "crystalperf-trace.json.gz"))
+    assert written.metrics[METRIC_PYTHON_CPU_WAIT_TIME] == pytest.approx(room / 4)
+    assert written.metrics[tr.METRIC_CPU_WAIT_TIME] == pytest.approx(room / 8 + room / 4)
+    assert written.metrics[tr.METRIC_CPU_TIME] == pytest.approx(jvm_cpu)
+
+
+def test_cpu_time_and_run_queue_delay_stay_within_the_tasks_run_time() -> None:
+    # A thread is on a core or queued for one, never both: the two are parts of the run time together.
+    trace = read_event_log(DATA / "spark-eventlog.json.gz")
+    stage, task = _a_udf_task(trace)
+    run = task.metrics[tr.METRIC_RUN_TIME]
+    add_worker_cpu(trace, {(stage, task.id): run / 4})
+    add_worker_cpu_wait(trace, {(stage, task.id): 1000.0})
+    assert task.metrics[METRIC_PYTHON_CPU_WAIT_TIME] == 1000.0
+    assert task.metrics[tr.METRIC_CPU_TIME] + task.metrics[tr.METRIC_CPU_WAIT_TIME] == pytest.approx(run)
+    add_worker_cpu(trace, {(stage, task.id): 1000.0})  # CPU time alone fills the run time: no room to queue
+    add_worker_cpu_wait(trace, {(stage, task.id): 1.0})
+    assert task.metrics[tr.METRIC_CPU_WAIT_TIME] == 0.0
+
+
+def test_workers_that_could_not_read_schedstat_add_no_cpu_wait(spool: Path, tmp_path: Path) -> None:
+    """A worker without /proc writes its CPU time only: no task gains a cpu_wait_s."""
+    trace = read_event_log(DATA / "spark-eventlog.json.gz")
+    stage, task = _a_udf_task(trace)
+    (spool / "pycpu-4242.json").write_text(json.dumps({"tasks": [
+        {"operation": stage, "task": task.id, "cpu_time_s": 0.01}]}))
+    assert read_worker_cpu_wait(spool) == {}
+    listener_trace = tmp_path / "listener" / "crystalperf-trace.json.gz"
+    listener_trace.parent.mkdir()
+    tr.save_trace(trace, listener_trace)
+    assert finish([str(listener_trace), "--out", str(tmp_path / "out"), "--spool", str(spool), "--no-analysis"]) == 0
+    written = tr.load_trace(tmp_path / "out" / "crystalperf-trace.json.gz")
+    metrics = [t.metrics for op in written.iter_operations() for t in op.tasks]
+    assert metrics and not any(tr.METRIC_CPU_WAIT_TIME in m or METRIC_PYTHON_CPU_WAIT_TIME in m for m in metrics)
+    assert any(METRIC_PYTHON_CPU_TIME in m for m in metrics)

@@ -28,6 +28,8 @@ from crystalperf.integrations.spark.reader import (
 Document = dict[str, Any]  # a part of the trace's JSON document
 # CPU seconds of a task spent in its PySpark worker (already counted in the task's cpu_time_s).
 METRIC_PYTHON_CPU_TIME = "python_cpu_time_s"
+# Seconds its PySpark worker's threads queued for a core (already counted in the task's cpu_wait_s).
+METRIC_PYTHON_CPU_WAIT_TIME = "python_cpu_wait_s"
 
 # Job-wide totals of these task metrics, over the stages that ran.
 _TOTALS = (tr.METRIC_SPILL_DISK_BYTES, tr.METRIC_SPILL_MEMORY_BYTES, tr.METRIC_SHUFFLE_WRITE_BYTES,
@@ -205,3 +207,28 @@ def add_worker_cpu(trace: tr.Trace, cpu: dict[tuple[str, str], float]) -> None:
             total = m.get(tr.METRIC_CPU_TIME, 0.0) + seconds
             run = m.get(tr.METRIC_RUN_TIME)
             m[tr.METRIC_CPU_TIME] = min(total, run) if run is not None and run > 0 else total
+
+
+def add_worker_cpu_wait(trace: tr.Trace, waits: dict[tuple[str, str], float]) -> None:
+    """Count the run-queue delay of the PySpark workers' threads in their tasks' ``cpu_wait_s``.
+
+    On a machine with fewer cores than runnable threads the worker is ready to compute but waits for a core;
+    its CPU time alone would make a CPU-bound UDF look as if it spent its time on something else. The
+    worker's seconds are kept apart too (``python_cpu_wait_s``). Call it after :func:`add_worker_cpu`: the
+    task's CPU time and run-queue delay together stay within its run time (a thread is either on a core or
+    queued for one, never both).
+    """
+    if not waits:
+        return
+    for op in trace.iter_operations():
+        for task in op.tasks:
+            seconds = waits.get((op.id, task.id))
+            if seconds is None:
+                continue
+            m = task.metrics
+            m[METRIC_PYTHON_CPU_WAIT_TIME] = seconds
+            total = m.get(tr.METRIC_CPU_WAIT_TIME, 0.0) + seconds
+            run = m.get(tr.METRIC_RUN_TIME)
+            if run is not None and run > 0:
+                total = min(total, max(0.0, run - m.get(tr.METRIC_CPU_TIME, 0.0)))
+            m[tr.METRIC_CPU_WAIT_TIME] = total

@@ -34,7 +34,8 @@ SPOOL_ENV = "CRYSTALPERF_SPARK_SPOOL"
 # One file per worker process in the spool; the finish step merges every one it finds.
 SPOOL_FILE = "pyworker-{pid}.json"
 # Beside it, the CPU seconds the worker process spent on each task (Spark's executorCpuTime counts only the
-# JVM task thread, which mostly waits for the worker): {"tasks": [{"operation", "task", "cpu_time_s"}]}.
+# JVM task thread, which mostly waits for the worker) and, where /proc says, the seconds its threads queued
+# for a core: {"tasks": [{"operation", "task", "cpu_time_s", "cpu_wait_s"?}]}.
 SPOOL_CPU_FILE = "pycpu-{pid}.json"
 
 B = TypeVar("B")

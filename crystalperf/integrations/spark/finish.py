@@ -17,9 +17,9 @@ from pathlib import Path
 from crystalperf.core import trace as tr
 from crystalperf.core.hooks import guard
 from crystalperf.integrations.base import finish_main, write_trace_and_report
-from crystalperf.integrations.spark.assemble import add_worker_cpu, merge_worker_samples
+from crystalperf.integrations.spark.assemble import add_worker_cpu, add_worker_cpu_wait, merge_worker_samples
 from crystalperf.integrations.spark.config import INTEGRATION
-from crystalperf.integrations.spark.reader import read_spool, read_worker_cpu
+from crystalperf.integrations.spark.reader import read_spool, read_worker_cpu, read_worker_cpu_wait
 
 log = logging.getLogger("crystalperf")
 
@@ -36,6 +36,7 @@ def _merge_spool(trace: tr.Trace, spool: Path) -> None:
         parts = read_spool(spool)
         merge_worker_samples(trace, parts)
         add_worker_cpu(trace, read_worker_cpu(spool))
+        add_worker_cpu_wait(trace, read_worker_cpu_wait(spool))
         log.info("crystalperf: merged the samples of %d Python worker(s)", len(parts))
         # The spool is this application's alone (a fresh temporary directory unless the user chose one).
         shutil.rmtree(spool, ignore_errors=True)

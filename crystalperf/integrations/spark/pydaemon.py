@@ -21,12 +21,13 @@ import pyspark.daemon as _daemon
 from crystalperf.core import trace as tr
 from crystalperf.core.sampling import PythonStackSampler
 from crystalperf.integrations.spark.config import SPOOL_CPU_FILE, SPOOL_ENV, SPOOL_FILE
+from crystalperf.integrations.spark.schedstat import run_queue_delay_s, run_queue_delays
 
 log = logging.getLogger(__name__)
 INTERVAL_ENV = "CRYSTALPERF_PY_SAMPLE_INTERVAL_S"
 
 _original_worker = _daemon.worker
-_state: dict[str, Any] = {"pid": None, "sampler": None, "main": None, "cpu": {}}
+_state: dict[str, Any] = {"pid": None, "sampler": None, "main": None, "cpu": {}, "cpu_wait": {}}
 
 
 def _key_for(thread_id: int, _name: str) -> tr.SampleKey | None:
@@ -66,6 +67,12 @@ def _process_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _sampler_threads() -> frozenset[int]:
+    # The sampler's own queueing is the profiler's cost, not the task's demand.
+    return frozenset(t.native_id for t in threading.enumerate()
+                     if t.name == "crystalperf-sampler" and t.native_id is not None)
+
+
 def _write(target: Path, text: str) -> None:
     tmp = target.with_suffix(".tmp")
     tmp.write_text(text)
@@ -77,17 +84,27 @@ def _flush() -> None:
     if not spool or sampler is None:
         return
     if _state["cpu"]:
-        tasks = [{"operation": op, "task": task, "cpu_time_s": cpu} for (op, task), cpu in _state["cpu"].items()]
+        tasks = []
+        for (op, task), cpu in _state["cpu"].items():
+            entry: dict[str, Any] = {"operation": op, "task": task, "cpu_time_s": cpu}
+            waited = _state["cpu_wait"].get((op, task))
+            if waited is not None:
+                entry["cpu_wait_s"] = waited
+            tasks.append(entry)
         _write(Path(spool) / SPOOL_CPU_FILE.format(pid=os.getpid()), json.dumps({"tasks": tasks}))
     samples = without_jvm_waits(sampler.table.to_samples())
     if samples.count:
         _write(Path(spool) / SPOOL_FILE.format(pid=os.getpid()), samples.model_dump_json(exclude_none=True))
 
 
-def _count_cpu(cpu_at_start: float) -> None:
+def _count_cpu(cpu_at_start: float, queued_at_start: dict[int, int] | None) -> None:
     task = _state.get("task")
     if task is not None:
         _state["cpu"][task] = _state["cpu"].get(task, 0.0) + max(0.0, _process_cpu_s() - cpu_at_start)
+        # Every thread of the worker, as for the CPU time: a UDF's own threads queue for cores too.
+        waited = run_queue_delay_s(queued_at_start, run_queue_delays(), _sampler_threads())
+        if waited is not None:
+            _state["cpu_wait"][task] = _state["cpu_wait"].get(task, 0.0) + waited
 
 
 def _remember_tasks() -> None:
@@ -125,13 +142,13 @@ def _install() -> None:
 
         TaskContext._taskContext = None  # so no sample is charged to the previous task
         _state["in_task"], _state["task"] = True, None
-        cpu_at_start = _process_cpu_s()
+        cpu_at_start, queued_at_start = _process_cpu_s(), run_queue_delays()
         try:
             return original_main(infile, outfile)
         finally:
             _state["in_task"] = False
             try:
-                _count_cpu(cpu_at_start)
+                _count_cpu(cpu_at_start, queued_at_start)
                 _flush()
             except Exception as exc:  # the worker must go on even if the spool is unwritable
                 log.warning("crystalperf: could not write Python worker samples: %s", exc)

@@ -513,13 +513,29 @@ def read_spool(spool: Path) -> list[tr.StackSamples]:
     return parts
 
 
+def _read_worker_seconds(spool: Path, name: str) -> dict[tuple[str, str], float]:
+    """(operation, task) -> the sum of the ``name`` seconds the workers' CPU files give that task (tasks
+    without it are left out); an unreadable file is logged and skipped."""
+    seconds: dict[tuple[str, str], float] = {}
+    for path in sorted(spool.glob(SPOOL_CPU_FILE.format(pid="*"))):
+        with guard(f"reading Python worker CPU times {path}"):
+            found: dict[tuple[str, str], float] = {}
+            for entry in json.loads(path.read_text())["tasks"]:
+                if name in entry:
+                    task = (str(entry["operation"]), str(entry["task"]))
+                    found[task] = found.get(task, 0.0) + float(entry[name])
+            for task, value in found.items():  # a damaged file adds nothing, not half of itself
+                seconds[task] = seconds.get(task, 0.0) + value
+    return seconds
+
+
 def read_worker_cpu(spool: Path) -> dict[tuple[str, str], float]:
     """(operation, task) -> the CPU seconds the PySpark workers spent on that task, over every worker's file
     in the spool; an unreadable file is logged and skipped."""
-    cpu: dict[tuple[str, str], float] = {}
-    for path in sorted(spool.glob(SPOOL_CPU_FILE.format(pid="*"))):
-        with guard(f"reading Python worker CPU times {path}"):
-            for entry in json.loads(path.read_text())["tasks"]:
-                task = (str(entry["operation"]), str(entry["task"]))
-                cpu[task] = cpu.get(task, 0.0) + float(entry["cpu_time_s"])
-    return cpu
+    return _read_worker_seconds(spool, "cpu_time_s")
+
+
+def read_worker_cpu_wait(spool: Path) -> dict[tuple[str, str], float]:
+    """(operation, task) -> the seconds the PySpark workers' threads were runnable but waited for a core
+    during that task (schedstat's run-queue delay), where the workers could read it."""
+    return _read_worker_seconds(spool, "cpu_wait_s")

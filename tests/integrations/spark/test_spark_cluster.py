@@ -102,6 +102,11 @@ spark.stop()
     assert {e.id for e in trace.environment.executors} >= {"0", "1"}
     sampled = {executor_of_task.get(k.task) for k in trace.samples.keys if k.thread == "task"}
     assert {"0", "1"} <= sampled, sampled
+    if Path("/proc/thread-self/schedstat").exists():
+        # Every task's run-queue delay came over the RPC, the last stage's too (sent as each task ends).
+        tasks = [t for op in trace.iter_operations() for t in op.tasks]
+        assert all("cpu_wait_s" in t.metrics for t in tasks), [t.id for t in tasks if "cpu_wait_s" not in t.metrics]
+        assert {t.executor for t in tasks} >= {"0", "1"}
     assert_no_plumbing_top_functions(json.loads((out / "crystalperf-report.json").read_text()))
 
 

@@ -4,11 +4,31 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from crystalperf.core import trace as tr
 from crystalperf.core.trace import SCHEMA_VERSION, load_trace
+from crystalperf.integrations.spark.assemble import METRIC_PYTHON_CPU_WAIT_TIME
+
+# Linux with schedstats: task threads and PySpark workers record their run-queue delay (cpu_wait_s).
+SCHEDSTAT = Path("/proc/thread-self/schedstat").exists()
 
 
 def _top_names(op: dict) -> list[str]:
     return [f["name"] for f in op.get("top_functions", [])]
+
+
+def _assert_run_queue_delay_recorded(tasks: list[tr.Task], *, python: bool = False) -> None:
+    """Every task has its run-queue delay where the kernel says it (none where it cannot), within the run
+    time together with the CPU time."""
+    assert tasks
+    for task in tasks:
+        m = task.metrics
+        if not SCHEDSTAT:
+            assert tr.METRIC_CPU_WAIT_TIME not in m
+            continue
+        assert m[tr.METRIC_CPU_WAIT_TIME] >= 0, m
+        assert m[tr.METRIC_CPU_TIME] + m[tr.METRIC_CPU_WAIT_TIME] <= m[tr.METRIC_RUN_TIME] + 1e-9, m
+        if python:
+            assert m[METRIC_PYTHON_CPU_WAIT_TIME] >= 0, m
 
 
 def test_bundled_jar_matches_its_sources() -> None:
@@ -99,6 +119,8 @@ def test_cpu_heavy_python_udf_is_cpu_bound_and_named(run_app, tmp_path: Path) ->
     report = result.report(out)
     assert report["bottleneck"]["resource"] == "cpu"
     udf_stage = max((o for o in report["operations"] if o["kind"] == "stage"), key=lambda o: o["runtime_s"])
+    _assert_run_queue_delay_recorded(next(op for op in trace.iter_operations() if op.id == udf_stage["id"]).tasks,
+                                     python=True)
     assert udf_stage["vector"]["cpu"] > 0.5
     assert any("burn_cycles_in_python" in n for n in _top_names(udf_stage)), _top_names(udf_stage)
 
@@ -125,6 +147,8 @@ def test_gzip_decompression_job_is_cpu_bound(run_app, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     report = result.report(out)
     assert report["bottleneck"]["resource"] == "cpu", report["bottleneck"]
+    trace = load_trace(out / "crystalperf-trace.json.gz")
+    _assert_run_queue_delay_recorded([t for op in trace.iter_operations() for t in op.tasks])
 
 
 def test_spark_submit_with_the_printed_conf_lines(tmp_path: Path) -> None:

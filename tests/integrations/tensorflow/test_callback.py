@@ -165,7 +165,10 @@ def test_slow_disk_reading_input_pipeline_is_diagnosed_as_input_bound(tmp_path: 
               callbacks=[CrystalPerfCallback(output_dir=out, steps=30)])
     report = _report(out)
     # The training thread waits for its batches: waiting on the input pipeline, whose work is reading files.
-    assert report["bottleneck"]["resource"] == "waiting", report["bottleneck"]
+    # The steps waited for the pipeline, and the pipeline read files: disk-bound through its input.
+    assert report["bottleneck"]["resource"] == "disk", report["bottleneck"]
+    assert report["bottleneck"]["through_input"]["disk"] > 0.5, report["bottleneck"]
+    assert report["bottleneck"]["seconds"]["waiting"] > report["bottleneck"]["seconds"]["disk"]
     assert "input pipeline" in report["bottleneck"]["waiting_on"], report["bottleneck"]
     assert report["input_bound"]["highly_input_bound"], report["input_bound"]
     assert any("input pipeline is the limit" in line for line in report["advice"])

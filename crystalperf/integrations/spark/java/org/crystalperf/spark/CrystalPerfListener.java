@@ -572,8 +572,7 @@ public class CrystalPerfListener extends SparkListener {
 
     private List<Map<String, Object>> operations(double appEnd) {
         Map<Integer, Integer> owner = ranIn();
-        Map<String, Long> waits = SampleStore.pythonWait();
-        double waitInterval = SampleStore.intervalMs() / 1000.0;
+        ExecutorMeasures measured = new ExecutorMeasures();
         List<Map<String, Object>> ops = new ArrayList<>();
         for (Map.Entry<Integer, Map<String, Object>> je : jobs.entrySet()) {
             int jobId = je.getKey();
@@ -602,7 +601,7 @@ public class CrystalPerfListener extends SparkListener {
             List<Integer> sids = jobStages.getOrDefault(jobId, Collections.emptyList());
             List<Map<String, Object>> children = new ArrayList<>();
             for (int sid : sids) {
-                children.add(stageOp(sid, jobId, sids, owner, jstart, waits, waitInterval, appEnd));
+                children.add(stageOp(sid, jobId, sids, owner, jstart, measured, appEnd));
             }
             op.put("children", children);
             ops.add(op);
@@ -610,12 +609,38 @@ public class CrystalPerfListener extends SparkListener {
         return ops;
     }
 
+    /** What the executor plugin measured of each task (stageId TAB taskId), shipped with the samples. */
+    private static final class ExecutorMeasures {
+        final Map<String, Long> pythonWait = SampleStore.pythonWait();
+        final double waitInterval = SampleStore.intervalMs() / 1000.0;
+        final Map<String, Long> runQueueNs = SampleStore.runQueueNs();
+
+        void addTo(int sid, Map<String, Object> task) {
+            String key = sid + "\t" + task.get("id");
+            @SuppressWarnings("unchecked")
+            Map<String, Double> m = (Map<String, Double>) task.get("metrics");
+            Long w = pythonWait.get(key);
+            if (w != null) {
+                m.put("python_worker_wait_s", w * waitInterval);
+            }
+            Long queued = runQueueNs.get(key);
+            if (queued != null) {
+                // A part of the run time, like the CPU time: the thread cannot be on a core and queued for
+                // one at once. The plugin's task end comes after the run time's (the result is serialized
+                // between them), hence the bound.
+                double run = m.getOrDefault("run_time_s", 0.0);
+                double cpu = m.getOrDefault("cpu_time_s", 0.0);
+                m.put("cpu_wait_s", Math.max(0.0, Math.min(queued / 1e9, run - cpu)));
+            }
+        }
+    }
+
     private static String stageId(int sid, boolean ran, int jobId) {
         return ran ? "stage-" + sid : "stage-" + sid + "-skipped-in-job-" + jobId;
     }
 
     private Map<String, Object> stageOp(int sid, int jobId, List<Integer> sids, Map<Integer, Integer> owner,
-                                        double jstart, Map<String, Long> waits, double waitInterval, double appEnd) {
+                                        double jstart, ExecutorMeasures measured, double appEnd) {
         StageInfo si = stageInfos.get(sid);
         Map<String, Object> st = stages.get(sid);
         boolean ran = st != null && Integer.valueOf(jobId).equals(owner.get(sid));
@@ -647,12 +672,7 @@ public class CrystalPerfListener extends SparkListener {
             attrs.put("attempts", String.valueOf(st.getOrDefault("attempts", 1)));
             List<Map<String, Object>> tasks = stageTasks.getOrDefault(sid, Collections.emptyList());
             for (Map<String, Object> t : tasks) {
-                Long w = waits.get(sid + "\t" + t.get("id"));
-                if (w != null) {
-                    @SuppressWarnings("unchecked")
-                    Map<String, Double> m = (Map<String, Double>) t.get("metrics");
-                    m.put("python_worker_wait_s", w * waitInterval);
-                }
+                measured.addTo(sid, t);
             }
             op.put("tasks", tasks);
         } else {

@@ -13,6 +13,7 @@ public final class SampleStore {
     static final int MAX_ROWS = 500_000;
     private static final Map<String, Long> ROWS = new HashMap<>();
     private static final Map<String, Long> PYTHON_WAIT = new HashMap<>();
+    private static final Map<String, Long> RUN_QUEUE_NS = new HashMap<>();
     private static final Map<String, Boolean> EXECUTORS = new HashMap<>();
     private static final AtomicLong DROPPED = new AtomicLong();
     private static volatile long intervalMs = 100;
@@ -37,11 +38,16 @@ public final class SampleStore {
         for (Map.Entry<String, Long> e : batch.pythonWait.entrySet()) {
             PYTHON_WAIT.merge(e.getKey(), e.getValue(), Long::sum);
         }
+        // One entry per task that ended: as many as the listener keeps tasks, so no bound of their own.
+        for (Map.Entry<String, Long> e : batch.runQueueNs.entrySet()) {
+            RUN_QUEUE_NS.merge(e.getKey(), e.getValue(), Long::sum);
+        }
         DROPPED.addAndGet(batch.dropped);
     }
 
     static synchronized Map<String, Long> rows() { return new HashMap<>(ROWS); }
     static synchronized Map<String, Long> pythonWait() { return new HashMap<>(PYTHON_WAIT); }
+    static synchronized Map<String, Long> runQueueNs() { return new HashMap<>(RUN_QUEUE_NS); }
     static synchronized java.util.Set<String> executors() { return new java.util.TreeSet<>(EXECUTORS.keySet()); }
     static long dropped() { return DROPPED.get(); }
     static long intervalMs() { return intervalMs; }
@@ -51,6 +57,7 @@ public final class SampleStore {
     static synchronized void clear() {
         ROWS.clear();
         PYTHON_WAIT.clear();
+        RUN_QUEUE_NS.clear();
         EXECUTORS.clear();
         DROPPED.set(0);
     }
