@@ -140,19 +140,25 @@ def find_bottleneck(profile: ExecutionProfile) -> Bottleneck:
     top_ids = level_critical_path(profile.top)
     path = expand(profile.top, top_ids)
     seconds = {r: 0.0 for r in CATEGORIES}
+    on_path = {p.path for p in path}
     for prof in path:
         for r, s in prof.resource_seconds.items():
+            if r == WAITING and _waits_on_the_path(prof, on_path):
+                # In a pipeline, an operator idling for its upstream on this path waits while that upstream
+                # works: the same seconds, already counted as the upstream's resource time.
+                continue
             seconds[r] += s
     total = profile.trace.application.duration
     covered = sum(p.path_time for p in path)
     unattributed = max(0.0, total - covered)
     resource = max(CATEGORIES, key=lambda r: seconds[r])
     result = Bottleneck(resource, seconds, unattributed, total, path, [profile.top.nodes[i] for i in top_ids])
-    if resource == WAITING and path:
+    if resource == WAITING and any(not _waits_on_the_path(p, on_path) for p in path):
         # Repeated operations (a training step's input wait, every step) are one place to look: by name.
         by_name: dict[str, float] = {}
         for prof in path:
-            by_name[prof.op.name] = by_name.get(prof.op.name, 0.0) + prof.resource_seconds[WAITING]
+            if not _waits_on_the_path(prof, on_path):
+                by_name[prof.op.name] = by_name.get(prof.op.name, 0.0) + prof.resource_seconds[WAITING]
         name = max(by_name, key=lambda n: by_name[n])
         waiter = max((p for p in path if p.op.name == name), key=lambda p: p.resource_seconds[WAITING])
         result.waiting_seconds = by_name[name]
@@ -166,6 +172,13 @@ def find_bottleneck(profile: ExecutionProfile) -> Bottleneck:
     return result
 
 
+def _waits_on_the_path(prof: OperationProfile, on_path: set[str]) -> bool:
+    if not prof.pipelined:
+        return False
+    prefix = f"{prof.parent_path}/" if prof.parent_path else ""
+    return any(f"{prefix}{parent}" in on_path for parent in prof.op.parents)
+
+
 def upstream_work(profile: ExecutionProfile, prof: OperationProfile) -> ResourceVector | None:
     """How what an operation waited on spent its own time, when that is known and was mostly work: the hook's
     ``waits_on_work``, else its upstream siblings' vectors weighted by their path time. None when what it
@@ -173,6 +186,9 @@ def upstream_work(profile: ExecutionProfile, prof: OperationProfile) -> Resource
     declared = _parse_work(prof.op.attributes.get(tr.ATTRIBUTE_WAITS_ON_WORK))
     if declared is not None:
         return declared
+    if not prof.pipelined:
+        # One after the other, an operation's parents had finished before it started: it did not wait on them.
+        return None
     upstream = [o for o in _siblings(profile, prof) if o.op.id in prof.op.parents]
     mean = weighted_mean((o.vector.vector, o.path_time) for o in upstream)
     if mean is None or mean.waiting >= 0.5:
@@ -205,7 +221,8 @@ def describe_waiting(profile: ExecutionProfile, prof: OperationProfile) -> tuple
 
     Measured backpressure points downstream; measured idle time, or waiting samples, of an operation with
     upstream siblings point at them; a source (nothing upstream) waited for its own input."""
-    siblings = _siblings(profile, prof)
+    # Only operations running at the same time as their neighbours (a pipeline) wait on them.
+    siblings = _siblings(profile, prof) if prof.pipelined else []
     downstream = [o.op.name for o in siblings if prof.op.id in o.op.parents]
     upstream = [o.op.name for o in siblings if o.op.id in prof.op.parents]
     if _sum_metric(prof, tr.METRIC_BACKPRESSURED_TIME) > _sum_metric(prof, tr.METRIC_IDLE_TIME) and downstream:

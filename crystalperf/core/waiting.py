@@ -73,12 +73,23 @@ _DELEGATE_READS = re.compile(
 _STREAM_FRAMES = re.compile(r"^(?:java\.io\.|java\.net\.|java\.nio\.|sun\.nio\.|jdk\.internal\.|sun\.net\.)")
 
 
+# A Flink source task's mailbox idling while its split fetcher thread reads: the wait is the fetcher's work.
+_DELEGATE_WAITS = re.compile(
+    r"^org\.apache\.flink\.streaming\.runtime\.tasks\.mailbox\.MailboxProcessor\."
+    r"processMailsWhenDefaultActionUnavailable$"
+)
+
+
 def delegates(frames: Sequence[tr.Frame], stack: Sequence[int]) -> bool:
-    """Whether the stack only reads back what another sampled process computes (see ``_DELEGATE_READS``)."""
+    """Whether the stack only waits for, or reads back, what another sampled thread or process does (see
+    ``_DELEGATE_READS``, ``_DELEGATE_WAITS``). Such samples are dropped only where that other thread was
+    sampled for the same operation."""
     for index in stack:
         name = frames[index].name
         if frames[index].language == "native" or name.startswith(("<native>", "[native]")):
             continue
+        if _DELEGATE_WAITS.match(name):
+            return True
         if is_plumbing(name) or _STREAM_FRAMES.match(name):
             continue
         return bool(_DELEGATE_READS.match(name))

@@ -298,3 +298,13 @@ def test_waiting_on_an_upstream_operator_that_computed_is_cpu_bound_through_it()
     # CPU dominates outright, so no resolving is needed; the waiting never becomes a resource.
     assert report["bottleneck"]["resource"] == "cpu"
     assert report["bottleneck"]["through_input"] is None
+
+
+def test_in_a_pipeline_waiting_for_the_upstream_on_the_path_is_not_counted_twice() -> None:
+    # Source computes 9 of its 10 s (measured CPU); the sink, running alongside, idles 9 of its 10 s for it.
+    source = op("src", 0, 10, tasks=[task("s0", 0, 10, run_time_s=10, cpu_time_s=9, idle_time_s=0)])
+    sink = op("sink", 0, 10, parents=["src"], tasks=[task("k0", 0, 10, run_time_s=10, idle_time_s=9, cpu_time_s=1)])
+    bottleneck = find_bottleneck(build_profile(make_trace([source, sink]), CLASSIFIER, locators=[]))
+    # path: src (cpu 9, waiting... none: idle 0; open 1 s -> CPU) then sink (cpu 1, waiting 9 dropped)
+    assert bottleneck.resource == "cpu"
+    assert bottleneck.seconds == pytest.approx({"cpu": 11.0, "disk": 0.0, "network": 0.0, "waiting": 0.0})

@@ -21,9 +21,14 @@ import pytest
 from crystalperf.core import trace as t
 from crystalperf.core.errors import BadInputError
 from crystalperf.integrations.flink import read_metrics, wait_for_metrics
-from crystalperf.integrations.flink.assemble import NO_PLAN_WARNING, SOURCE_WAITS_ON, chains_from_scopes
+from crystalperf.integrations.flink.assemble import (
+    NO_PLAN_WARNING,
+    SOURCE_WAITS_ON,
+    chains_from_scopes,
+    task_metrics,
+)
 from crystalperf.integrations.flink.finish import main as finish_main
-from crystalperf.integrations.flink.reader import find_plan, load_job, load_part, parts_ready
+from crystalperf.integrations.flink.reader import Scope, find_plan, load_job, load_part, parts_ready
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 LOCAL = DATA / "flink-sql-groupby"
@@ -255,6 +260,24 @@ def test_parts_are_ready_once_every_flushed_part_was_written_after_the_end(tmp_p
     copy = tmp_path / TM2_PART.name
     copy.write_text(json.dumps(early))
     assert not parts_ready([JM_PART, TM1_PART, copy])
+
+
+def test_parts_without_thread_roles_read_every_sample_as_the_task_threads() -> None:
+    # the golden parts predate roles: six fields a row
+    assert {row.thread for row in load_part(LOCAL_PART).samples} == {""}
+
+
+def test_a_fetched_sources_idle_time_is_left_to_its_fetchers_samples() -> None:
+    values = {"accumulateBusyTimeMs": 1000.0, "accumulateIdleTimeMs": 9000.0, "accumulateBackPressuredTimeMs": 500.0}
+    scope = Scope("Source: lines[1] -> Calc[2]", "", "0", 0, values)
+    # a task thread idle for its input: measured waiting, and its CPU time bounded by its busy time
+    assert task_metrics(scope, 4.0, 20.0) == {"run_time_s": 10.5, "idle_time_s": 9.0, "backpressured_time_s": 0.5,
+                                              "cpu_time_s": 1.0}
+    # a FLIP-27 source whose fetcher threads were sampled: the idle seconds were theirs to read in; the fetchers'
+    # CPU time (in the subtask's) is bounded by the time the subtask was not back-pressured
+    assert task_metrics(scope, 4.0, 20.0, fetched=True) == {"run_time_s": 10.5, "backpressured_time_s": 0.5,
+                                                            "cpu_time_s": 4.0}
+    assert task_metrics(scope, 12.0, 20.0, fetched=True)["cpu_time_s"] == 10.0
 
 
 def test_scopes_become_chains_without_the_job_scope() -> None:

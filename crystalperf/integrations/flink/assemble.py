@@ -5,7 +5,9 @@ operators (linearly otherwise), the streaming figures, and the stack samples per
 What Flink measures bounds the split (docs/architecture.md, "How a sampled second is attributed"): a
 subtask's ``run_time_s`` is its busy + idle + back-pressured time, idle (waiting for input) and
 back-pressured (waiting for downstream) are measured waiting, ``cpu_time_s`` is its threads' CPU time, and
-each task spans its deployment to its end as the reporter saw its metrics come and go.
+each task spans its deployment to its end as the reporter saw its metrics come and go. A FLIP-27 source reads
+in fetcher threads while its task thread, idle to Flink, waits for them: where they were sampled, that idle
+time is the fetchers' work (their samples split it), not waiting.
 
 :func:`read_metrics` is the entry point (``crystalperf import flink-metrics``).
 """
@@ -20,7 +22,7 @@ from pathlib import Path
 from crystalperf.core import trace as t
 from crystalperf.core.sampling import SampleTable
 from crystalperf.integrations.flink.config import INTEGRATION
-from crystalperf.integrations.flink.reader import Part, PlanNode, Scope, find_plan, load_job
+from crystalperf.integrations.flink.reader import FETCHER_ROLE, Part, PlanNode, Scope, find_plan, load_job
 
 PUSH_TO_OPERATOR = "ChainingOutput.pushToOperator"
 # Frames of the Java side of PyFlink's Python operators (process mode: the UDFs run in worker processes)
@@ -151,10 +153,14 @@ def task_span(scope: Scope, job: Part) -> tuple[float, float]:
     return max(start, job.start), max(min(end, job.end), max(start, job.start))
 
 
-def task_metrics(scope: Scope, cpu: float | None, span: float) -> dict[str, float]:
+def task_metrics(scope: Scope, cpu: float | None, span: float, fetched: bool = False) -> dict[str, float]:
     """The subtask's measured times: run = busy + idle + back-pressured, each waiting a part of it, and its
     threads' CPU time bounded by the busy time (CPU spent before the mailbox loop, compiling generated code,
-    is in no Flink timer)."""
+    is in no Flink timer).
+
+    ``fetched``: the subtask's source read in fetcher threads that were sampled. Its task thread's idle time
+    is then the time it waited for them to read, which their samples split (a disk read, a parse, or really
+    nothing to read); their CPU time is in ``cpu`` and bounded by the time the subtask was not back-pressured."""
     values = scope.values
     busy = values.get("accumulateBusyTimeMs")
     backpressured = values.get("accumulateBackPressuredTimeMs", 0.0) / 1000.0
@@ -163,7 +169,10 @@ def task_metrics(scope: Scope, cpu: float | None, span: float) -> dict[str, floa
         idle = values.get("accumulateIdleTimeMs", 0.0) / 1000.0
         working = busy / 1000.0
         metrics[t.METRIC_RUN_TIME] = working + idle + backpressured
-        metrics[t.METRIC_IDLE_TIME] = idle
+        if fetched:
+            working += idle
+        else:
+            metrics[t.METRIC_IDLE_TIME] = idle
     else:
         # A legacy source (its own thread, outside the mailbox) reports no busy time and an idle time of 0 that
         # says nothing: it ran from deployment to its end, and its threads' states say how it spent that time.
@@ -178,12 +187,19 @@ def task_metrics(scope: Scope, cpu: float | None, span: float) -> dict[str, floa
     return metrics
 
 
+def fetched_subtasks(job: Part) -> set[tuple[str, str]]:
+    """(task name, subtask) of the subtasks whose source's fetcher threads were sampled."""
+    return {(row.task_name, row.subtask) for row in job.samples if row.thread == FETCHER_ROLE}
+
+
 def chain_tasks(chain: Chain, job: Part) -> list[t.Task]:
     """One task per subtask of the chain, spanning its deployment to its end, with its measured times."""
     tasks = []
+    fetched = fetched_subtasks(job)
     for scope in sorted(chain.tasks.values(), key=lambda s: s.index):
         start, end = task_span(scope, job)
-        metrics = task_metrics(scope, job.thread_cpu.get((chain.name, scope.subtask)), end - start)
+        metrics = task_metrics(scope, job.thread_cpu.get((chain.name, scope.subtask)), end - start,
+                               (chain.name, scope.subtask) in fetched)
         tasks.append(t.Task(id=f"{chain.name}#{scope.subtask}", index=scope.index, start=start, end=end,
                             metrics=metrics))
     return tasks
@@ -305,10 +321,12 @@ def _frames(table: SampleTable, stack: str) -> tuple[list[int], int]:
 
 
 def samples_of(job: Part, chain_ids: dict[str, str], operator_ids: dict[str, list[str]]) -> t.StackSamples | None:
-    """Task-thread stacks the reporter aggregated per (chain, subtask, bucket, thread state); top frame first.
+    """Stacks the reporter aggregated per (chain, subtask, bucket, thread state, thread role); top frame first.
 
     Each row counts for its chain and, again, for the operator of the chain it was in: a record enters
-    the n-th chained operator through n nested ``ChainingOutput.pushToOperator`` calls.
+    the n-th chained operator through n nested ``ChainingOutput.pushToOperator`` calls. A source's fetcher
+    threads read for the chain's head operator; their samples keep their role (thread ``fetcher``) in both
+    keys, so the analysis can tell the task thread's waits for them from the fetchers' own work.
     """
     if not job.samples:
         return None
@@ -323,11 +341,12 @@ def samples_of(job: Part, chain_ids: dict[str, str], operator_ids: dict[str, lis
         stack = table.stack_id(frame_ids, row.state)
         when = row.origin + (row.bucket + 0.5) * job.sample_bucket_s
         task = f"{row.task_name}#{row.subtask}"
-        table.add(t.SampleKey(operation=chain, task=task), stack, when, row.count)
+        table.add(t.SampleKey(operation=chain, task=task, thread=row.thread or None), stack, when, row.count)
         members = operator_ids.get(chain) or []
         if len(members) > 1:
-            operator = members[min(depth, len(members) - 1)]
-            table.add(t.SampleKey(operation=operator, task=task, thread="operator"), stack, when, row.count)
+            operator = members[0 if row.thread else min(depth, len(members) - 1)]
+            table.add(t.SampleKey(operation=operator, task=task, thread=row.thread or "operator"), stack, when,
+                      row.count)
     return table.to_samples()
 
 

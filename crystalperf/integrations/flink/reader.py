@@ -4,9 +4,10 @@ recorded plan that names the job's operators, and wait until a job's parts hold 
 The reporter (``java/``) writes one part per process and job, ``crystalperf-flink-<job_id>.<pid>.json``:
 the scopes it saw (job / task = operator chain / operator, per subtask) with when their metrics were
 registered and removed (a task's lifetime), the final value of each numeric metric per scope, the CPU time
-of the task threads and the process, the classpath the job's code was loaded from, and the stack samples
-it aggregated per (chain, subtask, 1 s bucket, thread state, stack). Version 1 parts (no thread states,
-lifetimes or classpath) are still read. :func:`crystalperf.integrations.flink.record_plan` writes the job
+of the subtasks' threads and the process, the classpath the job's code was loaded from, and the stack samples
+it aggregated per (chain, subtask, 1 s bucket, thread state, thread role, stack): the role is empty for the
+task thread (and a legacy source's thread), ``fetcher`` for the threads a FLIP-27 source reads in. Version 1
+parts (no thread states, lifetimes or classpath) and parts without roles are still read. :func:`crystalperf.integrations.flink.record_plan` writes the job
 graph beside them as ``crystalperf-flink-plan-<hash>.json``. Standard library only: reading the files
 needs no PyFlink.
 """
@@ -30,6 +31,8 @@ from crystalperf.core.trace import THREAD_STATES
 log = logging.getLogger(__name__)
 
 FORMAT = "crystalperf-flink-metrics"
+# The role of the samples of the threads a FLIP-27 source reads in ("Source Data Fetcher for <task thread>").
+FETCHER_ROLE = "fetcher"
 PLAN_FORMAT = "crystalperf-flink-plan"
 PLAN_PREFIX = "crystalperf-flink-plan-"
 
@@ -59,6 +62,7 @@ class SampleRow:
     count: int
     origin: float  # the sample origin of the process that took it: each process buckets from its own
     state: str = ""  # the thread's state (JVM Thread.State lower-cased); "": unknown (version 1 parts)
+    thread: str = ""  # the thread's role: "" the task thread, FETCHER_ROLE a FLIP-27 source's fetcher
 
 
 @dataclass
@@ -73,7 +77,7 @@ class Part:
     complete: bool  # no metric of the job left in that process when it was written
     written: float
     scopes: list[Scope]
-    thread_cpu: dict[tuple[str, str], float]  # (task name, subtask) -> CPU seconds of its thread
+    thread_cpu: dict[tuple[str, str], float]  # (task name, subtask) -> CPU seconds of its threads
     process_cpu_s: float | None  # CPU the process used while the job ran
     cpu_count: int  # 0: unknown
     dropped_metrics: int
@@ -137,10 +141,15 @@ def _state(rest: list[Any]) -> str:
     return state if state in THREAD_STATES else ""  # a state this version does not know: unknown
 
 
+def _role(rest: list[Any]) -> str:
+    return str(rest[1]) if len(rest) > 1 and rest[1] else ""
+
+
 def _samples(doc: dict[str, Any], origin: float) -> list[SampleRow]:
     try:
         return [
-            SampleRow(str(task), str(subtask), int(bucket), str(stack), int(count), origin, _state(rest))
+            SampleRow(str(task), str(subtask), int(bucket), str(stack), int(count), origin, _state(rest),
+                      _role(rest))
             for task, subtask, bucket, stack, count, *rest in doc.get("samples") or []
         ]
     except (TypeError, ValueError) as exc:

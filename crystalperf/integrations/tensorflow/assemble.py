@@ -261,12 +261,13 @@ def pipeline_work(timeline: Timeline) -> tuple[float, float, float]:
     return cpu, disk, net
 
 
-def _pipeline_work_is_known(timeline: Timeline) -> bool:
-    """Whether the kernel kinds say what the pipeline spent its time on: not when Python functions
-    (``py_function``) did much of it, whose time may be computing, reading or sleeping alike."""
+def _pipeline_work_is_known(timeline: Timeline, waited_s: float) -> bool:
+    """Whether the kernel kinds say what the pipeline spent the steps' waits on: not when Python functions
+    (``py_function``) did much of it, whose time may be computing, reading or sleeping alike, and not when
+    the work the profiler saw explains less than half of what the steps waited."""
     total = sum(pipeline_work(timeline))
     python = sum(op.duration for op in timeline.input_threads if PYTHON_KERNEL.search(op.op_type))
-    return total > 0 and python < 0.1 * total
+    return total > 0 and python < 0.1 * total and total >= 0.5 * waited_s
 
 
 def pipeline_split(timeline: Timeline) -> tuple[float, float, float]:
@@ -390,7 +391,8 @@ def step_operations(rec: Recording, table: SampleTable) -> tuple[list[tr.Operati
     # storage can make any step wait.
     has_pipeline = any(e.waits for e in events) or any(e.pipeline for e in events)
     split = pipeline_split(rec.timeline) if rec.timeline is not None else (1.0, 0.0, 0.0)
-    work_known = rec.timeline is not None and _pipeline_work_is_known(rec.timeline)
+    waited_s = sum(d for e in events for _, d in e.waits)
+    work_known = rec.timeline is not None and _pipeline_work_is_known(rec.timeline, waited_s)
     waited_on = waits_on(rec.timeline)
     labels = [[op_group(op.node, rec.layer_names) for op in e.compute] for e in events]
     folded = _minor_groups([e.compute for e in events], labels)

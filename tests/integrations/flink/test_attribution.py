@@ -1,6 +1,7 @@
 """Faithful attribution on real PyFlink SQL jobs configured from ``crystalperf flink-conf``: a job that hashes
 every row as fast as datagen makes them is CPU-bound; a job whose datagen source is rate-limited waited for
-its input (never disk or network); no top function is plumbing; Flink's frames are located from its jars."""
+its input (never disk or network); a FLIP-27 file source's reading, done in its fetcher thread, is its
+subtask's work, not waiting; no top function is plumbing; Flink's frames are located from its jars."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 from crystalperf.core import trace as t
 from crystalperf.integrations import flink as cpflink
 from crystalperf.integrations.flink.assemble import SOURCE_WAITS_ON
+from crystalperf.integrations.flink.reader import FETCHER_ROLE
 
 from .reports import plumbing_top_functions
 
@@ -93,6 +95,26 @@ def throttled_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def file_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("pyflink")
+    out = tmp_path_factory.mktemp("flink-file")
+    data = out / "lines.csv"
+    # 64 MB of lines, just written so read from the page cache: the fetcher thread parses CSV as fast as it can
+    line = ("x" * 99 + "\n").encode()
+    with data.open("wb") as f:
+        for _ in range(640):
+            f.write(line * 1000)
+    env = _table_env(_conf_from_cli(out), streaming=True)
+    env.execute_sql(f"CREATE TABLE lines (line STRING) WITH ('connector'='filesystem', 'path'='file://{data}', "
+                    "'format'='csv', 'csv.field-delimiter'='|')")
+    env.execute_sql("CREATE TABLE snk (line STRING) WITH ('connector'='blackhole')")
+    statement = "INSERT INTO snk SELECT line FROM lines WHERE line LIKE '%zzzz%'"
+    assert cpflink.record_plan(env, out, statement) is not None
+    env.execute_sql(statement).wait()
+    return out
+
+
 def test_a_cpu_bound_sql_job_is_cpu_bound(cpu_job: Path) -> None:
     report = _report(cpu_job)
     assert report["bottleneck"]["resource"] == "cpu", report["bottleneck"]["sentence"]
@@ -136,4 +158,26 @@ def test_a_rate_limited_source_is_waiting_for_its_input(throttled_job: Path) -> 
     assert task[t.METRIC_IDLE_TIME] > task[t.METRIC_RUN_TIME] / 2
     # both chains ran for the whole job, and their tasks say so rather than the job's span by default
     assert source.tasks[0].end - source.tasks[0].start > 10
+    assert plumbing_top_functions(report) == []
+
+
+def test_a_file_sources_fetcher_thread_is_sampled_as_its_subtasks_work(file_job: Path) -> None:
+    report = _report(file_job)
+    trace = _trace(file_job)
+    samples = trace.samples
+    assert samples is not None
+    source = trace.operations[0]
+    assert source.name.startswith("Source: lines")
+    # the fetcher's stacks are keyed to the source chain's subtask, with their role, and show the reading
+    fetched = [(samples.keys[k], samples.stacks[s]) for k, s in zip(samples.key, samples.stack, strict=True)
+               if samples.keys[k].thread == FETCHER_ROLE]
+    assert fetched and {key.operation for key, _ in fetched} == {source.id, source.children[0].id}
+    assert {key.task for key, _ in fetched} == {source.tasks[0].id}
+    names = {samples.frames[f].name for _, stack in fetched for f in stack}
+    assert "org.apache.flink.connector.file.src.impl.FileSourceSplitReader.fetch" in names
+    # the task thread's idle time was its wait for the fetcher, whose samples split it: not measured waiting;
+    # the fetcher's CPU time counts in the subtask's
+    task = source.tasks[0].metrics
+    assert t.METRIC_IDLE_TIME not in task and task[t.METRIC_CPU_TIME] > 0
+    assert report["bottleneck"]["resource"] == "cpu", report["bottleneck"]["sentence"]
     assert plumbing_top_functions(report) == []

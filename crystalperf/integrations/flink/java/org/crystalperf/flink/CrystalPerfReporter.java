@@ -50,6 +50,11 @@ public class CrystalPerfReporter implements MetricReporter {
     private int maxSampleRowsPerJob = 50_000;
     private static final int MAX_STACK_DEPTH = 64;
     private static final String LEGACY_SOURCE_THREAD = "Legacy Source Thread - ";
+    /** A FLIP-27 source reads in these threads (SplitFetcherManager names them after the task thread); the
+     * task thread only waits for what they fetched. */
+    private static final String FETCHER_THREAD = "Source Data Fetcher for ";
+    /** The thread role of a fetcher's samples (the task thread's role is empty). */
+    private static final String FETCHER_ROLE = "fetcher";
     /** Bounds the recorded classpath of a job (entries beyond it are left out). */
     private static final int MAX_CLASSPATH_ENTRIES = 10_000;
     private static final long PROCESS_ID = ProcessHandle.current().pid();
@@ -91,8 +96,9 @@ public class CrystalPerfReporter implements MetricReporter {
         final double firstSeen = System.currentTimeMillis() / 1000.0;
         /** CPU time of this whole process when the job was first seen (ns, -1 when unknown). */
         final long processCpuAtStart = processCpuNanos();
-        /** Latest CPU time (ns) of each task thread, "task_name\u0001subtask\u0001thread id" -> ns, seen by the
-         * sampler: a legacy source's subtask runs on two threads (the task's and the source's). */
+        /** Latest CPU time (ns) of each thread of a subtask, "task_name\u0001subtask\u0001thread id" -> ns, seen by
+         * the sampler: a legacy source's subtask runs on two threads (the task's and the source's), a FLIP-27
+         * source's on its task thread and its fetcher threads. */
         final Map<String, Long> threadCpu = new HashMap<>();
         /** Scope key -> {when its first metric was registered, when its last was removed} (s, 0: not yet):
          * a task's metric group lives from the task's deployment to its end. */
@@ -174,6 +180,7 @@ public class CrystalPerfReporter implements MetricReporter {
         List<Long> ids = new ArrayList<>();
         List<String[]> owners = new ArrayList<>();
         List<Boolean> legacy = new ArrayList<>();
+        List<String> roles = new ArrayList<>();
         java.util.Set<String[]> withLegacyThread =
                 java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
         for (ThreadInfo info : mx.getThreadInfo(mx.getAllThreadIds(), 0)) {
@@ -183,8 +190,11 @@ public class CrystalPerfReporter implements MetricReporter {
             String name = info.getThreadName();
             // Legacy sources (SQL datagen, from_collection) run the source and its chained operators here.
             boolean isLegacy = name.startsWith(LEGACY_SOURCE_THREAD);
+            boolean isFetcher = !isLegacy && name.startsWith(FETCHER_THREAD);
             if (isLegacy) {
                 name = name.substring(LEGACY_SOURCE_THREAD.length());
+            } else if (isFetcher) {
+                name = name.substring(FETCHER_THREAD.length());
             }
             int paren = name.lastIndexOf(" (");
             int slash = name.indexOf('/', paren + 1);
@@ -196,6 +206,7 @@ public class CrystalPerfReporter implements MetricReporter {
                 ids.add(info.getThreadId());
                 owners.add(owner);
                 legacy.add(isLegacy);
+                roles.add(isFetcher ? FETCHER_ROLE : "");
                 if (isLegacy) {
                     withLegacyThread.add(owner);
                 }
@@ -206,7 +217,7 @@ public class CrystalPerfReporter implements MetricReporter {
         }
         long[] idArray = ids.stream().mapToLong(Long::longValue).toArray();
         ThreadInfo[] infos = mx.getThreadInfo(idArray, MAX_STACK_DEPTH);
-        // A task thread lives for one task attempt, so its CPU time is the task's own CPU time.
+        // A task thread (and a fetcher thread) lives for one task attempt, so its CPU time is the task's own.
         long[] cpu = new long[idArray.length];
         for (int i = 0; i < idArray.length; i++) {
             cpu[i] = mx.isThreadCpuTimeSupported() ? mx.getThreadCpuTime(idArray[i]) : -1;
@@ -250,7 +261,9 @@ public class CrystalPerfReporter implements MetricReporter {
                 }
                 // The thread's state is part of the stack's identity: the same frames run or wait.
                 String state = infos[i].getThreadState().name().toLowerCase(java.util.Locale.ROOT);
-                String row = owner[1] + "\u0001" + owner[2] + "\u0001" + bucket + "\u0001" + state + "\u0001" + stack;
+                // A fetcher's samples keep their role: the analysis drops the task thread's waits for them.
+                String row = owner[1] + "\u0001" + owner[2] + "\u0001" + bucket + "\u0001" + state + "\u0001"
+                        + roles.get(i) + "\u0001" + stack;
                 Long count = job.samples.get(row);
                 if (count != null) {
                     job.samples.put(row, count + 1);
@@ -516,7 +529,8 @@ public class CrystalPerfReporter implements MetricReporter {
                 }
                 w.write(",\"cpu_count\":" + Runtime.getRuntime().availableProcessors());
                 w.write(",\"thread_cpu\":[");
-                // A subtask's threads (a legacy source's two, restarted attempts') add up to its CPU time.
+                // A subtask's threads (a legacy source's two, a FLIP-27 source's fetchers, restarted attempts')
+                // add up to its CPU time.
                 Map<String, Long> subtaskCpu = new LinkedHashMap<>();
                 for (Map.Entry<String, Long> e : job.threadCpu.entrySet()) {
                     subtaskCpu.merge(e.getKey().substring(0, e.getKey().lastIndexOf('\u0001')), e.getValue(), Long::sum);
@@ -580,9 +594,10 @@ public class CrystalPerfReporter implements MetricReporter {
                         + ",\"samples\":[");
                 int n = 0;
                 for (Map.Entry<String, Long> row : job.samples.entrySet()) {
-                    String[] parts = row.getKey().split("\u0001", 5);
+                    String[] parts = row.getKey().split("\u0001", 6);
                     w.write((n++ > 0 ? "," : "") + "[" + quote(parts[0]) + "," + quote(parts[1]) + "," + parts[2] + ","
-                            + quote(parts[4]) + "," + row.getValue() + "," + quote(parts[3]) + "]");
+                            + quote(parts[5]) + "," + row.getValue() + "," + quote(parts[3]) + "," + quote(parts[4])
+                            + "]");
                 }
                 w.write("]}\n");
             }
