@@ -1,0 +1,91 @@
+"""The Spark jobs of the fidelity benchmark, run as ``python -m bench.fidelity.spark_jobs CONFIG_JSON``
+with the Spark environment's Python (the harness starts it inside the job's cgroups).
+
+Each job is a fresh local[2] application with the crystalperf listener and executor plugin, configured
+as a user would (``crystalperf.integrations.spark.configure``). The measured window is the job's
+actions; ``OPERATION <resource> <line>`` lines name, by the source line of each action, the resource its
+stages use by construction (Spark names a stage after the line of the action that ran it).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+import time
+import urllib.request
+from typing import Any
+
+from bench.fidelity.probe import Window
+
+
+def here(resource: str) -> None:
+    """Declare the resource of the action on the caller's next line."""
+    frame = inspect.currentframe()
+    assert frame is not None and frame.f_back is not None
+    print(f"OPERATION {resource} spark_jobs.py:{frame.f_back.f_lineno + 1}", flush=True)
+
+
+def python_cpu(x: int) -> int:
+    acc = x
+    for i in range(6000):
+        acc = (acc * 31 + i) % 1_000_003
+    return acc
+
+
+def fetch(url: str, chunks: list[int]) -> Any:
+    def read(_: Any) -> Any:
+        total = 0
+        for n in chunks:
+            with urllib.request.urlopen(f"{url}/bytes/{n}") as answer:
+                while block := answer.read(1 << 16):
+                    total += len(block)
+        yield total
+    return read
+
+
+def sleepy(x: int) -> int:
+    time.sleep(0.1)
+    return x
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    from pyspark.sql import SparkSession
+
+    from crystalperf.integrations.spark import configure
+    builder = (SparkSession.builder.master("local[2]").appName("fidelity-" + config["job"])
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "4").config("spark.sql.adaptive.enabled", "false"))
+    spark = configure(builder, output_dir=config["out"]).getOrCreate()
+    sc = spark.sparkContext
+    sc.parallelize(range(100), 2).map(lambda x: x + 1).sum()  # Python workers up, outside the window
+    job, p = config["job"], config["params"]
+    with Window(config, slots=2):
+        if job in ("cpu", "mixed"):
+            df = spark.range(0, p["rows"], numPartitions=4).selectExpr(
+                "id % 1009 AS k", "sha2(sha2(cast(id AS string), 256), 512) AS h")
+            here("cpu")
+            df.groupBy("k").agg({"h": "max"}).collect()
+        if job in ("disk", "mixed"):
+            lines = spark.read.text(config["files"][0])
+            # collect, not count: a DataFrame count() is named after a Java call site, not this line
+            here("disk")
+            lines.filter("value LIKE '%zzzz%'").groupBy().count().collect()
+        if job == "network":
+            here("network")
+            sc.parallelize(range(4), 4).mapPartitions(fetch(config["url"], p["chunks"])).sum()
+        if job == "idle":
+            here("waiting")
+            sc.parallelize(range(p["sleeps"]), 4).map(sleepy).sum()
+        if job == "pyudf":
+            from pyspark.sql.functions import udf
+            slow = udf(python_cpu, "long")
+            frame = spark.range(0, p["rows"], numPartitions=4).select(slow("id").alias("v"))
+            here("cpu")
+            frame.agg({"v": "max"}).collect()
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
