@@ -8,7 +8,7 @@ The trace is built as the JSON document the listener writes too, then validated 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -195,18 +195,11 @@ def add_worker_cpu(trace: tr.Trace, cpu: dict[tuple[str, str], float]) -> None:
     seconds are kept apart too (``python_cpu_time_s``); the sum stays within the task's run time, of which
     it is a part (the JVM thread and the worker overlap when they pipeline).
     """
-    if not cpu:
-        return
-    for op in trace.iter_operations():
-        for task in op.tasks:
-            seconds = cpu.get((op.id, task.id))
-            if seconds is None:
-                continue
-            m = task.metrics
-            m[METRIC_PYTHON_CPU_TIME] = seconds
-            total = m.get(tr.METRIC_CPU_TIME, 0.0) + seconds
-            run = m.get(tr.METRIC_RUN_TIME)
-            m[tr.METRIC_CPU_TIME] = min(total, run) if run is not None and run > 0 else total
+    def room(m: dict[str, float]) -> float | None:
+        run = m.get(tr.METRIC_RUN_TIME)
+        return run if run is not None and run > 0 else None
+
+    _add_worker_seconds(trace, cpu, METRIC_PYTHON_CPU_TIME, tr.METRIC_CPU_TIME, room)
 
 
 def add_worker_cpu_wait(trace: tr.Trace, waits: dict[tuple[str, str], float]) -> None:
@@ -218,17 +211,24 @@ def add_worker_cpu_wait(trace: tr.Trace, waits: dict[tuple[str, str], float]) ->
     task's CPU time and run-queue delay together stay within its run time (a thread is either on a core or
     queued for one, never both).
     """
-    if not waits:
-        return
+    def room(m: dict[str, float]) -> float | None:
+        run = m.get(tr.METRIC_RUN_TIME)
+        return max(0.0, run - m.get(tr.METRIC_CPU_TIME, 0.0)) if run is not None and run > 0 else None
+
+    _add_worker_seconds(trace, waits, METRIC_PYTHON_CPU_WAIT_TIME, tr.METRIC_CPU_WAIT_TIME, room)
+
+
+def _add_worker_seconds(trace: tr.Trace, per_task: dict[tuple[str, str], float], kept_as: str, metric: str,
+                        room: Callable[[dict[str, float]], float | None]) -> None:
+    """Add the workers' seconds of each (operation, task) to the task's ``metric``, within the limit ``room``
+    gives (None: no limit known), and keep them apart as ``kept_as``."""
     for op in trace.iter_operations():
         for task in op.tasks:
-            seconds = waits.get((op.id, task.id))
+            seconds = per_task.get((op.id, task.id))
             if seconds is None:
                 continue
             m = task.metrics
-            m[METRIC_PYTHON_CPU_WAIT_TIME] = seconds
-            total = m.get(tr.METRIC_CPU_WAIT_TIME, 0.0) + seconds
-            run = m.get(tr.METRIC_RUN_TIME)
-            if run is not None and run > 0:
-                total = min(total, max(0.0, run - m.get(tr.METRIC_CPU_TIME, 0.0)))
-            m[tr.METRIC_CPU_WAIT_TIME] = total
+            m[kept_as] = seconds
+            total = m.get(metric, 0.0) + seconds
+            limit = room(m)
+            m[metric] = min(total, limit) if limit is not None else total
