@@ -140,10 +140,10 @@ def find_bottleneck(profile: ExecutionProfile) -> Bottleneck:
     top_ids = level_critical_path(profile.top)
     path = expand(profile.top, top_ids)
     seconds = {r: 0.0 for r in CATEGORIES}
-    on_path = {p.path for p in path}
+    on_path = {p.path for p in path} | {p.path for p in path_ancestors(profile, path)}
     for prof in path:
         for r, s in prof.resource_seconds.items():
-            if r == WAITING and _waits_on_the_path(prof, on_path):
+            if r == WAITING and _waits_on_the_path(profile, prof, on_path):
                 # In a pipeline, an operator idling for its upstream on this path waits while that upstream
                 # works: the same seconds, already counted as the upstream's resource time.
                 continue
@@ -153,11 +153,11 @@ def find_bottleneck(profile: ExecutionProfile) -> Bottleneck:
     unattributed = max(0.0, total - covered)
     resource = max(CATEGORIES, key=lambda r: seconds[r])
     result = Bottleneck(resource, seconds, unattributed, total, path, [profile.top.nodes[i] for i in top_ids])
-    if resource == WAITING and any(not _waits_on_the_path(p, on_path) for p in path):
+    if resource == WAITING and any(not _waits_on_the_path(profile, p, on_path) for p in path):
         # Repeated operations (a training step's input wait, every step) are one place to look: by name.
         by_name: dict[str, float] = {}
         for prof in path:
-            if not _waits_on_the_path(prof, on_path):
+            if not _waits_on_the_path(profile, prof, on_path):
                 by_name[prof.op.name] = by_name.get(prof.op.name, 0.0) + prof.resource_seconds[WAITING]
         name = max(by_name, key=lambda n: by_name[n])
         waiter = max((p for p in path if p.op.name == name), key=lambda p: p.resource_seconds[WAITING])
@@ -172,11 +172,29 @@ def find_bottleneck(profile: ExecutionProfile) -> Bottleneck:
     return result
 
 
-def _waits_on_the_path(prof: OperationProfile, on_path: set[str]) -> bool:
-    if not prof.pipelined:
-        return False
-    prefix = f"{prof.parent_path}/" if prof.parent_path else ""
-    return any(f"{prefix}{parent}" in on_path for parent in prof.op.parents)
+def _waits_on_the_path(profile: ExecutionProfile, prof: OperationProfile, on_path: set[str]) -> bool:
+    """Whether the operation, or the operation it is part of (a chained operator's chain), runs in a pipeline
+    behind an upstream sibling that lies on the critical path too (``on_path`` holds the path's operations
+    and their ancestors)."""
+    node: OperationProfile | None = prof
+    while node is not None:
+        if node.pipelined:
+            prefix = f"{node.parent_path}/" if node.parent_path else ""
+            if any(f"{prefix}{parent}" in on_path for parent in node.op.parents):
+                return True
+        node = profile.by_path.get(node.parent_path) if node.parent_path else None
+    return False
+
+
+def path_ancestors(profile: ExecutionProfile, path: list[OperationProfile]) -> list[OperationProfile]:
+    """The operations the path's operations are part of (a stage's job, an operator's chain)."""
+    found: dict[str, OperationProfile] = {}
+    for prof in path:
+        parent = prof.parent_path
+        while parent is not None and parent not in found and parent in profile.by_path:
+            found[parent] = profile.by_path[parent]
+            parent = found[parent].parent_path
+    return list(found.values())
 
 
 def upstream_work(profile: ExecutionProfile, prof: OperationProfile) -> ResourceVector | None:
