@@ -305,7 +305,7 @@ def _metric(metrics: dict[str, float], name: str) -> float:
 _DISK_BYTES = (tr.METRIC_INPUT_BYTES, tr.METRIC_OUTPUT_BYTES, tr.METRIC_SPILL_DISK_BYTES, tr.METRIC_SHUFFLE_WRITE_BYTES)
 _NETWORK_BYTES = (tr.METRIC_SHUFFLE_REMOTE_READ_BYTES, tr.METRIC_NETWORK_BYTES)
 _WAITING_METRICS = (tr.METRIC_IDLE_TIME, tr.METRIC_BACKPRESSURED_TIME, tr.METRIC_WAIT_TIME)
-# category -> the metrics that measure (a lower bound of) its time; CPU time is the whole of the CPU.
+# category -> the metrics that measure (a lower bound of) its time.
 _MEASURES = {
     "waiting": _WAITING_METRICS,
     "cpu": (tr.METRIC_CPU_TIME, tr.METRIC_CPU_WAIT_TIME),
@@ -341,9 +341,10 @@ class Measurement:
 def measure(units: Iterable[tuple[float, dict[str, float]]], *, waiting: bool = True) -> Measurement | None:
     """The measured parts of (wall duration, metrics) units; None when nothing of their time was measured.
 
-    Each unit's parts are clipped to its run time in the order waiting, CPU, network, disk: waiting and CPU
-    are measured whole (a thread is idle or on CPU or neither), fetch wait and shuffle-write time are lower
-    bounds of the network's and the disk's time."""
+    Each unit's parts are clipped to its run time in the order waiting, CPU (CPU time plus run-queue delay),
+    network, disk. Each is a lower bound of its category's time (a thread can want a core its CPU time does
+    not show; fetch wait and shuffle-write time are parts of the network's and the disk's); how far the
+    samples may add to them is :func:`bounded_vector`'s business."""
     result = Measurement()
     any_measured = False
     cpu_in_any_unit = False
