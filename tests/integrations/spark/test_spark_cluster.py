@@ -120,6 +120,13 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def test_executor_lost_mid_job_leaves_the_application_alone(standalone_cluster: tuple, tmp_path: Path) -> None:
     import signal
 
@@ -138,7 +145,7 @@ spark = configure(builder).getOrCreate()
 deadline = time.time() + 60
 while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < 3 and time.time() < deadline:
     time.sleep(0.5)
-print("RUNNING", flush=True)
+print("RUNNING", spark.sparkContext.applicationId, flush=True)
 def slow(x):
     time.sleep(0.05)
     return x
@@ -148,14 +155,16 @@ spark.stop()
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
     app = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.DEVNULL, text=True)
-    lines = []
+    app_id = ""
     for line in app.stdout:
-        lines.append(line)
         if line.startswith("RUNNING"):
+            app_id = line.split()[1]
             break
     time.sleep(4)
-    executors = [c for w in workers for c in _children(w.pid)]
-    assert executors, "no executor process found under the workers"
+    # The module's cluster ran other applications before: their executors may still be shutting down under
+    # the same workers, and killing one of those would leave this application untouched.
+    executors = [c for w in workers for c in _children(w.pid) if app_id and app_id in _cmdline(c)]
+    assert executors, f"no executor of {app_id} found under the workers"
     os.kill(executors[0], signal.SIGKILL)
     rest, _ = app.communicate(timeout=300)
     assert app.returncode == 0
