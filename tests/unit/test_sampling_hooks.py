@@ -12,8 +12,25 @@ from crystalperf.core.sampling import PythonStackSampler, SampleTable, ThreadSta
 from crystalperf.core.synthetic import spark_like_trace
 
 
-def busy_checksum(stop: threading.Event) -> None:
-    while not stop.is_set():
+class StopFlag:
+    """A plain attribute, not threading.Event: Event.is_set is Python code of threading.py, and a sample
+    taken inside it would make the worker's top frame the standard library's."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+        self._event = threading.Event()
+
+    def set(self) -> None:
+        self.stopped = True
+        self._event.set()
+
+    def wait(self) -> None:
+        """Parks the calling thread until set (for a thread that should sample as waiting)."""
+        self._event.wait()
+
+
+def busy_checksum(stop: StopFlag) -> None:
+    while not stop.stopped:
         sum(i * i for i in range(1000))
 
 
@@ -26,7 +43,7 @@ class FakeClock:
 
 
 def test_sampler_attributes_a_worker_threads_function_to_its_operation():
-    stop = threading.Event()
+    stop = StopFlag()
     worker = threading.Thread(target=busy_checksum, args=(stop,), name="worker-1")
     worker.start()
     clock = FakeClock()
@@ -97,7 +114,7 @@ def _sample_until(sampler: PythonStackSampler, done, limit_s: float = 20.0) -> N
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="thread CPU time is read from Linux's /proc")
 def test_a_spinning_thread_samples_runnable_and_a_parked_one_waiting():
-    stop = threading.Event()
+    stop = StopFlag()
     spinning = threading.Thread(target=busy_checksum, args=(stop,), name="spinning")
     parked = threading.Thread(target=stop.wait, name="parked")
     spinning.start()
