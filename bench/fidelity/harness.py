@@ -29,6 +29,10 @@ REPORT = "crystalperf-report.json"
 TRACE_NAMES = ("crystalperf-trace.json.gz", "crystalperf-trace.json")
 
 
+# A Spark disk action's stages that read the file: the one after its shuffle (adding up partial counts) does
+# not touch the disk by construction, whatever line it is named after.
+_SCANS = ("rdd_lineage", r"FileScanRDD|HadoopRDD")
+
 @dataclass
 class JobSpec:
     framework: str
@@ -141,8 +145,9 @@ def run_job(spec: JobSpec, python: str, data_dir: Path, out_root: Path, log: Cal
     if window is None:
         result.error = "the job printed no FIDELITY line"
         return result
-    truths = list(spec.operations) + [OperationTruth(_escape(loc), res) for res, loc in
-                                      (x.split()[1:3] for x in stdout.splitlines() if x.startswith("OPERATION "))]
+    truths = list(spec.operations) + [OperationTruth(_escape(loc), res, _SCANS if res == "disk" else None)
+                                      for res, loc in (x.split()[1:3] for x in stdout.splitlines()
+                                                       if x.startswith("OPERATION "))]
     measurement = Measurement(wall_s=window["wall_s"], slots=int(window.get("slots", spec.slots)),
                               cpu_s=window.get("cpu_s", 0.0), read_bytes=window.get("read_bytes", 0.0),
                               read_bps=spec.read_bps, rx_bytes=window.get("rx_bytes", 0.0),

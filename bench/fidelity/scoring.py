@@ -85,6 +85,9 @@ class OperationTruth:
 
     pattern: str
     resource: str
+    # (attribute, regular expression): only operations whose attribute matches use the resource by construction
+    # (the stages of a Spark scan that read the file, not the aggregation after its shuffle).
+    only_if: tuple[str, str] | None = None
 
 
 def score_operations(operations: Iterable[Mapping[str, Any]], truths: Sequence[OperationTruth],
@@ -102,6 +105,10 @@ def score_operations(operations: Iterable[Mapping[str, Any]], truths: Sequence[O
         truth = next((t for t in truths if re.search(t.pattern, name)), None)
         if truth is None:
             continue
+        if truth.only_if is not None:
+            attribute, pattern = truth.only_if
+            if not re.search(pattern, str((op.get("attributes") or {}).get(attribute, ""))):
+                continue
         weight = float(op.get("runtime_s") or 0.0) or 1e-9
         vector = normalise(op["vector"])
         total = summed.setdefault(name, dict.fromkeys(RESOURCES, 0.0))

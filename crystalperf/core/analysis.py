@@ -19,7 +19,7 @@ from crystalperf.core.classify import ResourceClassifier, load_classifier
 from crystalperf.core.errors import BadInputError
 from crystalperf.core.predict import Changes, Prediction, Predictor, default_scenarios
 from crystalperf.core.profile import ExecutionProfile, OperationProfile, build_profile, vector_dict
-from crystalperf.core.resources import CATEGORIES, WAITING
+from crystalperf.core.resources import CATEGORIES, RESOURCES, WAITING
 from crystalperf.core.vectors import ATTRIBUTION_EVIDENCE
 
 log = logging.getLogger(__name__)
@@ -137,6 +137,10 @@ def _op_entry(prof: OperationProfile, bottleneck: Bottleneck, on_path: set[str])
             for f in prof.vector.functions[:TOP_FUNCTIONS]
         ],
     }
+    if prof.vector.through is not None:
+        # Fractions of the run time that waited on the work the operation stands for, given to that work's
+        # resources (a training step's wait for a pipeline reading a slow disk is disk time on the path).
+        entry["waited_for_work"] = {r: round(v, 6) for r, v in zip(RESOURCES, prof.vector.through, strict=False)}
     if prof.vector.vector.waiting > 0 and prof.vector.waiting_in:
         entry["waiting_in"] = [{"frame": name, "share": round(weight / prof.vector.samples, 4)}
                                for name, weight in prof.vector.waiting_in.most_common(3)] if prof.vector.samples else []

@@ -34,6 +34,9 @@ class Bottleneck:
     # When the path mostly waited on something whose own work is known: that work's split; the resource is
     # then the one it used most ("disk-bound through its input").
     upstream_work: ResourceVector | None = None
+    # Seconds on the path that waited on that work (and count as its resources, or as waiting when the
+    # verdict is resolved through upstream siblings).
+    through_seconds: float = 0.0
 
     @property
     def share(self) -> dict[str, float]:
@@ -78,7 +81,7 @@ class Bottleneck:
 
     def _through_verdict(self) -> str:
         assert self.upstream_work is not None
-        waited = self.seconds[WAITING]
+        waited = self.through_seconds
         total = sum(self.seconds.values())
         where = f"; most in {self.waiting_op.op.name} ({self.waiting_seconds:.2f} s)" if self.waiting_op else ""
         on = f", {self.waiting_on}" if self.waiting_on else ""
@@ -153,7 +156,9 @@ def find_bottleneck(profile: ExecutionProfile) -> Bottleneck:
     unattributed = max(0.0, total - covered)
     resource = max(CATEGORIES, key=lambda r: seconds[r])
     result = Bottleneck(resource, seconds, unattributed, total, path, [profile.top.nodes[i] for i in top_ids])
-    if resource == WAITING and any(not _waits_on_the_path(profile, p, on_path) for p in path):
+    if resource != WAITING:
+        _name_awaited_work(profile, result)
+    elif any(not _waits_on_the_path(profile, p, on_path) for p in path):
         # Repeated operations (a training step's input wait, every step) are one place to look: by name.
         by_name: dict[str, float] = {}
         for prof in path:
@@ -169,7 +174,34 @@ def find_bottleneck(profile: ExecutionProfile) -> Bottleneck:
             if work is not None:
                 result.upstream_work = work
                 result.resource = work.dominant_resource()
+                result.through_seconds = seconds[WAITING]
     return result
+
+
+def _name_awaited_work(profile: ExecutionProfile, result: Bottleneck) -> None:
+    """When most of the verdict's resource-time on the path is operations' waiting given to the work they
+    waited on (``OperationVector.through``), the verdict says so: the operation that waited, on what, and
+    how that work spent its own time."""
+    index = CATEGORIES.index(result.resource)
+    through: dict[str, float] = {}
+    works: list[tuple[ResourceVector, float]] = []
+    for prof in result.path:
+        vec = prof.vector
+        if vec.through is None or vec.awaited_work is None:
+            continue
+        seconds = sum(vec.through) * prof.path_time
+        through[prof.op.name] = through.get(prof.op.name, 0.0) + vec.through[index] * prof.path_time
+        works.append((vec.awaited_work, seconds))
+    if not through or sum(through.values()) < 0.5 * result.seconds[result.resource]:
+        return
+    name = max(through, key=lambda n: through[n])
+    waiter = max((p for p in result.path if p.op.name == name),
+                 key=lambda p: sum(p.vector.through or ()) * p.path_time)
+    result.waiting_op = waiter
+    result.waiting_seconds = sum(sum(p.vector.through or ()) * p.path_time for p in result.path if p.op.name == name)
+    result.waiting_on, result.backpressured = describe_waiting(profile, waiter)
+    result.upstream_work = weighted_mean(works)
+    result.through_seconds = sum(seconds for _, seconds in works)
 
 
 def _waits_on_the_path(profile: ExecutionProfile, prof: OperationProfile, on_path: set[str]) -> bool:
@@ -198,12 +230,10 @@ def path_ancestors(profile: ExecutionProfile, path: list[OperationProfile]) -> l
 
 
 def upstream_work(profile: ExecutionProfile, prof: OperationProfile) -> ResourceVector | None:
-    """How what an operation waited on spent its own time, when that is known and was mostly work: the hook's
-    ``waits_on_work``, else its upstream siblings' vectors weighted by their path time. None when what it
-    waited on itself mostly waited (a rate-limited source: the job is input-bound, not resource-bound)."""
-    declared = _parse_work(prof.op.attributes.get(tr.ATTRIBUTE_WAITS_ON_WORK))
-    if declared is not None:
-        return declared
+    """How what a pipelined operation waited on spent its own time, when that was mostly work: its upstream
+    siblings' vectors weighted by their path time. None when what it waited on itself mostly waited (a
+    rate-limited source: the job is input-bound, not resource-bound). (A hook's ``waits_on_work`` is resolved
+    in the operation's vector already: :func:`crystalperf.core.vectors.resolve_awaited_work`.)"""
     if not prof.pipelined:
         # One after the other, an operation's parents had finished before it started: it did not wait on them.
         return None
@@ -212,21 +242,6 @@ def upstream_work(profile: ExecutionProfile, prof: OperationProfile) -> Resource
     if mean is None or mean.waiting >= 0.5:
         return None
     return mean.busy()
-
-
-def _parse_work(text: str | None) -> ResourceVector | None:
-    if not text:
-        return None
-    values: dict[str, float] = {}
-    for part in text.split(","):
-        key, _, value = part.partition("=")
-        try:
-            values[key.strip()] = float(value)
-        except ValueError:
-            return None
-    if not any(values.get(r, 0.0) > 0 for r in RESOURCES):
-        return None
-    return ResourceVector.of(*(values.get(r, 0.0) for r in RESOURCES))
 
 
 def _sum_metric(prof: OperationProfile, name: str) -> float:

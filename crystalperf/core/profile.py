@@ -24,9 +24,11 @@ from crystalperf.core.vectors import (
     FunctionStat,
     OperationVector,
     SampleResolution,
+    awaited_work,
     bound_by_measurement,
     default_vector,
     operation_metrics_vector,
+    resolve_awaited_work,
     resolve_samples,
     resolver_for,
     restrict,
@@ -218,6 +220,8 @@ def build_profile(
         if vec is None:
             vec = _fallback_vector(op, children, waiting=evidence)
         vec = restrict(vec, op.attributes.get(RESOURCES_ATTRIBUTE))
+        if evidence:
+            vec = resolve_awaited_work(vec, awaited_work(op, sampled.get(op.id)))
         prof = OperationProfile(op, path, parent_path, vec, children)
         by_path[path] = prof
         return prof

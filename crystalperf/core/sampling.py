@@ -10,7 +10,9 @@ distinct stacks, not with time; past ``max_rows`` distinct rows new ones are cou
 
 Each sample carries the thread's state (trace schema 1.2): ``runnable`` when the thread's CPU time
 (``/proc/self/task/<native id>/stat``: utime + stime) advanced since its previous sample, else
-``waiting``; ``""`` where /proc is missing. A stack's state is part of its identity.
+``waiting``; ``""`` where /proc is missing. A stack's state is part of its identity. A waiting thread's
+stack starts with the ``kernel.*`` frame of the system call it is blocked in, where Linux shows it
+(:mod:`crystalperf.core.syscalls`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from collections.abc import Callable, Iterable
 from types import FrameType
 
 from crystalperf.core import trace as tr
+from crystalperf.core.syscalls import KERNEL_MODULE, BlockedCalls
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +44,22 @@ def _frame_identity(frame: FrameType) -> tuple[str, str, int]:
     return name, code.co_filename, code.co_firstlineno
 
 
+def native_id_of_pthread(ident: int) -> int | None:
+    """The Linux thread id of a live thread from its pthread handle (Python's thread ident), for threads started
+    outside the threading module. The thread's CPU clock id encodes it (the kernel's ABI for per-thread CPU
+    clocks: ``~tid << 3 | 6``)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        clock = time.pthread_getcpuclockid(ident)
+    except (OSError, AttributeError, OverflowError, ValueError):
+        return None
+    if clock & 7 != 6:
+        return None
+    tid = ~(clock >> 3)
+    return tid if tid > 0 else None
+
+
 class ThreadStates:
     """Whether each sampled thread ran since its previous sample, from its CPU time as Linux counts it.
 
@@ -56,6 +75,11 @@ class ThreadStates:
         self.task_dir = task_dir
         self.available = os.path.isdir(task_dir)
         self._cpu: dict[int, int] = {}  # native thread id -> CPU ticks at its previous sample
+        self.calls = BlockedCalls(os.path.dirname(task_dir.rstrip("/")))
+
+    def blocked_in(self, native_id: int | None) -> str | None:
+        """For a thread found waiting: the ``kernel.*`` frame of the call it is blocked in, when known."""
+        return self.calls.frame(native_id) if native_id is not None else None
 
     def _read(self, native_id: int) -> tuple[int, bytes] | None:
         try:
@@ -233,7 +257,12 @@ class PythonStackSampler:
 
     def _native_id(self, ident: int | None, thread: threading.Thread | None) -> int | None:
         found = self.native_ids.get(ident) if ident is not None else None
-        return found if found is not None else getattr(thread, "native_id", None)
+        if found is None and thread is not None:
+            found = getattr(thread, "native_id", None)
+        if found is None and ident is not None and thread is None:
+            # A thread the threading module never saw (tf.data's threads running a generator): its pthread.
+            found = native_id_of_pthread(ident)
+        return found
 
     def sample_once(self) -> int:
         """Take one sample of every thread; returns how many stacks were recorded."""
@@ -247,8 +276,13 @@ class PythonStackSampler:
             key = self.key_for(ident, thread.name if thread is not None else "")
             if key is None:
                 continue
-            state = self.thread_states.state(self._native_id(ident, thread))
+            native_id = self._native_id(ident, thread)
+            state = self.thread_states.state(native_id)
             ids: list[int] = []
+            # Python frames stop at the interpreter: what a blocked thread waits in is the kernel's to say.
+            blocked = self.thread_states.blocked_in(native_id) if state == tr.THREAD_WAITING else None
+            if blocked is not None:
+                ids.append(self.table.frame_id(blocked, None, None, "unknown", KERNEL_MODULE))
             depth = 0
             current: FrameType | None = frame
             while current is not None and depth < self.max_depth:

@@ -13,12 +13,13 @@ import logging
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from crystalperf.core import trace as tr
 from crystalperf.core.classify import FunctionSource, KeywordClassifier, ResourceClassifier
-from crystalperf.core.resources import CATEGORIES, CPU_ONLY, ResourceVector, weighted_mean
+from crystalperf.core.resources import CATEGORIES, CPU_ONLY, WAITING_ONLY, ResourceVector, weighted_mean
 from crystalperf.core.sources import FrameResolver, LocateContext, is_native
+from crystalperf.core.syscalls import KERNEL_MODULE
 from crystalperf.core.waiting import (
     delegates,
     is_off_cpu,
@@ -26,6 +27,7 @@ from crystalperf.core.waiting import (
     is_plumbing_frame,
     primitive_vector,
     sample_vector,
+    sleeps,
     wait_label,
 )
 
@@ -66,6 +68,11 @@ class OperationVector:
     waiting_in: Counter[str] = field(default_factory=Counter)
     # Fractions of the operation's run time that the framework or the OS measured, per category.
     measured: dict[str, float] = field(default_factory=dict)
+    # The parts of ``vector`` that were the operation's wait for work it stands for on the path (a training
+    # step's wait for its input pipeline), given to that work's resources: see :func:`resolve_awaited_work`.
+    through: ResourceVector | None = None
+    # The split of that work's own time.
+    awaited_work: ResourceVector | None = None
 
     @property
     def measured_share(self) -> float:
@@ -168,9 +175,19 @@ def _choose_functions(
             stack_function[s] = None
         else:
             stack = samples.stacks[s]
-            found = resolver.resolve_stack(stack, samples.frames, skip=skip) if resolver else None
-            stack_function[s] = found[1] if found else _name_only(samples.frames, stack, skip_plumbing)
+            kernel = _kernel_io(samples.frames, stack) if skip_plumbing else None
+            found = resolver.resolve_stack(stack, samples.frames, skip=skip) if resolver and not kernel else None
+            stack_function[s] = kernel or (found[1] if found else _name_only(samples.frames, stack, skip_plumbing))
     return stack_function
+
+
+def _kernel_io(frames: Sequence[tr.Frame], stack: Sequence[int]) -> FunctionSource | None:
+    """The file or socket call a sampled thread was blocked in (a ``kernel.*`` frame on top of its stack):
+    the function of the sample, whatever the code above it is."""
+    top = frames[stack[0]] if stack else None
+    if top is None or top.module != KERNEL_MODULE or primitive_vector(top.name) is None:
+        return None
+    return FunctionSource(qualified_name=top.name, language="unknown", code=top.name, origin="kernel")
 
 
 def resolve_samples(
@@ -218,7 +235,7 @@ def resolve_samples(
             # Waiting on the worker whatever the socket read under it is classified as.
             delegating.add(s)
             off_cpu, vector = True, None
-        stack_vectors[s] = sample_vector(vector, off_cpu)
+        stack_vectors[s] = WAITING_ONLY if sleeps(samples.frames, stack) else sample_vector(vector, off_cpu)
         if stack_vectors[s].waiting > 0:
             stack_waiting_in[s] = wait_label(samples.frames, stack)
 
@@ -449,6 +466,57 @@ def bound_by_measurement(op: tr.Operation, sampled: OperationVector | None,
                            sampled.waiting_in, measurement.fractions())
 
 
+# ``waits_on_work`` of an operation whose own samples are the work it waited on (a training step's input wait,
+# sampled on the input pipeline's threads).
+WORK_IN_SAMPLES = "samples"
+
+
+def parse_work(text: str | None) -> ResourceVector | None:
+    """``waits_on_work`` as "cpu=..,disk=..,network=..[,waiting=..]"; None when absent, malformed or all zero."""
+    if not text:
+        return None
+    values: dict[str, float] = {}
+    for part in text.split(","):
+        key, _, value = part.partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            return None
+        if not math.isfinite(number) or number < 0:
+            return None
+        values[key.strip()] = number
+    if not any(values.get(c, 0.0) > 0 for c in CATEGORIES):
+        return None
+    return ResourceVector.of(*(values.get(c, 0.0) for c in CATEGORIES))
+
+
+def awaited_work(op: tr.Operation, sampled: OperationVector | None) -> ResourceVector | None:
+    """How the work an operation waited on spent its time, where the hook says the operation stands for that
+    work on the path: declared in ``waits_on_work``, or (``samples``) the operation's own sampled split."""
+    text = op.attributes.get(tr.ATTRIBUTE_WAITS_ON_WORK)
+    if text == WORK_IN_SAMPLES:
+        return sampled.vector if sampled is not None and sampled.samples else None
+    return parse_work(text)
+
+
+def resolve_awaited_work(vec: OperationVector, work: ResourceVector | None) -> OperationVector:
+    """The operation's waiting given to the work it waited on, in that work's split.
+
+    A training step waiting for its batch is idle, but nothing else on the critical path does the input
+    pipeline's work: the wait *is* the pipeline's time on the path, and a pipeline reading a slow disk makes
+    the job disk-bound. So the waiting goes to the work's resources (what of the work itself waited, a
+    generator sleeping, stays waiting), and ``through`` keeps which part came that way, for the verdict."""
+    if work is None or vec.vector.waiting <= 0:
+        return vec
+    waited = vec.vector.waiting
+    added = [waited * share for share in work]
+    through = ResourceVector._make([*added[:3], 0.0])
+    if sum(through) <= 0:
+        return vec
+    values = [vec.vector[i] + added[i] for i in range(3)] + [added[3]]
+    return replace(vec, vector=ResourceVector._make(values), through=through, awaited_work=work.busy())
+
+
 def resolver_for(trace: tr.Trace, locators: Sequence[object] | None, source_roots: Sequence[str] = ()) -> FrameResolver:
     from crystalperf.core.sources import installed_locators
 
@@ -476,8 +544,7 @@ def restrict(vec: OperationVector, allowed: str | None) -> OperationVector:
     masked = [v if name in keep else 0.0 for v, name in zip(vec.vector, CATEGORIES, strict=True)]
     if not any(masked) or list(masked) == list(vec.vector):
         return vec
-    return OperationVector(ResourceVector.of(*masked), vec.source, vec.samples, vec.functions, vec.interval_spread,
-                           vec.waiting_in, vec.measured)
+    return replace(vec, vector=ResourceVector.of(*masked))
 
 
 def default_vector() -> OperationVector:

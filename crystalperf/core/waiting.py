@@ -27,8 +27,15 @@ _WAIT_PRIMITIVES = re.compile(
     r"|(?:[\w.$]*\.)?io\.netty\.channel\.kqueue\.Native\.keventWait\w*"
     r"|time\.sleep|threading\.(?:Condition\.wait|Event\.wait|Thread\.join|Semaphore\.acquire|Barrier\.wait)"
     r"|(?:[\w.]*\.)?selectors\.\w+\.select|select\.(?:select|poll|epoll\.poll)"
+    # the call a sampled Python thread was blocked in (crystalperf.core.syscalls): a timer, a lock or poll, or
+    # another process of this host (a pipe, a loopback socket)
+    r"|kernel\.(?:sleep|wait|local)"
     r")$"
 )
+# A thread sleeping waits for a timer, whatever the function that asked for it: no resource is involved. One
+# blocked on a pipe or a loopback socket waits for another process of this host (a Python worker for its JVM),
+# however much the Python frames below look like reading a socket.
+_SLEEPS = re.compile(r"^(?:time\.sleep|java\.lang\.Thread\.(?:sleep\d*|sleepNanos\d*)|kernel\.sleep|kernel\.local)$")
 
 # Classes (and Python modules) whose frames only schedule or synchronise work. Matched on the frame's
 # qualified name; shaded copies (org.apache.flink.shaded.netty4.io.netty...) match too.
@@ -48,7 +55,7 @@ _PLUMBING_PREFIXES = re.compile(
     r"|DefaultThreadFactory|GlobalEventExecutor)|internal\.ThreadExecutorMap)"
     r"|org\.apache\.flink\.streaming\.runtime\.tasks\.mailbox\."
     r"|org\.apache\.flink\.streaming\.runtime\.tasks\.StreamTask\.(?:runMailboxLoop|invoke|restoreAndInvoke"
-    r"|lambda\$\w*)"
+    r"|lambda\$\w*)|org\.apache\.flink\.streaming\.runtime\.tasks\.StreamTask\$ResumeWrapper\."
     r"|org\.apache\.flink\.runtime\.taskmanager\.Task\.(?:run|doRun|runWithSystemExitMonitoring|restoreAndInvoke"
     r"|lambda\$\w*)"
     r"|org\.apache\.flink\.util\.concurrent\.|org\.apache\.flink\.runtime\.concurrent\."
@@ -59,6 +66,8 @@ _PLUMBING_PREFIXES = re.compile(
     r"|threading\.|queue\.|_queue\.|selectors\.|select\.|concurrent\.futures\.|asyncio\.(?:base_events|events"
     r"|runners|selector_events|locks|queues|tasks)\.|socketserver\.\w+\.serve_forever|time\.sleep"
     r"|multiprocessing\.(?:connection\.wait|synchronize\.|pool\.worker|queues\.)"
+    r"|(?:[\w.$]*\.)?com\.google\.common\.util\.concurrent\.(?:AbstractFuture(?:State)?|OverflowAvoidingLockSupport"
+    r"|Uninterruptibles)\b"
     r")"
 )
 
@@ -69,6 +78,11 @@ _PLUMBING_PREFIXES = re.compile(
 _DELEGATE_READS = re.compile(
     r"^org\.apache\.spark\.(?:api\.python|sql\.execution\.python)\.[\w$]*(?:Reader|Runner|Output|Iterator)"
     r"[\w$]*\.(?:read\w*|hasNext|next|handle\w*)$"
+    # PyFlink's Python operators waiting for their Beam worker: its results, its bundle, its start-up
+    r"|^org\.apache\.flink\.streaming\.api\.runners\.python\.beam\.[\w$]*\.(?:takeResult|pollResult|flush"
+    r"|finishBundle)$"
+    r"|^org\.apache\.beam\.runners\.fnexecution\.(?:control|data)\.[\w$]*\.(?:getClient|take"
+    r"|createOutboundAggregator|close|awaitCompletion)$"
 )
 _STREAM_FRAMES = re.compile(r"^(?:java\.io\.|java\.net\.|java\.nio\.|sun\.nio\.|jdk\.internal\.|sun\.net\.)")
 
@@ -77,6 +91,10 @@ _STREAM_FRAMES = re.compile(r"^(?:java\.io\.|java\.net\.|java\.nio\.|sun\.nio\.|
 _DELEGATE_WAITS = re.compile(
     r"^org\.apache\.flink\.streaming\.runtime\.tasks\.mailbox\.MailboxProcessor\."
     r"processMailsWhenDefaultActionUnavailable$"
+    # a legacy source's thread waiting for its task thread to finish the end of input (a Python operator's
+    # last bundle, whose worker was sampled)
+    r"|^org\.apache\.flink\.streaming\.runtime\.tasks\.SourceStreamTask\$LegacySourceFunctionThread\."
+    r"completeProcessing$"
 )
 
 
@@ -112,6 +130,17 @@ def is_plumbing_frame(frame: tr.Frame) -> bool:
 
 def is_wait_primitive(name: str) -> bool:
     return bool(_WAIT_PRIMITIVES.match(name))
+
+
+def sleeps(frames: Sequence[tr.Frame], stack: Sequence[int]) -> bool:
+    """Whether the stack's innermost non-native frame is a sleep (or a wait for a local process): then the sample
+    is waiting and nothing else, not the share of a resource the function below might use at other times."""
+    for index in stack:
+        frame = frames[index]
+        if frame.language == "native" or frame.name.startswith(("<native>", "[native]")):
+            continue
+        return bool(_SLEEPS.match(frame.name))
+    return False
 
 
 WAITING_STATES = frozenset({tr.THREAD_BLOCKED, tr.THREAD_WAITING, tr.THREAD_TIMED_WAITING})
@@ -167,15 +196,15 @@ _DISK_PRIMITIVES = re.compile(
     r"^(?:java\.io\.(?:FileInputStream|FileOutputStream|RandomAccessFile|UnixFileSystem|FileDescriptor)\."
     r"|sun\.nio\.ch\.(?:FileChannelImpl|FileDispatcherImpl|UnixFileDispatcherImpl|IOUtil\.read)"
     r"|sun\.nio\.fs\.Unix\w*\.|java\.nio\.file\.Files\.(?:read|write|copy|newInputStream)"
-    r"|_?io\.(?:FileIO|open)|os\.(?:read|write|pread|pwrite|fsync)$|shutil\.copy)"
+    r"|_?io\.(?:FileIO|open)|os\.(?:read|write|pread|pwrite|fsync)$|shutil\.copy|kernel\.file\.)"
 )
 _NETWORK_PRIMITIVES = re.compile(
     r"^(?:java\.net\.(?:SocketInputStream|SocketOutputStream|Socket\$\w*Stream|PlainSocketImpl|AbstractPlainSocketImpl)\."
     r"|sun\.nio\.ch\.(?:NioSocketImpl|SocketChannelImpl|SocketDispatcher|DatagramChannelImpl)\."
     r"|(?:[\w.$]*\.)?io\.netty\.channel\.(?:epoll\.(?:AbstractEpollStreamChannel|Native\.(?:read|write|send|recv)\w*)"
     r"|socket\.nio\.NioSocketChannel)"
-    r"|socket\.(?:socket\.)?(?:recv\w*|send\w*|create_connection)|ssl\.SSLSocket\.(?:recv|read|send|write)"
-    r"|http\.client\.|urllib\.request\.|urllib3\.|requests\.)"
+    r"|socket\.(?:socket\.)?(?:recv\w*|send\w*|create_connection)|socket\.SocketIO\.(?:readinto|write)$|ssl\.SSLSocket\.(?:recv|read|send|write)"
+    r"|http\.client\.|urllib\.request\.|urllib3\.|requests\.|kernel\.socket\.)"
 )
 
 

@@ -45,6 +45,8 @@ class EveryFrame:
     "io.netty.channel.nio.NioEventLoop.run", "sun.nio.ch.EPoll.wait",
     "threading.Condition.wait", "threading.Thread.run", "queue.Queue.get", "selectors.EpollSelector.select",
     "concurrent.futures.thread._worker",
+    "org.apache.flink.shaded.guava33.com.google.common.util.concurrent.AbstractFutureState.blockingGet",
+    "org.apache.flink.streaming.runtime.tasks.StreamTask$ResumeWrapper.run",
 ])
 def test_synchronisation_and_scheduling_frames_are_plumbing(name: str) -> None:
     assert is_plumbing(name)
@@ -285,6 +287,49 @@ def test_waiting_on_an_input_that_worked_on_the_disk_is_disk_bound_through_it() 
     assert bottleneck["through_input"] == pytest.approx({"cpu": 0.2, "disk": 0.8, "network": 0.0, "waiting": 0.0})
     assert bottleneck["sentence"].startswith("The job is disk-bound through its input:")
     assert "input pipeline (TextLineDataset)" in bottleneck["sentence"]
+
+
+def _input_wait_sampled_in(frame: str, state: str) -> tr.Trace:
+    """A step's 8 s input wait (of its 10 s), whose own samples are the input code that ran meanwhile."""
+    step = op("input", 0, 10, metrics={tr.METRIC_RUN_TIME: 8.0, tr.METRIC_WAIT_TIME: 8.0},
+              attributes={tr.ATTRIBUTE_WAITS_ON: "input pipeline (generator)", tr.ATTRIBUTE_WAITS_ON_WORK: "samples"})
+    frames = [tr.Frame(name=frame, language="python"), tr.Frame(name="app.records", language="python")]
+    samples = tr.StackSamples(origin=0, frames=frames, stacks=[[0, 1]], states=[state],
+                              keys=[tr.SampleKey(operation="input", thread="generator")], key=[0], bucket=[0],
+                              stack=[0], count=[40])
+    return make_trace([step], samples=samples)
+
+
+def test_an_input_wait_sampled_reading_a_socket_is_network_bound_through_its_input() -> None:
+    report = analyze(_input_wait_sampled_in("socket.socket.recv_into", tr.THREAD_WAITING),
+                     classifier=CLASSIFIER, locators=[EveryFrame()], scenarios=[]).report
+    entry = next(o for o in report["operations"] if o["id"] == "input")
+    # All of the run time waited; the input code spent its time in a socket read: all network, 10 s on the path.
+    assert entry["vector"]["network"] == pytest.approx(1.0) and entry["vector"]["waiting"] == pytest.approx(0.0)
+    assert entry["waited_for_work"]["network"] == pytest.approx(1.0)
+    bottleneck = report["bottleneck"]
+    assert bottleneck["resource"] == "network" and bottleneck["through_input"]["network"] == pytest.approx(1.0)
+    assert bottleneck["sentence"].startswith("The job is network-bound through its input: 10.00 s")
+    assert "input pipeline (generator)" in bottleneck["sentence"]
+
+
+def test_an_input_wait_sampled_sleeping_stays_waiting() -> None:
+    report = analyze(_input_wait_sampled_in("time.sleep", tr.THREAD_TIMED_WAITING),
+                     classifier=CLASSIFIER, locators=[EveryFrame()], scenarios=[]).report
+    entry = next(o for o in report["operations"] if o["id"] == "input")
+    assert entry["vector"]["waiting"] == pytest.approx(1.0) and "waited_for_work" not in entry
+    assert report["bottleneck"]["resource"] == "waiting" and report["bottleneck"]["through_input"] is None
+
+
+def test_a_wait_given_to_the_awaited_work_is_fixed_under_changes_of_the_waiters_resources() -> None:
+    from crystalperf.core.predict import Changes, Predictor
+
+    profile = build_profile(_input_wait_sampled_in("socket.socket.recv_into", tr.THREAD_WAITING), CLASSIFIER,
+                            locators=[EveryFrame()])
+    predicted = Predictor(profile).predict(Changes({"cpu_speed": 2.0, "network": 10e9}), band=False)
+    # The wait is the input code's network time, but changing the step's own resources does not shorten it:
+    # how the input pipeline would change is the framework model's (TensorFlow's prefetching) business.
+    assert predicted.crystalperf.runtime_s == pytest.approx(predicted.baseline_runtime_s, rel=0.01)
 
 
 def test_waiting_on_an_upstream_operator_that_computed_is_cpu_bound_through_it() -> None:

@@ -171,3 +171,15 @@ def test_a_method_that_failed_is_left_out_of_its_scores() -> None:
     skipped = JobResult("flink", "cpu", "cpu", "cpu", skipped="framework not installed")
     assert summarise([skipped])["overall"]["crystalperf"]["jobs"] == 0
     assert "skipped: framework not installed" in jobs_table([skipped])
+
+
+def test_a_truth_limited_by_an_attribute_leaves_other_operations_unscored() -> None:
+    scan = OperationTruth("spark_jobs.py:74", "disk", ("rdd_lineage", r"FileScanRDD"))
+    operations = [
+        {"name": "stage 1: collect at spark_jobs.py:74", "vector": {"disk": 0.9, "cpu": 0.1}, "runtime_s": 12,
+         "attributes": {"rdd_lineage": "2 FileScanRDD @ collect"}},
+        {"name": "stage 2: collect at spark_jobs.py:74", "vector": {"cpu": 0.9, "disk": 0.1}, "runtime_s": 0.2,
+         "attributes": {"rdd_lineage": "6 ShuffledRowRDD @ collect"}},
+    ]
+    assert score_operations(operations, [scan]) == [
+        {"name": "stage 1: collect at spark_jobs.py:74", "predicted": "disk", "truth": "disk"}]

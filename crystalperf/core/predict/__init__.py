@@ -168,7 +168,12 @@ class Predictor:
         if draw.rng is not None:
             vec = _perturb(vec, prof.vector.samples, prof.vector.source, draw.rng)
         # Waiting is fixed: no change of this operation's own resources shortens the time it waited for input.
-        return [TaskParts(d * vec.cpu, d * vec.disk, d * vec.network, d * vec.waiting) for d in durations]
+        # So is a wait given to the work it waited on (a step's wait for its prefetching input pipeline): how
+        # that wait changes is the framework model's business (it sees the work), not the step's resources'.
+        through = prof.vector.through or ResourceVector(0.0, 0.0, 0.0, 0.0)
+        cpu, disk, network = (max(0.0, vec[i] - through[i]) for i in range(3))
+        fixed = vec.waiting + (vec.cpu - cpu) + (vec.disk - disk) + (vec.network - network)
+        return [TaskParts(d * cpu, d * disk, d * network, d * fixed) for d in durations]
 
     def _leaf_duration(self, prof: OperationProfile, changes: Changes, slots: int, with_vectors: bool,
                        draw: _Draw) -> float:

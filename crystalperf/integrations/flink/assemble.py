@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crystalperf.core import trace as t
-from crystalperf.core.sampling import SampleTable
+from crystalperf.core.sampling import SampleTable, merge_samples
 from crystalperf.integrations.flink.config import INTEGRATION
+from crystalperf.integrations.flink.pyworkers import WORKER_ROLE, load_spool, spool_files
 from crystalperf.integrations.flink.reader import FETCHER_ROLE, Part, PlanNode, Scope, find_plan, load_job
 
 PUSH_TO_OPERATOR = "ChainingOutput.pushToOperator"
@@ -37,6 +38,10 @@ BACKPRESSURE_WAITS_ON = "downstream operators (back-pressure)"
 PYTHON_WORKERS_WARNING = (
     "the job runs Python functions in separate Python worker processes, which are not sampled: "
     "the time task threads wait on them (Python compute) shows as waiting, not as CPU"
+)
+AMBIGUOUS_WORKERS_WARNING = (
+    "the Python workers' samples were left out: several operator chains run Python functions, and the "
+    "workers' threads do not say which chain they work for"
 )
 
 
@@ -320,13 +325,22 @@ def _frames(table: SampleTable, stack: str) -> tuple[list[int], int]:
     return frame_ids, depth
 
 
-def samples_of(job: Part, chain_ids: dict[str, str], operator_ids: dict[str, list[str]]) -> t.StackSamples | None:
+# Task-thread frames of a chain's work for its Python operator: the operator's own frames, its Beam runner's, and
+# a legacy source thread waiting for the end of input (the Python operator's last bundle)
+_PYTHON_WORK = (PYTHON_OPERATOR, "org.apache.flink.streaming.api.runners.python.",
+                "SourceStreamTask$LegacySourceFunctionThread.completeProcessing")
+
+
+def samples_of(job: Part, chain_ids: dict[str, str], operator_ids: dict[str, list[str]],
+               python_ops: dict[str, str] | None = None) -> t.StackSamples | None:
     """Stacks the reporter aggregated per (chain, subtask, bucket, thread state, thread role); top frame first.
 
     Each row counts for its chain and, again, for the operator of the chain it was in: a record enters
     the n-th chained operator through n nested ``ChainingOutput.pushToOperator`` calls. A source's fetcher
     threads read for the chain's head operator; their samples keep their role (thread ``fetcher``) in both
-    keys, so the analysis can tell the task thread's waits for them from the fetchers' own work.
+    keys, so the analysis can tell the task thread's waits for them from the fetchers' own work. A chain's
+    stacks in its Python operator (``python_ops``: chain id -> that operator's id) are that operator's, whatever
+    the depth they reached it at (a watermark, or the end of input, reaches it without ``pushToOperator``).
     """
     if not job.samples:
         return None
@@ -345,6 +359,8 @@ def samples_of(job: Part, chain_ids: dict[str, str], operator_ids: dict[str, lis
         members = operator_ids.get(chain) or []
         if len(members) > 1:
             operator = members[0 if row.thread else min(depth, len(members) - 1)]
+            if not row.thread and python_ops and chain in python_ops and any(m in row.stack for m in _PYTHON_WORK):
+                operator = python_ops[chain]
             table.add(t.SampleKey(operation=operator, task=task, thread=row.thread or "operator"), stack, when,
                       row.count)
     return table.to_samples()
@@ -376,14 +392,86 @@ def split_chain_busy_time(operations: list[t.Operation], samples: t.StackSamples
             child.metrics.update({name: value * share for name, value in measured.items()})
 
 
-def warnings_of(job: Part, planned: bool, samples: t.StackSamples | None) -> list[str]:
+def python_chains(job: Part) -> list[str]:
+    """Task names of the chains whose task threads were sampled in PyFlink's Python operators."""
+    return sorted({row.task_name for row in job.samples if PYTHON_OPERATOR in row.stack and not row.thread})
+
+
+def python_operator(chain: t.Operation) -> str | None:
+    """The id of the chain's one operator that PyFlink names as running Python functions (``PythonCalc``,
+    ``PythonCorrelate``, …); None when none or several do."""
+    named = [child.id for child in chain.children if "python" in child.name.lower()]
+    return named[0] if len(named) == 1 else None
+
+
+@dataclass
+class WorkerSamples:
+    """The loopback Python workers' samples and CPU time within the job, keyed to its Python chain."""
+
+    samples: t.StackSamples | None = None
+    cpu_s: float = 0.0
+    ambiguous: bool = False
+
+
+def worker_samples(job: Part, chains: list[str], chain_ids: dict[str, str],
+                   operations: list[t.Operation]) -> WorkerSamples:
+    """The samples of the threads that ran Beam bundles in the job's Python program (``pyworkers``), in the
+    job's time span, keyed (role ``python-worker``) to the one chain with Python operators and its Python
+    operator. They do not say which subtask they served (no ``task``), nor which chain: with several
+    Python chains they are left out."""
+    spools = [s for s in (load_spool(p) for p in spool_files(job.path.parent)) if s is not None]
+    if not spools or not chains:
+        return WorkerSamples()
+    if len(chains) > 1:
+        return WorkerSamples(ambiguous=True)
+    chain = chain_ids[chains[0]]
+    operator = next((python_operator(op) for op in operations if op.id == chain), None)
+    table = SampleTable(job.start, job.sample_bucket_s, job.sample_interval_s)
+    cpu = 0.0
+    for samples, cpu_by_bucket, _ in spools:
+        cpu += sum(s for when, s in cpu_by_bucket.items() if job.start <= when + samples.bucket_s / 2 <= job.end)
+        frame_ids = [table.frame_id(f.name, f.file, f.line, f.language, f.module) for f in samples.frames]
+        stack_ids = [table.stack_id((frame_ids[i] for i in stack), samples.state_of(n))
+                     for n, stack in enumerate(samples.stacks)]
+        for _key, bucket, stack, count in samples.rows():
+            when = samples.origin + (bucket + 0.5) * samples.bucket_s
+            if not job.start <= when <= job.end:
+                continue
+            table.add(t.SampleKey(operation=chain, thread=WORKER_ROLE), stack_ids[stack], when, count)
+            if operator is not None:
+                table.add(t.SampleKey(operation=operator, thread=WORKER_ROLE), stack_ids[stack], when, count)
+    found = table.to_samples()
+    return WorkerSamples(found if found.count else None, cpu)
+
+
+def add_worker_cpu(operations: list[t.Operation], chain_id: str, cpu_s: float) -> None:
+    """Count the workers' CPU time in the chain's subtasks' (evenly: they do not say which subtask they served),
+    within each subtask's busy time: the task thread's wait for its worker is busy time, so the worker's CPU
+    falls within the subtask's run time, and the measured CPU is the whole subtask's, Java and Python."""
+    for op in operations:
+        if op.id != chain_id or not op.tasks or cpu_s <= 0:
+            continue
+        share = cpu_s / len(op.tasks)
+        for task in op.tasks:
+            run = task.metrics.get(t.METRIC_RUN_TIME, 0.0)
+            waited = (task.metrics.get(t.METRIC_IDLE_TIME, 0.0)
+                      + task.metrics.get(t.METRIC_BACKPRESSURED_TIME, 0.0))
+            task.metrics[t.METRIC_CPU_TIME] = min(task.metrics.get(t.METRIC_CPU_TIME, 0.0) + share,
+                                                  max(run - waited, 0.0))
+
+
+def warnings_of(job: Part, planned: bool, samples: t.StackSamples | None,
+                workers: WorkerSamples | None = None) -> list[str]:
     """What the trace cannot show, in words for the report."""
     warnings = []
     if not planned:
         warnings.append(NO_PLAN_WARNING)
     if job.dropped_metrics:
         warnings.append(f"{job.dropped_metrics} metrics were not kept (memory bound reached)")
-    if samples is not None and any(PYTHON_OPERATOR in frame.name for frame in samples.frames):
+    if workers is not None and workers.ambiguous:
+        warnings.append(AMBIGUOUS_WORKERS_WARNING)
+    elif (samples is not None and any(PYTHON_OPERATOR in frame.name for frame in samples.frames)
+            and (workers is None or workers.samples is None)):
         warnings.append(PYTHON_WORKERS_WARNING)
     if job.dropped_samples:
         warnings.append(f"{job.dropped_samples} stack samples were not kept (memory bound reached)")
@@ -400,8 +488,15 @@ def build_trace(job: Part) -> t.Trace:
     operations = chain_operations(chains, links, job)
     duration = max(job.end - job.start, 0.0)
     chain_ids = {op.name: op.id for op in operations}
-    samples = samples_of(job, chain_ids, {op.id: [c.id for c in op.children] for op in operations})
+    python_ops = {chain_ids[name]: op for name in python_chains(job)
+                  if (op := next((python_operator(o) for o in operations if o.id == chain_ids.get(name)), None))}
+    samples = samples_of(job, chain_ids, {op.id: [c.id for c in op.children] for op in operations}, python_ops)
+    workers = worker_samples(job, python_chains(job), chain_ids, operations) if samples is not None else None
+    if workers is not None and workers.samples is not None:
+        add_worker_cpu(operations, chain_ids[python_chains(job)[0]], workers.cpu_s)
     split_chain_busy_time(operations, samples)
+    if samples is not None and workers is not None and workers.samples is not None:
+        samples = merge_samples([samples, workers.samples], bucket_s=job.sample_bucket_s)
     process_cpu = job.process_cpu_s
     return t.Trace(
         samples=samples,
@@ -419,7 +514,7 @@ def build_trace(job: Part) -> t.Trace:
         environment=t.Environment(cpu_count=job.cpu_count or None, scaling=list(INTEGRATION.scaling),
                                   classpath=list(job.classpath)),
         metrics={"cpu_utilization": process_cpu / duration} if process_cpu and duration else {},
-        warnings=warnings_of(job, links is not None, samples),
+        warnings=warnings_of(job, links is not None, samples, workers),
     )
 
 

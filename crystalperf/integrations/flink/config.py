@@ -71,6 +71,11 @@ def configure(config: Any, output_dir: str | Path | None = None, *, analyze: boo
             existing = [j for j in (config.get_string(key, "") or "").split(";") if j]
             value = ";".join([*existing, value]) if value not in existing else ";".join(existing)
         config.set_string(key, value)
+    if output_dir is not None:
+        # A local job's Python functions run in this process (PyFlink's loopback mode): sample them here.
+        from crystalperf.integrations.flink.pyworkers import start_worker_sampler
+
+        start_worker_sampler(output_dir)
     return config
 
 

@@ -19,6 +19,7 @@ from crystalperf.core.hooks import TRACE_NAME, finish_job
 from crystalperf.integrations.base import EXIT_FAILURE, EXIT_OK, finish_main
 from crystalperf.integrations.flink.assemble import read_metrics
 from crystalperf.integrations.flink.config import INTEGRATION
+from crystalperf.integrations.flink.pyworkers import wait_for_spools
 from crystalperf.integrations.flink.reader import load_part, wait_for_metrics
 
 
@@ -68,8 +69,10 @@ def finish_when_complete(part: Path, out_dir: Path | None = None, timeout_s: flo
     part = Path(part)
     if not part.exists():
         raise BadInputError("no such crystalperf Flink metrics file", part)
-    job_id = load_part(part).job_id
+    first = load_part(part)
+    job_id = first.job_id
     parts = wait_for_metrics(part.parent, job_id or None, timeout_s=timeout_s)
+    wait_for_spools(part.parent, first.end)
     out = Path(out_dir) if out_dir is not None else part.parent
     trace = out / TRACE_NAME
     with job_lock(part):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from crystalperf.core import trace as tr
 from crystalperf.core.sampling import SampleTable
-from crystalperf.core.vectors import RESOURCES_ATTRIBUTE, VECTOR_SOURCE_ATTRIBUTE
+from crystalperf.core.vectors import RESOURCES_ATTRIBUTE, VECTOR_SOURCE_ATTRIBUTE, WORK_IN_SAMPLES
 from crystalperf.integrations.tensorflow.config import INTEGRATION
 from crystalperf.integrations.tensorflow.reader import OpEvent, Recording, RunInfo, Step, Timeline
 from crystalperf.integrations.tensorflow.sources import (
@@ -270,6 +270,23 @@ def _pipeline_work_is_known(timeline: Timeline, waited_s: float) -> bool:
     return total > 0 and python < 0.1 * total and total >= 0.5 * waited_s
 
 
+def _samples_input_code(samples: tr.StackSamples | None) -> bool:
+    """Whether the Python sampler saw the input pipeline's Python code (generators, py_function bodies)."""
+    return samples is not None and any(samples.keys[k].operation.endswith("/input") for k in set(samples.key))
+
+
+def _declared_work(timeline: Timeline | None, waited_s: float, split: tuple[float, float, float],
+                   python_input: bool) -> str | None:
+    """The input parts' ``waits_on_work``: the pipeline's kernel split when the kernels explain the waits; the
+    parts' own samples when the pipeline's Python code did the work and was sampled; else nothing is declared
+    and the wait stays waiting."""
+    if timeline is not None and _pipeline_work_is_known(timeline, waited_s):
+        return ",".join(f"{r}={v:.4f}" for r, v in zip(("cpu", "disk", "network"), split, strict=True))
+    if python_input:
+        return WORK_IN_SAMPLES
+    return None
+
+
 def pipeline_split(timeline: Timeline) -> tuple[float, float, float]:
     """The pipeline's work as (cpu, disk, network) shares."""
     work = pipeline_work(timeline)
@@ -327,22 +344,22 @@ def _work_summary(split: tuple[float, float, float]) -> str:
 
 
 def _input_part(sid: str, step: Step, events: StepEvents, split: tuple[float, float, float],
-                waited_on: str, work_known: bool = False) -> tr.Operation:
+                waited_on: str, work: str | None = None) -> tr.Operation:
     """The step's wait for its batch: measured (the training thread blocked in GetNext), so it is waiting
     on the input pipeline, whatever the pipeline's threads did meanwhile. What they did (their kernels,
     the Python input code the sampler saw) stays as the part's samples and functions, and the
     pipeline's work split (file reads disk, transfers network, the rest CPU) as an attribute and in the
-    window's ``input_work_*`` metrics, which the what-if model of prefetching uses."""
+    window's ``input_work_*`` metrics, which the what-if model of prefetching uses. ``work`` is the
+    ``waits_on_work`` the part declares, when what the pipeline spent the wait on is known."""
     wait_s = sum(d for _, d in events.waits)
     start = max(step.start, min((s for s, _ in events.waits), default=step.start))
     end = min(step.end, max((s + d for s, d in events.waits), default=start))
     attributes = {"placement": "host", "pipeline_ops": _summary(events.pipeline),
                   "pipeline_work": _work_summary(split), tr.ATTRIBUTE_WAITS_ON: waited_on,
                   VECTOR_SOURCE_ATTRIBUTE: "metrics"}
-    if work_known:
-        # What the wait was for, measured: the core calls an input-bound job bound by the pipeline's resource.
-        attributes[tr.ATTRIBUTE_WAITS_ON_WORK] = ",".join(
-            f"{r}={v:.4f}" for r, v in zip(("cpu", "disk", "network"), split, strict=True))
+    if work is not None:
+        # No other part of the step does the pipeline's work: the core gives the wait to that work's resources.
+        attributes[tr.ATTRIBUTE_WAITS_ON_WORK] = work
     return tr.Operation(
         id=f"{sid}/input", name="input pipeline (wait)", kind="input", start=start, end=max(start, end),
         metrics={tr.METRIC_RUN_TIME: wait_s, tr.METRIC_WAIT_TIME: wait_s}, attributes=attributes,
@@ -392,7 +409,8 @@ def step_operations(rec: Recording, table: SampleTable) -> tuple[list[tr.Operati
     has_pipeline = any(e.waits for e in events) or any(e.pipeline for e in events)
     split = pipeline_split(rec.timeline) if rec.timeline is not None else (1.0, 0.0, 0.0)
     waited_s = sum(d for e in events for _, d in e.waits)
-    work_known = rec.timeline is not None and _pipeline_work_is_known(rec.timeline, waited_s)
+    python_input = _samples_input_code(rec.python_samples)
+    work = _declared_work(rec.timeline, waited_s, split, python_input)
     waited_on = waits_on(rec.timeline)
     labels = [[op_group(op.node, rec.layer_names) for op in e.compute] for e in events]
     folded = _minor_groups([e.compute for e in events], labels)
@@ -402,10 +420,14 @@ def step_operations(rec: Recording, table: SampleTable) -> tuple[list[tr.Operati
         sid = f"s{step.index}"
         children: list[tr.Operation] = []
         if has_pipeline:
-            part = _input_part(sid, step, step_events, split, waited_on, work_known)
+            part = _input_part(sid, step, step_events, split, waited_on, work)
             waited += part.metrics[tr.METRIC_RUN_TIME]
             children.append(part)
-            _add_op_samples(table, tr.SampleKey(operation=part.id, thread="tf.data"), step_events.pipeline)
+            # A py_function kernel only runs Python code whose own samples say what it did (read a socket,
+            # sleep, compute): counting the kernel's time as well would count those seconds twice.
+            pipeline = [op for op in step_events.pipeline
+                        if not (python_input and PYTHON_KERNEL.search(op.op_type))]
+            _add_op_samples(table, tr.SampleKey(operation=part.id, thread="tf.data"), pipeline)
         for group in _kernel_groups(step_events.compute, step_labels, folded):
             part = _group_part(sid, step, group, rec.multi_worker)
             children.append(part)

@@ -168,7 +168,9 @@ def test_slow_disk_reading_input_pipeline_is_diagnosed_as_input_bound(tmp_path: 
     # The steps waited for the pipeline, and the pipeline read files: disk-bound through its input.
     assert report["bottleneck"]["resource"] == "disk", report["bottleneck"]
     assert report["bottleneck"]["through_input"]["disk"] > 0.5, report["bottleneck"]
-    assert report["bottleneck"]["seconds"]["waiting"] > report["bottleneck"]["seconds"]["disk"]
+    # The wait is the pipeline's disk time on the path: given to the disk, and said to be a wait.
+    assert report["bottleneck"]["seconds"]["disk"] > report["bottleneck"]["seconds"]["waiting"]
+    assert any(o.get("waited_for_work", {}).get("disk", 0) > 0.5 for o in _ops(report, "input"))
     assert "input pipeline" in report["bottleneck"]["waiting_on"], report["bottleneck"]
     assert report["input_bound"]["highly_input_bound"], report["input_bound"]
     assert any("input pipeline is the limit" in line for line in report["advice"])
@@ -224,7 +226,8 @@ def test_a_slow_python_map_makes_the_steps_wait_on_the_input_pipeline(tmp_path: 
     assert "input pipeline" in bottleneck["waiting_on"], bottleneck
     assert "input-bound" in bottleneck["sentence"]
     inputs = _ops(report, "input")
-    assert all(o["vector"]["waiting"] == 1 for o in inputs if o["runtime_s"] > 0), [o["vector"] for o in inputs]
+    # The wait is for the map's Python, which slept: waiting (a few tf.data kernels around it computed).
+    assert all(o["vector"]["waiting"] > 0.8 for o in inputs if o["runtime_s"] > 0), [o["vector"] for o in inputs]
     # The map's Python is named, not the sleep it waits in.
     functions = {f["name"] for o in inputs for f in o["top_functions"]}
     assert any(name.endswith("sleepy_decode") for name in functions), functions
@@ -366,7 +369,9 @@ def test_python_input_code_is_sampled_and_named(tmp_path: Path) -> None:
     assert inputs and report["input_bound"]["highly_input_bound"]
     functions = {f["name"] for o in inputs for f in o["top_functions"]}
     assert any(name.endswith("read_examples") for name in functions), functions
-    # The steps waited for the generator: measured waiting, with the user's code named as what it ran.
-    assert all(o["vector"]["waiting"] == 1 for o in inputs if o["runtime_s"] > 0), [o["vector"] for o in inputs]
+    # The steps waited for the generator (measured, a few ms a step here): the generator's own samples say what
+    # that wait was, so the wait is given to them rather than left as waiting.
     assert all(o["attributes"]["waits_on"].startswith("input pipeline") for o in inputs)
+    assert all(o["attributes"]["waits_on_work"] == "samples" for o in inputs)
+    assert any("waited_for_work" in o for o in inputs if o["runtime_s"] > 0)
     _assert_no_plumbing_top_function(report)

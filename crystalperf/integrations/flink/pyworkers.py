@@ -1,0 +1,190 @@
+"""Samples PyFlink's Python workers where they run in the job's own Python process.
+
+On a local mini cluster started from Python (the ``TableEnvironment`` / ``StreamExecutionEnvironment`` of a
+PyFlink program) PyFlink runs its Python functions in *loopback* mode: the Beam SDK harness that executes
+them is a set of threads of that program's process, not a process of the TaskManager. The reporter samples
+JVM threads only, so the task thread of a Python operator just waits for the harness. :func:`configure`
+(``crystalperf.integrations.flink.configure``) therefore starts this sampler in the process it runs in: every
+``interval_s`` it takes the Python stack of each thread that is processing a Beam bundle right now (a frame
+of ``SdkWorker.process_bundle`` on its stack; idle harness threads, gRPC and the program's own threads are
+left out), with the thread's state, and the CPU time those threads used. It rewrites
+``crystalperf-pyflink-workers.<pid>.json`` in the output directory every second while something changed;
+the assembler keys those samples to the job's Python operator (thread role ``python-worker``).
+
+Python workers started as separate processes (process mode: a cluster, or
+``_python_worker_execution_mode=process``) are not sampled by this.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from crystalperf.core import trace as tr
+from crystalperf.core.hooks import guard
+from crystalperf.core.sampling import PythonStackSampler
+
+log = logging.getLogger(__name__)
+
+SPOOL_FORMAT = "crystalperf-flink-pyworkers"
+# not "crystalperf-flink-…": the reporter's parts are found by that prefix
+SPOOL_PREFIX = "crystalperf-pyflink-workers."
+WORKER_ROLE = "python-worker"
+# The harness runs a bundle here; a thread with this frame on its stack is doing the job's Python work.
+_BUNDLE_MODULE = "apache_beam.runners.worker.sdk_worker"
+_BUNDLE_FUNCTION = "process_bundle"
+_MAX_ROWS = 50_000
+_FLUSH_S = 1.0
+
+_lock = threading.Lock()
+_samplers: dict[Path, WorkerSampler] = {}
+
+
+def _in_bundle(frame: FrameType | None) -> bool:
+    depth = 0
+    while frame is not None and depth < 256:
+        if frame.f_code.co_name == _BUNDLE_FUNCTION and frame.f_globals.get("__name__") == _BUNDLE_MODULE:
+            return True
+        frame = frame.f_back
+        depth += 1
+    return False
+
+
+def _thread_cpu_s(ident: int) -> float | None:
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(ident))
+    except (OSError, AttributeError, OverflowError, ValueError):
+        return None
+
+
+class WorkerSampler(PythonStackSampler):
+    """A :class:`PythonStackSampler` of the threads that run Beam bundles, spooling to ``out_dir``."""
+
+    def __init__(self, out_dir: Path, *, interval_s: float = 0.1) -> None:
+        super().__init__(self._key_for, interval_s=interval_s, max_rows=_MAX_ROWS)
+        self.out_dir = out_dir
+        self.path = out_dir / f"{SPOOL_PREFIX}{os.getpid()}.json"
+        self._frames: dict[int, FrameType] = {}
+        self._working: set[int] = set()
+        self._cpu_seen: dict[int, float] = {}
+        # 1 s bucket (from the table's origin) -> CPU seconds the bundle threads used in it
+        self.cpu: dict[int, float] = {}
+        self._changed = False
+        self._flushed_at = 0.0
+
+    def _key_for(self, ident: int, _name: str) -> tr.SampleKey | None:
+        return tr.SampleKey(operation=WORKER_ROLE, thread=WORKER_ROLE) if ident in self._working else None
+
+    def sample_once(self) -> int:
+        if _BUNDLE_MODULE not in sys.modules:  # no harness in this process (yet): nothing to look at
+            self._maybe_flush()
+            return 0
+        self._frames = sys._current_frames()
+        working = {ident for ident, frame in self._frames.items() if _in_bundle(frame)}
+        now = self.clock()
+        bucket = int((now - self.table.origin) // self.table.bucket_s)
+        # CPU of a thread between two samples counts when it ran a bundle at either end of the interval
+        for ident in working | self._working:
+            used = _thread_cpu_s(ident)
+            if used is None:
+                self._cpu_seen.pop(ident, None)
+                continue
+            before = self._cpu_seen.get(ident)
+            if before is not None and used > before:
+                self.cpu[bucket] = self.cpu.get(bucket, 0.0) + used - before
+                self._changed = True
+            self._cpu_seen[ident] = used
+        for ident in set(self._cpu_seen) - working - self._working:
+            del self._cpu_seen[ident]
+        self._working = working
+        recorded = super().sample_once() if working else 0
+        self._changed = self._changed or recorded > 0
+        self._frames = {}
+        self._maybe_flush()
+        return recorded
+
+    def _maybe_flush(self, force: bool = False) -> None:
+        if self._changed and (force or self.clock() - self._flushed_at >= _FLUSH_S):
+            self.flush()
+
+    def flush(self) -> None:
+        """Rewrite the spool file (atomically) with everything sampled so far."""
+        self._changed = False
+        self._flushed_at = self.clock()
+        samples = self.table.to_samples()
+        body = {
+            "format": SPOOL_FORMAT,
+            "version": 1,
+            "process": os.getpid(),
+            "written": time.time(),
+            "cpu": [[bucket, seconds] for bucket, seconds in sorted(self.cpu.items())],
+            "samples": samples.model_dump(mode="json"),
+        }
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(body), encoding="utf-8")
+        os.replace(tmp, self.path)
+
+    def _run(self) -> None:
+        super()._run()
+        with guard("flink: write the Python workers' samples"):
+            self._maybe_flush(force=True)
+
+
+def start_worker_sampler(output_dir: str | Path, interval_s: float = 0.1) -> WorkerSampler | None:
+    """Start (once per output directory and process) the sampler of this process's loopback Python workers.
+    Never raises into the caller (returns None when it could not start)."""
+    with guard("flink: start the Python worker sampler"):
+        out = Path(output_dir).resolve()
+        with _lock:
+            sampler = _samplers.get(out)
+            if sampler is None:
+                sampler = _samplers[out] = WorkerSampler(out, interval_s=interval_s)
+                sampler.start()
+                atexit.register(_stop, sampler)
+            return sampler
+    return None
+
+
+def _stop(sampler: WorkerSampler) -> None:
+    with guard("flink: stop the Python worker sampler"):
+        sampler.stop()
+        sampler._maybe_flush(force=True)
+
+
+def load_spool(path: Path) -> tuple[tr.StackSamples, dict[float, float], float] | None:
+    """A spool file's samples, CPU seconds by the start time of their bucket, and when it was written;
+    None when it is not a readable spool (being replaced, or another file)."""
+    try:
+        doc: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
+        if doc.get("format") != SPOOL_FORMAT:
+            return None
+        samples = tr.StackSamples.model_validate(doc["samples"])
+        cpu = {samples.origin + int(b) * samples.bucket_s: float(s) for b, s in doc.get("cpu") or []}
+        return samples, cpu, float(doc.get("written", 0.0))
+    except (OSError, ValueError, KeyError, TypeError):
+        log.warning("crystalperf: ignoring unreadable Python worker samples %s", path)
+        return None
+
+
+def spool_files(directory: Path) -> list[Path]:
+    return sorted(Path(directory).glob(f"{SPOOL_PREFIX}*.json"))
+
+
+def wait_for_spools(directory: Path, end: float, timeout_s: float = 3.0) -> None:
+    """Give the samplers of the job's Python program time to write what they sampled until the job ended
+    (they rewrite their file every second while something changed); returns at once without spool files."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = spool_files(directory)
+        if not found or all(p.stat().st_mtime >= end + _FLUSH_S for p in found if p.exists()):
+            return
+        time.sleep(0.2)

@@ -1,0 +1,146 @@
+"""PyFlink's Python functions on a local mini cluster run in loopback workers, threads of the job's own Python
+process, which ``configure()`` samples: a Python UDF reading from a slow HTTP server (in another process) is
+network-bound through the workers' samples, not waiting on them; a Python UDF looping in Python is CPU-bound.
+The Java operator's waits for its worker are dropped, and no top function is plumbing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crystalperf.core import trace as t
+from crystalperf.integrations import flink as cpflink
+from crystalperf.integrations.flink.assemble import PYTHON_WORKERS_WARNING
+from crystalperf.integrations.flink.pyworkers import WORKER_ROLE
+
+from .reports import plumbing_top_functions
+
+# Answers every GET with 24 blocks of 8 KB, 0.08 s apart (about 2 s a request): the client mostly waits in recv.
+TRICKLE_SERVER = """
+import http.server, sys, time
+class Trickle(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", str(24 * 8192))
+        self.end_headers()
+        for _ in range(24):
+            self.wfile.write(b"x" * 8192)
+            self.wfile.flush()
+            time.sleep(0.08)
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+
+
+def _pull(url: str) -> int:
+    import urllib.request
+
+    total = 0
+    with urllib.request.urlopen(url) as answer:
+        while block := answer.read(4096):
+            total += len(block)
+    return total
+
+
+def _spin(i: int) -> int:
+    total = 0
+    for n in range(2_500_000):
+        total = (total * 31 + n + i) % 1_000_003
+    return total
+
+
+def _run(out: Path, function: Any, rows: int) -> None:
+    from pyflink.common import Configuration
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+    from pyflink.table.udf import udf
+
+    config = cpflink.configure(Configuration(), out)
+    config.set_string("parallelism.default", "1")
+    config.set_string("python.executable", sys.executable)
+    env = TableEnvironment.create(EnvironmentSettings.new_instance().in_streaming_mode()
+                                  .with_configuration(config).build())
+    env.create_temporary_function("work", udf(function, result_type="BIGINT"))
+    env.execute_sql(f"CREATE TABLE ids (id BIGINT) WITH ('connector'='datagen', 'fields.id.kind'='sequence', "
+                    f"'fields.id.start'='1', 'fields.id.end'='{rows}')")
+    env.execute_sql("CREATE TABLE snk (n BIGINT) WITH ('connector'='blackhole')")
+    statement = "INSERT INTO snk SELECT work(id) FROM ids"
+    assert cpflink.record_plan(env, out, statement) is not None
+    env.execute_sql(statement).wait()
+
+
+def _report(out: Path, timeout_s: float = 240) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    log = ""
+    while time.monotonic() < deadline:
+        log = "".join(p.read_text() for p in out.glob("crystalperf-flink-*.log"))
+        if "crystalperf: wrote" in log or "Error" in log:
+            break
+        time.sleep(0.5)
+    report = out / "crystalperf-report.json"
+    assert report.exists(), f"no report; analysis log: {log!r}"
+    return dict(json.loads(report.read_text()))
+
+
+@pytest.fixture(scope="module")
+def network_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("pyflink")
+    out = tmp_path_factory.mktemp("flink-python-network")
+    server = subprocess.Popen([sys.executable, "-c", TRICKLE_SERVER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        url = f"http://127.0.0.1:{server.stdout.readline().strip()}/"
+        _run(out, lambda i: _pull(url), rows=6)
+    finally:
+        server.kill()
+        server.wait(timeout=10)
+    return out
+
+
+@pytest.fixture(scope="module")
+def cpu_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("pyflink")
+    out = tmp_path_factory.mktemp("flink-python-cpu")
+    _run(out, _spin, rows=8)
+    return out
+
+
+def _python_operator(report: dict[str, Any]) -> dict[str, Any]:
+    return next(op for op in report["operations"] if op["name"].startswith("PythonCalc"))
+
+
+def _worker_keys(out: Path) -> set[str]:
+    samples = t.load_trace(out / "crystalperf-trace.json.gz").samples
+    assert samples is not None
+    return {key.operation for key in samples.keys if key.thread == WORKER_ROLE}
+
+
+def test_a_python_udf_reading_a_slow_server_is_network_bound(network_job: Path) -> None:
+    report = _report(network_job)
+    trace = t.load_trace(network_job / "crystalperf-trace.json.gz")
+    assert PYTHON_WORKERS_WARNING not in trace.warnings
+    operator = _python_operator(report)
+    # the workers' samples are the Python operator's (and its chain's), with their role
+    assert operator["id"] in _worker_keys(network_job)
+    vector = operator["vector"]
+    assert max(vector, key=vector.get) == "network", vector
+    assert plumbing_top_functions(report) == []
+
+
+def test_a_python_udf_looping_in_python_is_cpu_bound(cpu_job: Path) -> None:
+    report = _report(cpu_job)
+    operator = _python_operator(report)
+    assert operator["id"] in _worker_keys(cpu_job)
+    vector = operator["vector"]
+    assert max(vector, key=vector.get) == "cpu", vector
+    names = [f["name"] for f in operator.get("top_functions") or []]
+    assert any(name.endswith("_spin") for name in names), names
+    assert plumbing_top_functions(report) == []

@@ -1,0 +1,143 @@
+"""The loopback Python workers' samples (``pyworkers`` spool files) keyed to the job's Python operator, on
+hand-made reporter parts: their role, the job window, the CPU time, the ambiguity rule and the warnings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from crystalperf.core import trace as t
+from crystalperf.core.sampling import SampleTable
+from crystalperf.core.waiting import delegates, primitive_vector
+from crystalperf.integrations.flink.assemble import (
+    AMBIGUOUS_WORKERS_WARNING,
+    PYTHON_WORKERS_WARNING,
+    read_metrics,
+)
+from crystalperf.integrations.flink.pyworkers import SPOOL_FORMAT, WORKER_ROLE, load_spool
+
+START = 1_700_000_000.0
+WAIT_FOR_WORKER = "\n".join([
+    "jdk.internal.misc.Unsafe.park\tUnsafe.java\t-2",
+    "java.util.concurrent.LinkedBlockingQueue.take\tLinkedBlockingQueue.java\t435",
+    "org.apache.flink.streaming.api.runners.python.beam.BeamPythonFunctionRunner.takeResult\tB.java\t1",
+    "org.apache.flink.streaming.api.operators.python.process.AbstractExternalPythonFunctionOperator"
+    ".invokeFinishBundle\tA.java\t1",
+])
+
+
+def _part(directory: Path, chains: list[str]) -> Path:
+    scopes, metrics, samples = [], [], []
+    for chain in chains:
+        for sub in ("0", "1"):
+            scopes.append({"task_name": chain, "subtask_index": sub, "added": START, "removed": START + 10})
+            metrics.append([len(scopes) - 1, "accumulateBusyTimeMs", 10_000])
+            samples.append([chain, sub, 2, WAIT_FOR_WORKER, 30, "waiting", ""])
+        scopes.append({"task_name": chain, "operator_name": "PythonCalc[2]", "subtask_index": "0"})
+    path = directory / "crystalperf-flink-job1.100.json"
+    path.write_text(json.dumps({
+        "format": "crystalperf-flink-metrics", "version": 2, "job_id": "job1", "job_name": "j", "process": 100,
+        "complete": True, "written": START + 11, "start": START, "end": START + 10, "cpu_count": 2,
+        "thread_cpu": [[c, s, 0.5] for c in chains for s in ("0", "1")], "classpath": [], "dropped_metrics": 0,
+        "scopes": scopes, "metrics": metrics, "sample_interval_s": 0.1, "sample_origin": START,
+        "sample_bucket_s": 1.0, "dropped_samples": 0, "samples": samples,
+    }))
+    return path
+
+
+def _spool(directory: Path, origin: float = START) -> Path:
+    table = SampleTable(origin, 1.0, 0.1)
+    read = [table.frame_id("socket.SocketIO.readinto", "/usr/lib/python3.11/socket.py", 706),
+            table.frame_id("__main__.pull", "/job.py", 12)]
+    stack = table.stack_id(read, t.THREAD_WAITING)
+    key = t.SampleKey(operation=WORKER_ROLE, thread=WORKER_ROLE)
+    table.add(key, stack, origin + 3.5, 40)
+    table.add(key, stack, origin + 60.5, 7)  # after the job: another job of the same program
+    path = directory / "crystalperf-pyflink-workers.99.json"
+    path.write_text(json.dumps({"format": SPOOL_FORMAT, "version": 1, "process": 99, "written": origin + 61,
+                                "cpu": [[3, 1.5], [60, 9.0]],
+                                "samples": table.to_samples().model_dump(mode="json")}))
+    return path
+
+
+def test_the_workers_samples_are_the_python_operators_with_their_role(tmp_path: Path) -> None:
+    spool = _spool(tmp_path)
+    trace = read_metrics(_part(tmp_path, ["Source: requests[1] -> PythonCalc[2]"]))
+    samples = trace.samples
+    assert samples is not None
+    chain = trace.operations[0]
+    python_op = next(c for c in chain.children if c.name == "PythonCalc[2]")
+    worker_rows = [(samples.keys[k], n) for k, _, _, n in samples.rows() if samples.keys[k].thread == WORKER_ROLE]
+    # keyed to the chain and to its Python operator, within the job's span only (the later 7 are not)
+    assert {key.operation for key, _ in worker_rows} == {chain.id, python_op.id}
+    assert sum(n for key, n in worker_rows if key.operation == chain.id) == 40
+    assert PYTHON_WORKERS_WARNING not in trace.warnings
+    # the workers' CPU in the job's span (1.5 s) is split over the chain's two subtasks
+    assert [task.metrics[t.METRIC_CPU_TIME] for task in chain.tasks] == [1.25, 1.25]
+    loaded = load_spool(spool)
+    assert loaded is not None and loaded[1] == {START + 3: 1.5, START + 60: 9.0}
+
+
+def test_several_python_chains_leave_the_workers_out_and_say_so(tmp_path: Path) -> None:
+    _spool(tmp_path)
+    trace = read_metrics(_part(tmp_path, ["Source: a[1] -> PythonCalc[2]", "b[3] -> PythonCalc[2]"]))
+    assert trace.samples is not None
+    assert not any(key.thread == WORKER_ROLE for key in trace.samples.keys)
+    assert AMBIGUOUS_WORKERS_WARNING in trace.warnings
+
+
+def test_without_worker_samples_the_trace_warns_that_python_was_not_sampled(tmp_path: Path) -> None:
+    trace = read_metrics(_part(tmp_path, ["Source: requests[1] -> PythonCalc[2]"]))
+    assert PYTHON_WORKERS_WARNING in trace.warnings
+    assert all(task.metrics[t.METRIC_CPU_TIME] == 0.5 for task in trace.operations[0].tasks)
+
+
+def test_the_java_side_waiting_for_its_worker_delegates_and_socket_reads_are_network() -> None:
+    frames = [t.Frame(name=line.split("\t")[0]) for line in WAIT_FOR_WORKER.splitlines()]
+    assert delegates(frames, list(range(len(frames))))
+    assert primitive_vector("socket.SocketIO.readinto") == primitive_vector("socket.socket.recv_into")
+    vector = primitive_vector("socket.SocketIO.readinto")
+    assert vector is not None and vector.network == 1.0
+
+
+def test_an_unreadable_spool_is_ignored(tmp_path: Path) -> None:
+    bad = tmp_path / "crystalperf-pyflink-workers.5.json"
+    bad.write_text("{not json")
+    assert load_spool(bad) is None
+    trace = read_metrics(_part(tmp_path, ["Source: requests[1] -> PythonCalc[2]"]))
+    assert PYTHON_WORKERS_WARNING in trace.warnings
+
+
+def test_the_sampler_takes_only_threads_running_a_bundle(tmp_path: Path, monkeypatch: Any) -> None:
+    import sys
+    import threading
+    import types
+
+    from crystalperf.integrations.flink.pyworkers import WorkerSampler, spool_files
+
+    module = "apache_beam.runners.worker.sdk_worker"
+    monkeypatch.setitem(sys.modules, module, types.ModuleType(module))
+    harness: dict[str, Any] = {"__name__": module}
+    # a function named and placed as the harness's bundle loop, without Beam: this tests the selection only
+    exec("def process_bundle(stop):\n    stop.wait(10)\n", harness)  # noqa: S102
+    stop = threading.Event()
+    working = threading.Thread(target=harness["process_bundle"], args=(stop,))
+    idle = threading.Thread(target=stop.wait, args=(10,))
+    working.start()
+    idle.start()
+    try:
+        sampler = WorkerSampler(tmp_path)
+        assert sampler.sample_once() == 1
+        sampler.flush()
+    finally:
+        stop.set()
+        working.join()
+        idle.join()
+    [spool] = spool_files(tmp_path)
+    loaded = load_spool(spool)
+    assert loaded is not None
+    samples = loaded[0]
+    assert [key.thread for key in samples.keys] == [WORKER_ROLE]
+    names = {samples.frames[f].name for stack in samples.stacks for f in stack}
+    assert any(name.endswith("process_bundle") for name in names)
