@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from bench.fidelity.machine import evict
 from bench.whatif import machine
 from bench.whatif.runner import Run, Target
 
@@ -118,17 +119,6 @@ def ensure_images(folder: Path, python: str, count: int = IMAGES) -> Path:
     return folder
 
 
-def evict(folder: Path) -> None:
-    """Drop the folder's files from the page cache (POSIX_FADV_DONTNEED), so reads reach the device."""
-    for path in folder.iterdir():
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fdatasync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
 @contextmanager
 def cgroup(controller: str, limits: dict[str, str]) -> Iterator[Path | None]:
     """A fresh cgroup (v1 controller dir) with the given limit files written; removed afterwards."""
@@ -210,7 +200,7 @@ class CnnWorkload:
         if config.get("read_bps"):
             read_limits = {"blkio.throttle.read_bps_device":
                            f"{machine.block_device(self.images())} {config['read_bps']}"}
-        evict(self.images())
+        evict([self.images()])
         with cgroup("cpu", cpu_limits) as cpu_group, cgroup("blkio", read_limits) as io_group:
             job["cgroups"] = [str(g) for g in (cpu_group, io_group) if g is not None]
             command = command[:-1] + [json.dumps(job)]
