@@ -3,7 +3,9 @@
 The jars are compiled with ``javac`` against the jars that the framework's own wheel ships (pyspark's
 ``jars/``, apache-flink's ``lib/``): no Maven download is possible on our machines. Every jar carries
 ``META-INF/crystalperf-sources.sha256``, the hash of the sources it was built from, so a test can prove
-the bundled jar is current. When the framework is not importable at build time (an isolated build
+the bundled jar is current (the Java sources both jars share, ``crystalperf/integrations/java``, have a
+hash entry of their own, ``META-INF/crystalperf-shared-sources.sha256``: the installed package compares the
+first with the integration's ``java/`` directory alone). When the framework is not importable at build time (an isolated build
 environment), the committed jar is used as it is, and a stale one is reported.
 
 Run ``python hatch_build.py`` to rebuild every jar whose sources changed (from an environment with the
@@ -22,6 +24,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parent
+# Java sources compiled into every jar (the I/O counter sampler both hooks run).
+SHARED_SOURCE_DIR = ROOT / "crystalperf/integrations/java"
 
 
 class JavaJar(NamedTuple):
@@ -65,24 +69,41 @@ def _load_jars_module() -> Any:
 
 _jars = _load_jars_module()
 HASH_ENTRY: str = _jars.HASH_ENTRY
+SHARED_HASH_ENTRY: str = _jars.SHARED_HASH_ENTRY
+
+
+def _files(directory: Path) -> list[Path]:
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
 
 
 def source_files(spec: JavaJar) -> list[Path]:
-    if not spec.source_dir.is_dir():
-        return []
-    return sorted(p for p in spec.source_dir.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    return _files(spec.source_dir)
+
+
+def shared_files() -> list[Path]:
+    return _files(SHARED_SOURCE_DIR)
 
 
 def sources_hash(spec: JavaJar) -> str | None:
     return _jars.sources_hash(spec.source_dir)  # type: ignore[no-any-return]
 
 
+def shared_sources_hash() -> str | None:
+    return _jars.sources_hash(SHARED_SOURCE_DIR)  # type: ignore[no-any-return]
+
+
 def jar_hash(jar: Path) -> str | None:
     return _jars.jar_hash(jar)  # type: ignore[no-any-return]
 
 
+def jar_shared_hash(jar: Path) -> str | None:
+    return _jars.jar_hash(jar, SHARED_HASH_ENTRY)  # type: ignore[no-any-return]
+
+
 def is_current(spec: JavaJar) -> bool:
-    return jar_hash(spec.jar) == sources_hash(spec)
+    return jar_hash(spec.jar) == sources_hash(spec) and jar_shared_hash(spec.jar) == shared_sources_hash()
 
 
 def framework_classpath(spec: JavaJar) -> list[str] | None:
@@ -101,7 +122,7 @@ def build(spec: JavaJar, classpath: list[str]) -> None:
     javac, jar_tool = shutil.which("javac"), shutil.which("jar")
     if not javac or not jar_tool:
         raise RuntimeError("javac and jar (a JDK 17) are needed to build the Java hooks")
-    java_files = [p for p in source_files(spec) if p.suffix == ".java"]
+    java_files = [p for p in [*source_files(spec), *shared_files()] if p.suffix == ".java"]
     with tempfile.TemporaryDirectory() as tmp:
         classes = Path(tmp) / "classes"
         classes.mkdir()
@@ -115,6 +136,8 @@ def build(spec: JavaJar, classpath: list[str]) -> None:
             shutil.copytree(resources, classes, dirs_exist_ok=True)
         (classes / "META-INF").mkdir(exist_ok=True)
         (classes / HASH_ENTRY).write_text(f"{sources_hash(spec)}\n")
+        if shared_files():
+            (classes / SHARED_HASH_ENTRY).write_text(f"{shared_sources_hash()}\n")
         spec.jar.parent.mkdir(parents=True, exist_ok=True)
         tmp_jar = Path(tmp) / spec.jar.name
         # Fixed timestamps make the jar reproducible, so rebuilding unchanged sources changes nothing.

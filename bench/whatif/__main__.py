@@ -1,6 +1,8 @@
 """``python -m bench.whatif [--framework spark,tensorflow,flink] [--quick]``: predictions from one traced
 baseline run against real re-runs, per workload, resource kind and framework (see docs/accuracy.md).
 
+``--direction up|down`` and ``--workload NAME[,NAME]`` run a part of it (one case while developing it).
+
 Run it from the repository root. Each framework's jobs run in that framework's environment (see
 ``bench/whatif/spark.py``, ``tensorflow.py``); the predictions are made with this interpreter's
 crystalperf, as a user would with ``crystalperf predict``.
@@ -27,9 +29,16 @@ def machine_description() -> str:
     return f"{platform.node()}: {os.cpu_count()} CPUs, {memory:.0f} GiB, Linux {platform.release()}"
 
 
-def _workloads(framework: str, data_dir: Path, quick: bool) -> list[Any]:
+def _workloads(framework: str, data_dir: Path, quick: bool, direction: str = "both") -> list[Any]:
+    """The framework's workloads: ``workloads()`` (traced at the roomier configuration, predicted on less,
+    "down") and, where the module has them, ``up_workloads()`` (traced throttled, predicted on more)."""
     module = {"spark": spark, "tensorflow": tensorflow, "flink": flink}[framework]
-    return list(module.workloads(data_dir, quick))
+    found: list[Any] = []
+    if direction in ("down", "both"):
+        found += module.workloads(data_dir, quick)
+    if direction in ("up", "both") and hasattr(module, "up_workloads"):
+        found += module.up_workloads(data_dir, quick)
+    return found
 
 
 def repredict_results(path: Path, data_dir: Path) -> None:
@@ -54,6 +63,11 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("CRYSTALPERF_BENCH_DATA", ".whatif-data")),
                         help="generated input data, kept between runs")
     parser.add_argument("--out", type=Path, default=None, help="results directory (default bench/whatif/results/<date>)")
+    parser.add_argument("--workload", default=None,
+                        help="comma-separated workload names to run (e.g. scan-up,tpch-q6); default: all")
+    parser.add_argument("--direction", choices=("up", "down", "both"), default="both",
+                        help="up: cases traced on a throttled resource and predicted on a faster one; "
+                             "down: the others (default both)")
     parser.add_argument("--repredict", type=Path, default=None, metavar="RESULTS_JSON",
                         help="predict the cases of an earlier run again from their traces (after a model "
                              "change) and rewrite its outputs; nothing is re-run")
@@ -67,18 +81,26 @@ def main() -> None:
     unknown = sorted(set(wanted) - set(FRAMEWORKS))
     if unknown:
         parser.error(f"unknown framework(s): {', '.join(unknown)}")
+    selected = [(framework, workload) for framework in wanted
+                for workload in _workloads(framework, args.data_dir, args.quick, args.direction)]
+    if args.workload:
+        only = {w.strip() for w in args.workload.split(",") if w.strip()}
+        unknown = sorted(only - {w.name for _, w in selected})
+        if unknown:
+            parser.error(f"no such workload(s) here: {', '.join(unknown)} "
+                         f"(known: {', '.join(sorted({w.name for _, w in selected}))})")
+        selected = [(f, w) for f, w in selected if w.name in only]
     results: list[CaseResult] = []
-    for framework in wanted:
-        for workload in _workloads(framework, args.data_dir, args.quick):
-            if workload.python is None:
-                reason = f"{framework} is not installed in any environment the benchmark knows"
-                results += [CaseResult(framework, workload.name, t.name, t.kind, skipped=reason)
-                            for t in workload.targets(args.quick)]
-                print(f"[{framework}/{workload.name}] skipped: {reason}")
-                continue
-            # Traces and per-run files go next to the data; only the summaries go to the results.
-            results += run_workload(workload, args.data_dir / "runs" / framework / workload.name,
-                                    repetitions=repetitions, quick=args.quick)
+    for framework, workload in selected:
+        if workload.python is None:
+            reason = f"{framework} is not installed in any environment the benchmark knows"
+            results += [CaseResult(framework, workload.name, t.name, t.kind, skipped=reason)
+                        for t in workload.targets(args.quick)]
+            print(f"[{framework}/{workload.name}] skipped: {reason}")
+            continue
+        # Traces and per-run files go next to the data; only the summaries go to the results.
+        results += run_workload(workload, args.data_dir / "runs" / framework / workload.name,
+                                repetitions=repetitions, quick=args.quick)
     out.mkdir(parents=True, exist_ok=True)
     for path in write_outputs(results, out, machine=machine_description()):
         print(f"wrote {path}")

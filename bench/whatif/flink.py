@@ -17,15 +17,20 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import random
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
-from bench.whatif import machine
+from bench.fidelity.machine import evict
+from bench.whatif import machine, shaped
 from bench.whatif.runner import Run, Target
 from bench.whatif.tensorflow import cgroup
+
+CSV_FILES = 8
+CSV_BYTES = 100_000_000
 
 JOB = textwrap.dedent('''
     import json, sys, time
@@ -37,6 +42,9 @@ JOB = textwrap.dedent('''
         from crystalperf.integrations import flink as cpflink
         conf = cpflink.configure(conf, config["out"], analyze=False)
     conf.set_string("parallelism.default", str(config["parallelism"]))
+    # Python UDFs run in workers of this interpreter (its environment has PyFlink)
+    conf.set_string("python.executable", sys.executable)
+    conf.set_string("python.client.executable", sys.executable)
     settings = EnvironmentSettings.new_instance().in_streaming_mode().with_configuration(conf).build()
     env = TableEnvironment.create(settings)
     rows = config["rows"]
@@ -56,6 +64,27 @@ JOB = textwrap.dedent('''
             FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '10' SECOND))
             WHERE event_type = 0
             GROUP BY MOD(ad_id * 7919, 100), window_start, window_end"""
+    elif config["job"] == "csv-scan":
+        env.execute_sql(f"""CREATE TABLE src (id BIGINT, k INT, v DOUBLE, s STRING) WITH (
+            'connector' = 'filesystem', 'path' = 'file://{config["csv"]}', 'format' = 'csv')""")
+        env.execute_sql("CREATE TABLE sink (id BIGINT, k INT, v DOUBLE) WITH ('connector' = 'blackhole')")
+        # a cheap filter: the job is its scan (reading and parsing the files)
+        query = "INSERT INTO sink SELECT id, k, v FROM src WHERE s LIKE '%zzzz%' OR v < 0.0001"
+    elif config["job"] == "download":
+        import urllib.request
+        from pyflink.table.udf import udf
+        url = config["url"]
+        def pull(i):
+            total = 0
+            with urllib.request.urlopen(url) as answer:
+                while block := answer.read(1 << 16):
+                    total += len(block)
+            return total
+        env.create_temporary_function("pull", udf(pull, result_type="BIGINT"))
+        env.execute_sql(f"""CREATE TABLE requests (id BIGINT) WITH ('connector' = 'datagen',
+            'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '{config["requests"]}')""")
+        env.execute_sql("CREATE TABLE sink (n BIGINT) WITH ('connector' = 'blackhole')")
+        query = "INSERT INTO sink SELECT pull(id) FROM requests"
     else:
         env.execute_sql(f"""CREATE TABLE lines (id BIGINT) WITH ('connector' = 'datagen',
             'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '{rows}',
@@ -99,10 +128,13 @@ class FlinkSqlWorkload:
 
     framework = "flink"
 
-    def __init__(self, job: str, *, rows: int) -> None:
+    def __init__(self, job: str, *, rows: int = 0, parallelism: int = 2) -> None:
         self.name = job
         self.python = flink_python()
-        self.baseline: dict[str, Any] = {"job": job, "rows": rows, "parallelism": 2}
+        self.baseline: dict[str, Any] = {"job": job, "rows": rows, "parallelism": parallelism}
+
+    def no_flink(self) -> str | None:
+        return None if self.python else "PyFlink is not installed (set CRYSTALPERF_FLINK_PYTHON)"
 
     def targets(self, quick: bool) -> list[Target]:
         base = self.baseline
@@ -141,12 +173,22 @@ class FlinkSqlWorkload:
             period = 100_000
             limits = {"cpu.cfs_period_us": str(period),
                       "cpu.cfs_quota_us": str(int(config["cpu_share"] * (os.cpu_count() or 2) * period))}
-        with cgroup("cpu", limits) as group:
+        read_limits: dict[str, str] = {}
+        if config.get("read_bps"):
+            read_limits = {"blkio.throttle.read_bps_device":
+                           f"{machine.block_device(Path(config['csv']))} {config['read_bps']}"}
+        if config.get("csv"):
+            evict([Path(config["csv"])])
+        with cgroup("cpu", limits) as group, cgroup("blkio", read_limits) as io_group:
             def enter() -> None:
-                if group is not None:
-                    (group / "cgroup.procs").write_text(str(os.getpid()))
+                # Before the JVM starts: every process of the job is in the groups. Its start-up reads jars
+                # that the page cache holds (only the input is evicted), and the runtime measured is the
+                # job's own, after start-up.
+                for joined in (group, io_group):
+                    if joined is not None:
+                        (joined / "cgroup.procs").write_text(str(os.getpid()))
 
-            done = subprocess.run(command, capture_output=True, text=True, preexec_fn=enter, timeout=1800)
+            done = self._run_job(command, job, config, enter)
         if done.returncode != 0:
             raise RuntimeError(f"{self.name} failed: {done.stderr[-2000:]}")
         line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))
@@ -154,9 +196,102 @@ class FlinkSqlWorkload:
         trace = out_dir / "crystalperf-trace.json.gz" if traced else None
         return Run(runtime, trace if trace is not None and trace.exists() else None, runtime)
 
+    def _run_job(self, command: list[str], job: dict[str, Any], config: dict[str, Any],
+                 enter: Any) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(command[:-1] + [json.dumps(job)], capture_output=True, text=True,
+                              preexec_fn=enter, timeout=1800)
+
+
+class ParallelismUpWorkload(FlinkSqlWorkload):
+    """The "up" direction for parallelism: a workload traced at parallelism 1, predicted and run at 2."""
+
+    def __init__(self, job: str, *, rows: int) -> None:
+        super().__init__(job, rows=rows, parallelism=1)
+        self.name = f"{job}-p1"
+
+    def targets(self, quick: bool) -> list[Target]:
+        return [Target("parallelism 1->2", "parallelism-up", {**self.baseline, "parallelism": 2}, ["parallelism=2"],
+                       self.no_flink)]
+
+
+def ensure_csv(folder: Path, files: int = CSV_FILES, total_bytes: int = CSV_BYTES) -> Path:
+    """``files`` CSV files of ``id,k,v,s`` rows (random values: nothing compresses), ``total_bytes`` in all,
+    written once."""
+    if folder.is_dir() and len(list(folder.glob("part-*.csv"))) >= files:
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(0)
+    row_id = 0
+    for i in range(files):
+        partial = folder / f".part-{i:02d}.csv.tmp"
+        with open(partial, "w") as f:
+            written = 0
+            while written < total_bytes // files:
+                lines = []
+                for _ in range(10_000):
+                    row_id += 1
+                    lines.append(f"{row_id},{rng.randrange(1000)},{rng.random():.6f},{rng.getrandbits(64):016x}\n")
+                chunk = "".join(lines)
+                f.write(chunk)
+                written += len(chunk)
+        partial.rename(folder / f"part-{i:02d}.csv")  # a half-written file never counts as data
+    return folder
+
+
+class CsvScanUpWorkload(FlinkSqlWorkload):
+    """The "up" direction for storage: a Flink SQL scan of ≈100 MB of CSV files (filesystem source, evicted from
+    the page cache before every run) traced behind a 5 MB/s read limit on their device, predicted and run at
+    20 MB/s."""
+
+    def __init__(self, data_dir: Path) -> None:
+        super().__init__("csv-scan", parallelism=2)
+        self.name = "csv-scan"
+        self.data_dir = data_dir
+        self.baseline.update(csv=str((data_dir / "flink-csv").resolve()), read_bps=5_000_000)
+
+    def targets(self, quick: bool) -> list[Target]:
+        def unavailable() -> str | None:
+            return self.no_flink() or machine.disk_throttle_unavailable(self.data_dir)
+
+        return [Target("disk 5->20 MB/s", "disk-up", {**self.baseline, "read_bps": 20_000_000}, ["disk=20MB/s"],
+                       unavailable)]
+
+    def run(self, config: dict[str, Any], out_dir: Path) -> Run:
+        ensure_csv(Path(config["csv"]))
+        return super().run(config, out_dir)
+
+
+class DownloadUpWorkload(FlinkSqlWorkload):
+    """The "up" direction for the network: a PyFlink Python UDF downloading from an HTTP server behind a
+    shaped link (``bench.whatif.shaped``): 8 requests of 12.5 MB over two subtasks, traced at 40 Mbit/s
+    (≈20 s of transfer), predicted and run at 100 Mbit/s."""
+
+    def __init__(self, *, requests: int = 8, request_bytes: int = 12_500_000) -> None:
+        super().__init__("download", parallelism=2)
+        self.name = "download"
+        self.baseline.update(rate_mbit=40, requests=requests, request_bytes=request_bytes)
+
+    def targets(self, quick: bool) -> list[Target]:
+        return [Target("network 40->100 Mbit/s", "network-up", {**self.baseline, "rate_mbit": 100},
+                       ["network=100mbit"], lambda: self.no_flink() or shaped.unavailable())]
+
+    def _run_job(self, command: list[str], job: dict[str, Any], config: dict[str, Any],
+                 enter: Any) -> subprocess.CompletedProcess[str]:
+        with shaped.ShapedServer(rate_mbit=config["rate_mbit"], prefix="cpf") as server:
+            job = {**job, "url": server.url(config["request_bytes"])}
+            return super()._run_job(command, job, config, enter)
+
 
 def workloads(data_dir: Path, quick: bool) -> list[FlinkSqlWorkload]:
     jobs = [FlinkSqlWorkload("yahoo", rows=25_000_000)]
     if not quick:
         jobs.append(FlinkSqlWorkload("wordcount", rows=8_000_000))
     return jobs
+
+
+def up_workloads(data_dir: Path, quick: bool) -> list[FlinkSqlWorkload]:
+    """The "up" cases (none in quick mode: each traces a deliberately slow run)."""
+    if quick:
+        return []
+    return [ParallelismUpWorkload("yahoo", rows=25_000_000), ParallelismUpWorkload("wordcount", rows=8_000_000),
+            CsvScanUpWorkload(data_dir), DownloadUpWorkload()]

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
+import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -38,6 +40,32 @@ def _try_cgroup(controller_dir: Path, limit_file: str, value: str) -> str | None
             pass
 
 
+@contextmanager
+def cgroup(controller: str, limits: dict[str, str], *, settle_s: float = 15.0) -> Iterator[Path | None]:
+    """A fresh cgroup (v1 controller dir) with the given limit files written (None when there are none);
+    removed afterwards. A JVM is often still exiting when the Python process that started it has returned,
+    and a cgroup with a process in it cannot be removed: removal waits up to ``settle_s`` for it to empty."""
+    if not limits:
+        yield None
+        return
+    path = CGROUP_ROOT / controller / f"crystalperf-bench-{uuid.uuid4().hex[:8]}"
+    path.mkdir()
+    try:
+        for name, value in limits.items():
+            (path / name).write_text(value)
+        yield path
+    finally:
+        deadline = time.monotonic() + settle_s
+        while True:
+            try:
+                path.rmdir()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    break  # left behind, empty or not: never fail a run for it
+                time.sleep(0.2)
+
+
 def cpu_quota_unavailable() -> str | None:
     """cgroup v2 ``cpu.max`` where the cpu controller is delegated, else v1 ``cpu.cfs_quota_us``."""
     unified = CGROUP_ROOT / "cgroup.controllers"
@@ -49,7 +77,11 @@ def cpu_quota_unavailable() -> str | None:
 
 
 def block_device(path: Path) -> str:
-    """``major:minor`` of the block device holding ``path`` (what an I/O throttle rule names)."""
+    """``major:minor`` of the block device holding ``path`` (what an I/O throttle rule names); a path not
+    created yet is on its nearest existing parent's device."""
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
     dev = path.stat().st_dev
     return f"{os.major(dev)}:{os.minor(dev)}"
 
@@ -68,28 +100,11 @@ def disk_throttle_unavailable(path: Path = Path(".")) -> str | None:
 
 
 def network_shaping_unavailable() -> str | None:
-    """A network namespace joined by a veth pair shaped with tc's token bucket filter."""
-    for tool in ("ip", "tc"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed (apt-get install iproute2)"
-    if os.geteuid() != 0:
-        return "network namespaces and tc need root"
-    tag = uuid.uuid4().hex[:6]
-    ns, host_if, ns_if = f"cpprobe{tag}", f"cpp{tag}a", f"cpp{tag}b"
-    steps = [["ip", "netns", "add", ns],
-             ["ip", "link", "add", host_if, "type", "veth", "peer", "name", ns_if],
-             ["ip", "link", "set", ns_if, "netns", ns],
-             ["tc", "qdisc", "add", "dev", host_if, "root", "tbf", "rate", "100mbit", "burst", "32kbit",
-              "latency", "50ms"]]
-    try:
-        for step in steps:
-            proc = subprocess.run(step, capture_output=True, text=True, check=False)
-            if proc.returncode != 0:
-                return f"`{' '.join(step)}` failed: {proc.stderr.strip()}"
-        return None
-    finally:
-        subprocess.run(["ip", "link", "del", host_if], capture_output=True, check=False)
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+    """A server in a network namespace behind a veth pair shaped with tc (``bench.whatif.shaped``): started,
+    downloaded from once, and removed."""
+    from bench.whatif import shaped
+
+    return shaped.unavailable()
 
 
 def taskset_unavailable() -> str | None:

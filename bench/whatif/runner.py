@@ -139,7 +139,13 @@ def summarize(results: Sequence[CaseResult]) -> dict[str, Any]:
     measured = [r for r in results if r.skipped is None and r.actual_s]
     summary: dict[str, Any] = {"per_framework": {}, "per_kind": {}, "cases": len(measured),
                                "skipped": len(results) - len(measured)}
-    for group, key in (("per_framework", lambda r: r.framework), ("per_kind", lambda r: f"{r.framework}/{r.kind}")):
+    # "up" cases (kind "<resource>-up") are traced on a throttled resource and predicted on more of it
+    def direction(r: CaseResult) -> str:
+        return "up" if r.kind.endswith("-up") else "down"
+
+    summary["per_direction"] = {}
+    for group, key in (("per_framework", lambda r: r.framework), ("per_kind", lambda r: f"{r.framework}/{r.kind}"),
+                       ("per_direction", lambda r: f"{r.framework}/{direction(r)}")):
         buckets: dict[str, list[CaseResult]] = {}
         for r in measured:
             buckets.setdefault(key(r), []).append(r)
@@ -174,6 +180,9 @@ def markdown(results: Sequence[CaseResult], summary: dict[str, Any], machine: st
         lines.append(f"| {fw} | {row['cases']} | {row['crystalperf']:.1%} | {row['linear']:.1%} | "
                      f"{row['replay']:.1%} | {paper:.1%} |" if paper is not None else
                      f"| {fw} | {row['cases']} | {row['crystalperf']:.1%} | {row['linear']:.1%} | {row['replay']:.1%} | – |")
+    lines += ["", "| framework/direction | cases | crystalperf | linear | replay |", "|---|---|---|---|---|"]
+    for name, row in summary.get("per_direction", {}).items():
+        lines.append(f"| {name} | {row['cases']} | {row['crystalperf']:.1%} | {row['linear']:.1%} | {row['replay']:.1%} |")
     lines += ["", "| framework/resource | cases | crystalperf | linear | replay |", "|---|---|---|---|---|"]
     for kind, row in summary["per_kind"].items():
         lines.append(f"| {kind} | {row['cases']} | {row['crystalperf']:.1%} | {row['linear']:.1%} | {row['replay']:.1%} |")

@@ -7,6 +7,12 @@ end of the query (``spark.stop()`` excluded, in every run). Runs use the Spark e
 session's. Real variations: cores (``local[2]`` -> ``local[1]``), CPU share (cgroup CPU quota),
 memory (driver memory small enough to spill -> enough), storage bandwidth (a cgroup read limit on the
 data's device, with the parquet files evicted from the page cache before every run).
+
+"Up" cases (``up_workloads``) are traced on a throttled resource and predicted on a faster one, so that a
+prediction must start from what the job saw rather than from assumed hardware: a text scan behind a 5 MB/s
+cgroup read limit -> 20 MB/s; tasks downloading from a server behind a 40 Mbit/s link
+(``bench.whatif.shaped``) -> 100 Mbit/s; TPC-H Q6 at ``local[1]`` -> ``local[2]``. Their target kinds end in
+``-up`` (``disk-up``, ``network-up``, ``cores-up``), which is how the results tell them from the others.
 """
 
 from __future__ import annotations
@@ -20,9 +26,10 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from bench.whatif import machine
+from bench.fidelity.machine import evict
+from bench.whatif import machine, shaped
+from bench.whatif.machine import cgroup
 from bench.whatif.runner import Run, Target
-from bench.whatif.tensorflow import cgroup, evict
 
 JOB = textwrap.dedent('''
     import json, sys, time
@@ -151,9 +158,7 @@ class TpchWorkload:
         read_limits: dict[str, str] = {}
         if config.get("read_bps"):
             read_limits = {"blkio.throttle.read_bps_device": f"{machine.block_device(self.data())} {config['read_bps']}"}
-        for table in self.data().iterdir():
-            if table.is_dir():
-                evict(table)
+        evict([table for table in self.data().iterdir() if table.is_dir()])
         with cgroup("cpu", cpu_limits) as cpu_group, cgroup("blkio", read_limits) as io_group:
             job["cgroups"] = [str(g) for g in (cpu_group, io_group) if g is not None]
             command = command[:-1] + [json.dumps(job)]
@@ -169,3 +174,165 @@ class TpchWorkload:
 def workloads(data_dir: Path, quick: bool) -> list[TpchWorkload]:
     queries = ("q6",) if quick else ("q6", "q9")
     return [TpchWorkload(q, data_dir) for q in queries]
+
+
+# -- "up" cases: traced on a throttled resource, predicted on a faster one --------------------------------
+
+UP_JOB = textwrap.dedent('''
+    import json, os, sys, time
+    config = json.loads(sys.argv[1])
+    from pyspark.sql import SparkSession
+    builder = (SparkSession.builder.appName("whatif-" + config["case"]).master(config["master"])
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.adaptive.enabled", "false")
+               .config("spark.sql.files.maxPartitionBytes", str(16 * 1024 * 1024)))
+    if config.get("out"):
+        from crystalperf.integrations.spark import configure
+        builder = configure(builder, output_dir=config["out"]).config("spark.crystalperf.analysis", "false")
+    spark = builder.getOrCreate()
+    sc = spark.sparkContext
+    # Joined after start-up, as the TPC-H job does: the JVM's start-up reads hundreds of MB of jars.
+    for group in config.get("cgroups", []):
+        for pid in (os.getpid(), sc._gateway.proc.pid):
+            with open(os.path.join(group, "cgroup.procs"), "w") as f:
+                f.write(str(pid))
+    if config["case"] == "scan":
+        lines = spark.read.text(config["data"])
+        result = lines.filter(lines.value.contains("ffff")).count()
+    else:
+        url = config["url"]
+
+        def download(partition):
+            import urllib.request
+            received = 0
+            with urllib.request.urlopen(url, timeout=120) as response:
+                while True:
+                    chunk = response.read(1 << 18)
+                    if not chunk:
+                        break
+                    received += len(chunk)
+            yield received
+
+        result = sc.parallelize(range(config["tasks"]), config["tasks"]).mapPartitions(download).sum()
+    end = time.time()
+    print("RESULT", json.dumps({"runtime_s": end - sc.startTime / 1000, "result": result}))
+    spark.stop()
+''')
+
+SCAN_FILES = 12
+SCAN_FILE_BYTES = 8 * 1024 * 1024  # one task each (maxPartitionBytes 16 MB packs one 8 MB file per split)
+DOWNLOAD_TASKS = 8
+DOWNLOAD_TASK_BYTES = 12_500_000  # 100 MB in all: about 21 s at 40 Mbit/s
+
+
+def ensure_text(folder: Path, files: int = SCAN_FILES, size: int = SCAN_FILE_BYTES) -> Path:
+    """Text files of random hex lines: incompressible for the device, cheap for the CPU to scan."""
+    data = folder / f"scan-text-{files}x{size}"
+    marker = data / "_complete"
+    if marker.exists():
+        return data
+    data.mkdir(parents=True, exist_ok=True)
+    for part in range(files):
+        with (data / f"part-{part:03d}.txt").open("wb") as f:
+            while f.tell() < size:
+                block = os.urandom(min(512 * 1024, (size - f.tell()) // 2 + 1)).hex().encode()
+                f.write(b"\n".join(block[i:i + 127] for i in range(0, len(block), 127)) + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+    marker.write_text("")
+    return data
+
+
+def _not_installed(python: str | None) -> Any:
+    return (lambda: None) if python else (lambda: "pyspark is not installed (set CRYSTALPERF_SPARK_PYTHON)")
+
+
+def _run_up_job(python: str, job: dict[str, Any], cgroups: list[Path]) -> float:
+    job = {**job, "cgroups": [str(g) for g in cgroups]}
+    done = subprocess.run([python, "-c", UP_JOB, json.dumps(job)], capture_output=True, text=True,
+                          timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(f"spark {job['case']} job failed: {done.stderr[-2000:]}")
+    line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))
+    return float(json.loads(line.split(" ", 1)[1])["runtime_s"])
+
+
+class ScanUpWorkload:
+    """A text scan (~100 MB, evicted from the page cache before every run) traced behind a 5 MB/s cgroup
+    read limit on the data's device, predicted and re-run at 20 MB/s."""
+
+    framework = "spark"
+    name = "scan-up"
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.python = spark_python()
+        self.baseline: dict[str, Any] = {"case": "scan", "master": "local[2]", "read_bps": 5_000_000}
+
+    def targets(self, quick: bool) -> list[Target]:
+        no_spark = _not_installed(self.python)
+        return [Target("disk 5->20 MB/s", "disk-up", {**self.baseline, "read_bps": 20_000_000},
+                       ["disk=20MB/s"], lambda: no_spark() or machine.disk_throttle_unavailable(self.data_dir))]
+
+    def run(self, config: dict[str, Any], out_dir: Path) -> Run:
+        assert self.python is not None
+        out_dir.mkdir(parents=True, exist_ok=True)
+        traced = config is self.baseline
+        data = ensure_text(self.data_dir)
+        job = {**config, "data": str(data), "out": str(out_dir) if traced else None}
+        limits = {"blkio.throttle.read_bps_device": f"{machine.block_device(data)} {config['read_bps']}"}
+        evict([data])
+        with cgroup("blkio", limits) as group:
+            runtime = _run_up_job(self.python, job, [group] if group is not None else [])
+        trace = out_dir / "crystalperf-trace.json.gz"
+        return Run(runtime, trace if traced and trace.exists() else None, runtime)
+
+
+class DownloadUpWorkload:
+    """Tasks that each download 12.5 MB from a server behind a shaped link: traced at 40 Mbit/s, predicted
+    and re-run at 100 Mbit/s. The server lives in its own network namespace for the run; the job's processes
+    stay in this one, so their interface counters see the link's traffic."""
+
+    framework = "spark"
+    name = "download-up"
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.python = spark_python()
+        self.baseline: dict[str, Any] = {"case": "download", "master": "local[2]", "tasks": DOWNLOAD_TASKS,
+                                         "task_bytes": DOWNLOAD_TASK_BYTES, "rate_mbit": 40}
+
+    def targets(self, quick: bool) -> list[Target]:
+        no_spark = _not_installed(self.python)
+        return [Target("network 40->100 Mbit/s", "network-up", {**self.baseline, "rate_mbit": 100},
+                       ["network=100mbit"], lambda: no_spark() or shaped.unavailable())]
+
+    def run(self, config: dict[str, Any], out_dir: Path) -> Run:
+        assert self.python is not None
+        out_dir.mkdir(parents=True, exist_ok=True)
+        traced = config is self.baseline
+        with shaped.ShapedServer(rate_mbit=config["rate_mbit"]) as server:
+            job = {**config, "url": server.url(config["task_bytes"]), "out": str(out_dir) if traced else None}
+            runtime = _run_up_job(self.python, job, [])
+        trace = out_dir / "crystalperf-trace.json.gz"
+        return Run(runtime, trace if traced and trace.exists() else None, runtime)
+
+
+class TpchCoresUpWorkload(TpchWorkload):
+    """TPC-H Q6 traced at ``local[1]``, predicted and re-run at ``local[2]``."""
+
+    def __init__(self, data_dir: Path, *, scale: float = 8.0) -> None:
+        super().__init__("q6", data_dir, scale=scale)
+        self.name = "tpch-q6-up"
+        self.baseline = {**self.baseline, "master": "local[1]"}
+
+    def targets(self, quick: bool) -> list[Target]:
+        return [Target("cores 1->2", "cores-up", {**self.baseline, "master": "local[2]"}, ["cores=2"],
+                       _not_installed(self.python))]
+
+
+def up_workloads(data_dir: Path, quick: bool) -> list[Any]:
+    """The "up" cases (none in quick mode: each traces a deliberately slow run)."""
+    if quick:
+        return []
+    return [ScanUpWorkload(data_dir), DownloadUpWorkload(data_dir), TpchCoresUpWorkload(data_dir)]

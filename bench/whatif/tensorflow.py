@@ -105,15 +105,15 @@ def tf_python() -> str | None:
     return str(nox) if nox.exists() else None
 
 
-def ensure_images(folder: Path, python: str, count: int = IMAGES) -> Path:
-    """64x64 PNG images of noise, written once (random content: PNG cannot compress it away)."""
+def ensure_images(folder: Path, python: str, count: int = IMAGES, size: int = 64) -> Path:
+    """``size``x``size`` PNG images of noise, written once (random content: PNG cannot compress it away)."""
     if folder.is_dir() and len(list(folder.glob("*.png"))) >= count:
         return folder
     folder.mkdir(parents=True, exist_ok=True)
     script = ("import sys, numpy as np, tensorflow as tf\n"
               "rng = np.random.default_rng(0)\n"
               f"for i in range({count}):\n"
-              "    img = rng.integers(0, 255, (64, 64, 3), dtype=np.uint8)\n"
+              f"    img = rng.integers(0, 255, ({size}, {size}, 3), dtype=np.uint8)\n"
               "    tf.io.write_file(f'{sys.argv[1]}/img-{i:05d}.png', tf.io.encode_png(img))\n")
     subprocess.run([python, "-c", script, str(folder)], check=True, capture_output=True)
     return folder
@@ -154,7 +154,9 @@ class CnnWorkload:
     def images(self) -> Path:
         if self._images is None:
             assert self.python is not None
-            self._images = ensure_images(self.data_dir / "tf-images", self.python)
+            size = self.baseline.get("image_size", 64)
+            folder = self.data_dir / ("tf-images" if size == 64 else f"tf-images-{size}")
+            self._images = ensure_images(folder, self.python, size=size)
         return self._images
 
     def targets(self, quick: bool) -> list[Target]:
@@ -213,6 +215,35 @@ class CnnWorkload:
         return Run(window, trace if trace is not None and trace.exists() else None, window)
 
 
+class CnnStorageUpWorkload(CnnWorkload):
+    """The "up" direction for storage: the ResNet traced reading its images behind a 5 MB/s read limit,
+    predicted and re-run at 20 MB/s. Its images are 144x144 (≈62 KB of PNG each, cropped to the same 56x56):
+    ≈2 MB per step, so that 5 MB/s makes the steps wait for their input (≈0.4 s of reading per ≈0.2 s step)
+    and 20 MB/s hands the limit back to the compute. With the 64x64 images prefetching hides even 4 MB/s,
+    and an up case that changes nothing would not tell a model from task replay."""
+
+    def __init__(self, data_dir: Path, *, steps: int = 40, batch: int = 32) -> None:
+        super().__init__("resnet", data_dir, steps=steps, batch=batch)
+        self.name = "resnet-cnn-storage"
+        self.baseline.update(image_size=144, read_bps=5_000_000)
+
+    def targets(self, quick: bool) -> list[Target]:
+        base = self.baseline
+
+        def unavailable() -> str | None:
+            if self.python is None:
+                return "TensorFlow is not installed (set CRYSTALPERF_TF_PYTHON)"
+            return machine.disk_throttle_unavailable(self.data_dir)
+
+        return [Target("disk 5->20 MB/s", "disk-up", {**base, "read_bps": 20_000_000}, ["disk=20MB/s"],
+                       unavailable)]
+
+
 def workloads(data_dir: Path, quick: bool) -> list[CnnWorkload]:
     models = ("resnet",) if quick else ("resnet", "vgg")
     return [CnnWorkload(m, data_dir) for m in models]
+
+
+def up_workloads(data_dir: Path, quick: bool) -> list[CnnWorkload]:
+    """The "up" cases (none in quick mode: each traces a deliberately slow run)."""
+    return [] if quick else [CnnStorageUpWorkload(data_dir)]

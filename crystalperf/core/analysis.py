@@ -277,6 +277,13 @@ def build_report(
             "device": predictor.baseline.device,
             "warmup_factor": round(predictor.warmup, 4),
             "assumptions": predictor.baseline.assumptions,
+            # where each bandwidth comes from (declared by the hook, observed from the job's byte counters,
+            # assumed), and what the counters showed
+            "bandwidth_origins": dict(predictor.baseline.origins),
+            "observed": {key: {"bytes": round(seen.bytes), "direction": seen.direction,
+                               "active_s": round(seen.active_s, 3), "bandwidth": round(seen.bandwidth, 1),
+                               "limit": seen.limit, "sources": seen.sources, "note": seen.describe()}
+                         for key, seen in predictor.baseline.observed.items()},
         },
         "predictions": [p.as_dict() for p in predictions],
         "advice": _advice(bottleneck, predictions, profile),

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from crystalperf.core.errors import BadInputError, UnsupportedSchemaError
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 SCHEMA_MAJOR = 1
 SCHEMA_ID = f"urn:crystalperf:trace:{SCHEMA_VERSION}"
 TRACE_FILENAMES = ("crystalperf-trace.json.gz", "crystalperf-trace.json")
@@ -347,6 +347,30 @@ class Streaming(_Model):
     throughput: float | None = Field(None, ge=0, description="records/s the sinks emitted")
 
 
+class IoSample(_Model):
+    """Byte counters of the job's processes on one source (a driver, a TaskManager, a Python process), read
+    during the run. Counters are cumulative since that source's first sample (which reads 0), so rates come
+    from differences and a lost sample costs nothing. The analysis derives from them the bandwidth the job
+    saw (``crystalperf.core.observed``), which what-ifs scale from."""
+
+    t: float = Field(description="when the counters were read (epoch seconds)")
+    source: str = Field("", description="whose counters: e.g. driver, taskmanager:<pid>, python:<pid>")
+    host: str | None = None
+    storage_read_bytes: float | None = Field(
+        None, ge=0, description="bytes read from storage devices (read_bytes of /proc/<pid>/io, the process and "
+        "its descendants; page-cache hits excluded)")
+    storage_write_bytes: float | None = Field(None, ge=0, description="bytes written to storage devices")
+    network_rx_bytes: float | None = Field(
+        None, ge=0, description="bytes received on the non-loopback interfaces of the process's network "
+        "namespace (/proc/<pid>/net/dev: namespace-wide, not per process)")
+    network_tx_bytes: float | None = Field(None, ge=0, description="bytes sent on those interfaces")
+    disk_read_limit: float | None = Field(
+        None, gt=0, description="bytes/s: the strictest cgroup read limit in force on the process (blkio/io.max)")
+    disk_write_limit: float | None = Field(None, gt=0, description="bytes/s: the strictest cgroup write limit")
+
+    _check_t = field_validator("t")(_finite)
+
+
 class Producer(_Model):
     """Which hook wrote the trace."""
 
@@ -368,6 +392,7 @@ class Trace(_Model):
         description="job-wide figures: cached/spilled/shuffled bytes, tensor bytes, data_bytes...",
     )
     streaming: Streaming | None = None
+    io: list[IoSample] = Field(default_factory=list, description="byte counters read during the run (1.3)")
     warnings: list[str] = Field(default_factory=list, description="problems the hook met while recording")
 
     @field_validator("schema_version")

@@ -31,7 +31,7 @@ from crystalperf.core.errors import (
     IntegrationSetupError,
     UnsupportedFrameworkVersionError,
 )
-from crystalperf.integrations.jars import jar_hash, sources_hash
+from crystalperf.integrations.jars import SHARED_HASH_ENTRY, jar_hash, sources_hash
 
 log = logging.getLogger("crystalperf")
 
@@ -112,7 +112,10 @@ class Integration:
         if built_from is None:
             raise IntegrationSetupError(f"{path} is damaged: reinstall crystalperf, or rebuild it with python hatch_build.py")
         current = sources_hash(package / "java")
-        if current is not None and current != built_from:
+        # the Java sources every hook compiles in sit beside the integration packages
+        shared = sources_hash(resources.files(self.package.rpartition(".")[0]) / "java") if "." in self.package else None
+        if (current is not None and current != built_from) or (
+                shared is not None and shared != jar_hash(resource, SHARED_HASH_ENTRY)):
             raise IntegrationSetupError(f"{path} does not match its Java sources: rebuild it with python hatch_build.py")
         return path
 

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
         from importlib.abc import Traversable
 
 HASH_ENTRY = "META-INF/crystalperf-sources.sha256"
+# The Java sources every jar also compiles (crystalperf/integrations/java) are hashed apart.
+SHARED_HASH_ENTRY = "META-INF/crystalperf-shared-sources.sha256"
 
 
 def _walk(directory: Traversable, prefix: str = "") -> Iterable[tuple[str, Traversable]]:
@@ -51,10 +53,11 @@ def sources_hash(source_dir: Path | Traversable) -> str | None:
     return digest.hexdigest()
 
 
-def jar_hash(jar: Path | Traversable) -> str | None:
-    """The sources hash a jar was built from, or None when the jar is missing or damaged."""
+def jar_hash(jar: Path | Traversable, entry: str = HASH_ENTRY) -> str | None:
+    """The sources hash a jar was built from (``entry``: its own sources' or the shared ones'), or None when
+    the jar is missing or damaged."""
     try:
         with jar.open("rb") as raw, zipfile.ZipFile(raw) as zf:
-            return zf.read(HASH_ENTRY).decode().strip()
+            return zf.read(entry).decode().strip()
     except (OSError, KeyError, zipfile.BadZipFile):
         return None

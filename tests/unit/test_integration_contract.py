@@ -22,7 +22,7 @@ from crystalperf.core.predict import default_scenarios
 from crystalperf.core.predict.base import Baseline, scaling_keys
 from crystalperf.core.profile import build_profile
 from crystalperf.integrations import available, base
-from crystalperf.integrations.jars import HASH_ENTRY, sources_hash
+from crystalperf.integrations.jars import HASH_ENTRY, SHARED_HASH_ENTRY, sources_hash
 from tests.unit.helpers import fake_installed, make_trace, op, task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,12 +89,23 @@ def _package_with_jar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, built_fro
 
 
 def test_jar_path_finds_a_current_jar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import crystalperf.integrations
+
     integration = _package_with_jar(tmp_path, monkeypatch, built_from="placeholder")
     current = sources_hash(tmp_path / "crystalperf" / "integrations" / "jartest" / "java")
     assert current is not None
-    with zipfile.ZipFile(tmp_path / "crystalperf/integrations/jartest/hook.jar", "w") as zf:
-        zf.writestr(HASH_ENTRY, current + "\n")
-    assert integration.jar_path() == tmp_path / "crystalperf/integrations/jartest/hook.jar"
+    # the Java sources every hook compiles in (crystalperf/integrations/java) have their own hash entry
+    shared = sources_hash(Path(crystalperf.integrations.__path__[0]) / "java")
+    jar = tmp_path / "crystalperf/integrations/jartest/hook.jar"
+    for shared_entry in ("0" * 64, None):
+        with zipfile.ZipFile(jar, "w") as zf:
+            zf.writestr(HASH_ENTRY, current + "\n")
+            if shared is not None:
+                zf.writestr(SHARED_HASH_ENTRY, (shared_entry or shared) + "\n")
+        if shared is not None and shared_entry is not None:
+            with pytest.raises(IntegrationSetupError, match="does not match its Java sources"):
+                integration.jar_path()
+    assert integration.jar_path() == jar
 
 
 def test_jar_path_refuses_a_stale_or_missing_jar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

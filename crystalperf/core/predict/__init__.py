@@ -19,11 +19,13 @@ from crystalperf.core.bottleneck import expand, level_critical_path
 from crystalperf.core.predict.base import (
     DEFAULT_GPU_SPEEDUP,
     KNOWN_KEYS,
+    STATABLE_KEYS,
     Baseline,
     Changes,
     OpContext,
     ResourceModel,
     TaskParts,
+    runs_its_children,
     scaling_keys,
 )
 from crystalperf.core.predict.compute import ComputeModel, estimate_warmup, replay
@@ -32,7 +34,7 @@ from crystalperf.core.predict.memory import MemoryModel
 from crystalperf.core.predict.streaming import StreamingCpu
 from crystalperf.core.profile import ExecutionProfile, LevelGraph, OperationProfile
 from crystalperf.core.resources import ResourceVector
-from crystalperf.core.trace import METRIC_RUN_TIME
+from crystalperf.core.trace import ATTRIBUTE_WAITS_ON, METRIC_RUN_TIME
 
 __all__ = ["Baseline", "Changes", "KNOWN_KEYS", "Prediction", "Predictor", "default_scenarios", "replay"]
 
@@ -40,6 +42,10 @@ log = logging.getLogger(__name__)
 
 MONTE_CARLO_RUNS = 16
 BAND_QUANTILES = (0.1, 0.9)
+# A bandwidth the trace does not give may have been this much lower / higher than the assumed figure.
+ASSUMED_BANDWIDTH_RANGE = (0.1, 4.0)
+# Predictions within this of the traced runtime are "no change", not "slower".
+SLOWER_TOLERANCE = 0.01
 
 
 def installed_models() -> list[ResourceModel]:
@@ -142,7 +148,7 @@ class Predictor:
         return b.slots
 
     def linear_factor(self, changes: Changes) -> float:
-        b = self.baseline
+        b = self.baseline.stated(changes)
         factor = b.slots / self.new_slots(changes)
         if "cpu_speed" in changes:
             factor /= changes.number("cpu_speed", 1.0)
@@ -161,7 +167,7 @@ class Predictor:
 
     # -- the simulation ----------------------------------------------------------------------------
     def _parts(self, prof: OperationProfile, durations: Sequence[float], with_vectors: bool,
-               draw: _Draw) -> list[TaskParts]:
+               draw: _Draw, without_waiting: bool = False) -> list[TaskParts]:
         if not with_vectors:
             return [TaskParts(d, 0.0, 0.0) for d in durations]
         vec = prof.vector.vector
@@ -173,7 +179,12 @@ class Predictor:
         through = prof.vector.through or ResourceVector(0.0, 0.0, 0.0, 0.0)
         cpu, disk, network = (max(0.0, vec[i] - through[i]) for i in range(3))
         fixed = vec.waiting + (vec.cpu - cpu) + (vec.disk - disk) + (vec.network - network)
-        return [TaskParts(d * cpu, d * disk, d * network, d * fixed) for d in durations]
+        # a wait the hook says was for the operation's input (a source): shortened by a faster device, if at all
+        input_wait = vec.waiting if prof.op.attributes.get(ATTRIBUTE_WAITS_ON) and prof.vector.through is None else 0.0
+        if without_waiting:
+            fixed, input_wait = fixed - vec.waiting, 0.0
+        return [TaskParts(d * cpu, d * disk, d * network, d * (fixed - input_wait), d * input_wait)
+                for d in durations]
 
     def _leaf_duration(self, prof: OperationProfile, changes: Changes, slots: int, with_vectors: bool,
                        draw: _Draw) -> float:
@@ -218,9 +229,10 @@ class Predictor:
             else:
                 start = op.start - level.start
             start = max(0.0, start)
-            duration = self._level_duration(prof.children, leaf) if prof.children else leaf(prof)
-            if prof.children:
-                duration = max(duration, 0.0)
+            if prof.children and not runs_its_children(prof):
+                duration = max(self._level_duration(prof.children, leaf), 0.0)
+            else:
+                duration = leaf(prof)
             new_start[node] = start
             new_end[node] = start + duration
             last_end = max(last_end, op.end)
@@ -232,20 +244,21 @@ class Predictor:
         if self._prepared is not None and self._prepared[0] is changes:
             return self._prepared[1]
         notes: list[str] = []
+        baseline = self.baseline.stated(changes)
         for model in self.models:
-            notes.extend(model.prepare(self.profile, self.baseline, changes))
+            notes.extend(model.prepare(self.profile, baseline, changes))
         self._prepared = (changes, notes)
         return notes
 
     def _busy_after(self, prof: OperationProfile, changes: Changes, slots: int, with_vectors: bool,
-                    draw: _Draw) -> float:
+                    draw: _Draw, without_waiting: bool = False) -> float:
         """Busy time of a pipelined operation's busiest task under the changes; work is spread over
         the new number of subtasks when the parallelism changes."""
         tasks = prof.op.tasks
         busy = [t.metrics.get(METRIC_RUN_TIME, t.duration) for t in tasks] if tasks else [prof.busy_time]
         if draw.rng is not None and len(busy) >= 3:
             busy = [draw.rng.choice(busy) for _ in busy]
-        parts = self._parts(prof, busy, with_vectors, draw)
+        parts = self._parts(prof, busy, with_vectors, draw, without_waiting)
         ctx = OpContext(prof, list(tasks))
         for model in self.models:
             if with_vectors or model.name == "compute":
@@ -264,8 +277,12 @@ class Predictor:
             if throughput_bound is not None:
                 return throughput_bound
         if self.streaming:
-            before = sum(p.path_time for p in self._path)
-            after = sum(self._busy_after(p, changes, slots, with_vectors, draw) for p in self._path)
+            # Past the path's head, an operator's waiting is for the operators before it on the path, whose own
+            # time the path already counts (a sink idle while its source downloads): counted once.
+            before = sum(p.path_time * (1.0 - (p.vector.vector.waiting if i and with_vectors else 0.0))
+                         for i, p in enumerate(self._path))
+            after = sum(self._busy_after(p, changes, slots, with_vectors, draw, without_waiting=bool(i and with_vectors))
+                        for i, p in enumerate(self._path))
             return self.runtime * after / before if before > 0 else self.runtime
 
         def leaf(prof: OperationProfile) -> float:
@@ -278,7 +295,11 @@ class Predictor:
         return level_span(self.profile.top)
 
     def predict(self, changes: Changes, *, band: bool = True, seed: int = 0) -> Prediction:
-        notes = list(self.baseline.assumptions) + self.prepare(changes)
+        baseline = self.baseline.stated(changes)
+        # a bandwidth assumption matters to the scenarios that change that bandwidth
+        notes = [a for a in baseline.assumptions
+                 if not any(a.startswith(f"{key} bandwidth") and key not in changes for key in STATABLE_KEYS)]
+        notes += baseline.notes_for(changes) + self.prepare(changes)
         if self.baseline.slots != self.new_slots(changes):
             notes.append(f"task slots {self.baseline.slots} -> {self.new_slots(changes)}"
                          + (f" (first-wave warm-up factor {self.warmup:.2f})" if self.warmup != 1.0 else ""))
@@ -293,11 +314,55 @@ class Predictor:
             for _ in range(runs):
                 warm = rng.choice(self.warmup_factors) if self.warmup_factors else None
                 draws.append(self.simulate(changes, draw=_Draw(random.Random(rng.random()), warm)))
-            estimate.low_s = min(point, _quantile(draws, BAND_QUANTILES[0]))
-            estimate.high_s = max(point, _quantile(draws, BAND_QUANTILES[1]))
+            # A bandwidth the trace did not give is a guess: the band spans what the traced run could have had.
+            for key in STATABLE_KEYS:
+                if key in changes and baseline.origins.get(key) == "assumed":
+                    for factor in ASSUMED_BANDWIDTH_RANGE:
+                        guess = Changes(changes.values, {**changes.baselines, key: baseline.bandwidth(key) * factor})
+                        draws.append(self.simulate(guess))
+                    notes.append(f"the band spans a traced {key} bandwidth {1 / ASSUMED_BANDWIDTH_RANGE[0]:g}x "
+                                 f"lower to {ASSUMED_BANDWIDTH_RANGE[1]:g}x higher than assumed")
+            monte_carlo, guesses = draws[:runs], draws[runs:]
+            estimate.low_s = min([point, _quantile(monte_carlo, BAND_QUANTILES[0]), *guesses])
+            estimate.high_s = max([point, _quantile(monte_carlo, BAND_QUANTILES[1]), *guesses])
+        self._explain_slower(changes, baseline, estimate, notes)
         linear = Estimate(self.runtime * self.linear_factor(changes))
         replayed = Estimate(self.simulate(changes, with_vectors=False))
         return Prediction(changes, estimate, linear, replayed, self.runtime, notes)
+
+    def _more_only(self, changes: Changes, baseline: Baseline) -> bool:
+        """Whether every change gives the job more of a resource than the traced run had."""
+        more: dict[str, Callable[[float], bool]] = {
+            "network": lambda v: v > baseline.network_bandwidth,
+            "disk": lambda v: v > baseline.disk_bandwidth,
+            "cores": lambda v: v > baseline.cores_per_executor,
+            "executors": lambda v: v > baseline.executors,
+            "parallelism": lambda v: v > baseline.slots,
+            "slots": lambda v: v > baseline.slots,
+            "cpu_speed": lambda v: v > 1.0,
+            "cpu_share": lambda v: v > 1.0,
+            "memory": lambda v: baseline.memory_bytes is not None and v > baseline.memory_bytes,
+        }
+        keys = [k for k in changes.values if k != "gpu_speedup"]
+        return bool(keys) and all(k in more and more[k](changes.number(k, 0.0)) for k in keys)
+
+    def _explain_slower(self, changes: Changes, baseline: Baseline, estimate: Estimate, notes: list[str]) -> None:
+        """More of a resource predicted slower needs a reason the user can read; without one it is a model's
+        artefact, and the job is taken as no slower."""
+        if not self._more_only(changes, baseline) or estimate.runtime_s <= self.runtime * (1 + SLOWER_TOLERANCE):
+            return
+        if self.warmup > 1.0 and self.new_slots(changes) != baseline.slots:
+            if self.simulate(changes, draw=_Draw(warmup=1.0)) <= self.runtime * (1 + SLOWER_TOLERANCE):
+                notes.append(f"slower with more task slots: this trace's first-wave tasks ran {self.warmup:.2f}x "
+                             "longer than later ones (JIT, caches and connections warming up), and more slots "
+                             "put more tasks in a first wave")
+                return
+        notes.append(f"the models gave {estimate.runtime_s:.2f} s, above the traced {self.runtime:.2f} s, for more "
+                     f"of every resource changed ({changes.describe()}): taken as no slower")
+        estimate.runtime_s = self.runtime
+        if estimate.low_s is not None:
+            estimate.low_s = min(estimate.low_s, self.runtime)
+            estimate.high_s = max(self.runtime, min(estimate.high_s or self.runtime, self.runtime))
 
 
 def _task_count(profile: ExecutionProfile) -> int:

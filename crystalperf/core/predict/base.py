@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from typing import Protocol
 
 from crystalperf.core import trace as tr
 from crystalperf.core.errors import BadInputError
+from crystalperf.core.observed import ObservedBandwidth, observed_bandwidths
 from crystalperf.core.profile import ExecutionProfile, OperationProfile
-from crystalperf.core.units import parse_bandwidth, parse_size
+from crystalperf.core.units import format_bandwidth, format_byte_rate, parse_bandwidth, parse_size
 
 # Assumed when the trace does not record them. Sources in docs/whatif.md.
 DEFAULT_NETWORK_BANDWIDTH = 10e9 / 8  # 10 Gbit/s: a common data-centre NIC
@@ -62,12 +63,15 @@ PARSERS: dict[str, tuple[Callable[[str, str], float | str], str]] = {
     "cpu_speed": (_positive_float, "CPU speed relative to the traced run (2 = twice as fast)"),
     "cpu_share": (_share, "CPU share per slot relative to the traced run (0.5 or 50% = half)"),
     "memory": (lambda k, v: parse_size(v), "memory for the job's data, e.g. 4g"),
-    "network": (lambda k, v: parse_bandwidth(v), "network bandwidth, e.g. 1gbit"),
-    "disk": (lambda k, v: parse_bandwidth(v), "disk bandwidth, e.g. 200MB/s"),
+    "network": (lambda k, v: parse_bandwidth(v),
+                "network bandwidth, e.g. 1gbit; OLD:NEW states the traced run's too, e.g. 40mbit:100mbit"),
+    "disk": (lambda k, v: parse_bandwidth(v), "disk bandwidth, e.g. 200MB/s; OLD:NEW states the traced run's too"),
     "device": (_device, "compute device: cpu or gpu"),
     "gpu_speedup": (_positive_float, f"GPU over CPU speed for compute ops (default {DEFAULT_GPU_SPEEDUP:g})"),
 }
 KNOWN_KEYS = tuple(PARSERS)
+# Keys whose traced value a user may state as OLD:NEW when the trace cannot know it.
+STATABLE_KEYS = ("network", "disk")
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,8 @@ class Changes:
     """A what-if scenario: the resources that differ from the traced run."""
 
     values: Mapping[str, float | str] = field(default_factory=dict)
+    # what the traced run had, where the user stated it (``network=40mbit:100mbit``): overrides the trace
+    baselines: Mapping[str, float] = field(default_factory=dict)
 
     def get(self, key: str, default: float | str | None = None) -> float | str | None:
         return self.values.get(key, default)
@@ -88,12 +94,17 @@ class Changes:
         return key in self.values
 
     def describe(self) -> str:
-        return ", ".join(f"{k}={_show(k, v)}" for k, v in self.values.items()) or "as traced"
+        def one(key: str, value: float | str) -> str:
+            stated = self.baselines.get(key)
+            return f"{key}={_show(key, value)}" + (f" (from {_show(key, stated)})" if stated is not None else "")
+
+        return ", ".join(one(k, v) for k, v in self.values.items()) or "as traced"
 
     @classmethod
     def parse(cls, assignments: Sequence[str], source: str | None = None) -> Changes:
         """``["cores=4", "network=1gbit"]`` -> Changes. Bad keys/values raise BadInputError."""
         values: dict[str, float | str] = {}
+        stated: dict[str, float] = {}
         for item in assignments:
             key, sep, raw = item.partition("=")
             key = key.strip().lower().replace("-", "_")
@@ -104,11 +115,18 @@ class Changes:
                     f"--set {item!r}: unknown resource {key!r} (known: {', '.join(KNOWN_KEYS)})", source
                 )
             parse, _ = PARSERS[key]
+            old, colon, new = raw.strip().rpartition(":")
+            if colon and key not in STATABLE_KEYS:
+                raise BadInputError(f"--set {item!r}: only {' and '.join(STATABLE_KEYS)} take OLD:NEW", source)
             try:
-                values[key] = parse(key, raw.strip())
+                values[key] = parse(key, new.strip() if colon else raw.strip())
+                if colon:
+                    if not old.strip():
+                        raise ValueError("expected OLD:NEW, e.g. 40mbit:100mbit")
+                    stated[key] = float(parse(key, old.strip()))
             except ValueError as exc:
                 raise BadInputError(f"--set {item!r}: {exc}", source) from None
-        return cls(values)
+        return cls(values, stated)
 
 
 def _show(key: str, value: float | str) -> str:
@@ -136,6 +154,41 @@ class Baseline:
     data_bytes: float | None
     device: str
     assumptions: list[str] = field(default_factory=list)
+    # where network_bandwidth / disk_bandwidth come from: declared (by the hook), observed (from the trace's
+    # byte counters), stated (by the user, OLD:NEW) or assumed
+    origins: dict[str, str] = field(default_factory=dict)
+    observed: dict[str, ObservedBandwidth] = field(default_factory=dict)
+
+    def bandwidth(self, key: str) -> float:
+        return self.network_bandwidth if key == "network" else self.disk_bandwidth
+
+    def stated(self, changes: Changes) -> Baseline:
+        """This baseline with what the scenario states of the traced run (``network=40mbit:100mbit``)."""
+        if not changes.baselines:
+            return self
+        copy = replace(self, origins=dict(self.origins), assumptions=list(self.assumptions))
+        for key, value in changes.baselines.items():
+            if key == "network":
+                copy.network_bandwidth = value
+            elif key == "disk":
+                copy.disk_bandwidth = value
+            copy.origins[key] = "stated"
+            copy.assumptions = [a for a in copy.assumptions if not a.startswith(f"{key} bandwidth assumed")]
+        return copy
+
+    def notes_for(self, changes: Changes) -> list[str]:
+        """Where the traced run's bandwidths come from, for the ones the scenario changes."""
+        notes = []
+        for key in STATABLE_KEYS:
+            if key not in changes:
+                continue
+            origin = self.origins.get(key)
+            if origin == "observed":
+                notes.append(self.observed[key].describe())
+            elif origin == "stated":
+                rate = format_bandwidth if key == "network" else format_byte_rate
+                notes.append(f"{key} bandwidth of the traced run stated as {rate(self.bandwidth(key))}")
+        return notes
 
     @classmethod
     def of(cls, trace: tr.Trace) -> Baseline:
@@ -153,16 +206,23 @@ class Baseline:
             slots = observed_concurrency(trace)
             assumptions.append(f"task slots taken as the observed concurrency ({slots})")
         cores = env.cores_per_executor or max(1, slots // executors)
-        net = env.network_bandwidth
-        if net is None:
-            net = DEFAULT_NETWORK_BANDWIDTH
-            assumptions.append("network bandwidth assumed 10 Gbit/s (not in the trace)")
-        disk = env.disk_bandwidth
-        if disk is None:
-            disk = DEFAULT_DISK_BANDWIDTH
-            assumptions.append("disk bandwidth assumed 500 MB/s (not in the trace)")
+        observed = observed_bandwidths(trace)
+        origins: dict[str, str] = {}
+        bandwidths: dict[str, float] = {}
+        for key, declared, default, shown in (
+                ("network", env.network_bandwidth, DEFAULT_NETWORK_BANDWIDTH, "10 Gbit/s"),
+                ("disk", env.disk_bandwidth, DEFAULT_DISK_BANDWIDTH, "500 MB/s")):
+            if declared is not None:
+                bandwidths[key], origins[key] = declared, "declared"
+            elif key in observed:
+                bandwidths[key], origins[key] = observed[key].effective, "observed"
+            else:
+                bandwidths[key], origins[key] = default, "assumed"
+                assumptions.append(f"{key} bandwidth assumed {shown} (not in the trace; state the traced run's "
+                                   f"with --set {key}=OLD:NEW)")
         device = "gpu" if any(d.kind == "gpu" for d in env.devices) else "cpu"
-        return cls(slots, executors, cores, net, disk, env.memory_bytes, data_bytes(trace), device, assumptions)
+        return cls(slots, executors, cores, bandwidths["network"], bandwidths["disk"], env.memory_bytes,
+                   data_bytes(trace), device, assumptions, origins, observed)
 
 
 def scaling_keys(trace: tr.Trace) -> tuple[str, ...]:
@@ -224,13 +284,16 @@ class TaskParts:
     disk: float
     network: float
     fixed: float = 0.0  # time no resource change affects
+    # waiting for the operation's own input (a source's reader): the device or link that delivers the input
+    # shortens it when it delivers the same bytes sooner
+    input_wait: float = 0.0
 
     @property
     def total(self) -> float:
-        return self.cpu + self.disk + self.network + self.fixed
+        return self.cpu + self.disk + self.network + self.fixed + self.input_wait
 
     def copy(self) -> TaskParts:
-        return TaskParts(self.cpu, self.disk, self.network, self.fixed)
+        return TaskParts(self.cpu, self.disk, self.network, self.fixed, self.input_wait)
 
 
 @dataclass
@@ -246,11 +309,44 @@ def unit_metrics(ctx: OpContext) -> list[dict[str, float]]:
     return [t.metrics for t in ctx.tasks] if ctx.tasks else [ctx.profile.op.metrics]
 
 
+def runs_its_children(prof: OperationProfile) -> bool:
+    """An operation whose own tasks ran its children's work, the children having no tasks of their own (a
+    Flink chain: its operators are called record by record on the chain's task threads). The children then
+    each span the whole operation and replaying them side by side says nothing: the tasks are the units, and
+    the operation's vector (over all its children's samples) their split."""
+    return bool(prof.op.tasks) and prof.children is not None and bool(prof.children.nodes) and not any(
+        child.op.tasks for child in prof.children.nodes.values())
+
+
+def unit_profiles(profile: ExecutionProfile) -> Iterator[OperationProfile]:
+    """The operations whose tasks (or themselves) a prediction adjusts: leaves, and operations that ran their
+    children on their own tasks (not those children)."""
+    stack = [profile.top]
+    while stack:
+        level = stack.pop()
+        for prof in level.nodes.values():
+            if prof.children and not runs_its_children(prof):
+                stack.append(prof.children)
+            else:
+                yield prof
+
+
 def job_unit_metrics(profile: ExecutionProfile) -> Iterator[dict[str, float]]:
-    """Metrics of every unit of the job: each leaf operation's tasks, or the operation itself."""
-    for prof in profile.walk():
-        if not prof.children:
-            yield from [t.metrics for t in prof.op.tasks] or [prof.op.metrics]
+    """Metrics of every unit of the job: each unit operation's tasks, or the operation itself."""
+    for prof in unit_profiles(profile):
+        yield from [t.metrics for t in prof.op.tasks] or [prof.op.metrics]
+
+
+def unit_seconds(profile: ExecutionProfile, resource: str) -> float:
+    """Time on one resource (disk or network) of every unit of the job, as the prediction splits it (the
+    vector's share, less what a wait given to awaited work took from it)."""
+    index = {"cpu": 0, "disk": 1, "network": 2}[resource]
+    total = 0.0
+    for prof in unit_profiles(profile):
+        through = prof.vector.through
+        share = max(0.0, prof.vector.vector[index] - (through[index] if through is not None else 0.0))
+        total += share * (sum(t.duration for t in prof.op.tasks) if prof.op.tasks else prof.op.duration)
+    return total
 
 
 class ResourceModel(Protocol):

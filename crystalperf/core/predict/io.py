@@ -28,6 +28,7 @@ from crystalperf.core.predict.base import (
     TaskParts,
     job_unit_metrics,
     unit_metrics,
+    unit_seconds,
 )
 from crystalperf.core.profile import ExecutionProfile
 from crystalperf.core.units import format_bandwidth, format_byte_rate, format_size
@@ -48,6 +49,36 @@ def scale_io_time(t: float, bandwidth: float, new_bandwidth: float, buffer_bytes
     return processing + communication * bandwidth / new_bandwidth
 
 
+class _MovedBytes:
+    """A bandwidth change applied to the bytes the job measurably moved: they arrive ``D/B' - D/B`` seconds
+    later (or sooner), shared by the tasks that moved them (by their input bytes, else by their time on the
+    resource), times the tasks that moved them side by side (they share the device or link). Savings are
+    bounded by Algorithm 2 on the task's own time there: ``D/B`` overstates the old transfer time when some
+    bytes came faster than ``B`` (a limit joined after start-up, a device's bursts)."""
+
+    def __init__(self, resource: str, moved: float, old: float, new: float, weights: str, total: float) -> None:
+        self.resource, self.moved, self.old, self.new = resource, moved, old, new
+        self.extra_s = moved / new - moved / old
+        self.weights, self.total = weights, total
+
+    def adjust(self, parts: list[TaskParts], metrics: list[dict[str, float]], slots: int, width: int) -> None:
+        side_by_side = min(slots, max(1, len(parts), width))
+        for p, m in zip(parts, metrics, strict=False):
+            own = p.disk if self.resource == "disk" else p.network
+            share = (m.get(tr.METRIC_INPUT_BYTES, 0.0) if self.weights == "input bytes" else own) / self.total
+            extra = self.extra_s * share * side_by_side
+            if extra < 0:
+                # sooner bytes shorten the transfers, then the source's waits for them
+                saving = min(-extra, (own + p.input_wait) * (1 - self.old / self.new))
+                from_transfers = min(own, saving)
+                p.input_wait = max(0.0, p.input_wait - (saving - from_transfers))
+                extra = -from_transfers
+            if self.resource == "disk":
+                p.disk = max(0.0, p.disk + extra)
+            else:
+                p.network = max(0.0, p.network + extra)
+
+
 class IOModel:
     """Network and disk bandwidth changes."""
 
@@ -57,28 +88,40 @@ class IOModel:
     def __init__(self) -> None:
         self.network: tuple[float, float] | None = None
         self.disk: tuple[float, float] | None = None
-        self.device_extra_s = 0.0  # the device's extra (or saved, < 0) seconds for the measured reads
-        self.input_bytes = 0.0  # input bytes of all tasks: who shares the device's extra time
+        self.moved: list[_MovedBytes] = []
         self.slots = 1
 
     def prepare(self, profile: ExecutionProfile, baseline: Baseline, changes: Changes) -> list[str]:
         self.network = self.disk = None
+        self.moved = []
+        self.slots = max(1, baseline.slots)
         notes = []
         if "network" in changes:
             self.network = (baseline.network_bandwidth, changes.number("network", baseline.network_bandwidth))
             notes.append(f"network {format_bandwidth(self.network[0])} -> {format_bandwidth(self.network[1])}")
-        self.device_extra_s, self.input_bytes, self.slots = 0.0, 0.0, max(1, baseline.slots)
+            seen = baseline.observed.get("network")
+            total = unit_seconds(profile, "network")
+            if seen is not None and total > 0:
+                moved = _MovedBytes("network", seen.bytes, *self.network, "network time", total)
+                self.moved.append(moved)
+                self.network = None
+                notes.append(f"network: the job's host {seen.direction} {format_size(seen.bytes)}; at the new "
+                             f"bandwidth that takes {moved.extra_s:+.2f} s, shared by the tasks that waited on the "
+                             f"network (counters of the whole network namespace: other traffic on the host counts)")
         if "disk" in changes:
             self.disk = (baseline.disk_bandwidth, changes.number("disk", baseline.disk_bandwidth))
             notes.append(f"disk {format_byte_rate(self.disk[0])} -> {format_byte_rate(self.disk[1])}")
-            read = profile.trace.metrics.get(STORAGE_READ_BYTES)
-            self.input_bytes = sum(m.get(tr.METRIC_INPUT_BYTES, 0.0) for m in job_unit_metrics(profile))
-            if read is not None and self.input_bytes > 0:
-                old, new = self.disk
-                self.device_extra_s = read / new - read / old
+            read = device_read_bytes(profile, baseline)
+            input_bytes = sum(m.get(tr.METRIC_INPUT_BYTES, 0.0) for m in job_unit_metrics(profile))
+            # who read is told by the input bytes, else by the disk time (a Flink source counts no input bytes)
+            weights, total = ("input bytes", input_bytes) if input_bytes > 0 else ("disk time", unit_seconds(
+                profile, "disk"))
+            if read is not None and total > 0:
+                moved = _MovedBytes("disk", read, *self.disk, weights, total)
+                self.moved.append(moved)
                 self.disk = None  # spill/shuffle disk time stays: the page cache serves it
                 notes.append(f"disk: the job read {format_size(read)} from the storage device; at the new "
-                             f"bandwidth that takes {self.device_extra_s:+.2f} s, shared by the tasks reading input; "
+                             f"bandwidth that takes {moved.extra_s:+.2f} s, shared by the tasks reading input; "
                              f"spill/shuffle files and writes assumed served by the page cache")
         return notes
 
@@ -88,10 +131,18 @@ class IOModel:
                 p.network = scale_io_time(p.network, *self.network, NETWORK_BUFFER_BYTES, NETWORK_BUFFER_OVERHEAD_S)
             if self.disk:
                 p.disk = scale_io_time(p.disk, *self.disk, DISK_BUFFER_BYTES, DISK_BUFFER_OVERHEAD_S)
-        if self.device_extra_s and self.input_bytes > 0:
-            # tasks that read side by side share the device: each waits for the others' bytes too
-            side_by_side = min(self.slots, max(1, len(parts)))
-            for p, m in zip(parts, unit_metrics(ctx), strict=False):
-                share = m.get(tr.METRIC_INPUT_BYTES, 0.0) / self.input_bytes
-                p.disk = max(0.0, p.disk + self.device_extra_s * share * side_by_side)
+        for moved in self.moved:
+            # an operation adjusted as one unit (an operator on a streaming path) stands for its parallel tasks
+            moved.adjust(parts, unit_metrics(ctx), self.slots, 1 if ctx.tasks else ctx.profile.op.parallelism or 1)
         return parts
+
+
+def device_read_bytes(profile: ExecutionProfile, baseline: Baseline) -> float | None:
+    """Bytes the job's processes read from the storage device: the hook's job total, else what the trace's
+    byte counters saw over the job."""
+    read = profile.trace.metrics.get(STORAGE_READ_BYTES)
+    if read is None:
+        seen = baseline.observed.get("disk")
+        if seen is not None and seen.direction == "read":
+            read = seen.bytes
+    return read

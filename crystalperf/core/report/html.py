@@ -400,6 +400,9 @@ class HtmlRenderer(Renderer):
                     env.append((label, esc(fmt(base[key]))))
                 except (TypeError, ValueError):
                     env.append((label, esc(base[key])))
+        for seen in (base.get("observed") or {}).values():
+            if isinstance(seen, dict) and seen.get("note"):
+                env.append(("observed", esc(seen["note"])))
         for a in base.get("assumptions") or []:
             env.append(("assumed", esc(a)))
         problems = s.get("problems") or []

@@ -22,7 +22,7 @@ from pathlib import Path
 from crystalperf.core import trace as t
 from crystalperf.core.sampling import SampleTable, merge_samples
 from crystalperf.integrations.flink.config import INTEGRATION
-from crystalperf.integrations.flink.pyworkers import WORKER_ROLE, load_spool, spool_files
+from crystalperf.integrations.flink.pyworkers import WORKER_ROLE, load_spool, load_spool_io, spool_files
 from crystalperf.integrations.flink.reader import FETCHER_ROLE, Part, PlanNode, Scope, find_plan, load_job
 
 PUSH_TO_OPERATOR = "ChainingOutput.pushToOperator"
@@ -460,6 +460,43 @@ def add_worker_cpu(operations: list[t.Operation], chain_id: str, cpu_s: float) -
                                                   max(run - waited, 0.0))
 
 
+_COUNTERS = ("storage_read_bytes", "storage_write_bytes", "network_rx_bytes", "network_tx_bytes")
+
+
+def rows_of_span(rows: Iterable[t.IoSample], start: float, end: float) -> list[t.IoSample]:
+    """Per source, the rows within [start, end] plus the last one before and the first one after, each
+    source's counters counted from its first kept row (which reads 0, as a trace's rows do: a TaskManager or
+    a Python program may have sampled long before the job). Sorted by source, then time."""
+    by_source: dict[str, dict[float, t.IoSample]] = defaultdict(dict)
+    for row in rows:
+        by_source[row.source][row.t] = row  # the same reading in two parts (a rewritten part) counts once
+    kept: list[t.IoSample] = []
+    for source in sorted(by_source):
+        ordered = [by_source[source][when] for when in sorted(by_source[source])]
+        inside = [i for i, row in enumerate(ordered) if start <= row.t <= end]
+        before = [i for i, row in enumerate(ordered) if row.t < start][-1:]
+        after = [i for i, row in enumerate(ordered) if row.t > end][:1]
+        chosen = [ordered[i] for i in before + inside + after]
+        if not chosen:
+            continue
+        base = chosen[0]
+        for row in chosen:
+            update = {}
+            for name in _COUNTERS:
+                value, zero = getattr(row, name), getattr(base, name)
+                if value is not None and zero is not None:
+                    update[name] = max(0.0, value - zero)
+            kept.append(row.model_copy(update=update))
+    return kept
+
+
+def job_io(job: Part) -> list[t.IoSample]:
+    """The I/O counter rows of the job: its processes' (the reporter's parts) and the Python program's that
+    ran its loopback workers (the spool files beside the parts), within the job's span."""
+    spooled = [row for path in spool_files(job.path.parent) for row in load_spool_io(path)]
+    return rows_of_span([*job.io, *spooled], job.start, job.end)
+
+
 def warnings_of(job: Part, planned: bool, samples: t.StackSamples | None,
                 workers: WorkerSamples | None = None) -> list[str]:
     """What the trace cannot show, in words for the report."""
@@ -514,6 +551,7 @@ def build_trace(job: Part) -> t.Trace:
         environment=t.Environment(cpu_count=job.cpu_count or None, scaling=list(INTEGRATION.scaling),
                                   classpath=list(job.classpath)),
         metrics={"cpu_utilization": process_cpu / duration} if process_cpu and duration else {},
+        io=job_io(job),
         warnings=warnings_of(job, links is not None, samples, workers),
     )
 

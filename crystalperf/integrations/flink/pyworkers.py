@@ -11,6 +11,10 @@ left out), with the thread's state, and the CPU time those threads used. It rewr
 ``crystalperf-pyflink-workers.<pid>.json`` in the output directory every second while something changed;
 the assembler keys those samples to the job's Python operator (thread role ``python-worker``).
 
+The same process's I/O counters go into that file too (``io``: rows of ``crystalperf.core.trace.IoSample``,
+source ``python:<pid>``, this process alone): the loopback workers' reads are this process's, and the
+gateway JVM, whose reporter counts its own process and descendants, is this process's child, not its parent.
+
 Python workers started as separate processes (process mode: a cluster, or
 ``_python_worker_execution_mode=process``) are not sampled by this.
 """
@@ -30,6 +34,7 @@ from typing import Any
 
 from crystalperf.core import trace as tr
 from crystalperf.core.hooks import guard
+from crystalperf.core.iocounters import IoCounterSampler
 from crystalperf.core.sampling import PythonStackSampler
 
 log = logging.getLogger(__name__)
@@ -79,6 +84,31 @@ class WorkerSampler(PythonStackSampler):
         self.cpu: dict[int, float] = {}
         self._changed = False
         self._flushed_at = 0.0
+        self.io = IoCounterSampler(f"python:{os.getpid()}", include_children=False)
+        self._samples_json: str | None = None  # the samples as last serialised (rewritten when they change)
+        self._io_flushed: tuple[float | None, ...] | None = None  # the counters of the last flush
+        self._io_moved = False  # they had moved at the last flush
+
+    def start(self) -> WorkerSampler:
+        super().start()
+        self.io.start()
+        return self
+
+    def _io_changed(self) -> bool:
+        """The counters moved since the last flush, or moved before it (one more flush writes the flat row
+        after a job's I/O ended): an idle process does not rewrite its file."""
+        rows = self.io.samples()
+        if not rows:
+            return False
+        last = rows[-1]
+        counters = (last.storage_read_bytes, last.storage_write_bytes, last.network_rx_bytes,
+                    last.network_tx_bytes, last.disk_read_limit, last.disk_write_limit)
+        moved = counters != self._io_flushed
+        if moved or self._io_moved:
+            self._io_flushed = counters
+            self._io_moved = moved
+            return True
+        return False
 
     def _key_for(self, ident: int, _name: str) -> tr.SampleKey | None:
         return tr.SampleKey(operation=WORKER_ROLE, thread=WORKER_ROLE) if ident in self._working else None
@@ -112,25 +142,30 @@ class WorkerSampler(PythonStackSampler):
         return recorded
 
     def _maybe_flush(self, force: bool = False) -> None:
-        if self._changed and (force or self.clock() - self._flushed_at >= _FLUSH_S):
+        if not (force or self.clock() - self._flushed_at >= _FLUSH_S):
+            return
+        if self._changed or self._io_changed():
             self.flush()
 
     def flush(self) -> None:
         """Rewrite the spool file (atomically) with everything sampled so far."""
+        if self._changed or self._samples_json is None:
+            self._samples_json = json.dumps(self.table.to_samples().model_dump(mode="json"))
         self._changed = False
         self._flushed_at = self.clock()
-        samples = self.table.to_samples()
         body = {
             "format": SPOOL_FORMAT,
-            "version": 1,
+            "version": 2,
             "process": os.getpid(),
             "written": time.time(),
             "cpu": [[bucket, seconds] for bucket, seconds in sorted(self.cpu.items())],
-            "samples": samples.model_dump(mode="json"),
+            "io": [row.model_dump(mode="json") for row in self.io.samples()],
         }
+        # the samples' text is reused while they do not change: the I/O rows alone may have moved
+        text = json.dumps(body)[:-1] + ', "samples": ' + self._samples_json + "}"
         self.out_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(body), encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, self.path)
 
     def _run(self) -> None:
@@ -157,6 +192,7 @@ def start_worker_sampler(output_dir: str | Path, interval_s: float = 0.1) -> Wor
 def _stop(sampler: WorkerSampler) -> None:
     with guard("flink: stop the Python worker sampler"):
         sampler.stop()
+        sampler.io.stop()
         sampler._maybe_flush(force=True)
 
 
@@ -173,6 +209,18 @@ def load_spool(path: Path) -> tuple[tr.StackSamples, dict[float, float], float] 
     except (OSError, ValueError, KeyError, TypeError):
         log.warning("crystalperf: ignoring unreadable Python worker samples %s", path)
         return None
+
+
+def load_spool_io(path: Path) -> list[tr.IoSample]:
+    """A spool file's I/O counter rows (none in version 1 files, or when it is not a readable spool)."""
+    try:
+        doc: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
+        if doc.get("format") != SPOOL_FORMAT:
+            return []
+        return [tr.IoSample.model_validate(row) for row in doc.get("io") or []]
+    except (OSError, ValueError, TypeError, AttributeError):
+        log.warning("crystalperf: ignoring unreadable I/O counters in %s", path)
+        return []
 
 
 def spool_files(directory: Path) -> list[Path]:

@@ -6,8 +6,10 @@ the scopes it saw (job / task = operator chain / operator, per subtask) with whe
 registered and removed (a task's lifetime), the final value of each numeric metric per scope, the CPU time
 of the subtasks' threads and the process, the classpath the job's code was loaded from, and the stack samples
 it aggregated per (chain, subtask, 1 s bucket, thread state, thread role, stack): the role is empty for the
-task thread (and a legacy source's thread), ``fetcher`` for the threads a FLIP-27 source reads in. Version 1
-parts (no thread states, lifetimes or classpath) and parts without roles are still read. :func:`crystalperf.integrations.flink.record_plan` writes the job
+task thread (and a legacy source's thread), ``fetcher`` for the threads a FLIP-27 source reads in; since
+version 3, ``io``: the process's I/O counter rows (``crystalperf.core.trace.IoSample``) over the job's span,
+with one row before and one after. Version 1 parts (no thread states, lifetimes or classpath), parts without
+roles and version 2 parts (no I/O rows) are still read. :func:`crystalperf.integrations.flink.record_plan` writes the job
 graph beside them as ``crystalperf-flink-plan-<hash>.json``. Standard library only: reading the files
 needs no PyFlink.
 """
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from crystalperf.core.errors import BadInputError
-from crystalperf.core.trace import THREAD_STATES
+from crystalperf.core.trace import THREAD_STATES, IoSample
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +89,7 @@ class Part:
     sample_bucket_s: float
     sample_interval_s: float
     classpath: list[str] = field(default_factory=list)  # jars and class directories of the job's code
+    io: list[IoSample] = field(default_factory=list)  # the processes' I/O counter rows (version 3)
     parts: int = 1  # how many process parts were merged into this one
 
 
@@ -156,6 +159,13 @@ def _samples(doc: dict[str, Any], origin: float) -> list[SampleRow]:
         raise BadInputError(f"malformed stack samples in a crystalperf Flink metrics file ({exc})") from None
 
 
+def _io(doc: dict[str, Any]) -> list[IoSample]:
+    try:
+        return [IoSample.model_validate(row) for row in doc.get("io") or []]
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        raise BadInputError(f"malformed I/O counters in a crystalperf Flink metrics file ({exc})") from None
+
+
 def load_part(path: Path) -> Part:
     """One part as the reporter wrote it; :class:`BadInputError` naming the file when it is not one."""
     path = Path(path)
@@ -166,6 +176,7 @@ def load_part(path: Path) -> Part:
         own_origin = float(origin) if origin is not None else start
         scopes = _scopes(doc)
         samples = _samples(doc, own_origin)
+        io = _io(doc)
     except BadInputError as exc:
         raise BadInputError(exc.problem, path) from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -197,6 +208,7 @@ def load_part(path: Path) -> Part:
             sample_bucket_s=float(doc.get("sample_bucket_s", 1.0)),
             sample_interval_s=float(doc.get("sample_interval_s", 0.1)),
             classpath=classpath,
+            io=io,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise BadInputError(f"malformed crystalperf Flink metrics file ({exc})", path) from None
@@ -226,6 +238,7 @@ def _add(merged: Part, part: Part) -> None:
     # every process lists the same Flink jars; the order of the first part is kept
     known = set(merged.classpath)
     merged.classpath.extend(entry for entry in dict.fromkeys(part.classpath) if entry not in known)
+    merged.io.extend(part.io)
     merged.parts += 1
 
 
@@ -233,7 +246,7 @@ def merge_parts(first: Part, others: Iterable[Path]) -> Part:
     """Join the parts that the JobManager and each TaskManager wrote for the same job, starting from
     ``first`` (its job name and sampling settings are kept)."""
     merged = replace(first, scopes=list(first.scopes), thread_cpu=dict(first.thread_cpu),
-                     samples=list(first.samples), classpath=list(first.classpath), parts=1)
+                     samples=list(first.samples), classpath=list(first.classpath), io=list(first.io), parts=1)
     for path in others:
         _add(merged, load_part(path))
     return merged

@@ -37,7 +37,7 @@ from crystalperf.integrations.tensorflow.sources import (
 )
 
 __all__ = ["Recording", "RunInfo", "Step", "build_trace", "layer_name", "op_group", "pipeline_parallelism",
-           "pipeline_split", "pipeline_work", "step_operations", "waits_on"]
+           "pipeline_split", "pipeline_work", "read_limit", "step_operations", "waits_on", "window_read_bytes"]
 
 _WRAPPER_SCOPES = {"StatefulPartitionedCall", "PartitionedCall", "while", "body", "cond"}
 _NON_LAYER_SCOPES = {"compile_loss", "compile_metrics", "loss", "metrics", "gradient_tape"}
@@ -440,6 +440,39 @@ def step_operations(rec: Recording, table: SampleTable) -> tuple[list[tr.Operati
     return operations, waited
 
 
+def _read_counter(rows: Sequence[tr.IoSample]) -> list[tuple[float, float, float | None]]:
+    """(t, storage bytes read so far, read limit) of the rows that have the counter, in time order."""
+    return sorted((r.t, r.storage_read_bytes, r.disk_read_limit) for r in rows if r.storage_read_bytes is not None)
+
+
+def window_read_bytes(rows: Sequence[tr.IoSample], start: float, end: float) -> float | None:
+    """Bytes read from storage between ``start`` and ``end`` by the I/O counter rows (linear between rows,
+    the nearest row outside them); None without two rows."""
+    points = _read_counter(rows)
+    if len(points) < 2:
+        return None
+
+    def at(t: float) -> float:
+        if t <= points[0][0]:
+            return points[0][1]
+        for (t0, v0, _), (t1, v1, _) in zip(points, points[1:], strict=False):
+            if t <= t1:
+                return v0 + (v1 - v0) * ((t - t0) / (t1 - t0) if t1 > t0 else 1.0)
+        return points[-1][1]
+
+    return max(0.0, at(end) - at(start))
+
+
+def read_limit(rows: Sequence[tr.IoSample], start: float, end: float) -> float | None:
+    """The cgroup read limit in force while the process read from storage between ``start`` and ``end``: the
+    device bandwidth the job had (the strictest one, when it held for at least half of the reading)."""
+    points = _read_counter(rows)
+    reading = [after[2] for before, after in zip(points, points[1:], strict=False)
+               if after[0] >= start and before[0] <= end and after[1] > before[1]]
+    limits = [limit for limit in reading if limit]
+    return min(limits) if limits and 2 * len(limits) >= len(reading) else None
+
+
 def _window_metrics(rec: Recording, waited: float, window: float) -> dict[str, float]:
     metrics: dict[str, float] = {
         "steps": float(len(rec.steps)),
@@ -460,14 +493,27 @@ def _window_metrics(rec: Recording, waited: float, window: float) -> dict[str, f
     cpu_s, disk_s, net_s = pipeline_work(timeline)
     metrics.update(input_work_cpu_s=cpu_s, input_work_disk_s=disk_s, input_work_network_s=net_s,
                    input_parallelism=pipeline_parallelism(timeline))
-    if rec.read_bytes is not None:
-        metrics["input_read_bytes"] = float(rec.read_bytes)
+    # The window's edges read exactly when the callback did; the counter rows (0.25 s apart) when it could not.
+    read = rec.read_bytes if rec.read_bytes is not None else window_read_bytes(rec.io, rec.steps[0].start,
+                                                                                rec.steps[-1].end)
+    if read is not None:
+        metrics["input_read_bytes"] = float(read)
     for stage, busy in timeline.stage_busy.items():
         metrics[f"tf.data.{stage}_busy_s"] = busy
-    if rec.read_bytes and disk_s > 0:
+    if read and disk_s > 0:
         # What the pipeline's reads achieved: the storage delivers at least this much.
-        metrics["observed_read_bandwidth"] = rec.read_bytes / (disk_s / metrics["input_parallelism"])
+        metrics["observed_read_bandwidth"] = read / (disk_s / metrics["input_parallelism"])
     return metrics
+
+
+def _disk_bandwidth(rec: Recording, metrics: dict[str, float]) -> float | None:
+    """The storage bandwidth the job had: a cgroup read limit in force while it read in the window is the
+    device's bandwidth for it, exactly; else what its reads achieved (a lower bound)."""
+    limit = read_limit(rec.io, rec.steps[0].start, rec.steps[-1].end)
+    if limit is not None:
+        metrics["disk_read_limit"] = limit
+        return limit
+    return metrics.get("observed_read_bandwidth")
 
 
 def _environment(rec: Recording, host: str | None, disk_bandwidth: float | None) -> tr.Environment:
@@ -505,16 +551,18 @@ def build_trace(rec: Recording, *, run_id: str, name: str, framework_version: st
         warnings.append("no TensorFlow op timeline (the profiler could not run): steps are whole operations "
                         "and their resources come from Python stack samples only")
     samples = table.to_samples()
+    disk_bandwidth = _disk_bandwidth(rec, metrics)
     return tr.Trace(
         producer=tr.Producer(version=__version__, hook="keras-callback"),
         application=tr.Application(
             framework="tensorflow", framework_version=framework_version, id=run_id, name=name,
             start=start, end=end, status=status, output_dir=output_dir,  # type: ignore[arg-type]
         ),
-        environment=_environment(rec, host, metrics.get("observed_read_bandwidth")),
+        environment=_environment(rec, host, disk_bandwidth),
         operations=operations,
         samples=samples if samples.count else None,
         metrics=metrics,
+        io=list(rec.io),
         warnings=warnings,
     )
 

@@ -31,6 +31,7 @@ import tensorflow as tf
 
 from crystalperf.core import trace as tr
 from crystalperf.core.hooks import finish_job, guard, testing
+from crystalperf.core.iocounters import IoCounterSampler
 from crystalperf.core.sampling import PythonStackSampler
 from crystalperf.integrations.base import run_finish
 from crystalperf.integrations.tensorflow import config
@@ -136,6 +137,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         self._profiler_error: str | None = None
         self._logdir: Path | None = None
         self._sampler: PythonStackSampler | None = None
+        self._io: IoCounterSampler | None = None
         self._main_ident = threading.get_ident()
         self._cpu_start = 0.0
         self._read_start: int | None = None
@@ -153,6 +155,10 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         self._reset()
         self._finished = False
         self._fit_start = time.time()
+        with guard("crystalperf: starting the I/O counters", log):
+            # Over the whole fit, not only the window: the bytes moved and the cgroup limits in force are
+            # what what-ifs scale from, and a window's edges cut a transfer in the middle.
+            self._io = IoCounterSampler(source=f"python:{os.getpid()}").start()
         with guard("crystalperf: preparing the profile window", log):
             self._window = self._choose_window()
             # The fit's other callbacks are locals of Keras frames above this one.
@@ -270,11 +276,13 @@ class CrystalPerfCallback(keras.callbacks.Callback):
             if self.analyze:
                 self._analyse(self.trace_path, out)
             log.warning("crystalperf: training profile written to %s", out)
+        self._stop_io()  # also when the recording failed: the sampler's thread must not outlive the fit
 
     def _recording(self) -> Recording | None:
         """What the window recorded (the profiler stopped, its files removed); None without a step."""
         if self._profiling:
             self._stop_window()
+        io = self._stop_io()
         python_samples = self._sampler.stop() if self._sampler is not None else None
         if self._logdir is not None:
             shutil.rmtree(self._logdir, ignore_errors=True)
@@ -286,11 +294,20 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         return Recording(
             steps=steps, timeline=self._timeline, python_samples=python_samples,
             threads=_threads(), cpu_count=len(os.sched_getaffinity(0)),
-            cpu_seconds=self._cpu, memory_bytes=_memory_bytes(), read_bytes=self._read,
+            cpu_seconds=self._cpu, memory_bytes=_memory_bytes(), read_bytes=self._read, io=io,
             device="gpu" if tf.config.list_logical_devices("GPU") else "cpu",
             multi_worker=config.multi_worker(config.tf_config()), layer_names=_layer_names(self.model),
             fit_start=self._fit_start, fit_end=time.time(), properties=self._properties(), warnings=self._warnings,
         )
+
+    def _stop_io(self) -> list[tr.IoSample]:
+        """The I/O counter rows; the sampler is stopped whatever happens next (no report still stops it)."""
+        sampler, self._io = self._io, None
+        if sampler is None:
+            return []
+        with guard("crystalperf: stopping the I/O counters", log):
+            return sampler.stop()
+        return []
 
     def _run_info(self, out: Path, status: str) -> RunInfo:
         return RunInfo(run_id=out.name, name=getattr(self.model, "name", "") or "keras model",

@@ -80,6 +80,7 @@ class Recording:
     cpu_seconds: float  # process CPU time during the window
     memory_bytes: int | None
     read_bytes: int | None = None  # bytes the process read from storage in the window (/proc/self/io)
+    io: list[tr.IoSample] = field(default_factory=list)  # the process tree's I/O counters over the fit
     device: str = "cpu"
     layer_names: frozenset[str] = frozenset()  # the model's layers: graph scopes carry _1, _2 suffixes
     multi_worker: bool = False  # several hosts (MultiWorkerMirroredStrategy): collectives cross the network
@@ -347,6 +348,7 @@ def save_recording(rec: Recording, info: RunInfo, path: Path, xplane: str | None
         "python_samples": rec.python_samples.model_dump(mode="json") if rec.python_samples is not None else None,
         **{name: getattr(rec, name) for name in _SCALAR_FIELDS},
         "layer_names": sorted(rec.layer_names),
+        "io": [row.model_dump(mode="json", exclude_none=True) for row in rec.io],
     }
     Path(path).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
@@ -369,6 +371,7 @@ def load_recording(path: Path) -> tuple[Recording, RunInfo]:
         timeline=read_timeline(path.parent / doc["xplane"]) if doc.get("xplane") else None,
         python_samples=tr.StackSamples.model_validate(samples) if samples is not None else None,
         layer_names=frozenset(doc["layer_names"]),
+        io=[tr.IoSample.model_validate(row) for row in doc.get("io", ())],  # recordings before 1.3 have none
         **{name: doc[name] for name in _SCALAR_FIELDS},
     )
     return rec, RunInfo(**doc["run"])

@@ -100,7 +100,12 @@ def _report(out: Path, timeout_s: float = 240) -> dict[str, Any]:
             break
         time.sleep(0.5)
     report = out / "crystalperf-report.json"
-    assert report.exists(), f"no report; analysis log: {log!r}"
+    if not report.exists():
+        parts = {p.name: json.loads(p.read_text()).get("complete") for p in out.glob("crystalperf-flink-*.json")
+                 if not p.name.startswith("crystalperf-flink-plan")}
+        files = sorted(p.name for p in out.iterdir())
+        raise AssertionError(f"no report after {timeout_s} s; analysis log: {log!r}; parts (complete?): {parts}; "
+                             f"files: {files}")
     return dict(json.loads(report.read_text()))
 
 

@@ -25,6 +25,7 @@ import org.apache.flink.metrics.Metric;
 import org.apache.flink.metrics.MetricConfig;
 import org.apache.flink.metrics.MetricGroup;
 import org.apache.flink.metrics.reporter.MetricReporter;
+import org.crystalperf.common.IoCounters;
 
 /**
  * Collects the numeric metrics of every job/task/operator/subtask and writes one JSON file per job
@@ -34,6 +35,9 @@ import org.apache.flink.metrics.reporter.MetricReporter;
  * the end of a task. A job's file is written when its last metric goes away (the job ended, failed or
  * was cancelled) and, for whatever is still open, at {@link #close}. Every callback swallows its own
  * errors so the reporter never fails the job.
+ *
+ * <p>Each part also holds this process's I/O counter rows ({@link IoCounters}: one sampler per JVM) over the
+ * job's span, with one row before and one after (part format version 3).
  */
 public class CrystalPerfReporter implements MetricReporter {
     private static final Logger LOG = Logger.getLogger(CrystalPerfReporter.class.getName());
@@ -72,6 +76,10 @@ public class CrystalPerfReporter implements MetricReporter {
     private final Map<String, String[]> taskThreads = new HashMap<>();
     private Thread sampler;
     private volatile boolean closed;
+    /** This process's I/O counters, shared by the reporters of the JVM (one sampler a process). */
+    private static IoCounters ioCounters;
+    private static int ioUsers;
+    private boolean usesIo;
 
     private static final class Entry {
         final String jobId;
@@ -138,11 +146,105 @@ public class CrystalPerfReporter implements MetricReporter {
         } catch (RuntimeException e) {
             LOG.log(Level.WARNING, "crystalperf: bad flush.interval.ms, using 5000", e);
         }
+        if (!"false".equalsIgnoreCase(config.getString("io.counters", "true").trim())) {
+            acquireIo();
+        }
         if (sampleIntervalMs > 0 || flushIntervalMs > 0) {
             sampler = new Thread(this::sampleLoop, "crystalperf-flink-sampler");
             sampler.setDaemon(true);
             sampler.start();
         }
+    }
+
+    /**
+     * The source that names this process's I/O rows: a TaskManager's, a JobManager's, or a local mini
+     * cluster (PyFlink, a local environment), where both run in this one JVM.
+     */
+    static String ioSource(String command) {
+        String main = command == null ? "" : command.trim().split("\\s+", 2)[0];
+        if (main.contains("TaskManagerRunner") || main.contains("TaskExecutorRunner")) {
+            return "taskmanager:" + PROCESS_ID;
+        }
+        if (main.toLowerCase(java.util.Locale.ROOT).contains("entrypoint")) {
+            return "jobmanager:" + PROCESS_ID;
+        }
+        return "minicluster:" + PROCESS_ID;
+    }
+
+    private void acquireIo() {
+        try {
+            synchronized (CrystalPerfReporter.class) {
+                if (ioCounters == null) {
+                    ioCounters = new IoCounters(ioSource(System.getProperty("sun.java.command"))).start();
+                }
+                ioUsers++;
+                usesIo = true;
+            }
+        } catch (Throwable t) {
+            LOG.log(Level.WARNING, "crystalperf: the I/O counters did not start (the job is not affected)", t);
+        }
+    }
+
+    private void releaseIo() {
+        IoCounters stopping = null;
+        synchronized (CrystalPerfReporter.class) {
+            if (usesIo) {
+                usesIo = false;
+                if (--ioUsers <= 0 && ioCounters != null) {
+                    stopping = ioCounters;
+                    ioCounters = null;
+                    ioUsers = 0;
+                }
+            }
+        }
+        if (stopping != null) {
+            stopping.cancel();
+        }
+    }
+
+    private static IoCounters io() {
+        synchronized (CrystalPerfReporter.class) {
+            return ioCounters;
+        }
+    }
+
+    /** Rows older than every job this process still knows are of no job's part (bar one before the first). */
+    private void forgetOldIoRows() {
+        IoCounters counters = io();
+        if (counters == null) {
+            return;
+        }
+        double oldest = System.currentTimeMillis() / 1000.0;
+        for (Job job : jobs.values()) {
+            oldest = Math.min(oldest, job.firstSeen);
+        }
+        counters.forgetBefore(oldest, IoCounters.DEFAULT_INTERVAL_MS);
+    }
+
+    /**
+     * The I/O rows of a job's span in this process, with the last row before it and the first after it (a
+     * part written as the job ends takes a fresh row for that).
+     */
+    private static String ioRowsOf(Job job, double end, boolean complete) {
+        IoCounters counters = io();
+        if (counters == null) {
+            return "[]";
+        }
+        if (complete) {
+            counters.sampleOnce();
+        }
+        List<IoCounters.Row> all = counters.rows();
+        List<IoCounters.Row> kept = new ArrayList<>();
+        for (int i = 0; i < all.size(); i++) {
+            double t = all.get(i).t;
+            boolean nextInside = i + 1 < all.size() && all.get(i + 1).t >= job.firstSeen;
+            boolean previousInside = i > 0 && all.get(i - 1).t <= end;
+            if ((t >= job.firstSeen && t <= end) || (t < job.firstSeen && nextInside)
+                    || (t > end && previousInside)) {
+                kept.add(all.get(i));
+            }
+        }
+        return IoCounters.toJson(kept);
     }
 
     private void sampleLoop() {
@@ -287,6 +389,7 @@ public class CrystalPerfReporter implements MetricReporter {
                 write(job, false);
             }
         }
+        forgetOldIoRows();
     }
 
     @Override
@@ -303,6 +406,7 @@ public class CrystalPerfReporter implements MetricReporter {
         finished.clear();
         jobs.clear();
         live.clear();
+        releaseIo();
     }
 
     @Override
@@ -515,14 +619,16 @@ public class CrystalPerfReporter implements MetricReporter {
             Path target = outputDir.resolve(part + ".json");
             Path tmp = outputDir.resolve(part + ".json.tmp");
             try (Writer w = Files.newBufferedWriter(tmp, StandardCharsets.UTF_8)) {
-                w.write("{\"format\":\"crystalperf-flink-metrics\",\"version\":2,\"job_id\":");
+                w.write("{\"format\":\"crystalperf-flink-metrics\",\"version\":3,\"job_id\":");
                 w.write(quote(job.id));
                 w.write(",\"job_name\":" + quote(job.name));
                 w.write(",\"process\":" + PROCESS_ID);
                 // complete: none of the job's metrics is left in this process; a flushed part is not
                 w.write(",\"complete\":" + complete + ",\"written\":" + System.currentTimeMillis() / 1000.0);
-                w.write(",\"start\":" + job.firstSeen + ",\"end\":"
-                        + (job.lastRemoved > 0 ? job.lastRemoved : System.currentTimeMillis() / 1000.0));
+                double end = job.lastRemoved > 0 ? job.lastRemoved : System.currentTimeMillis() / 1000.0;
+                w.write(",\"start\":" + job.firstSeen + ",\"end\":" + end);
+                // version 3: this process's I/O counter rows over the job (the trace's io)
+                w.write(",\"io\":" + ioRowsOf(job, end, complete));
                 long processCpu = processCpuNanos();
                 if (processCpu >= 0 && job.processCpuAtStart >= 0) {
                     w.write(",\"process_cpu_s\":" + (processCpu - job.processCpuAtStart) / 1e9);

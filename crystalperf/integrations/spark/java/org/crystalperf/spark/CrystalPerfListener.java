@@ -29,6 +29,7 @@ import org.apache.spark.SparkConf;
 import org.apache.spark.executor.TaskMetrics;
 import org.apache.spark.scheduler.*;
 import org.apache.spark.storage.RDDInfo;
+import org.crystalperf.common.IoCounters;
 import scala.Option;
 import scala.Tuple2;
 import scala.jdk.javaapi.CollectionConverters;
@@ -47,7 +48,7 @@ public class CrystalPerfListener extends SparkListener {
      * configured by hand); crystalperf's {@code spark_conf} sets it to the version its Python side reads.
      * A unit test keeps this equal to {@code crystalperf.core.trace.SCHEMA_VERSION}.
      */
-    static final String SCHEMA_VERSION = "1.2";
+    static final String SCHEMA_VERSION = "1.3";
     private static final Pattern WRITE_PATH =
             Pattern.compile(
             "InsertIntoHadoopFsRelationCommand\\s*(?:\\nInput: [^\\n]*\\nArguments:)?\\s+(?:file:(?://)?)?(/[^,\\s\\]]+)");
@@ -76,33 +77,25 @@ public class CrystalPerfListener extends SparkListener {
     private String lastOutputDir;
     private boolean finished;
 
-    /** This process's storage I/O counters when the listener started (null where /proc is missing). */
-    private final long[] storageIoAtStart = storageIo();
+    /**
+     * Bytes this process and its descendants (in local mode the PySpark daemon and workers) read from and
+     * wrote to storage, and received and sent on the network, over the application (the trace's {@code io}):
+     * the analysis derives the bandwidth the job saw from them. Null where it could not start.
+     */
+    private final IoCounters io;
 
     public CrystalPerfListener(SparkConf conf) {
         this.conf = conf;
         SampleStore.clear();
-    }
-
-    /**
-     * Bytes this process read from and caused to be written to storage ({@code read_bytes},
-     * {@code write_bytes} of /proc/self/io): reads served by the page cache do not count, so this is what
-     * a slower device would slow down. Spark's own input metrics miss the vectorized Parquet reader's reads.
-     */
-    private static long[] storageIo() {
-        try {
-            long[] io = {-1, -1};
-            for (String line : Files.readAllLines(Paths.get("/proc/self/io"))) {
-                if (line.startsWith("read_bytes:")) {
-                    io[0] = Long.parseLong(line.substring(11).trim());
-                } else if (line.startsWith("write_bytes:")) {
-                    io[1] = Long.parseLong(line.substring(12).trim());
-                }
+        IoCounters started = null;
+        if (conf.getBoolean("spark.crystalperf.ioCounters", true)) {
+            try {
+                started = new IoCounters("driver").start();
+            } catch (Throwable t) {
+                LOG.log(Level.WARNING, "crystalperf: the I/O counters did not start (the job is not affected): " + t);
             }
-            return io[0] >= 0 && io[1] >= 0 ? io : null;
-        } catch (Exception | LinkageError e) {
-            return null;
         }
+        io = started;
     }
 
     private void guard(String what, Runnable body) {
@@ -481,13 +474,21 @@ public class CrystalPerfListener extends SparkListener {
                 "shuffle_read_bytes", "input_bytes", "output_bytes"}) {
             metrics.put(k, totals.getOrDefault(k, 0.0));
         }
-        long[] storageIoNow = storageIo();
-        // In local mode the executor is this process; on a cluster the driver's I/O says nothing of the job's.
-        if (localCores() > 0 && storageIoAtStart != null && storageIoNow != null) {
-            metrics.put("storage_read_bytes", (double) (storageIoNow[0] - storageIoAtStart[0]));
-            metrics.put("storage_write_bytes", (double) (storageIoNow[1] - storageIoAtStart[1]));
+        List<IoCounters.Row> driverRows = io != null ? io.stop() : Collections.emptyList();
+        IoCounters.Row lastRow = driverRows.isEmpty() ? null : driverRows.get(driverRows.size() - 1);
+        // In local mode the executor is this process (its Python workers its descendants); on a cluster the
+        // driver's I/O says nothing of the job's.
+        if (localCores() > 0 && lastRow != null && lastRow.storageReadBytes != null) {
+            metrics.put("storage_read_bytes", lastRow.storageReadBytes);
+            metrics.put("storage_write_bytes", lastRow.storageWriteBytes);
         }
         doc.put("metrics", metrics);
+        List<Map<String, Object>> ioRows = new ArrayList<>();
+        for (IoCounters.Row row : driverRows) {
+            ioRows.add(row.toMap());
+        }
+        ioRows.addAll(SampleStore.ioRows());
+        doc.put("io", ioRows);
         doc.put("warnings", warnings);
         return doc;
     }

@@ -22,6 +22,7 @@ import org.apache.spark.api.plugin.DriverPlugin;
 import org.apache.spark.api.plugin.ExecutorPlugin;
 import org.apache.spark.api.plugin.PluginContext;
 import org.apache.spark.api.plugin.SparkPlugin;
+import org.crystalperf.common.IoCounters;
 
 /**
  * {@code spark.plugins=org.crystalperf.spark.CrystalPerfPlugin}: samples the stacks of task threads
@@ -38,6 +39,9 @@ import org.apache.spark.api.plugin.SparkPlugin;
  * The task thread's bytes read from storage (read_bytes of /proc/thread-self/io) are not recorded: Parquet
  * scans read on pool threads of their own (a 234 MB scan showed 74 KB on its task threads), so the task's
  * figure would be far from what it read; the listener records the process's instead (local mode).
+ *
+ * On a cluster each executor also reads its process's I/O counters ({@link IoCounters}, source
+ * {@code executor:<id>}) and ships the new rows to the driver with its samples every second.
  */
 public class CrystalPerfPlugin implements SparkPlugin {
     static final Logger LOG = Logger.getLogger("crystalperf");
@@ -55,6 +59,8 @@ public class CrystalPerfPlugin implements SparkPlugin {
                 try {
                     if (message instanceof SampleBatch) {
                         SampleStore.add((SampleBatch) message);
+                    } else if (message instanceof IoBatch) {
+                        SampleStore.add((IoBatch) message);
                     }
                 } catch (Throwable t) {
                     LOG.log(Level.WARNING, "crystalperf: dropping a sample batch", t);
@@ -101,6 +107,9 @@ public class CrystalPerfPlugin implements SparkPlugin {
         private Thread thread;
         private volatile ClassLoader taskLoader;
         private final ThreadMXBean mx = ManagementFactory.getThreadMXBean();
+        /** This executor's I/O counters (a cluster's executors; in local mode the listener's cover the JVM). */
+        private volatile IoCounters io;
+        private double ioShippedUpTo = Double.NEGATIVE_INFINITY;
 
         @Override
         public void init(PluginContext ctx, Map<String, String> extraConf) {
@@ -119,6 +128,8 @@ public class CrystalPerfPlugin implements SparkPlugin {
                 thread.start();
                 if ("driver".equals(ctx.executorID())) {
                     local = this;
+                } else if (conf.getBoolean("spark.crystalperf.ioCounters", true)) {
+                    io = new IoCounters("executor:" + ctx.executorID()).start();
                 }
             } catch (Throwable t) {
                 LOG.log(Level.WARNING, "crystalperf: the stack sampler did not start (the job is not affected)", t);
@@ -181,6 +192,31 @@ public class CrystalPerfPlugin implements SparkPlugin {
         public void shutdown() {
             stopped = true;
             flush();
+            IoCounters counters = io;
+            if (counters != null) {
+                counters.stop();
+                shipIo();
+            }
+        }
+
+        /** Sends the I/O counter rows taken since the last shipment to the driver, then forgets them here. */
+        private void shipIo() {
+            IoCounters counters = io;
+            if (counters == null || ctx == null) {
+                return;
+            }
+            try {
+                java.util.List<IoCounters.Row> rows = counters.rowsAfter(ioShippedUpTo);
+                if (rows.isEmpty()) {
+                    return;
+                }
+                ctx.send(new IoBatch(counters.source(), rows.get(0).host, rows));
+                ioShippedUpTo = rows.get(rows.size() - 1).t;
+                // only the last shipped row stays: the buffer never fills, so the interval never doubles
+                counters.forgetBefore(ioShippedUpTo, IoCounters.DEFAULT_INTERVAL_MS);
+            } catch (Throwable t) {
+                LOG.log(Level.FINE, "crystalperf: could not ship I/O counters to the driver", t);
+            }
         }
 
         private void loop() {
@@ -192,6 +228,7 @@ public class CrystalPerfPlugin implements SparkPlugin {
                     long now = System.currentTimeMillis();
                     if (now >= nextShip) {
                         flush();
+                        shipIo();
                         nextShip = now + 1000;
                     }
                 } catch (InterruptedException e) {

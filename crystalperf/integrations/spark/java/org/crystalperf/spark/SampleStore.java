@@ -1,8 +1,13 @@
 package org.crystalperf.spark;
 
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
 import java.util.concurrent.atomic.AtomicLong;
+
+import org.crystalperf.common.IoCounters;
 
 /**
  * Driver-side store of the aggregated stack samples shipped by every executor's sampler.
@@ -16,6 +21,9 @@ public final class SampleStore {
     private static final Map<String, Long> RUN_QUEUE_NS = new HashMap<>();
     private static final Map<String, Boolean> EXECUTORS = new HashMap<>();
     private static final AtomicLong DROPPED = new AtomicLong();
+    /** Executor source -> its I/O counter rows, oldest first (bounded like the executor's own buffer). */
+    private static final Map<String, List<Map<String, Object>>> IO = new TreeMap<>();
+    static final int MAX_IO_SOURCES = 1024;
     private static volatile long intervalMs = 100;
     private static volatile long bucketMs = 1000;
 
@@ -45,6 +53,37 @@ public final class SampleStore {
         DROPPED.addAndGet(batch.dropped);
     }
 
+    static synchronized void add(IoBatch batch) {
+        List<Map<String, Object>> rows = IO.get(batch.source);
+        if (rows == null) {
+            if (IO.size() >= MAX_IO_SOURCES) {
+                return;
+            }
+            rows = new ArrayList<>();
+            IO.put(batch.source, rows);
+        }
+        rows.addAll(batch.documents());
+        while (rows.size() >= IoCounters.MAX_ROWS) {
+            // as the executor's sampler does when full: every other row, the last one kept
+            List<Map<String, Object>> halved = new ArrayList<>();
+            for (int i = 0; i < rows.size() - 1; i += 2) {
+                halved.add(rows.get(i));
+            }
+            halved.add(rows.get(rows.size() - 1));
+            rows.clear();
+            rows.addAll(halved);
+        }
+    }
+
+    /** Every executor's I/O counter rows (the driver's own are the listener's). */
+    static synchronized List<Map<String, Object>> ioRows() {
+        List<Map<String, Object>> all = new ArrayList<>();
+        for (List<Map<String, Object>> rows : IO.values()) {
+            all.addAll(rows);
+        }
+        return all;
+    }
+
     static synchronized Map<String, Long> rows() { return new HashMap<>(ROWS); }
     static synchronized Map<String, Long> pythonWait() { return new HashMap<>(PYTHON_WAIT); }
     static synchronized Map<String, Long> runQueueNs() { return new HashMap<>(RUN_QUEUE_NS); }
@@ -59,6 +98,7 @@ public final class SampleStore {
         PYTHON_WAIT.clear();
         RUN_QUEUE_NS.clear();
         EXECUTORS.clear();
+        IO.clear();
         DROPPED.set(0);
     }
 }

@@ -1,0 +1,170 @@
+"""The bandwidth the job saw, from the byte counters its hooks read during the run (``Trace.io``).
+
+What-ifs scale I/O and network time from the bandwidth the job had (paper Algorithm 2's ``B``): a job traced
+behind a 40 Mbit/s link asked about 100 Mbit/s gets faster by what that link change gives, not slower because
+the hardware was assumed to be 10 Gbit/s. The counters say how many bytes moved and when; the rate in the
+windows where the job moved data, taken at their upper quartile (a saturated link or throttled device runs at
+a plateau; ramps and partial windows fall below it), is the bandwidth the job saw. A cgroup limit in force
+while the job read is the device bandwidth it had, exactly.
+
+Counters are per source (a driver, a TaskManager, a Python process); network counters are namespace-wide, so
+two sources in one namespace see the same bytes: sources of one host and namespace are not added twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from crystalperf.core import trace as tr
+from crystalperf.core.units import format_bandwidth, format_byte_rate, format_seconds, format_size
+
+WINDOW_S = 1.0  # rates over at least a second: one 250 ms row of a bursty link says little
+MIN_BYTES = 1 << 20  # below a MiB moved, the rate is noise (a heartbeat, a jar load)
+ACTIVE_SHARE = 0.2  # a window moving at least this share of the fastest window's rate is "moving data"
+QUANTILE = 0.75
+
+RESOURCES = ("network", "disk")
+_COUNTERS = {
+    "network": (("network_rx_bytes", "received"), ("network_tx_bytes", "sent")),
+    "disk": (("storage_read_bytes", "read"), ("storage_write_bytes", "written")),
+}
+
+
+@dataclass(frozen=True)
+class ObservedBandwidth:
+    """What one resource carried for the job."""
+
+    resource: str  # "network" or "disk"
+    direction: str  # the direction that moved more bytes: received/sent, read/written
+    bytes: float  # moved in that direction over the job
+    active_s: float  # seconds of windows in which the job moved data
+    bandwidth: float  # bytes/s the job saw while it moved data (all its tasks together)
+    limit: float | None = None  # a cgroup limit in force while it moved data (disk), bytes/s
+    sources: int = 1
+
+    @property
+    def effective(self) -> float:
+        """The bandwidth the job had: the limit in force where one was, else what it was seen moving."""
+        return self.limit if self.limit is not None else self.bandwidth
+
+    def describe(self) -> str:
+        rate = format_bandwidth if self.resource == "network" else format_byte_rate
+        text = (f"{self.resource} bandwidth {rate(self.effective)} as the job saw it: {format_size(self.bytes)} "
+                f"{self.direction} in {format_seconds(self.active_s)} of transfer at up to {rate(self.bandwidth)}")
+        if self.limit is not None:
+            text += f"; a cgroup limit of {rate(self.limit)} was in force"
+        return text
+
+
+def _span_rows(rows: Sequence[tr.IoSample], start: float, end: float) -> list[tr.IoSample]:
+    """The rows within the job's span, plus the last one before and the first one after it (the bytes of the
+    interval that straddles a boundary belong partly to the job)."""
+    ordered = sorted(rows, key=lambda r: r.t)
+    inside = [i for i, r in enumerate(ordered) if start <= r.t <= end]
+    if not inside:
+        before = [i for i, r in enumerate(ordered) if r.t < start]
+        after = [i for i, r in enumerate(ordered) if r.t > end]
+        if before and after:
+            return [ordered[before[-1]], ordered[after[0]]]
+        return []
+    lo, hi = max(0, inside[0] - 1), min(len(ordered) - 1, inside[-1] + 1)
+    return ordered[lo:hi + 1]
+
+
+def _windows(rows: Sequence[tr.IoSample], counter: str) -> list[tuple[float, float, tr.IoSample]]:
+    """(seconds, bytes, last row) of consecutive windows of at least WINDOW_S."""
+    points = [(r.t, getattr(r, counter), r) for r in rows if getattr(r, counter) is not None]
+    windows: list[tuple[float, float, tr.IoSample]] = []
+    if len(points) < 2:
+        return windows
+    t0, v0, _ = points[0]
+    for t, v, row in points[1:]:
+        if t - t0 >= WINDOW_S or (t, v) == points[-1][:2]:
+            if t > t0:
+                # a counter that went down was reset (a restarted process): count from its new value
+                windows.append((t - t0, v - v0 if v >= v0 else v, row))
+            t0, v0 = t, v
+    return windows
+
+
+def _weighted_quantile(values: Sequence[tuple[float, float]], q: float) -> float:
+    """Quantile of ``(value, weight)`` pairs."""
+    ordered = sorted(values)
+    total = sum(w for _, w in ordered)
+    running = 0.0
+    for value, weight in ordered:
+        running += weight
+        if running >= q * total:
+            return value
+    return ordered[-1][0]
+
+
+@dataclass(frozen=True)
+class _SourceRate:
+    bytes: float
+    active_s: float
+    bandwidth: float
+    limit: float | None
+
+
+def _source_rate(rows: Sequence[tr.IoSample], counter: str, limit_field: str | None) -> _SourceRate | None:
+    windows = _windows(rows, counter)
+    moved = sum(b for _, b, _ in windows)
+    if moved < MIN_BYTES:
+        return None
+    rates = [(b / s, s, row) for s, b, row in windows if s > 0]
+    peak = max(r for r, _, _ in rates)
+    active = [(r, s, row) for r, s, row in rates if r >= ACTIVE_SHARE * peak]
+    bandwidth = _weighted_quantile([(r, s) for r, s, _ in active], QUANTILE)
+    limits = [getattr(row, limit_field) for _, _, row in active if limit_field and getattr(row, limit_field)]
+    # the limit the job mostly ran under while it moved data (a limit joined after start-up counts from then)
+    limit = min(limits) if limits and len(limits) * 2 >= len(active) else None
+    return _SourceRate(moved, sum(s for _, s, _ in active), bandwidth, limit)
+
+
+def observed_bandwidths(trace: tr.Trace) -> dict[str, ObservedBandwidth]:
+    """The network and disk bandwidth the job saw, for the resources whose counters moved enough bytes."""
+    if not trace.io:
+        return {}
+    app = trace.application
+    start, end = app.start, app.end
+    by_source: dict[str, list[tr.IoSample]] = {}
+    for row in trace.io:
+        by_source.setdefault(row.source, []).append(row)
+    found: dict[str, ObservedBandwidth] = {}
+    for resource in RESOURCES:
+        best: ObservedBandwidth | None = None
+        for counter, direction in _COUNTERS[resource]:
+            limit_field = None
+            if resource == "disk":
+                limit_field = "disk_read_limit" if direction == "read" else "disk_write_limit"
+            rates: list[_SourceRate] = []
+            hosts: list[str | None] = []
+            for rows in by_source.values():
+                rate = _source_rate(_span_rows(rows, start, end), counter, limit_field)
+                if rate is None:
+                    continue
+                if resource == "network" and any(
+                        host == rows[0].host and abs(other.bytes - rate.bytes) <= 0.05 * max(other.bytes, rate.bytes)
+                        for host, other in zip(hosts, rates, strict=True)):
+                    continue  # one namespace's interfaces read by two processes: the same bytes, counted once
+                hosts.append(rows[0].host)
+                rates.append(rate)
+            if not rates:
+                continue
+            moved = sum(r.bytes for r in rates)
+            limits = [r.limit for r in rates if r.limit is not None]
+            candidate = ObservedBandwidth(
+                resource=resource, direction=direction, bytes=moved,
+                active_s=max(r.active_s for r in rates),
+                # each source's link or device: the bandwidth of the one that moved the median byte
+                bandwidth=_weighted_quantile([(r.bandwidth, r.bytes) for r in rates], 0.5),
+                limit=min(limits) if limits and len(limits) == len(rates) else None,
+                sources=len(rates),
+            )
+            if best is None or candidate.bytes > best.bytes:
+                best = candidate
+        if best is not None:
+            found[resource] = best
+    return found

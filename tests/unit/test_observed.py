@@ -1,0 +1,191 @@
+"""The bandwidth the job saw (``Trace.io`` rows -> ``core.observed``), and what-ifs scaled from it in both
+directions, with hand-computed answers."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from crystalperf.core import trace as tr
+from crystalperf.core.classify import FixedClassifier
+from crystalperf.core.errors import BadInputError
+from crystalperf.core.iocounters import IoCounterSampler, disk_limits, network_bytes
+from crystalperf.core.observed import observed_bandwidths
+from crystalperf.core.predict import Changes, Predictor
+from crystalperf.core.predict.base import Baseline
+from crystalperf.core.profile import build_profile
+
+from .helpers import make_trace, op, task
+
+MB = 1e6
+
+
+def _rows(rates: list[float], counter: str, source: str = "driver", host: str = "h", step: float = 0.25,
+          **fields: float) -> list[tr.IoSample]:
+    """Cumulative rows, one every ``step`` s, moving ``rates[i]`` bytes/s during the i-th second."""
+    rows, total = [], 0.0
+    for i in range(len(rates) * int(1 / step) + 1):
+        t = i * step
+        rows.append(tr.IoSample(t=t, source=source, host=host, **{counter: total}, **fields))
+        total += rates[min(int(t), len(rates) - 1)] * step
+    return rows
+
+
+def _network_trace(rows: list[tr.IoSample], duration: float = 20.0) -> tr.Trace:
+    # One task of 20 s on one slot, 80 % of it waiting on the network.
+    t = task("t", 0, duration, run_time_s=duration, cpu_time_s=0.2 * duration, network_wait_s=0.8 * duration)
+    trace = make_trace([op("s", 0, duration, tasks=[t])], total_slots=1)
+    trace.io = rows
+    return trace
+
+
+def test_a_throttled_link_is_seen_at_its_plateau():
+    # 2 s idle, 16 s at 5 MB/s (a 40 Mbit/s link), a 20 MB/s burst second (the shaper's bucket), 1 s idle
+    rates = [0, 0, 20 * MB] + [5 * MB] * 16 + [0]
+    seen = observed_bandwidths(_network_trace(_rows(rates, "network_rx_bytes")))["network"]
+    assert seen.bandwidth == pytest.approx(5 * MB)
+    assert seen.bytes == pytest.approx(100 * MB)
+    assert seen.active_s == pytest.approx(17)
+    assert seen.direction == "received"
+    assert "40 Mbit/s" in seen.describe()
+
+
+def test_a_cgroup_limit_in_force_while_reading_is_the_disk_bandwidth():
+    rows = _rows([4.8 * MB] * 10, "storage_read_bytes", disk_read_limit=5 * MB)
+    seen = observed_bandwidths(_network_trace(rows))["disk"]
+    assert seen.limit == 5 * MB and seen.effective == 5 * MB
+    assert seen.bandwidth == pytest.approx(4.8 * MB)
+    # a limit present in too few of the windows that read (joined late, or lifted) is not the job's
+    early = [r.model_copy(update={"disk_read_limit": 5 * MB if r.t < 2 else None}) for r in rows]
+    assert observed_bandwidths(_network_trace(early))["disk"].limit is None
+
+
+def test_too_few_bytes_say_nothing():
+    assert observed_bandwidths(_network_trace(_rows([100e3] * 5, "network_rx_bytes"))) == {}
+    assert observed_bandwidths(_network_trace([])) == {}
+
+
+def test_two_processes_reading_one_namespace_count_its_bytes_once():
+    a = _rows([5 * MB] * 10, "network_rx_bytes", source="jobmanager:1")
+    b = _rows([5 * MB] * 10, "network_rx_bytes", source="taskmanager:2")
+    assert observed_bandwidths(_network_trace(a + b))["network"].bytes == pytest.approx(50 * MB)
+    other_host = _rows([5 * MB] * 10, "network_rx_bytes", source="taskmanager:3", host="h2")
+    both = observed_bandwidths(_network_trace(a + other_host))["network"]
+    assert both.bytes == pytest.approx(100 * MB) and both.sources == 2
+
+
+def test_rows_outside_the_job_do_not_count():
+    rows = _rows([50 * MB] * 5 + [5 * MB] * 20, "network_rx_bytes")
+    trace = _network_trace([r.model_copy(update={"t": r.t - 5}) for r in rows])  # the 50 MB/s before t=0
+    assert observed_bandwidths(trace)["network"].bandwidth == pytest.approx(5 * MB)
+
+
+def test_the_baseline_prefers_declared_then_observed_then_assumed():
+    trace = _network_trace(_rows([5 * MB] * 20, "network_rx_bytes"))
+    observed = Baseline.of(trace)
+    assert observed.network_bandwidth == pytest.approx(5 * MB) and observed.origins["network"] == "observed"
+    assert not any(a.startswith("network") for a in observed.assumptions)
+    assert observed.origins["disk"] == "assumed"
+    trace.environment.network_bandwidth = 125 * MB
+    assert Baseline.of(trace).network_bandwidth == 125 * MB
+    trace.io = []
+    trace.environment.network_bandwidth = None
+    assert any("network bandwidth assumed" in a for a in Baseline.of(trace).assumptions)
+
+
+def test_old_new_states_the_traced_bandwidth():
+    changes = Changes.parse(["network=40mbit:100mbit", "disk=20MB/s"])
+    assert changes.values == {"network": 12.5 * MB, "disk": 20 * MB}
+    assert changes.baselines == {"network": 5 * MB}
+    assert changes.describe() == "network=100 Mbit/s (from 40 Mbit/s), disk=20 MB/s"
+    for bad in (["cores=1:2"], ["network=:100mbit"], ["network=40mbit:"], ["disk=a:b"]):
+        with pytest.raises(BadInputError):
+            Changes.parse(bad)
+
+
+def _predictor(trace: tr.Trace) -> Predictor:
+    return Predictor(build_profile(trace, FixedClassifier({}), locators=[]))
+
+
+def test_a_faster_link_than_the_one_observed_is_faster_and_a_slower_one_slower():
+    predictor = _predictor(_network_trace(_rows([5 * MB] * 20, "network_rx_bytes")))
+    # The host received 100 MB at 5 MB/s. At 12.5 MB/s they take 8 s instead of 20 s, 12 s sooner; but the task's
+    # 16 s on the network shrink by at most 16 * (1 - 5/12.5) = 9.6 s (Algorithm 2 had all of it been transfer).
+    up = predictor.predict(Changes({"network": 12.5 * MB}), band=False)
+    assert up.crystalperf.runtime_s == pytest.approx(20 - 9.6)
+    assert any("as the job saw it" in n for n in up.notes)
+    assert not any("assumed" in n for n in up.notes)
+    # At 2.5 MB/s the 100 MB take 40 s, 20 s more: 4 + 16 + 20.
+    assert predictor.simulate(Changes({"network": 2.5 * MB})) == pytest.approx(40)
+
+
+def test_a_stated_baseline_wins_over_the_observed_one():
+    predictor = _predictor(_network_trace(_rows([5 * MB] * 20, "network_rx_bytes")))
+    stated = predictor.predict(Changes.parse(["network=10mbit:100mbit"]), band=False)
+    # 100 MB at 1.25 MB/s would be 80 s: the saving is the bound, 16 * (1 - 0.1) = 14.4 s
+    assert stated.crystalperf.runtime_s == pytest.approx(20 - 14.4)
+    assert any("stated as 10 Mbit/s" in n for n in stated.notes)
+    # without counters, Algorithm 2 on the 16 s: t_p = 16 s * 1.25 MB/s in 212,992 B buffers of 25 us each
+    plain = _predictor(_network_trace([])).predict(Changes.parse(["network=10mbit:100mbit"]), band=False)
+    t_p = 16 * 1.25 * MB / 212_992 * 25e-6
+    assert plain.crystalperf.runtime_s == pytest.approx(4 + t_p + (16 - t_p) * 0.1)
+
+
+def test_an_assumed_bandwidth_widens_the_band():
+    predictor = _predictor(_network_trace([]))
+    narrow = _predictor(_network_trace(_rows([5 * MB] * 20, "network_rx_bytes")))
+    wide = predictor.predict(Changes({"network": 1 * MB}))
+    seen = narrow.predict(Changes({"network": 1 * MB}))
+    assert wide.crystalperf.high_s is not None and seen.crystalperf.high_s is not None
+    assert wide.crystalperf.low_s is not None and seen.crystalperf.low_s is not None
+    width = (wide.crystalperf.high_s - wide.crystalperf.low_s) / wide.crystalperf.runtime_s
+    assert width > (seen.crystalperf.high_s - seen.crystalperf.low_s) / seen.crystalperf.runtime_s
+    assert any("the band spans" in n for n in wide.notes)
+
+
+def test_more_of_a_resource_is_never_slower_without_a_reason():
+    # Assumed 10 Gbit/s, asked 20 Gbit/s: faster or the same, never slower.
+    predictor = _predictor(_network_trace([]))
+    for changes in ({"network": 2.5e9}, {"disk": 1e9}, {"cpu_speed": 2.0}, {"cores": 2}, {"memory": 1 << 34}):
+        prediction = predictor.predict(Changes(changes), band=False)
+        slower = prediction.crystalperf.runtime_s > prediction.baseline_runtime_s * 1.01
+        assert not slower or any("slower" in n for n in prediction.notes), (changes, prediction.notes)
+
+
+def test_more_slots_slower_by_the_measured_warm_up_says_why():
+    # 8 tasks on 1 slot whose first ran 3x longer (warm-up): 2 slots put a second task in the first wave.
+    tasks = [task("t0", 0, 3, run_time_s=3, cpu_time_s=3)]
+    tasks += [task(f"t{i}", 3 + (i - 1), 3 + i, run_time_s=1, cpu_time_s=1) for i in range(1, 2)]
+    trace = make_trace([op("s", 0, 4, tasks=tasks)], total_slots=1)
+    predictor = _predictor(trace)
+    prediction = predictor.predict(Changes({"cores": 2}), band=False)
+    if prediction.crystalperf.runtime_s > prediction.baseline_runtime_s * 1.01:
+        assert any("first-wave" in n for n in prediction.notes)
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux /proc/<pid>/io")
+def test_the_sampler_reads_this_process_counters(tmp_path: Path):
+    sampler = IoCounterSampler("python:test", interval_s=0.05, max_samples=16).start()
+    path = tmp_path / "data"
+    path.write_bytes(os.urandom(1 << 20))
+    with path.open("rb+") as f:
+        os.fsync(f.fileno())
+    done = threading.Event()
+    done.wait(0.6)
+    rows = sampler.stop()
+    assert rows[0].storage_read_bytes == 0 and rows[0].source == "python:test"
+    assert all(a.t <= b.t for a, b in zip(rows, rows[1:], strict=False))
+    assert len(rows) <= 16  # halved when full, the interval doubled
+    written = [r.storage_write_bytes for r in rows if r.storage_write_bytes is not None]
+    assert written == sorted(written)
+    assert network_bytes() is None or all(r.network_rx_bytes is not None for r in rows)
+    assert disk_limits("self") is not None
+
+
+def test_the_sampler_never_raises_on_a_vanished_process():
+    sampler = IoCounterSampler("gone", pid=2**22 + 12345, interval_s=0.05)
+    assert sampler.sample_once() is not None or sampler.samples() == []
+    assert isinstance(sampler.stop(), list)
