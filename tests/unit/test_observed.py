@@ -189,3 +189,19 @@ def test_the_sampler_never_raises_on_a_vanished_process():
     sampler = IoCounterSampler("gone", pid=2**22 + 12345, interval_s=0.05)
     assert sampler.sample_once() is not None or sampler.samples() == []
     assert isinstance(sampler.stop(), list)
+
+
+GOLDEN = Path(__file__).resolve().parents[1] / "data"
+
+
+@pytest.mark.parametrize("name", ["spark-demo-trace.json.gz", "tensorflow-fit-trace.json.gz"])
+def test_more_of_any_resource_on_recorded_jobs_is_never_slower_without_a_reason(name: str):
+    trace = tr.load_trace(GOLDEN / name)
+    predictor = _predictor(trace)
+    b = predictor.baseline
+    for changes in ({"network": b.network_bandwidth * 10}, {"disk": b.disk_bandwidth * 4}, {"cpu_speed": 2.0},
+                    {"cores": b.cores_per_executor * 2}, {"executors": b.executors * 2},
+                    {"memory": (b.memory_bytes or 1 << 30) * 2}):
+        prediction = predictor.predict(Changes(changes), band=False)
+        slower = prediction.crystalperf.runtime_s > prediction.baseline_runtime_s * 1.01
+        assert not slower or any("slower" in n for n in prediction.notes), (name, changes, prediction.notes)
