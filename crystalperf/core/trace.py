@@ -347,6 +347,10 @@ class Streaming(_Model):
     throughput: float | None = Field(None, ge=0, description="records/s the sinks emitted")
 
 
+# The kernel's byte counters are 64-bit; a limit is at least a byte a second (rates are divided by it).
+IO_COUNTER_MAX = float(2**64)
+
+
 class IoSample(_Model):
     """Byte counters of the job's processes on one source (a driver, a TaskManager, a Python process), read
     during the run. Counters are cumulative since that source's first sample (which reads 0), so rates come
@@ -357,16 +361,16 @@ class IoSample(_Model):
     source: str = Field("", description="whose counters: e.g. driver, taskmanager:<pid>, python:<pid>")
     host: str | None = None
     storage_read_bytes: float | None = Field(
-        None, ge=0, description="bytes read from storage devices (read_bytes of /proc/<pid>/io, the process and "
+        None, ge=0, le=IO_COUNTER_MAX, description="bytes read from storage devices (read_bytes of /proc/<pid>/io, the process and "
         "its descendants; page-cache hits excluded)")
-    storage_write_bytes: float | None = Field(None, ge=0, description="bytes written to storage devices")
+    storage_write_bytes: float | None = Field(None, ge=0, le=IO_COUNTER_MAX, description="bytes written to storage devices")
     network_rx_bytes: float | None = Field(
-        None, ge=0, description="bytes received on the non-loopback interfaces of the process's network "
+        None, ge=0, le=IO_COUNTER_MAX, description="bytes received on the non-loopback interfaces of the process's network "
         "namespace (/proc/<pid>/net/dev: namespace-wide, not per process)")
-    network_tx_bytes: float | None = Field(None, ge=0, description="bytes sent on those interfaces")
+    network_tx_bytes: float | None = Field(None, ge=0, le=IO_COUNTER_MAX, description="bytes sent on those interfaces")
     disk_read_limit: float | None = Field(
-        None, gt=0, description="bytes/s: the strictest cgroup read limit in force on the process (blkio/io.max)")
-    disk_write_limit: float | None = Field(None, gt=0, description="bytes/s: the strictest cgroup write limit")
+        None, ge=1, le=IO_COUNTER_MAX, description="bytes/s: the strictest cgroup read limit in force on the process (blkio/io.max)")
+    disk_write_limit: float | None = Field(None, ge=1, le=IO_COUNTER_MAX, description="bytes/s: the strictest cgroup write limit")
 
     _check_t = field_validator("t")(_finite)
 

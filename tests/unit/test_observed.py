@@ -205,3 +205,16 @@ def test_more_of_any_resource_on_recorded_jobs_is_never_slower_without_a_reason(
         prediction = predictor.predict(Changes(changes), band=False)
         slower = prediction.crystalperf.runtime_s > prediction.baseline_runtime_s * 1.01
         assert not slower or any("slower" in n for n in prediction.notes), (name, changes, prediction.notes)
+
+
+@pytest.mark.parametrize("row", [{"network_rx_bytes": 1e308}, {"storage_read_bytes": -1.0},
+                                 {"disk_read_limit": 1e-300}, {"disk_write_limit": 0.0}])
+def test_counters_out_of_the_kernels_range_are_refused_with_the_file_named(tmp_path: Path, row: dict):
+    import json
+
+    doc = json.loads(_network_trace([]).to_json())
+    doc["io"] = [{"t": 1.0, **row}]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(BadInputError, match="io.0"):
+        tr.load_trace(path)
