@@ -26,8 +26,8 @@ from typing import Any
 
 from bench.fidelity.machine import evict
 from bench.whatif import machine, shaped
+from bench.whatif.machine import cgroup
 from bench.whatif.runner import Run, Target
-from bench.whatif.tensorflow import cgroup
 
 CSV_FILES = 8
 CSV_BYTES = 100_000_000

@@ -18,14 +18,12 @@ import os
 import subprocess
 import sys
 import textwrap
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from bench.fidelity.machine import evict
 from bench.whatif import machine
+from bench.whatif.machine import cgroup
 from bench.whatif.runner import Run, Target
 
 SKIP = 2  # warm-up steps before the window (tracing, first allocations)
@@ -117,25 +115,6 @@ def ensure_images(folder: Path, python: str, count: int = IMAGES, size: int = 64
               "    tf.io.write_file(f'{sys.argv[1]}/img-{i:05d}.png', tf.io.encode_png(img))\n")
     subprocess.run([python, "-c", script, str(folder)], check=True, capture_output=True)
     return folder
-
-
-@contextmanager
-def cgroup(controller: str, limits: dict[str, str]) -> Iterator[Path | None]:
-    """A fresh cgroup (v1 controller dir) with the given limit files written; removed afterwards."""
-    if not limits:
-        yield None
-        return
-    path = machine.CGROUP_ROOT / controller / f"crystalperf-bench-{uuid.uuid4().hex[:8]}"
-    path.mkdir()
-    try:
-        for name, value in limits.items():
-            (path / name).write_text(value)
-        yield path
-    finally:
-        try:
-            path.rmdir()
-        except OSError:
-            pass
 
 
 class CnnWorkload:

@@ -79,8 +79,9 @@ def _windows(rows: Sequence[tr.IoSample], counter: str) -> list[tuple[float, flo
     if len(points) < 2:
         return windows
     t0, v0, _ = points[0]
-    for t, v, row in points[1:]:
-        if t - t0 >= WINDOW_S or (t, v) == points[-1][:2]:
+    last = len(points) - 1
+    for i, (t, v, row) in enumerate(points[1:], start=1):
+        if t - t0 >= WINDOW_S or i == last:
             if t > t0:
                 # a counter that went down was reset (a restarted process): count from its new value
                 windows.append((t - t0, v - v0 if v >= v0 else v, row))

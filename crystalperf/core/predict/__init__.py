@@ -362,7 +362,7 @@ class Predictor:
         estimate.runtime_s = self.runtime
         if estimate.low_s is not None:
             estimate.low_s = min(estimate.low_s, self.runtime)
-            estimate.high_s = max(self.runtime, min(estimate.high_s or self.runtime, self.runtime))
+            estimate.high_s = self.runtime
 
 
 def _task_count(profile: ExecutionProfile) -> int:

@@ -28,54 +28,15 @@ import pytest
 
 from bench.fidelity.machine import evict
 from bench.whatif import shaped
+from bench.whatif.spark import UP_JOB, ensure_text
 
 BOUND = 0.4
-
-JOB = '''
-import json, os, sys, time
-from pyspark.sql import SparkSession
-config = json.loads(sys.argv[1])
-builder = (SparkSession.builder.master("local[2]").appName("crystalperf-whatif-up")
-           .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-           .config("spark.sql.files.maxPartitionBytes", str(8 * 1024 * 1024)))
-if config["out"]:
-    from crystalperf.integrations.spark import configure
-    # the report is not needed: crystalperf predict analyses the trace itself
-    builder = configure(builder, output_dir=config["out"]).config("spark.crystalperf.analysis", "false")
-spark = builder.getOrCreate()
-sc = spark.sparkContext
-if config.get("cgroup"):
-    # after start-up: the JVM reads hundreds of MB of jars, which the limit would slow to minutes
-    for pid in (os.getpid(), sc._gateway.proc.pid):
-        with open(os.path.join(config["cgroup"], "cgroup.procs"), "w") as f:
-            f.write(str(pid))
-if config.get("data"):
-    lines = spark.read.text(config["data"])
-    result = lines.filter(lines.value.contains("ffff")).count()
-else:
-    url = config["url"]
-
-    def download(partition):
-        import urllib.request
-        received = 0
-        with urllib.request.urlopen(url, timeout=120) as response:
-            while True:
-                chunk = response.read(1 << 18)
-                if not chunk:
-                    break
-                received += len(chunk)
-        yield received
-
-    result = sc.parallelize(range(config["tasks"]), config["tasks"]).mapPartitions(download).sum()
-print("RESULT", json.dumps({"runtime_s": time.time() - sc.startTime / 1000, "result": result}))
-spark.stop()
-'''
-
 
 def run_job(tmp_path: Path, config: dict[str, Any]) -> dict[str, Any]:
     """One Spark application in a fresh Python (as a user runs it); its RESULT line."""
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, CRYSTALPERF_TESTING="1")
-    done = subprocess.run([sys.executable, "-c", JOB, json.dumps(config)], cwd=tmp_path, env=env,
+    config = {"master": "local[2]", **config}
+    done = subprocess.run([sys.executable, "-c", UP_JOB, json.dumps(config)], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))
@@ -115,7 +76,7 @@ def test_faster_network_is_predicted_from_the_bandwidth_the_job_saw(tmp_path: Pa
     reason = shaped.unavailable()
     if reason:
         pytest.skip(f"no shaped link on this machine: {reason}")
-    job = {"tasks": 6, "out": str(tmp_path / "traced")}
+    job = {"case": "download", "tasks": 6, "out": str(tmp_path / "traced")}
     with shaped.ShapedServer(rate_mbit=40) as server:
         job["url"] = server.url(10_000_000)  # 60 MB in all: ~13 s at 40 Mbit/s, ~5 s at 100
         traced = run_job(tmp_path, job)
@@ -124,17 +85,6 @@ def test_faster_network_is_predicted_from_the_bandwidth_the_job_saw(tmp_path: Pa
     assert traced["result"] == real["result"] == 60_000_000
     trace = tmp_path / "traced" / "crystalperf-trace.json.gz"
     check("network 40->100 Mbit/s", "network=100mbit", traced, trace, real)
-
-
-def write_text(folder: Path, files: int, size: int) -> Path:
-    """Random hex lines: incompressible for the device, cheap to scan."""
-    folder.mkdir(parents=True)
-    for part in range(files):
-        with (folder / f"part-{part:02d}.txt").open("wb") as f:
-            while f.tell() < size:
-                block = os.urandom(256 * 1024).hex().encode()
-                f.write(b"\n".join(block[i:i + 127] for i in range(0, len(block), 127)) + b"\n")
-    return folder
 
 
 @contextmanager
@@ -180,14 +130,14 @@ def test_faster_disk_is_predicted_from_the_bandwidth_the_job_saw(tmp_path: Path)
     reason = blkio_unavailable(tmp_path)
     if reason:
         pytest.skip(reason)
-    data = write_text(tmp_path / "data", files=8, size=7_500_000)  # 60 MB: ~12 s at 5 MB/s, ~3 s at 20
+    data = ensure_text(tmp_path, files=8, size=7_500_000)  # 60 MB: ~12 s at 5 MB/s, ~3 s at 20
     dev = data.stat().st_dev
     device = f"{os.major(dev)}:{os.minor(dev)}"
     runs = {}
     for bps, out in ((5_000_000, str(tmp_path / "traced")), (20_000_000, None)):
         evict([data])  # so that the scan's reads reach the device
         with read_limit(device, bps) as group:
-            runs[bps] = run_job(tmp_path, {"data": str(data), "cgroup": str(group), "out": out})
+            runs[bps] = run_job(tmp_path, {"case": "scan", "data": str(data), "cgroups": [str(group)], "out": out})
     assert runs[5_000_000]["result"] == runs[20_000_000]["result"]
     trace = tmp_path / "traced" / "crystalperf-trace.json.gz"
     check("disk 5->20 MB/s", "disk=20MB/s", runs[5_000_000], trace, runs[20_000_000])
