@@ -483,7 +483,8 @@ public final class IoCounters {
         return rows.stream().map(Row::toJson).collect(Collectors.joining(",", "[", "]"));
     }
 
-    static String quote(String s) {
+    /** A JSON string literal (both hooks write their JSON by hand: no JSON library on their class paths). */
+    public static String quote(String s) {
         StringBuilder b = new StringBuilder("\"");
         for (char c : (s == null ? "" : s).toCharArray()) {
             if (c == '"' || c == '\\') {

@@ -717,16 +717,6 @@ public class CrystalPerfReporter implements MetricReporter {
     }
 
     private static String quote(String s) {
-        StringBuilder b = new StringBuilder("\"");
-        for (char c : nz(s).toCharArray()) {
-            if (c == '"' || c == '\\') {
-                b.append('\\').append(c);
-            } else if (c < 0x20) {
-                b.append(String.format("\\u%04x", (int) c));
-            } else {
-                b.append(c);
-            }
-        }
-        return b.append('"').toString();
+        return IoCounters.quote(s);
     }
 }
