@@ -1,60 +1,100 @@
 """How long the analysis takes, and how much memory, on a big synthetic trace.
 
-Default: 10,000 tasks and about 1,000,000 stack samples (the target is <= 10 s and <= 2 GB on a
-2-core machine). Prints the figures; asserts nothing.
+Everything ``crystalperf analyze`` does (load, profile, attribution, bottleneck, predictions, reports) is
+timed in a fresh process, so that its peak RSS is the analysis's alone, not the generator's. Prints the
+figures as JSON; asserts nothing. Targets (docs/architecture.md): 1,000,000 tasks with 10,000,000 samples
+<= 60 s and <= 2 GB on 2 cores; 20,000 operations <= 5 s.
 
-    python bench/analysis_scale.py [--tasks 10000] [--samples 1000000]
+    python bench/analysis_scale.py [--tasks 10000] [--samples 1000000]        # every task recorded
+    python bench/analysis_scale.py --tasks 1000000 --samples 10000000 --keep-tasks 1000
+                                    # as a hook bounding its memory writes it: a sample of 1,000 tasks per stage
+    python bench/analysis_scale.py --operations 20000 [--shape flat|deep]   # a DAG of many small operations
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
+import os
 import resource
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from crystalperf.core.analysis import analyze_path
-from crystalperf.core.classify import KeywordClassifier
-from crystalperf.core.synthetic import spark_like_trace
-from crystalperf.core.trace import save_trace
+
+def generate(args: argparse.Namespace, path: Path) -> dict[str, object]:
+    from crystalperf.core.synthetic import dag_trace, spark_like_trace
+    from crystalperf.core.trace import save_trace
+
+    t0 = time.perf_counter()
+    if args.operations:
+        trace = dag_trace(operations=args.operations, shape=args.shape, seed=7)
+    else:
+        stages = 100
+        per_stage = max(1, args.tasks // stages)
+        # Tasks last ~0.85 s on average, so this rate gives the requested number of samples.
+        rate = args.samples / (stages * per_stage * 0.85)
+        trace = spark_like_trace(jobs=10, stages_per_job=stages // 10, tasks_per_stage=per_stage, slots=8,
+                                 samples_per_second=rate, seed=7, keep_tasks=args.keep_tasks)
+    generated = time.perf_counter() - t0
+    save_trace(trace, path)
+    ops = list(trace.iter_operations())
+    return {
+        "operations": len(ops),
+        "tasks": sum(max(o.task_count or 0, len(o.tasks)) for o in ops),
+        "tasks_recorded": sum(len(o.tasks) for o in ops),
+        "samples": trace.samples.total if trace.samples else 0,
+        "sample_rows": len(trace.samples.count) if trace.samples else 0,
+        "generate_s": round(generated, 2),
+    }
+
+
+def analyse(path: str, out: str) -> None:
+    """The child: analyse the trace file as the CLI does and print the figures."""
+    from crystalperf.core.analysis import analyze_path
+    from crystalperf.core.classify import KeywordClassifier
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    result = analyze_path(path, out, classifier=KeywordClassifier())
+    print(json.dumps({
+        "analysis_s": round(time.perf_counter() - t0, 2),
+        "analysis_cpu_s": round(time.process_time() - c0, 2),
+        "analysis_inner_s": round(result.seconds, 2),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "report_bytes": sum(p.stat().st_size for p in result.files),
+        "predictions": len(result.predictions),
+    }))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--tasks", type=int, default=10_000)
     parser.add_argument("--samples", type=int, default=1_000_000)
+    parser.add_argument("--keep-tasks", type=int, default=None,
+                        help="record a uniform sample of this many tasks per stage (task_count + stage totals)")
+    parser.add_argument("--operations", type=int, default=0, help="a DAG of this many operations instead")
+    parser.add_argument("--shape", choices=("flat", "deep"), default="flat")
+    parser.add_argument("--analyse", nargs=2, metavar=("TRACE", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    stages = 100
-    per_stage = max(1, args.tasks // stages)
-    # Tasks last ~0.85 s on average, so this rate gives the requested number of samples.
-    rate = args.samples / (stages * per_stage * 0.85)
-    t0 = time.perf_counter()
-    trace = spark_like_trace(jobs=10, stages_per_job=stages // 10, tasks_per_stage=per_stage, slots=8,
-                             samples_per_second=rate, seed=7)
-    generated = time.perf_counter() - t0
+    if args.analyse:
+        analyse(*args.analyse)
+        return
     with tempfile.TemporaryDirectory() as tmp:
-        path = save_trace(trace, Path(tmp) / "crystalperf-trace.json.gz")
-        size = path.stat().st_size
-        n_samples, n_rows = trace.samples.total, len(trace.samples.count)
-        del trace
-        t1 = time.perf_counter()
-        result = analyze_path(path, Path(tmp) / "out", classifier=KeywordClassifier())
-        elapsed = time.perf_counter() - t1
-        report_size = sum(p.stat().st_size for p in result.files)
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    figures = {
-        "tasks": sum(len(o.tasks) for o in result.trace.iter_operations()),
-        "samples": n_samples,
-        "sample_rows": n_rows,
-        "trace_gz_bytes": size,
-        "report_bytes": report_size,
-        "generate_s": round(generated, 2),
-        "analysis_s": round(elapsed, 2),
-        "analysis_inner_s": round(result.seconds, 2),
-        "peak_rss_mb": round(peak_mb),
-    }
+        path = Path(tmp) / "crystalperf-trace.json.gz"
+        figures = generate(args, path)
+        figures["trace_gz_bytes"] = path.stat().st_size
+        with gzip.open(path, "rb") as f:
+            figures["trace_json_bytes"] = sum(len(chunk) for chunk in iter(lambda: f.read(1 << 20), b""))
+        child = subprocess.run([sys.executable, __file__, "--analyse", str(path), str(Path(tmp) / "out")],
+                               capture_output=True, text=True, check=False)
+        if child.returncode != 0:
+            sys.exit(f"analysis failed ({child.returncode}): {child.stderr.strip()[-2000:]}")
+        figures.update(json.loads(child.stdout.strip().splitlines()[-1]))
+    figures["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    figures["cpus"] = os.cpu_count()
     print(json.dumps(figures, indent=2))
 
 

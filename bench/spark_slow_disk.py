@@ -40,7 +40,9 @@ JOB = textwrap.dedent('''
     data, out = sys.argv[1], sys.argv[2]
     builder = (SparkSession.builder.master("local[2]").appName("slow-disk-scan")
                .config("spark.ui.enabled", "false")
-               .config("spark.sql.files.maxPartitionBytes", str(32 * 1024 * 1024)))
+               .config("spark.sql.files.maxPartitionBytes", str(32 * 1024 * 1024))
+               # the report is read right after stop(): wait for the job-end analysis, which runs detached
+               .config("spark.crystalperf.waitForAnalysisS", "900"))
     spark = configure(builder, output_dir=out).getOrCreate()
     start = time.perf_counter()
     lines = spark.read.text(data)

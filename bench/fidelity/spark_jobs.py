@@ -56,7 +56,9 @@ def main() -> None:
     from crystalperf.integrations.spark import configure
     builder = (SparkSession.builder.master("local[2]").appName("fidelity-" + config["job"])
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "4").config("spark.sql.adaptive.enabled", "false"))
+               .config("spark.sql.shuffle.partitions", "4").config("spark.sql.adaptive.enabled", "false")
+               # the report is read right after stop(): wait for the job-end analysis, which runs detached
+               .config("spark.crystalperf.waitForAnalysisS", "900"))
     spark = configure(builder, output_dir=config["out"]).getOrCreate()
     sc = spark.sparkContext
     sc.parallelize(range(100), 2).map(lambda x: x + 1).sum()  # Python workers up, outside the window

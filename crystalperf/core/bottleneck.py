@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from crystalperf.core import trace as tr
 from crystalperf.core.profile import ExecutionProfile, LevelGraph, OperationProfile
 from crystalperf.core.resources import CATEGORIES, RESOURCES, WAITING, ResourceVector, weighted_mean
+from crystalperf.core.vectors import metric_total
 
 
 @dataclass
@@ -245,8 +246,7 @@ def upstream_work(profile: ExecutionProfile, prof: OperationProfile) -> Resource
 
 
 def _sum_metric(prof: OperationProfile, name: str) -> float:
-    units = [t.metrics for t in prof.op.tasks] or [prof.op.metrics]
-    return sum(max(0.0, m.get(name, 0.0)) for m in units)
+    return metric_total(prof.op, name)
 
 
 def describe_waiting(profile: ExecutionProfile, prof: OperationProfile) -> tuple[str, bool]:

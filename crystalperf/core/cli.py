@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from crystalperf import __version__
-from crystalperf.core.errors import BadInputError, CrystalPerfError
+from crystalperf.core.errors import BadInputError, CrystalPerfError, one_line
 
 log = logging.getLogger("crystalperf")
 
@@ -31,7 +31,7 @@ EXIT_BAD_INPUT = 2
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         # argparse prints the whole usage; one line naming the problem is what we promise.
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        sys.stderr.write(f"{one_line(self.prog)}: error: {one_line(message)}\n")
         raise SystemExit(EXIT_BAD_INPUT)
 
 
@@ -40,14 +40,30 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     from crystalperf.core.report.terminal import TerminalRenderer
 
     classifier = _classifier(args.classifier)
-    out = Path(args.out) if args.out else None
+    out = _out_dir(args.out) if args.out else None
     result = analyze_path(args.trace, out, classifier=classifier, source_roots=args.source_root or [],
                           reclassify=args.reclassify, attribution=args.attribution)
     if not args.quiet:
         TerminalRenderer(width=_width()).print(result.report, _console())
         for path in result.files:
-            sys.stdout.write(f"wrote {path}\n")
+            sys.stdout.write(f"wrote {one_line(str(path))}\n")
     return EXIT_OK
+
+
+def _out_dir(out: str) -> Path:
+    """``--out``: a directory that exists or can be made; anything else is one line naming it."""
+    from crystalperf.core import limits
+
+    path = Path(out)
+    if limits.exists(path) and not limits.is_directory(path):
+        raise BadInputError("--out names an existing file, not a directory", path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInputError(f"cannot create the output directory: {exc.strerror or exc}", path) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise BadInputError("the output directory is not writable", path)
+    return path
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
@@ -112,12 +128,14 @@ def _cmd_import(args: argparse.Namespace) -> int:
     if read is None:
         known = ", ".join(sorted(_entry_points("crystalperf.trace_readers"))) or "none installed"
         raise BadInputError(f"unknown trace format {args.format!r} (known: {known})")
+    from crystalperf.core import limits
+
     source = Path(args.path)
-    if not source.exists():
+    if not limits.exists(source):
         raise BadInputError("no such file or directory", source)
     choosing = args.list or args.app is not None or args.all
     apps: list[LoggedApplication] | None = None
-    if choosing or source.is_dir():  # a directory may hold many applications' logs (a History Server's)
+    if choosing or limits.is_directory(source):  # a directory may hold many applications' logs (a History Server's)
         catalog = _load("crystalperf.trace_catalogs", args.format, "catalog")
         if catalog is None and choosing:
             raise BadInputError(f"the {args.format} format cannot list applications "
@@ -141,7 +159,8 @@ def _import_chosen(args: argparse.Namespace, read: Any, source: Path, apps: list
         if not apps:
             sys.stderr.write(f"crystalperf: no {args.format} logs in {source}\n")
         for app in apps:
-            sys.stdout.write(f"{app.id}  {app.name or '-'}  {_utc(app.start)}  {app.status}  {_size(app.size)}\n")
+            sys.stdout.write(f"{one_line(app.id, 200)}  {one_line(app.name or '-', 200)}  {_utc(app.start)}  "
+                             f"{app.status}  {_size(app.size)}\n")
         return EXIT_OK
     if args.app is not None:
         chosen = [a for a in apps if args.app in (a.id, a.path.name)]
@@ -162,7 +181,7 @@ def _import_chosen(args: argparse.Namespace, read: Any, source: Path, apps: list
         try:
             _import_one(read, app.path, root / _safe_name(app.id) / "crystalperf-trace.json.gz", args.analyze)
         except BadInputError as exc:  # one bad log must not stop the others
-            sys.stderr.write(f"crystalperf: error: {exc}\n")
+            sys.stderr.write(f"crystalperf: error: {one_line(str(exc))}\n")
             status = EXIT_BAD_INPUT
     return status
 
@@ -171,19 +190,28 @@ def _import_one(read: Any, source: Path, out: Path, analyze: bool) -> None:
     from crystalperf.core.trace import save_trace
 
     trace = read(source)
-    if out.is_dir():
+    if _is_directory(out):
         out = out / "crystalperf-trace.json.gz"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    save_trace(trace, out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        save_trace(trace, out)
+    except OSError as exc:
+        raise BadInputError(f"cannot write the trace: {exc.strerror or exc}", out) from None
     for warning in trace.warnings:
-        sys.stderr.write(f"crystalperf: warning: {warning}\n")
-    sys.stdout.write(f"wrote {out}\n")
+        sys.stderr.write(f"crystalperf: warning: {one_line(warning, 1000)}\n")
+    sys.stdout.write(f"wrote {one_line(str(out))}\n")
     if analyze:
         from crystalperf.core.analysis import analyze_path
         from crystalperf.core.report.terminal import TerminalRenderer
 
         result = analyze_path(out, out.parent)
         TerminalRenderer(width=_width()).print(result.report, _console())
+
+
+def _is_directory(path: Path) -> bool:
+    from crystalperf.core.limits import is_directory
+
+    return is_directory(path)
 
 
 def _safe_name(name: str) -> str:
@@ -294,13 +322,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except BadInputError as exc:
-        sys.stderr.write(f"crystalperf: error: {exc}\n")
+        sys.stderr.write(f"crystalperf: error: {one_line(str(exc))}\n")
         return EXIT_BAD_INPUT
     except CrystalPerfError as exc:
-        sys.stderr.write(f"crystalperf: error: {exc}\n")
+        sys.stderr.write(f"crystalperf: error: {one_line(str(exc))}\n")
         return EXIT_FAILURE
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader of our output went away (`crystalperf analyze ... | head`)
+        _silence_stdout()
+        return EXIT_FAILURE
+    except Exception as exc:
+        # A bug, not bad input: still one line (the details with -v), and a status that says so.
+        if args.verbose:
+            log.exception("internal error")
+        sys.stderr.write(f"crystalperf: internal error: {one_line(f'{type(exc).__name__}: {exc}', 1000)} "
+                         "(please report it, with the input if you can; -v shows the details)\n")
+        return EXIT_FAILURE
+
+
+def _silence_stdout() -> None:
+    # Python flushes stdout at exit and would report the broken pipe again; point it at /dev/null.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ job -> stages -> tasks)."""
 
 from __future__ import annotations
 
-import bisect
+import heapq
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +33,7 @@ from crystalperf.core.vectors import (
     resolver_for,
     restrict,
     sampled_vectors,
+    task_seconds,
 )
 
 # Two operations are treated as one after the other when the second starts no earlier than this
@@ -80,8 +81,7 @@ class OperationProfile:
     @property
     def work_seconds(self) -> dict[str, float]:
         """Task time split by the vector: the resources consumed, summed over parallel tasks."""
-        busy = sum(t.duration for t in self.op.tasks) if self.op.tasks else self.runtime
-        return self.vector.vector.scaled(busy)
+        return self.vector.vector.scaled(task_seconds(self.op))
 
 
 @dataclass
@@ -108,6 +108,8 @@ class ExecutionProfile:
     resolution: SampleResolution | None = None
     classifier_version: str = ""
     attribution: str = ATTRIBUTION_EVIDENCE
+    # Figures derived from the whole profile that several scenarios read (see predict.base.unit_seconds).
+    memo: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
 
     def walk(self) -> list[OperationProfile]:
         """All operation profiles, parents before children."""
@@ -125,23 +127,34 @@ class ExecutionProfile:
 
 
 def implicit_predecessors(ops: Sequence[tr.Operation]) -> dict[str, str]:
-    """For each operation that declares no parents: the sibling that finished last before it started.
+    """For each operation that declares no parents: the sibling that finished last before it started
+    (ended no later than ``SEQUENCE_TOLERANCE_S`` after its start and started strictly before it; of equal
+    ends, the one listed last).
 
-    Siblings that started at the same time or later are concurrent, not predecessors.
+    Siblings that started at the same time or later are concurrent, not predecessors. One sweep in start
+    order, O(n log n): a sibling becomes a candidate once it has ended (by the tolerance) and, held back in
+    a heap while it has not started yet, once the sweep passes its start; the candidates only grow, so the
+    best of them is a running maximum.
     """
-    by_end = sorted(ops, key=lambda o: o.end)
-    ends = [o.end for o in by_end]
+    by_end = sorted(range(len(ops)), key=lambda i: ops[i].end)
+    queries = sorted((i for i, o in enumerate(ops) if not o.parents), key=lambda i: ops[i].start)
     result: dict[str, str] = {}
-    for op in ops:
-        if op.parents:
-            continue
-        i = bisect.bisect_right(ends, op.start + SEQUENCE_TOLERANCE_S) - 1
-        while i >= 0:
-            other = by_end[i]
-            if other.id != op.id and other.start < op.start:
-                result[op.id] = other.id
-                break
-            i -= 1
+    ended = 0  # siblings of by_end[:ended] have ended by the current query's start (plus the tolerance)
+    not_started: list[tuple[float, int]] = []  # (start, index) of ended siblings not yet started before it
+    best: tuple[float, int] | None = None  # (end, index) of the best candidate so far
+    for q in queries:
+        start = ops[q].start
+        limit = start + SEQUENCE_TOLERANCE_S
+        while ended < len(by_end) and ops[by_end[ended]].end <= limit:
+            i = by_end[ended]
+            heapq.heappush(not_started, (ops[i].start, i))
+            ended += 1
+        while not_started and not_started[0][0] < start:
+            _, i = heapq.heappop(not_started)
+            if best is None or (ops[i].end, i) > best:
+                best = (ops[i].end, i)
+        if best is not None:
+            result[ops[q].id] = ops[best[1]].id
     return result
 
 

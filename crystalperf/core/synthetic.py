@@ -52,9 +52,14 @@ def spark_like_trace(
     samples_per_second: float = 10.0,
     seed: int = 0,
     start: float = 1_700_000_000.0,
+    keep_tasks: int | None = None,
 ) -> tr.Trace:
     """A Spark-shaped trace: sequential jobs of chained stages; map stages read gzip (CPU), write
-    shuffle files (disk); reduce stages fetch over the network and aggregate (CPU)."""
+    shuffle files (disk); reduce stages fetch over the network and aggregate (CPU).
+
+    ``keep_tasks``: record only a uniform sample of that many tasks per stage, as a hook bounding its memory
+    does (schema 1.4): the stage then carries ``task_count`` and the exact totals of its tasks' metrics, and
+    its samples are keyed by the stage alone."""
     rng = random.Random(seed)
     frames: list[tr.Frame] = []
     frame_index: dict[str, int] = {}
@@ -77,6 +82,7 @@ def spark_like_trace(
     stack_col: list[int] = []
     count_col: list[int] = []
     bucket_s = 1.0
+    stage_rows: dict[tuple[int, int, int], int] = {}  # a sampled stage's rows, to add to
 
     operations: list[tr.Operation] = []
     clock = start + 0.8  # driver start-up before the first job
@@ -94,6 +100,11 @@ def spark_like_trace(
             stage_start = clock + 0.02
             free = [stage_start] * slots
             tasks: list[tr.Task] = []
+            sampled = keep_tasks is not None and keep_tasks < tasks_per_stage
+            kept = set(rng.sample(range(tasks_per_stage), keep_tasks)) if sampled and keep_tasks else set()
+            totals: dict[str, float] = {}
+            stage_key = -1
+            last_end = stage_start
             for i in range(tasks_per_stage):
                 slot = min(range(slots), key=lambda k: free[k])
                 t_start = free[slot] + 0.003
@@ -116,11 +127,20 @@ def spark_like_trace(
                     tr.METRIC_SPILL_DISK_BYTES: 8e6 if (is_map and i % 3 == 0) else 0.0,
                     tr.METRIC_SPILL_MEMORY_BYTES: 24e6 if (is_map and i % 3 == 0) else 0.0,
                 }
-                tasks.append(tr.Task(id=task_id, index=i, executor="driver", host="localhost", slot=slot,
-                                     start=t_start, end=t_end, metrics=metrics))
+                last_end = max(last_end, t_end)
+                if sampled:
+                    for name, value in metrics.items():
+                        totals[name] = totals.get(name, 0.0) + value
+                if not sampled or i in kept:
+                    tasks.append(tr.Task(id=task_id, index=i, executor="driver", host="localhost", slot=slot,
+                                         start=t_start, end=t_end, metrics=metrics))
                 if samples_per_second > 0:
-                    key = len(keys)
-                    keys.append(tr.SampleKey(operation=stage_id, task=task_id))
+                    if sampled and stage_key >= 0:
+                        key = stage_key
+                    else:
+                        key = len(keys)
+                        keys.append(tr.SampleKey(operation=stage_id, task=None if sampled else task_id))
+                        stage_key = key if sampled else -1
                     n = max(1, round(duration * samples_per_second))
                     per_bucket: dict[tuple[int, int], int] = {}
                     for k in range(n):
@@ -129,15 +149,22 @@ def spark_like_trace(
                         b = int((t - start) / bucket_s)
                         per_bucket[(b, stack_index[kind])] = per_bucket.get((b, stack_index[kind]), 0) + 1
                     for (b, st), c in per_bucket.items():
+                        row = stage_rows.get((key, b, st)) if sampled else None
+                        if row is not None:
+                            count_col[row] += c
+                            continue
+                        if sampled:
+                            stage_rows[(key, b, st)] = len(count_col)
                         key_col.append(key)
                         bucket_col.append(b)
                         stack_col.append(st)
                         count_col.append(c)
-            stage_end = max(t.end for t in tasks) + 0.01
+            stage_end = last_end + 0.01
             parents = [stages[-1].id] if stages else []
             stages.append(tr.Operation(id=stage_id, name=f"{'map' if is_map else 'reduce'} stage {stage_no - 1}",
                                        kind="stage", parents=parents, start=stage_start, end=stage_end,
                                        tasks=tasks, parallelism=tasks_per_stage,
+                                       task_count=tasks_per_stage if sampled else None, metrics=totals,
                                        attributes={"call_site": f"query.py:{10 + s}"}))
             clock = stage_end
         operations.append(tr.Operation(id=f"job-{j}", name=f"job {j}", kind="job", start=job_start,
@@ -161,4 +188,36 @@ def spark_like_trace(
         operations=operations,
         samples=samples,
         metrics={"cached_bytes": 0.0},
+    )
+
+
+def dag_trace(*, operations: int, shape: str = "flat", tasks_per_operation: int = 2, slots: int = 4,
+              seed: int = 0, start: float = 1_700_000_000.0) -> tr.Trace:
+    """A trace of many small operations on one level: ``flat``, none declaring parents (a driver submitting
+    jobs one after another, some overlapping: their order is implicit), or ``deep``, a chain each declaring the
+    one before as its parent."""
+    if shape not in ("flat", "deep"):
+        raise ValueError(f"shape must be flat or deep, not {shape!r}")
+    rng = random.Random(seed)
+    ops: list[tr.Operation] = []
+    clock = start
+    for i in range(operations):
+        span = rng.uniform(0.1, 1.0)
+        tasks = []
+        for k in range(tasks_per_operation):
+            duration = span * rng.uniform(0.5, 1.0)
+            tasks.append(tr.Task(id=f"{i}.{k}", start=clock, end=clock + duration, slot=k % slots, metrics={
+                tr.METRIC_RUN_TIME: duration * 0.97, tr.METRIC_CPU_TIME: duration * 0.6,
+                tr.METRIC_DISK_TIME: duration * 0.2, tr.METRIC_INPUT_BYTES: 1e6}))
+        parents = [ops[-1].id] if shape == "deep" and ops else []
+        ops.append(tr.Operation(id=f"op-{i}", name=f"operation {i}", kind="job", parents=parents, start=clock,
+                                end=clock + span, tasks=tasks))
+        # flat: the next one mostly starts after this one ended, now and then while it still runs
+        clock += span + (0.01 if shape == "deep" or rng.random() < 0.8 else -span / 2)
+    return tr.Trace(
+        producer=tr.Producer(version="synthetic", hook="crystalperf.core.synthetic"),
+        application=tr.Application(framework="spark", framework_version="4.3.0", id="app-synthetic-dag",
+                                   name=f"synthetic {shape} DAG", start=start, end=clock + 0.5, status="succeeded"),
+        environment=tr.Environment(hosts=["localhost"], cores_per_executor=slots, total_slots=slots, cpu_count=slots),
+        operations=ops,
     )

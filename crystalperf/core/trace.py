@@ -16,15 +16,17 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from crystalperf.core import atomic, limits
 from crystalperf.core.errors import BadInputError, UnsupportedSchemaError
 
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "1.4"
 SCHEMA_MAJOR = 1
 SCHEMA_ID = f"urn:crystalperf:trace:{SCHEMA_VERSION}"
 TRACE_FILENAMES = ("crystalperf-trace.json.gz", "crystalperf-trace.json")
@@ -79,10 +81,31 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
 
+# Bounds that keep every sum and product of the analysis finite and every per-slot structure small; real
+# jobs are far inside them (times: epoch seconds until the year 33658; quantities: 1e21, above 2**64 bytes).
+MAX_TIME = 1e12
+MAX_QUANTITY = 1e21
+MAX_SLOTS = 2**20  # cores of an executor, task slots of a job, CPUs of a machine
+MAX_INDEX = 2**53  # ids and indices stay exact in a double
+
+
 def _finite(value: float) -> float:
     if not math.isfinite(value):
         raise ValueError("must be a finite number")
+    if abs(value) > MAX_TIME:
+        raise ValueError(f"must be a time in seconds between -{MAX_TIME:.0e} and {MAX_TIME:.0e}")
     return value
+
+
+def _optional_time(value: float | None) -> float | None:
+    return None if value is None else _finite(value)
+
+
+def _finite_values(values: dict[str, float]) -> dict[str, float]:
+    for name, value in values.items():
+        if not math.isfinite(value) or abs(value) > MAX_QUANTITY:
+            raise ValueError(f"{name!r} must be a finite number of at most {MAX_QUANTITY:.0e} in size")
+    return values
 
 
 class Device(_Model):
@@ -90,8 +113,8 @@ class Device(_Model):
 
     kind: Literal["cpu", "gpu", "tpu", "other"] = "cpu"
     name: str | None = None
-    count: int = Field(1, ge=1)
-    memory_bytes: int | None = Field(None, ge=0)
+    count: int = Field(1, ge=1, le=MAX_SLOTS)
+    memory_bytes: int | None = Field(None, ge=0, le=2**63)
 
 
 class Executor(_Model):
@@ -99,10 +122,12 @@ class Executor(_Model):
 
     id: str
     host: str | None = None
-    cores: int | None = Field(None, ge=1, description="task slots (Spark cores, Flink slots, TF threads)")
-    memory_bytes: int | None = Field(None, ge=0)
+    cores: int | None = Field(None, ge=1, le=MAX_SLOTS, description="task slots (Spark cores, Flink slots, TF threads)")
+    memory_bytes: int | None = Field(None, ge=0, le=2**63)
     added: float | None = None
     removed: float | None = None
+
+    _check_times = field_validator("added", "removed")(lambda v: _optional_time(v))
 
 
 class Environment(_Model):
@@ -110,14 +135,14 @@ class Environment(_Model):
 
     hosts: list[str] = Field(default_factory=list)
     executors: list[Executor] = Field(default_factory=list)
-    cores_per_executor: int | None = Field(None, ge=1)
-    total_slots: int | None = Field(None, ge=1, description="tasks that can run at once in the whole job")
-    cpu_count: int | None = Field(None, ge=1, description="logical CPUs of the machine(s) the tasks ran on")
-    memory_bytes: int | None = Field(None, ge=0, description="memory available for the job's data")
+    cores_per_executor: int | None = Field(None, ge=1, le=MAX_SLOTS)
+    total_slots: int | None = Field(None, ge=1, le=MAX_SLOTS, description="tasks that can run at once in the whole job")
+    cpu_count: int | None = Field(None, ge=1, le=MAX_SLOTS, description="logical CPUs of the machine(s) the tasks ran on")
+    memory_bytes: int | None = Field(None, ge=0, le=2**63, description="memory available for the job's data")
     devices: list[Device] = Field(default_factory=list)
-    network_bandwidth: float | None = Field(None, gt=0, description="bytes/s between hosts")
-    disk_bandwidth: float | None = Field(None, gt=0, description="bytes/s of the storage the job reads")
-    cpu_speed: float = Field(1.0, gt=0, description="relative CPU speed; what-if ratios apply to it")
+    network_bandwidth: float | None = Field(None, ge=1, le=MAX_QUANTITY, description="bytes/s between hosts")
+    disk_bandwidth: float | None = Field(None, ge=1, le=MAX_QUANTITY, description="bytes/s of the storage the job reads")
+    cpu_speed: float = Field(1.0, ge=1e-6, le=1e6, description="relative CPU speed; what-if ratios apply to it")
     classpath: list[str] = Field(default_factory=list, description="jars/dirs of the job (bytecode fallback)")
     source_roots: list[str] = Field(default_factory=list, description="user-configured source dirs/jars")
     properties: dict[str, str] = Field(default_factory=dict, description="framework configuration")
@@ -132,17 +157,18 @@ class Task(_Model):
     """One unit of parallel work inside an operation (a Spark task, a Flink subtask...)."""
 
     id: str
-    index: int | None = Field(None, description="partition / subtask index")
-    attempt: int = Field(0, ge=0)
+    index: int | None = Field(None, ge=-MAX_INDEX, le=MAX_INDEX, description="partition / subtask index")
+    attempt: int = Field(0, ge=0, le=MAX_INDEX)
     executor: str | None = None
     host: str | None = None
-    slot: int | None = Field(None, description="slot/thread the task ran on, when known")
+    slot: int | None = Field(None, ge=-MAX_INDEX, le=MAX_INDEX, description="slot/thread the task ran on, when known")
     start: float
     end: float
     status: Literal["success", "failed", "killed", "unknown"] = "success"
     metrics: dict[str, float] = Field(default_factory=dict)
 
     _check_start = field_validator("start", "end")(_finite)
+    _check_metrics = field_validator("metrics")(_finite_values)
 
     @model_validator(mode="after")
     def _end_after_start(self) -> Task:
@@ -171,11 +197,16 @@ class Operation(_Model):
     status: Literal["success", "failed", "killed", "skipped", "running", "unknown"] = "success"
     children: list[Operation] = Field(default_factory=list)
     tasks: list[Task] = Field(default_factory=list)
-    parallelism: int | None = Field(None, ge=1, description="declared parallelism (tasks/subtasks/threads)")
+    parallelism: int | None = Field(None, ge=1, le=MAX_INDEX, description="declared parallelism (tasks/subtasks/threads)")
+    task_count: int | None = Field(
+        None, ge=0, le=2**40,
+        description="tasks the operation ran (1.4). When larger than len(tasks), the hook bounded its memory: "
+        "tasks is a uniform sample of them and metrics holds the exact totals over all of them")
     metrics: dict[str, float] = Field(default_factory=dict)
     attributes: dict[str, str] = Field(default_factory=dict, description="call site, op type, plan...")
 
     _check_times = field_validator("start", "end")(_finite)
+    _check_metrics = field_validator("metrics")(_finite_values)
 
     @model_validator(mode="after")
     def _consistent(self) -> Operation:
@@ -256,8 +287,9 @@ class StackSamples(_Model):
     ``key[r]`` during bucket ``bucket[r]``, i.e. between ``origin + bucket*bucket_s`` and the next bucket.
     """
 
-    interval_s: float = Field(0.1, gt=0, description="sampling period")
-    bucket_s: float = Field(1.0, gt=0, description="width of an aggregation bucket (a sampling interval of §4.1)")
+    interval_s: float = Field(0.1, ge=1e-9, le=MAX_TIME, description="sampling period")
+    bucket_s: float = Field(1.0, ge=1e-9, le=MAX_TIME,
+                            description="width of an aggregation bucket (a sampling interval of §4.1)")
     origin: float = Field(description="time of bucket 0")
     frames: list[Frame] = Field(default_factory=list)
     stacks: list[list[int]] = Field(default_factory=list)
@@ -266,7 +298,8 @@ class StackSamples(_Model):
     bucket: list[int] = Field(default_factory=list)
     stack: list[int] = Field(default_factory=list)
     count: list[int] = Field(default_factory=list)
-    dropped: int = Field(0, ge=0, description="samples not kept because a memory bound was reached")
+    dropped: int = Field(0, ge=0, description="samples that lost their stack, task or time detail because a memory "
+                         "bound was reached: they are still counted, under an '[other]' stack, task or row")
     resolution: EmbeddedResolution | None = Field(
         None, description="the located functions and vectors the job-end analysis used (since 1.1)")
     states: list[str] = Field(
@@ -274,6 +307,8 @@ class StackSamples(_Model):
         description="per stack (parallel to stacks; empty: unknown): the thread's state when it was sampled, "
         "runnable, blocked, waiting, timed_waiting or '' (since 1.2); stacks differing only in state are "
         "interned apart")
+
+    _check_origin = field_validator("origin")(_finite)
 
     def state_of(self, stack: int) -> str:
         return self.states[stack] if self.states else ""
@@ -292,10 +327,10 @@ class StackSamples(_Model):
                 raise ValueError("a sample row refers to a key that does not exist")
             if min(self.stack) < 0 or max(self.stack) >= nstacks:
                 raise ValueError("a sample row refers to a stack that does not exist")
-            if min(self.count) < 1:
-                raise ValueError("sample counts must be positive")
-            if min(self.bucket) < 0:
-                raise ValueError("sample buckets must be non-negative")
+            if min(self.count) < 1 or max(self.count) > MAX_INDEX:
+                raise ValueError(f"sample counts must be positive and at most {MAX_INDEX}")
+            if min(self.bucket) < 0 or max(self.bucket) > MAX_INDEX:
+                raise ValueError(f"sample buckets must be non-negative and at most {MAX_INDEX}")
         if self.states and len(self.states) != nstacks:
             raise ValueError("states must give one thread state per stack")
         unknown = set(self.states) - set(THREAD_STATES)
@@ -342,9 +377,9 @@ class Application(_Model):
 class Streaming(_Model):
     """Streaming jobs (Flink): the runtime we model is the latency of a record batch (paper §7.1)."""
 
-    latency_s: float | None = Field(None, ge=0, description="observed end-to-end latency of a record batch")
-    input_rate: float | None = Field(None, ge=0, description="records/s the sources ingested")
-    throughput: float | None = Field(None, ge=0, description="records/s the sinks emitted")
+    latency_s: float | None = Field(None, ge=0, le=MAX_TIME, description="observed end-to-end latency of a record batch")
+    input_rate: float | None = Field(None, ge=0, le=MAX_QUANTITY, description="records/s the sources ingested")
+    throughput: float | None = Field(None, ge=0, le=MAX_QUANTITY, description="records/s the sinks emitted")
 
 
 # The kernel's byte counters are 64-bit; a limit is at least a byte a second (rates are divided by it).
@@ -395,9 +430,14 @@ class Trace(_Model):
         default_factory=dict,
         description="job-wide figures: cached/spilled/shuffled bytes, tensor bytes, data_bytes...",
     )
+    _check_metrics = field_validator("metrics")(_finite_values)
     streaming: Streaming | None = None
     io: list[IoSample] = Field(default_factory=list, description="byte counters read during the run (1.3)")
     warnings: list[str] = Field(default_factory=list, description="problems the hook met while recording")
+    partial: str | None = Field(
+        None, max_length=1000,
+        description="set when the hook wrote before the run ended (1.4): why, e.g. 'the driver received SIGTERM'; "
+        "what was recorded until then is complete, what came after is missing")
 
     @field_validator("schema_version")
     @classmethod
@@ -423,10 +463,31 @@ class Trace(_Model):
             stack.extend(reversed(op.children))
 
     def to_json(self, *, indent: int | None = None) -> str:
-        return self.model_dump_json(by_alias=True, exclude_none=True, indent=indent)
+        try:
+            return self.model_dump_json(by_alias=True, exclude_none=True, indent=indent)
+        except ValueError:
+            # A string holding a lone surrogate (a file name that is not UTF-8, decoded with surrogateescape) cannot
+            # be serialised by pydantic. Such a byte becomes the text \xNN (a JSON-escaped backslash), any other
+            # lone surrogate U+FFFD: the document stays valid UTF-8 JSON and the name stays recognisable.
+            document = self.model_dump(mode="python", by_alias=True, exclude_none=True)
+            text = json.dumps(document, indent=indent, ensure_ascii=False, allow_nan=False)
+            return _LONE_SURROGATE.sub(_readable_surrogate, text)
 
 
-def _check_level(ops: list[Operation], where: str) -> None:
+MAX_DEPTH = 32  # levels of nested operations (Spark uses 2: jobs and their stages)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _readable_surrogate(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else "\ufffd"
+
+
+def _check_level(ops: list[Operation], where: str, depth: int = 1) -> None:
+    if depth > MAX_DEPTH and ops:
+        raise ValueError(f"operations nested more than {MAX_DEPTH} levels deep")
     ids = {op.id for op in ops}
     if len(ids) != len(ops):
         raise ValueError(f"duplicate operation ids at {where}")
@@ -435,7 +496,7 @@ def _check_level(ops: list[Operation], where: str) -> None:
         if unknown:
             raise ValueError(f"operation {op.id}: parent(s) {unknown} not found at {where}")
         if op.children:
-            _check_level(op.children, f"children of {op.id}")
+            _check_level(op.children, f"children of {op.id}", depth + 1)
 
 
 def _major(version: str) -> int | None:
@@ -444,19 +505,14 @@ def _major(version: str) -> int | None:
 
 
 def _read_text(path: Path) -> str:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise BadInputError("no such file", path) from None
-    except IsADirectoryError:
-        raise BadInputError("is a directory, not a trace file", path) from None
-    except OSError as exc:
-        raise BadInputError(f"cannot read: {exc.strerror or exc}", path) from None
+    """The trace's JSON text: a regular file within the size limits, gzip decompressed in bounded chunks."""
+    raw = limits.read_regular(path, limits.MAX_TRACE_BYTES, "trace file")
     if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, gzip.BadGzipFile) as exc:
-            raise BadInputError(f"truncated or corrupt gzip data ({exc})", path) from None
+        raw = limits.gunzip(raw, path)
+    elif len(raw) > limits.MAX_DECOMPRESSED_BYTES.get():
+        raise BadInputError(f"trace of {limits.size_text(len(raw))} is larger than the limit of "
+                            f"{limits.size_text(limits.MAX_DECOMPRESSED_BYTES.get())} "
+                            f"({limits.MAX_DECOMPRESSED_BYTES.env})", path)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -492,9 +548,9 @@ def parse_trace(document: Any, path: str | Path | None = None) -> Trace:
 def load_trace(path: str | Path) -> Trace:
     """Read a trace file (``.json`` or gzip-compressed, detected by content)."""
     path = Path(path)
-    if path.is_dir():
+    if limits.is_directory(path):
         for name in TRACE_FILENAMES:
-            if (path / name).is_file():
+            if limits.is_regular_file(path / name):
                 path = path / name
                 break
         else:
@@ -506,21 +562,20 @@ def load_trace(path: str | Path) -> Trace:
         raise BadInputError(
             f"not valid JSON (truncated or corrupt?) at line {exc.lineno} column {exc.colno}: {exc.msg}", path
         ) from None
+    except ValueError as exc:  # an integer of thousands of digits (Python's int conversion limit)
+        raise BadInputError(f"not a crystalperf trace ({exc})", path) from None
     except RecursionError:
         raise BadInputError("not a crystalperf trace (JSON nested too deeply)", path) from None
     return parse_trace(document, path)
 
 
 def save_trace(trace: Trace, path: str | Path) -> Path:
-    """Write a trace; a ``.gz`` suffix compresses it. The file appears atomically (write then rename)."""
+    """Write a trace; a ``.gz`` suffix compresses it. The file appears whole or not at all (``core.atomic``)."""
     path = Path(path)
     data = trace.to_json().encode("utf-8")
     if path.suffix == ".gz":
         data = gzip.compress(data, compresslevel=6)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
-    return path
+    return atomic.write_bytes(path, data)
 
 
 def json_schema() -> dict[str, Any]:

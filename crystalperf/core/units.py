@@ -3,32 +3,48 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgtp]?)(i?)(b?)\s*$", re.IGNORECASE)
 _RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgtp]?)(i?)(bit|bps|b|byte|bytes)?(?:/s|ps)?\s*$", re.IGNORECASE)
 _POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
+# Longer than any size or rate a person writes: a 400-digit number is a mistake or an attack, not a size.
+MAX_TEXT = 40
+
+
+def _number(text: str, what: str, examples: str) -> None:
+    if len(text) > MAX_TEXT:
+        raise ValueError(f"cannot read {text[:MAX_TEXT]!r}... as a {what}: longer than {MAX_TEXT} characters "
+                         f"(examples: {examples})")
 
 
 def parse_size(text: str) -> int:
     """``4g``, ``4G``, ``4GB``, ``4GiB`` -> bytes. Memory sizes follow the JVM's convention: the
     plain and ``B`` forms are binary (``4g`` = 4 GiB), as in ``spark.executor.memory``."""
+    _number(text, "size", "512m, 4g, 2GiB, 1048576")
     match = _SIZE.match(text)
     if not match:
         raise ValueError(f"cannot read {text!r} as a size (examples: 512m, 4g, 2GiB, 1048576)")
     number, prefix, _binary, _b = match.groups()
-    return int(float(number) * 1024 ** _POWERS[prefix.lower()])
+    value = float(number) * 1024 ** _POWERS[prefix.lower()]
+    if not math.isfinite(value):
+        raise ValueError(f"size {text!r} is too large")
+    return int(value)
 
 
 def parse_bandwidth(text: str) -> float:
     """``1gbit``, ``100mbit``, ``10Gbps`` (bits) or ``200MB/s``, ``200m`` (bytes) -> bytes/s.
 
     Network speeds are decimal (1 Gbit/s = 10**9 bit/s); byte rates with an ``i`` are binary."""
+    _number(text, "bandwidth", "1gbit, 100mbit, 200MB/s")
     match = _RATE.match(text)
     if not match:
         raise ValueError(f"cannot read {text!r} as a bandwidth (examples: 1gbit, 100mbit, 200MB/s)")
     number, prefix, binary, unit = match.groups()
     value = float(number) * (1024 if binary else 1000) ** _POWERS[prefix.lower()]
+    if not math.isfinite(value):
+        raise ValueError(f"bandwidth {text!r} is too large")
     if value <= 0:
         raise ValueError(f"bandwidth {text!r} must be positive")
     # 'bit', 'bps' and a lower-case 'b' are bits (Mb/s); 'B', 'byte(s)' or no unit are bytes.

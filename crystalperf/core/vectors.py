@@ -373,18 +373,36 @@ def measure(units: Iterable[tuple[float, dict[str, float]]], *, waiting: bool = 
         left = run
         cpu_in_any_unit = cpu_in_any_unit or tr.METRIC_CPU_TIME in m
         for category, names in _MEASURES.items():
-            if not any(n in m for n in names) or (category == "waiting" and not waiting):
+            if category == "waiting" and not waiting:
+                continue
+            present, total = False, 0.0
+            for name in names:
+                value = m.get(name)
+                if value is not None:
+                    present = True
+                    if value > 0:
+                        total += value
+            if not present:
                 continue
             any_measured = True
-            part = min(sum(_metric(m, n) for n in names), left)
+            part = min(total, left)
             result.seconds[category] += part
             left -= part
-        result.disk_bytes += sum(_metric(m, k) for k in _DISK_BYTES)
-        result.network_bytes += sum(_metric(m, k) for k in _NETWORK_BYTES)
+        result.disk_bytes += _positive_sum(m, _DISK_BYTES)
+        result.network_bytes += _positive_sum(m, _NETWORK_BYTES)
     if not any_measured or result.run <= 0:
         return None
     result.cpu_measured = cpu_in_any_unit
     return result
+
+
+def _positive_sum(metrics: dict[str, float], names: Sequence[str]) -> float:
+    total = 0.0
+    for name in names:
+        value = metrics.get(name, 0.0)
+        if value > 0:
+            total += value
+    return total
 
 
 def _open_by_bytes(measurement: Measurement) -> dict[str, float]:
@@ -440,10 +458,49 @@ def metrics_vector(units: Iterable[tuple[float, dict[str, float]]], *, waiting: 
     return bounded_vector(measurement, None) if measurement is not None else None
 
 
+def task_count(op: tr.Operation) -> int:
+    """Tasks the operation ran: ``task_count`` when the hook kept only a sample of them, else those listed."""
+    return max(op.task_count or 0, len(op.tasks))
+
+
+def task_scale(op: tr.Operation) -> float:
+    """How many of the operation's tasks each recorded task stands for (1 when all were recorded)."""
+    return task_count(op) / len(op.tasks) if op.tasks else 1.0
+
+
+def metric_total(op: tr.Operation, name: str) -> float:
+    """A metric summed over the operation's tasks (negative values as 0): the hook's exact total when it kept
+    only a sample of the tasks, else the recorded tasks' sum scaled to all of them; the operation's own
+    figure when it has no tasks."""
+    if not op.tasks:
+        return _metric(op.metrics, name)
+    scale = task_scale(op)
+    if scale > 1.0 and name in op.metrics:
+        return _metric(op.metrics, name)
+    return sum(_metric(t.metrics, name) for t in op.tasks) * scale
+
+
+def task_seconds(op: tr.Operation) -> float:
+    """Wall time of all the operation's tasks together (the sample's, scaled), or its span without tasks."""
+    if not op.tasks:
+        return op.duration
+    return sum(t.duration for t in op.tasks) * task_scale(op)
+
+
 def operation_units(op: tr.Operation) -> list[tuple[float, dict[str, float]]]:
-    if op.tasks:
+    """(wall duration, metrics) of the units whose time was measured: the tasks, or the operation itself.
+
+    A hook that kept a sample of the tasks gives the exact totals over all of them in the operation's
+    metrics: the units are then one unit of all the tasks, with those totals (a metric only the sample has
+    is the sample's sum scaled to all the tasks)."""
+    if not op.tasks:
+        return [(op.duration, op.metrics)]
+    scale = task_scale(op)
+    if scale <= 1.0:
         return [(t.duration, t.metrics) for t in op.tasks]
-    return [(op.duration, op.metrics)]
+    names = {name for t in op.tasks for name in t.metrics} | set(op.metrics)
+    totals = {name: metric_total(op, name) for name in names}
+    return [(task_seconds(op), totals)]
 
 
 def operation_metrics_vector(op: tr.Operation, *, waiting: bool = True) -> ResourceVector | None:

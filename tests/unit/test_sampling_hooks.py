@@ -75,15 +75,6 @@ def test_sampler_thread_runs_and_stops():
     assert sampler.samples_taken > 0 and samples.total >= 1
 
 
-def test_rows_are_bounded_and_overflow_is_counted():
-    table = SampleTable(origin=0.0, bucket_s=1.0, max_rows=3)
-    stack = table.stack_id([table.frame_id("f", None, None)])
-    for second in range(10):
-        table.add(tr.SampleKey(operation="a"), stack, second + 0.5)
-    samples = table.to_samples()
-    assert len(samples.count) == 3 and samples.dropped == 7
-
-
 def test_merge_rebases_and_reinterns():
     a = SampleTable(origin=10.0)
     a.add(tr.SampleKey(operation="x"), a.stack_id([a.frame_id("f", "f.py", 1), a.frame_id("g", "g.py", 2)]), 10.5, 3)

@@ -28,7 +28,9 @@ def test_tf_config_task_and_cluster() -> None:
 
 
 def test_run_id_names_the_time_and_process() -> None:
-    assert config.run_id(now=0.0, pid=42).endswith("-42") and config.run_id(pid=7).startswith("fit-")
+    assert config.run_id(now=0.0, pid=42, sequence=1).endswith("-42") and config.run_id(pid=7).startswith("fit-")
+    assert config.run_id(now=0.0, pid=42, sequence=3).endswith("-42-3")
+    assert config.run_id(now=0.0, pid=42) != config.run_id(now=0.0, pid=42)  # two fits in one second
 
 
 def test_output_dir_rules(tmp_path: Path) -> None:

@@ -9,12 +9,14 @@ the changed resource, and task replay without resource vectors (what Sparklens d
 from __future__ import annotations
 
 import logging
+import math
 import random
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 
+from crystalperf.core import trace as tr
 from crystalperf.core.bottleneck import expand, level_critical_path
 from crystalperf.core.predict.base import (
     DEFAULT_GPU_SPEEDUP,
@@ -27,6 +29,7 @@ from crystalperf.core.predict.base import (
     TaskParts,
     runs_its_children,
     scaling_keys,
+    unit_profiles,
 )
 from crystalperf.core.predict.compute import ComputeModel, estimate_warmup, replay
 from crystalperf.core.predict.io import IOModel
@@ -35,12 +38,23 @@ from crystalperf.core.predict.streaming import StreamingCpu
 from crystalperf.core.profile import ExecutionProfile, LevelGraph, OperationProfile
 from crystalperf.core.resources import ResourceVector
 from crystalperf.core.trace import ATTRIBUTE_WAITS_ON, METRIC_RUN_TIME
+from crystalperf.core.vectors import task_count
 
 __all__ = ["Baseline", "Changes", "KNOWN_KEYS", "Prediction", "Predictor", "default_scenarios", "replay"]
 
 log = logging.getLogger(__name__)
 
 MONTE_CARLO_RUNS = 16
+# Replayed tasks (plus operations) up to which every band gets MONTE_CARLO_RUNS draws; beyond, fewer, within
+# MONTE_CARLO_BUDGET replayed tasks per band, each draw redrawing at most MONTE_CARLO_OPERATIONS operations.
+MONTE_CARLO_FULL_WORK = 5000
+MONTE_CARLO_BUDGET = 40_000
+MONTE_CARLO_OPERATIONS = 2000
+MONTE_CARLO_MIN_RUNS = 2
+# An operation of more tasks is simulated through this many of them, evenly spaced in start order.
+REPRESENTATIVE_TASKS = 512
+# Task durations of Monte Carlo draws kept for the next scenario's same draw (about 32 bytes each).
+MONTE_CARLO_KEPT_DURATIONS = 2_000_000
 BAND_QUANTILES = (0.1, 0.9)
 # A bandwidth the trace does not give may have been this much lower / higher than the assumed figure.
 ASSUMED_BANDWIDTH_RANGE = (0.1, 4.0)
@@ -114,6 +128,19 @@ class _Draw:
 
     rng: random.Random | None = None
     warmup: float | None = None
+    key: float | None = None  # the seed of rng: draws with the same seed draw the same
+    # On a job of many operations a draw redraws this share of them (the same ones for draw ``number`` of
+    # every scenario); the others keep their point estimate.
+    share: float = 1.0
+    number: int = 0
+
+    @classmethod
+    def seeded(cls, seed: float, warmup: float | None, share: float = 1.0, number: int = 0) -> _Draw:
+        return cls(random.Random(seed), warmup, seed, share, number)
+
+    def redraws(self, index: int) -> bool:
+        """Whether this draw redraws the operation of this index (a fixed pseudo-random choice)."""
+        return self.share >= 1.0 or (index * 0x9E3779B1 + self.number * 0x85EBCA6B) % 4096 < self.share * 4096
 
 
 class Predictor:
@@ -133,6 +160,15 @@ class Predictor:
         self._path = expand(profile.top, level_critical_path(profile.top)) if self.streaming else []
         self._stream_cpu = StreamingCpu.of(profile.trace, self.runtime) if self.streaming else None
         self._prepared: tuple[Changes, list[str]] | None = None
+        # Per operation and per level, what every simulation of every scenario reads the same way.
+        self._units: dict[str, _Unit] = {}
+        self._plans: dict[int, _LevelPlan] = {}
+        # Replays without vectors depend on the slots and the compute model's changes only.
+        self._replays: dict[tuple[object, ...], float] = {}
+        self._draws: dict[tuple[float | None, str], tuple[list[float], float | None, _Split]] = {}
+        self._draws_size = 0
+        self._masks: dict[int, bytearray] = {}
+        self._active_models: list[ResourceModel] = list(self.models)
 
     # -- scenario parameters -------------------------------------------------------------------
     def new_slots(self, changes: Changes) -> int:
@@ -166,13 +202,8 @@ class Predictor:
         return factor
 
     # -- the simulation ----------------------------------------------------------------------------
-    def _parts(self, prof: OperationProfile, durations: Sequence[float], with_vectors: bool,
-               draw: _Draw, without_waiting: bool = False) -> list[TaskParts]:
-        if not with_vectors:
-            return [TaskParts(d, 0.0, 0.0) for d in durations]
-        vec = prof.vector.vector
-        if draw.rng is not None:
-            vec = _perturb(vec, prof.vector.samples, prof.vector.source, draw.rng)
+    def _split(self, prof: OperationProfile, vec: ResourceVector, without_waiting: bool = False) -> _Split:
+        """The fractions of a task's time each part of TaskParts gets, from the operation's vector."""
         # Waiting is fixed: no change of this operation's own resources shortens the time it waited for input.
         # So is a wait given to the work it waited on (a step's wait for its prefetching input pipeline): how
         # that wait changes is the framework model's business (it sees the work), not the step's resources'.
@@ -183,61 +214,147 @@ class Predictor:
         input_wait = vec.waiting if prof.op.attributes.get(ATTRIBUTE_WAITS_ON) and prof.vector.through is None else 0.0
         if without_waiting:
             fixed, input_wait = fixed - vec.waiting, 0.0
-        return [TaskParts(d * cpu, d * disk, d * network, d * (fixed - input_wait), d * input_wait)
-                for d in durations]
+        return cpu, disk, network, fixed - input_wait, input_wait
 
-    def _leaf_duration(self, prof: OperationProfile, changes: Changes, slots: int, with_vectors: bool,
-                       draw: _Draw) -> float:
-        op = prof.op
-        tasks = sorted(op.tasks, key=lambda t: t.start)
-        durations = [t.duration for t in tasks] if tasks else [op.duration]
-        if draw.rng is not None and len(durations) >= 3:
-            durations = [draw.rng.choice(durations) for _ in durations]
-        parts = self._parts(prof, durations, with_vectors, draw)
-        ctx = OpContext(prof, tasks)
-        for model in self.models:
-            # Without vectors all time counts as CPU, so only the compute model has anything to scale.
-            if with_vectors or model.name == "compute":
-                parts = model.adjust(ctx, parts)
-        new = [p.total for p in parts]
-        if not tasks:
-            return max(0.0, op.duration + sum(new) - sum(durations))
-        warmup = draw.warmup if draw.warmup is not None else self.warmup
-        if "parallelism" in changes and op.parallelism and len(tasks) == op.parallelism:
-            # Long-running subtasks (streaming): the operator's work is spread over the new subtasks.
-            busy_old = max(durations)
-            busy_new = sum(new) / slots
-            return max(0.0, op.duration * busy_new / busy_old) if busy_old > 0 else op.duration
-        before = replay(durations, self.baseline.slots)
-        after = replay(new, slots, original_slots=self.baseline.slots, warmup=warmup)
-        return max(0.0, op.duration + after - before)
+    def _parts(self, prof: OperationProfile, durations: Sequence[float], with_vectors: bool,
+               draw: _Draw, without_waiting: bool = False) -> list[TaskParts]:
+        if not with_vectors:
+            return [TaskParts(d, 0.0, 0.0) for d in durations]
+        vec = prof.vector.vector
+        if draw.rng is not None:
+            vec = _perturb(vec, prof.vector.samples, prof.vector.source, draw.rng)
+        return _make_parts(durations, self._split(prof, vec, without_waiting))
 
-    def _level_duration(self, level: LevelGraph, leaf: Callable[[OperationProfile], float]) -> float:
-        new_start: dict[str, float] = {}
-        new_end: dict[str, float] = {}
-        last_end = level.start
-        for node in level.topological():
-            prof = level.nodes[node]
-            op = prof.op
-            preds = list(level.graph.predecessors(node))
-            if preds:
+    def _unit(self, prof: OperationProfile) -> _Unit:
+        unit = self._units.get(prof.path)
+        if unit is None:
+            unit = self._units[prof.path] = _Unit.of(prof, self.baseline.slots)
+            unit.index = len(self._units)
+        return unit
+
+    def _drawn(self, prof: OperationProfile, unit: _Unit, draw: _Draw) -> tuple[list[float], float | None, _Split]:
+        """One Monte Carlo draw of an operation's task durations and split. Every scenario's draw number k
+        starts from the same seed and draws the same way (common random numbers, which makes the scenarios'
+        bands comparable): it is drawn once and kept, within a bound on the memory that takes."""
+        assert draw.rng is not None
+        key = (draw.key, prof.path)
+        kept = self._draws.get(key)
+        if kept is not None:
+            return kept
+        durations, before = unit.durations, unit.before
+        if len(durations) >= 3:
+            durations = unit.resample(draw.rng)
+            before = None
+        vec = _perturb(prof.vector.vector, prof.vector.samples, prof.vector.source, draw.rng)
+        result = (durations, before, self._split(prof, vec))
+        if draw.key is not None and self._draws_size + len(durations) <= MONTE_CARLO_KEPT_DURATIONS:
+            self._draws[key] = result
+            self._draws_size += len(durations)
+        return result
+
+    def _leaf_duration(self, unit: _Unit, sim: _Sim) -> float:
+        draw = sim.draw
+        if draw.rng is None:
+            durations, before = unit.durations, unit.before
+            if not sim.with_vectors:
+                split = _ALL_CPU
+            elif unit.split is not None:
+                split = unit.split
+            else:
+                split = unit.split = self._split(unit.ctx.profile, unit.ctx.profile.vector.vector)
+        elif sim.with_vectors:
+            durations, before, split = self._drawn(unit.ctx.profile, unit, draw)
+        else:
+            durations, before = unit.durations, unit.before
+            if len(durations) >= 3:
+                durations, before = unit.resample(draw.rng), None
+            split = _ALL_CPU
+        cpu, disk, network, fixed, input_wait = split
+        parts = [TaskParts(d * cpu, d * disk, d * network, d * fixed, d * input_wait) for d in durations]
+        ctx = unit.ctx
+        for model in sim.models:
+            parts = model.adjust(ctx, parts)
+        new = [p.cpu + p.disk + p.network + p.fixed + p.input_wait for p in parts]
+        if not unit.tasks:
+            return max(0.0, unit.duration + sum(new) - sum(durations))
+        if sim.parallelism:
+            op = ctx.profile.op
+            if op.parallelism and unit.count == op.parallelism:
+                # Long-running subtasks (streaming): the operator's work is spread over the new subtasks.
+                busy_old = max(durations)
+                busy_new = sum(new) * unit.weight / sim.slots
+                return max(0.0, op.duration * busy_new / busy_old) if busy_old > 0 else op.duration
+        if unit.count <= sim.slots and unit.count <= self.baseline.slots:
+            # One wave before and after, no task moved into or out of it: the longest task.
+            before, after = max(durations), max(new)
+        else:
+            if sim.same_slots and _same(new, durations):
+                return unit.duration  # nothing changed for this operation
+            if before is None:
+                before = replay(durations, self.baseline.slots, weight=unit.weight)
+            after = replay(new, sim.slots, original_slots=self.baseline.slots, warmup=sim.warmup,
+                           weight=unit.weight)
+        duration = unit.duration + after - before
+        if after < before and unit.before is not None and unit.before > unit.duration > 0:
+            # The traced tasks replayed take longer than the operation did (it had more slots than the trace
+            # says, or the trace contradicts itself): there is no sequential part to keep, and taking the
+            # difference off would shrink the operation more than in proportion (to nothing, on a trace of
+            # 2**40 tasks in a few seconds). In proportion, at most.
+            duration = max(duration, unit.duration * after / before)
+        return max(0.0, duration)
+
+    def _plan(self, level: LevelGraph) -> _LevelPlan:
+        plan = self._plans.get(id(level))
+        if plan is None:
+            plan = self._plans[id(level)] = _LevelPlan.of(level, self._unit)
+        return plan
+
+    def _level_duration(self, level: LevelGraph, sim: _Sim) -> float:
+        plan = self._plan(level)
+        new_start = [0.0] * len(plan.steps)
+        new_end = [0.0] * len(plan.steps)
+        redrawn = sim.redrawn
+        leaf = self._leaf_duration
+        for i, (preds, offset, children, unit) in enumerate(plan.rows):
+            if len(preds) == 1:
+                p = preds[0]
+                start = new_end[p] + offset
+                if start < new_start[p]:
+                    start = new_start[p]
+            elif preds:
                 # Keep the offset to the last predecessor to finish (negative when they overlapped,
                 # as pipelined streaming operators do), never starting before a predecessor started.
-                gap = op.start - max(level.nodes[p].op.end for p in preds)
-                start = max(new_end[p] for p in preds) + gap
-                start = max([start, *(new_start[p] for p in preds)])
+                start = max(new_end[p] for p in preds) + offset
+                start = max(start, max(new_start[p] for p in preds))
             else:
-                start = op.start - level.start
-            start = max(0.0, start)
-            if prof.children and not runs_its_children(prof):
-                duration = max(self._level_duration(prof.children, leaf), 0.0)
+                start = offset
+            if start < 0.0:
+                start = 0.0
+            if children is not None:
+                duration = max(self._level_duration(children, sim), 0.0)
+            elif redrawn is not None and unit.point is not None and not redrawn[unit.index]:
+                duration = unit.point
             else:
-                duration = leaf(prof)
-            new_start[node] = start
-            new_end[node] = start + duration
-            last_end = max(last_end, op.end)
-        tail = max(0.0, level.end - last_end)
-        return max(new_end.values(), default=0.0) + tail
+                duration = leaf(unit, sim)
+                if sim.record_point:
+                    unit.point = duration
+            new_start[i] = start
+            new_end[i] = start + duration
+        return max(new_end, default=0.0) + plan.tail
+
+    def _plan_all(self, level: LevelGraph) -> None:
+        for step in self._plan(level).steps:
+            if step.children is not None:
+                self._plan_all(step.children)
+
+    def _redrawn(self, draw: _Draw) -> bytearray | None:
+        """Which operations (by unit index) a draw that redraws only a share of them redraws."""
+        if draw.share >= 1.0:
+            return None
+        mask = self._masks.get(draw.number)
+        if mask is None:
+            mask = self._masks[draw.number] = bytearray(draw.redraws(i) for i in range(len(self._units) + 1))
+        return mask
 
     def prepare(self, changes: Changes) -> list[str]:
         """Let every model read the scenario once; returns their notes."""
@@ -247,6 +364,8 @@ class Predictor:
         baseline = self.baseline.stated(changes)
         for model in self.models:
             notes.extend(model.prepare(self.profile, baseline, changes))
+        # A model that says it changes nothing in this scenario is not asked about every task.
+        self._active_models = [m for m in self.models if not getattr(m, "unchanged", False)]
         self._prepared = (changes, notes)
         return notes
 
@@ -254,21 +373,24 @@ class Predictor:
                     draw: _Draw, without_waiting: bool = False) -> float:
         """Busy time of a pipelined operation's busiest task under the changes; work is spread over
         the new number of subtasks when the parallelism changes."""
-        tasks = prof.op.tasks
+        unit = self._unit(prof)
+        tasks = unit.tasks
         busy = [t.metrics.get(METRIC_RUN_TIME, t.duration) for t in tasks] if tasks else [prof.busy_time]
         if draw.rng is not None and len(busy) >= 3:
             busy = [draw.rng.choice(busy) for _ in busy]
         parts = self._parts(prof, busy, with_vectors, draw, without_waiting)
-        ctx = OpContext(prof, list(tasks))
-        for model in self.models:
+        for model in self._active_models:
             if with_vectors or model.name == "compute":
-                parts = model.adjust(ctx, parts)
+                parts = model.adjust(unit.ctx, parts)
         new = [p.total for p in parts]
         if tasks and "parallelism" in changes:
-            return sum(new) / int(changes.number("parallelism", len(tasks)))
+            return sum(new) * unit.weight / int(changes.number("parallelism", unit.count))
         return max(new)
 
-    def simulate(self, changes: Changes, *, with_vectors: bool = True, draw: _Draw | None = None) -> float:
+    def simulate(self, changes: Changes, *, with_vectors: bool = True, draw: _Draw | None = None,
+                 record_point: bool = False) -> float:
+        """The job's runtime under the changes. ``record_point`` keeps every operation's duration, which the
+        draws of a band that redraw only some of the operations give the others."""
         self.prepare(changes)
         draw = draw or _Draw()
         slots = self.new_slots(changes)
@@ -285,14 +407,15 @@ class Predictor:
                         for i, p in enumerate(self._path))
             return self.runtime * after / before if before > 0 else self.runtime
 
-        def leaf(prof: OperationProfile) -> float:
-            return self._leaf_duration(prof, changes, slots, with_vectors, draw)
+        # Without vectors all time counts as CPU, so only the compute model has anything to scale.
+        models = [m for m in self._active_models if with_vectors or m.name == "compute"]
+        warmup = draw.warmup if draw.warmup is not None else self.warmup
+        if draw.share < 1.0:
+            self._plan_all(self.profile.top)  # every unit exists (and has its index) before a draw picks some
+        sim = _Sim(draw, with_vectors, models, slots, slots == self.baseline.slots, "parallelism" in changes, warmup,
+                   record_point, self._redrawn(draw))
 
-        # A parent's duration comes from its children's re-traversal; give it the parent's own span.
-        def level_span(level: LevelGraph) -> float:
-            return self._level_duration(level, leaf)
-
-        return level_span(self.profile.top)
+        return self._level_duration(self.profile.top, sim)
 
     def predict(self, changes: Changes, *, band: bool = True, seed: int = 0) -> Prediction:
         baseline = self.baseline.stated(changes)
@@ -303,17 +426,19 @@ class Predictor:
         if self.baseline.slots != self.new_slots(changes):
             notes.append(f"task slots {self.baseline.slots} -> {self.new_slots(changes)}"
                          + (f" (first-wave warm-up factor {self.warmup:.2f})" if self.warmup != 1.0 else ""))
-        point = self.simulate(changes)
+        point = self.simulate(changes, record_point=True)
         if self._stream_cpu is not None and self._stream_cpu.predict(changes) is not None:
             notes.append(self._stream_cpu.note())
         estimate = Estimate(point)
         if band:
             rng = random.Random(seed)
-            runs = MONTE_CARLO_RUNS if _task_count(self.profile) < 5000 else MONTE_CARLO_RUNS // 2
+            runs, share = self._monte_carlo_runs()
             draws = []
-            for _ in range(runs):
+            for number in range(runs):
                 warm = rng.choice(self.warmup_factors) if self.warmup_factors else None
-                draws.append(self.simulate(changes, draw=_Draw(random.Random(rng.random()), warm)))
+                drawn = self.simulate(changes, draw=_Draw.seeded(rng.random(), warm, share, number))
+                # Redrawing a share of the operations shows that share of the variance: scaled back to all.
+                draws.append(point + (drawn - point) / math.sqrt(share))
             # A bandwidth the trace did not give is a guess: the band spans what the traced run could have had.
             for key in STATABLE_KEYS:
                 if key in changes and baseline.origins.get(key) == "assumed":
@@ -327,7 +452,14 @@ class Predictor:
             estimate.high_s = max([point, _quantile(monte_carlo, BAND_QUANTILES[1]), *guesses])
         self._explain_slower(changes, baseline, estimate, notes)
         linear = Estimate(self.runtime * self.linear_factor(changes))
-        replayed = Estimate(self.simulate(changes, with_vectors=False))
+        # Without vectors only the slots and the compute model's changes (and the stated baselines it reads)
+        # matter: scenarios that share them share the replay.
+        replay_key = (self.new_slots(changes), "parallelism" in changes,
+                      tuple(sorted((k, str(v)) for k, v in changes.values.items() if k in ComputeModel.keys)),
+                      tuple(sorted(changes.baselines.items())))
+        if replay_key not in self._replays:
+            self._replays[replay_key] = self.simulate(changes, with_vectors=False)
+        replayed = Estimate(self._replays[replay_key])
         return Prediction(changes, estimate, linear, replayed, self.runtime, notes)
 
     def _more_only(self, changes: Changes, baseline: Baseline) -> bool:
@@ -345,6 +477,20 @@ class Predictor:
         }
         keys = [k for k in changes.values if k != "gpu_speedup"]
         return bool(keys) and all(k in more and more[k](changes.number(k, 0.0)) for k in keys)
+
+    def _monte_carlo_runs(self) -> tuple[int, float]:
+        """How many draws a band takes, and the share of the operations each redraws. A large job gets
+        fewer draws, each redrawing at most MONTE_CARLO_OPERATIONS of its operations: a draw costs a replay
+        of every task it redraws, and the band of a job of many operations is narrow anyway (their
+        deviations average out)."""
+        units = [self._unit(p) for p in unit_profiles(self.profile)]
+        work = sum(len(u.tasks) + 1 for u in units)
+        if self.streaming or work <= MONTE_CARLO_FULL_WORK:
+            return MONTE_CARLO_RUNS, 1.0
+        share = min(1.0, MONTE_CARLO_OPERATIONS / len(units))
+        # a draw re-traverses every operation (about an eighth of replaying one) and replays those it redraws
+        cost = work * share + len(units) / 8
+        return max(MONTE_CARLO_MIN_RUNS, min(MONTE_CARLO_RUNS, round(MONTE_CARLO_BUDGET / cost))), share
 
     def _explain_slower(self, changes: Changes, baseline: Baseline, estimate: Estimate, notes: list[str]) -> None:
         """More of a resource predicted slower needs a reason the user can read; without one it is a model's
@@ -365,8 +511,117 @@ class Predictor:
             estimate.high_s = self.runtime
 
 
-def _task_count(profile: ExecutionProfile) -> int:
-    return sum(len(p.op.tasks) for p in profile.walk())
+@dataclass
+class _Sim:
+    """What one simulation of one scenario reads for every operation."""
+
+    draw: _Draw
+    with_vectors: bool
+    models: list[ResourceModel]  # the models that change something, in order
+    slots: int
+    same_slots: bool
+    parallelism: bool  # the scenario sets the parallelism
+    warmup: float
+    record_point: bool = False
+    redrawn: bytearray | None = None  # by unit index, when the draw redraws only some operations
+
+
+def _same(new: Sequence[float], old: Sequence[float]) -> bool:
+    """Equal task durations but for rounding (a split summed back)."""
+    for a, b in zip(new, old, strict=True):
+        if abs(a - b) > 1e-12 * b:
+            return False
+    return True
+
+
+# A task's time split as TaskParts splits it: cpu, disk, network, fixed, input wait (fractions).
+_Split = tuple[float, float, float, float, float]
+_ALL_CPU: _Split = (1.0, 0.0, 0.0, 0.0, 0.0)  # replayed without vectors, all time counts as CPU
+
+
+def _make_parts(durations: Sequence[float], split: _Split) -> list[TaskParts]:
+    cpu, disk, network, fixed, input_wait = split
+    return [TaskParts(d * cpu, d * disk, d * network, d * fixed, d * input_wait) for d in durations]
+
+
+@dataclass
+class _Unit:
+    """An operation's tasks as every simulation reads them: in start order, thinned to at most
+    REPRESENTATIVE_TASKS evenly spaced ones on a large operation, each standing for ``weight`` of its
+    ``count`` tasks (a hook's sample of the tasks is thinned no further)."""
+
+    tasks: list[tr.Task]
+    durations: list[float]
+    count: int
+    weight: float
+    ctx: OpContext
+    before: float | None = None  # the traced tasks replayed on the traced slots
+    mean: float = 0.0
+    split: _Split | None = None  # of the operation's vector, once computed
+    index: int = 0  # order of creation: which draws redraw it
+    point: float | None = None  # its duration in the point estimate of the scenario being predicted
+    duration: float = 0.0  # the operation's traced span
+
+    @classmethod
+    def of(cls, prof: OperationProfile, slots: int) -> _Unit:
+        op = prof.op
+        ordered = sorted(op.tasks, key=lambda t: t.start)
+        count = task_count(op)
+        if len(ordered) > REPRESENTATIVE_TASKS:
+            step = len(ordered) / REPRESENTATIVE_TASKS
+            ordered = [ordered[int((i + 0.5) * step)] for i in range(REPRESENTATIVE_TASKS)]
+        weight = count / len(ordered) if ordered else 1.0
+        durations = [t.duration for t in ordered] if ordered else [op.duration]
+        unit = cls(ordered, durations, count, weight, OpContext(prof, ordered, count),
+                   mean=sum(durations) / len(durations), duration=op.duration)
+        if ordered:
+            unit.before = replay(durations, slots, weight=weight)
+        return unit
+
+    def resample(self, rng: random.Random) -> list[float]:
+        """A bootstrap draw of the durations. A recorded task standing for ``weight`` tasks stands for their
+        mean, which varies ``sqrt(weight)`` times less than one task does."""
+        if self.weight == 1.0:
+            return [rng.choice(self.durations) for _ in self.durations]
+        shrink = 1.0 / math.sqrt(self.weight)
+        return [max(0.0, self.mean + (rng.choice(self.durations) - self.mean) * shrink) for _ in self.durations]
+
+
+@dataclass
+class _Step:
+    prof: OperationProfile
+    preds: tuple[int, ...]  # indices of the predecessors' steps
+    # with predecessors: the traced gap after the last of them ended; without: the start within the level
+    offset: float
+    children: LevelGraph | None  # re-traversed instead of replayed
+    unit: _Unit | None  # replayed (when there are no children to re-traverse)
+
+
+@dataclass
+class _LevelPlan:
+    """A level in topological order with what its re-traversal reads, worked out once per predictor."""
+
+    steps: list[_Step]
+    tail: float  # traced time after the level's last operation ended
+    # per step: predecessors, offset, children, unit (what a simulation reads, unpacked fast)
+    rows: list[tuple[tuple[int, ...], float, LevelGraph | None, _Unit]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, level: LevelGraph, unit: Callable[[OperationProfile], _Unit]) -> _LevelPlan:
+        order = level.topological()
+        position = {node: i for i, node in enumerate(order)}
+        steps: list[_Step] = []
+        last_end = level.start
+        for node in order:
+            prof = level.nodes[node]
+            op = prof.op
+            preds = tuple(position[p] for p in level.graph.predecessors(node))
+            offset = (op.start - max(level.nodes[order[p]].op.end for p in preds)) if preds else op.start - level.start
+            children = prof.children if prof.children and not runs_its_children(prof) else None
+            steps.append(_Step(prof, preds, offset, children, unit(prof) if children is None else None))
+            last_end = max(last_end, op.end)
+        rows = [(step.preds, step.offset, step.children, step.unit) for step in steps]
+        return cls(steps, max(0.0, level.end - last_end), rows)  # type: ignore[arg-type]
 
 
 def _quantile(values: Sequence[float], q: float) -> float:

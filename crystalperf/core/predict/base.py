@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import metadata
@@ -13,6 +14,7 @@ from crystalperf.core.errors import BadInputError
 from crystalperf.core.observed import ObservedBandwidth, observed_bandwidths
 from crystalperf.core.profile import ExecutionProfile, OperationProfile
 from crystalperf.core.units import format_bandwidth, format_byte_rate, parse_bandwidth, parse_size
+from crystalperf.core.vectors import metric_total, task_count, task_scale, task_seconds
 
 # Assumed when the trace does not record them. Sources in docs/whatif.md.
 DEFAULT_NETWORK_BANDWIDTH = 10e9 / 8  # 10 Gbit/s: a common data-centre NIC
@@ -26,26 +28,75 @@ log = logging.getLogger(__name__)
 STORAGE_READ_BYTES = "storage_read_bytes"
 
 
-def _positive_int(key: str, text: str) -> int:
-    value = int(text)
+# What a what-if may ask for, per key: beyond these the question is a typo, not a machine (docs/whatif.md).
+MAX_SLOTS = 1_000_000
+SPEED_RANGE = (0.01, 100.0)  # cpu_speed: a hundredth to a hundred times the traced CPU
+SHARE_RANGE = (0.01, 64.0)  # cpu_share: a hundredth of a CPU to 64 CPUs per slot
+GPU_SPEEDUP_RANGE = (0.01, 1000.0)
+MEMORY_RANGE = (float(1 << 20), float(1 << 50))  # 1 MiB to 1 PiB
+BANDWIDTH_RANGE = (1.0, 10e12 / 8)  # 1 B/s to 10 Tbit/s
+_MAX_TEXT = 40  # characters of one value: no number a person means is longer
+
+
+def _text(key: str, text: str) -> str:
+    text = text.strip()
+    if len(text) > _MAX_TEXT:
+        raise ValueError(f"{key}: {text[:20]!r}... is longer than {_MAX_TEXT} characters")
+    return text
+
+
+def _in_range(key: str, value: float, low: float, high: float, shown: str) -> float:
+    if not math.isfinite(value) or not low <= value <= high:
+        raise ValueError(f"{key} must be between {shown}")
+    return value
+
+
+def _slots(key: str, text: str) -> int:
+    text = _text(key, text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{key} must be a whole number from 1 to {MAX_SLOTS:,}, not {text!r}") from None
     if value < 1:
-        raise ValueError(f"{key} must be at least 1")
+        raise ValueError(f"{key} must be at least 1, not {text}")
+    if value > MAX_SLOTS:
+        raise ValueError(f"{key} must be at most {MAX_SLOTS:,}, not {text}")
     return value
 
 
-def _positive_float(key: str, text: str) -> float:
-    value = float(text.rstrip("x"))
-    if not value > 0:
-        raise ValueError(f"{key} must be positive")
-    return value
+def _ratio(low: float, high: float) -> Callable[[str, str], float]:
+    def parse(key: str, text: str) -> float:
+        text = _text(key, text)
+        try:
+            value = float(text.rstrip("x"))
+        except ValueError:
+            raise ValueError(f"{key} must be a number such as 2 or 0.5, not {text!r}") from None
+        return _in_range(key, value, low, high, f"{low:g} and {high:g}, not {text}")
+
+    return parse
 
 
 def _share(key: str, text: str) -> float:
-    text = text.strip()
-    value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
-    if not 0 < value <= 64:
-        raise ValueError(f"{key} must be a fraction of a CPU such as 0.5 or 50%")
+    text = _text(key, text)
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise ValueError(f"{key} must be a fraction of a CPU such as 0.5 or 50%, not {text!r}") from None
+    low, high = SHARE_RANGE
+    return _in_range(key, value, low, high, f"{low:g} and {high:g} CPUs per slot (e.g. 0.5 or 50%), not {text}")
+
+
+def _memory(key: str, text: str) -> int:
+    value = parse_size(_text(key, text))
+    low, high = MEMORY_RANGE
+    _in_range(key, float(value), low, high, f"1 MiB and 1 PiB, not {text.strip()}")
     return value
+
+
+def _bandwidth(key: str, text: str) -> float:
+    value = parse_bandwidth(_text(key, text))
+    low, high = BANDWIDTH_RANGE
+    return _in_range(key, value, low, high, f"1 B/s and 10 Tbit/s, not {text.strip()}")
 
 
 def _device(key: str, text: str) -> str:
@@ -56,18 +107,19 @@ def _device(key: str, text: str) -> str:
 
 
 PARSERS: dict[str, tuple[Callable[[str, str], float | str], str]] = {
-    "cores": (_positive_int, "task slots per executor (Spark cores, TF threads); the total for one process"),
-    "executors": (_positive_int, "number of executors / workers (Spark)"),
-    "parallelism": (_positive_int, "operator parallelism (Flink)"),
-    "slots": (_positive_int, "total tasks that run at once"),
-    "cpu_speed": (_positive_float, "CPU speed relative to the traced run (2 = twice as fast)"),
+    "cores": (_slots, "task slots per executor (Spark cores, TF threads); the total for one process"),
+    "executors": (_slots, "number of executors / workers (Spark)"),
+    "parallelism": (_slots, "operator parallelism (Flink)"),
+    "slots": (_slots, "total tasks that run at once"),
+    "cpu_speed": (_ratio(*SPEED_RANGE), "CPU speed relative to the traced run (2 = twice as fast)"),
     "cpu_share": (_share, "CPU share per slot relative to the traced run (0.5 or 50% = half)"),
-    "memory": (lambda k, v: parse_size(v), "memory for the job's data, e.g. 4g"),
-    "network": (lambda k, v: parse_bandwidth(v),
+    "memory": (_memory, "memory for the job's data, e.g. 4g"),
+    "network": (_bandwidth,
                 "network bandwidth, e.g. 1gbit; OLD:NEW states the traced run's too, e.g. 40mbit:100mbit"),
-    "disk": (lambda k, v: parse_bandwidth(v), "disk bandwidth, e.g. 200MB/s; OLD:NEW states the traced run's too"),
+    "disk": (_bandwidth, "disk bandwidth, e.g. 200MB/s; OLD:NEW states the traced run's too"),
     "device": (_device, "compute device: cpu or gpu"),
-    "gpu_speedup": (_positive_float, f"GPU over CPU speed for compute ops (default {DEFAULT_GPU_SPEEDUP:g})"),
+    "gpu_speedup": (_ratio(*GPU_SPEEDUP_RANGE),
+                    f"GPU over CPU speed for compute ops (default {DEFAULT_GPU_SPEEDUP:g})"),
 }
 KNOWN_KEYS = tuple(PARSERS)
 # Keys whose traced value a user may state as OLD:NEW when the trace cannot know it.
@@ -105,14 +157,16 @@ class Changes:
         """``["cores=4", "network=1gbit"]`` -> Changes. Bad keys/values raise BadInputError."""
         values: dict[str, float | str] = {}
         stated: dict[str, float] = {}
-        for item in assignments:
-            key, sep, raw = item.partition("=")
+        for whole in assignments:
+            # Quoted back in full only when short: an error line stays one readable line.
+            item = whole if len(whole) <= 60 else whole[:57] + "..."
+            key, sep, raw = whole.partition("=")
             key = key.strip().lower().replace("-", "_")
             if not sep or not raw.strip():
                 raise BadInputError(f"--set {item!r}: expected KEY=VALUE", source)
             if key not in PARSERS:
                 raise BadInputError(
-                    f"--set {item!r}: unknown resource {key!r} (known: {', '.join(KNOWN_KEYS)})", source
+                    f"--set {item!r}: unknown resource {key[:40]!r} (known: {', '.join(KNOWN_KEYS)})", source
                 )
             parse, _ = PARSERS[key]
             old, colon, new = raw.strip().rpartition(":")
@@ -124,7 +178,7 @@ class Changes:
                     if not old.strip():
                         raise ValueError("expected OLD:NEW, e.g. 40mbit:100mbit")
                     stated[key] = float(parse(key, old.strip()))
-            except ValueError as exc:
+            except (ValueError, OverflowError) as exc:
                 raise BadInputError(f"--set {item!r}: {exc}", source) from None
         return cls(values, stated)
 
@@ -200,8 +254,8 @@ class Baseline:
             slots = env.cores_per_executor * executors
         if slots is None and "parallelism" in scaling_keys(trace):
             # Streaming subtasks run side by side for the whole job: the parallelism is the measure.
-            widths = [op.parallelism or len(op.tasks) for op in trace.iter_operations()]
-            slots = max([w for w in widths if w] or [1])
+            widths = [op.parallelism or task_count(op) for op in trace.iter_operations()]
+            slots = min(tr.MAX_SLOTS, max([w for w in widths if w] or [1]))
         if slots is None:
             slots = observed_concurrency(trace)
             assumptions.append(f"task slots taken as the observed concurrency ({slots})")
@@ -244,18 +298,20 @@ def scaling_keys(trace: tr.Trace) -> tuple[str, ...]:
 
 
 def observed_concurrency(trace: tr.Trace) -> int:
-    """Most tasks that ran at the same time anywhere in the job (at least 1)."""
-    events: list[tuple[float, int]] = []
+    """Most tasks that ran at the same time anywhere in the job (at least 1). A recorded task of a sample
+    counts for the tasks it stands for."""
+    events: list[tuple[float, float]] = []
     for op in trace.iter_operations():
+        scale = task_scale(op)
         for t in op.tasks:
-            events.append((t.start, 1))
-            events.append((t.end, -1))
+            events.append((t.start, scale))
+            events.append((t.end, -scale))
     events.sort(key=lambda e: (e[0], e[1]))
-    best = running = 0
+    best = running = 0.0
     for _, delta in events:
         running += delta
         best = max(best, running)
-    return max(1, best)
+    return max(1, min(tr.MAX_SLOTS, round(best)))
 
 
 def data_bytes(trace: tr.Trace) -> float | None:
@@ -266,8 +322,7 @@ def data_bytes(trace: tr.Trace) -> float | None:
     cached = m.get("cached_bytes", 0.0)
     spilled = m.get(tr.METRIC_SPILL_MEMORY_BYTES, 0.0)
     if not spilled:
-        spilled = sum(t.metrics.get(tr.METRIC_SPILL_MEMORY_BYTES, 0.0)
-                      for op in trace.iter_operations() for t in op.tasks)
+        spilled = sum(metric_total(op, tr.METRIC_SPILL_MEMORY_BYTES) for op in trace.iter_operations() if op.tasks)
     total = cached + spilled
     memory = trace.environment.memory_bytes
     if spilled and memory:
@@ -276,7 +331,7 @@ def data_bytes(trace: tr.Trace) -> float | None:
     return total or None
 
 
-@dataclass
+@dataclass(slots=True)
 class TaskParts:
     """A task's duration split by resource (sequential-use assumption of paper §4.1)."""
 
@@ -298,10 +353,19 @@ class TaskParts:
 
 @dataclass
 class OpContext:
-    """What a model may read about the operation whose tasks it adjusts."""
+    """What a model may read about the operation whose tasks it adjusts.
+
+    ``tasks`` are the units whose parts the model is given, in start order; on an operation of many tasks (or
+    one whose hook kept a sample of them) each stands for ``count / len(tasks)`` of the operation's tasks, which
+    the model's per-task figures are for."""
 
     profile: OperationProfile
     tasks: list[tr.Task]  # empty: the operation itself is the one unit
+    task_count: int = 0  # tasks the units stand for (0: as many as listed)
+
+    @property
+    def count(self) -> int:
+        return max(self.task_count, len(self.tasks))
 
 
 def unit_metrics(ctx: OpContext) -> list[dict[str, float]]:
@@ -331,21 +395,38 @@ def unit_profiles(profile: ExecutionProfile) -> Iterator[OperationProfile]:
                 yield prof
 
 
-def job_unit_metrics(profile: ExecutionProfile) -> Iterator[dict[str, float]]:
-    """Metrics of every unit of the job: each unit operation's tasks, or the operation itself."""
+def job_metric_total(profile: ExecutionProfile, weigh: Callable[[dict[str, float]], float],
+                     memo: str | None = None) -> float:
+    """``weigh`` of every unit of the job summed: each unit operation's tasks (a recorded sample counted for all
+    the tasks it stands for), or the operation itself. ``memo`` names the figure, to compute it once per
+    profile."""
+    key = f"job_metric_total:{memo}"
+    if memo is not None and key in profile.memo:
+        return profile.memo[key]
+    total = 0.0
     for prof in unit_profiles(profile):
-        yield from [t.metrics for t in prof.op.tasks] or [prof.op.metrics]
+        if not prof.op.tasks:
+            total += weigh(prof.op.metrics)
+        else:
+            total += sum(weigh(t.metrics) for t in prof.op.tasks) * task_scale(prof.op)
+    if memo is not None:
+        profile.memo[key] = total
+    return total
 
 
 def unit_seconds(profile: ExecutionProfile, resource: str) -> float:
     """Time on one resource (disk or network) of every unit of the job, as the prediction splits it (the
     vector's share, less what a wait given to awaited work took from it)."""
+    memo = f"unit_seconds:{resource}"
+    if memo in profile.memo:
+        return profile.memo[memo]
     index = {"cpu": 0, "disk": 1, "network": 2}[resource]
     total = 0.0
     for prof in unit_profiles(profile):
         through = prof.vector.through
         share = max(0.0, prof.vector.vector[index] - (through[index] if through is not None else 0.0))
-        total += share * (sum(t.duration for t in prof.op.tasks) if prof.op.tasks else prof.op.duration)
+        total += share * task_seconds(prof.op)
+    profile.memo[memo] = total
     return total
 
 
@@ -354,7 +435,8 @@ class ResourceModel(Protocol):
 
     A model may also propose what-ifs for the report with a method
     ``scenarios(profile, baseline) -> list[dict[str, float | str]]`` (the TensorFlow model proposes the
-    other device); models without it propose nothing."""
+    other device); models without it propose nothing. A model whose attribute ``unchanged`` is true after
+    ``prepare`` changes no task in that scenario and is not asked to adjust any (it saves a call per task)."""
 
     name: str
     keys: frozenset[str]

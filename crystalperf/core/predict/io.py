@@ -26,7 +26,7 @@ from crystalperf.core.predict.base import (
     Changes,
     OpContext,
     TaskParts,
-    job_unit_metrics,
+    job_metric_total,
     unit_metrics,
     unit_seconds,
 )
@@ -61,8 +61,9 @@ class _MovedBytes:
         self.extra_s = moved / new - moved / old
         self.weights, self.total = weights, total
 
-    def adjust(self, parts: list[TaskParts], metrics: list[dict[str, float]], slots: int, width: int) -> None:
-        side_by_side = min(slots, max(1, len(parts), width))
+    def adjust(self, parts: list[TaskParts], metrics: list[dict[str, float]], slots: int, width: int,
+               count: int) -> None:
+        side_by_side = min(slots, max(1, count, width))
         for p, m in zip(parts, metrics, strict=False):
             own = p.disk if self.resource == "disk" else p.network
             share = (m.get(tr.METRIC_INPUT_BYTES, 0.0) if self.weights == "input bytes" else own) / self.total
@@ -112,7 +113,7 @@ class IOModel:
             self.disk = (baseline.disk_bandwidth, changes.number("disk", baseline.disk_bandwidth))
             notes.append(f"disk {format_byte_rate(self.disk[0])} -> {format_byte_rate(self.disk[1])}")
             read = device_read_bytes(profile, baseline)
-            input_bytes = sum(m.get(tr.METRIC_INPUT_BYTES, 0.0) for m in job_unit_metrics(profile))
+            input_bytes = job_metric_total(profile, lambda m: m.get(tr.METRIC_INPUT_BYTES, 0.0), memo="input_bytes")
             # who read is told by the input bytes, else by the disk time (a Flink source counts no input bytes)
             weights, total = ("input bytes", input_bytes) if input_bytes > 0 else ("disk time", unit_seconds(
                 profile, "disk"))
@@ -125,6 +126,10 @@ class IOModel:
                              f"spill/shuffle files and writes assumed served by the page cache")
         return notes
 
+    @property
+    def unchanged(self) -> bool:
+        return self.network is None and self.disk is None and not self.moved
+
     def adjust(self, ctx: OpContext, parts: list[TaskParts]) -> list[TaskParts]:
         for p in parts:
             if self.network:
@@ -133,7 +138,8 @@ class IOModel:
                 p.disk = scale_io_time(p.disk, *self.disk, DISK_BUFFER_BYTES, DISK_BUFFER_OVERHEAD_S)
         for moved in self.moved:
             # an operation adjusted as one unit (an operator on a streaming path) stands for its parallel tasks
-            moved.adjust(parts, unit_metrics(ctx), self.slots, 1 if ctx.tasks else ctx.profile.op.parallelism or 1)
+            moved.adjust(parts, unit_metrics(ctx), self.slots, 1 if ctx.tasks else ctx.profile.op.parallelism or 1,
+                         ctx.count or len(parts))
         return parts
 
 

@@ -15,7 +15,7 @@ from crystalperf.core.predict.base import (
     Changes,
     OpContext,
     TaskParts,
-    job_unit_metrics,
+    job_metric_total,
     unit_metrics,
 )
 from crystalperf.core.profile import ExecutionProfile
@@ -62,9 +62,13 @@ class MemoryModel:
         elif after > 0:
             per_byte = 2.0 / baseline.disk_bandwidth - 1.0 / DEFAULT_MEMORY_BANDWIDTH
             self.extra_s = after * max(0.0, per_byte)
-            self.weight_total = sum(_weight(m) for m in job_unit_metrics(profile))
+            self.weight_total = job_metric_total(profile, _weight, memo="memory_data_bytes")
             self.active = self.extra_s > 0 and self.weight_total > 0
         return [note]
+
+    @property
+    def unchanged(self) -> bool:
+        return not self.active
 
     def adjust(self, ctx: OpContext, parts: list[TaskParts]) -> list[TaskParts]:
         if not self.active:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from crystalperf.core import atomic
 from crystalperf.core.report.base import Renderer
 from crystalperf.core.report.html import HtmlRenderer
 from crystalperf.core.report.json import JsonRenderer
@@ -33,14 +34,11 @@ def renderer_for(name_or_path: str) -> Renderer:
 
 
 def write_reports(report: dict[str, Any], out_dir: Path, formats: Sequence[str] = ("json", "html")) -> list[Path]:
-    """Write ``crystalperf-report.<ext>`` for each format into out_dir; returns the files."""
+    """Write ``crystalperf-report.<ext>`` for each format into out_dir, replaced as a set; returns the files."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
+    files: dict[Path, bytes] = {}
     for fmt in formats:
         renderer = renderer_for(fmt)
-        path = out_dir / f"crystalperf-report{renderer.extension}"
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(renderer.render(report), encoding="utf-8")
-        tmp.replace(path)
-        written.append(path)
-    return written
+        files[out_dir / f"crystalperf-report{renderer.extension}"] = renderer.render(report).encode("utf-8", "replace")
+    # Renamed into place only once every format is rendered and on disk: a report's JSON and HTML always agree.
+    return atomic.replace_set(files)

@@ -190,6 +190,9 @@ class HtmlRenderer(Renderer):
             figures.insert(1, (seconds(iterations.get("step_time_s")),
                                f"mean step time ({iterations.get('steps')} steps)"))
         extra = ""
+        if report.get("partial"):
+            extra += (f'<p class="warnings" id="partial"><strong>Partial trace:</strong> {esc(report["partial"])} — '
+                      "the figures cover the run until then.</p>")
         streaming = report.get("streaming")
         if streaming:
             rows = "".join(f"<dt>{esc(k.replace('_', ' '))}</dt><dd>{esc(_num(v, '{:.4g}') if isinstance(v, (int, float)) else v)}</dd>"

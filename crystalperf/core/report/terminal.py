@@ -1,4 +1,11 @@
-"""The terminal summary printed by ``crystalperf analyze`` and by hooks at job end."""
+"""The terminal summary printed by ``crystalperf analyze`` and by hooks at job end.
+
+Every string that comes from the trace (names, ids, sentences and advice that quote them) goes through
+:func:`_safe` before it reaches the console: control characters and bidirectional overrides escaped (a name
+must not clear the screen, set the clipboard with OSC 52 or reorder what the reader sees), rich markup
+escaped (a ``[/bold]`` in a name is text, not a tag), and long text cut (a megabyte name must not take the
+table layout seconds).
+"""
 
 from __future__ import annotations
 
@@ -6,13 +13,22 @@ import io
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from crystalperf.core.errors import printable
 from crystalperf.core.report.base import Renderer
 from crystalperf.core.resources import CATEGORIES
 from crystalperf.core.units import format_seconds
 
 MAX_ROWS = 12
+MAX_CELL = 120  # characters of a name in a table cell
+MAX_LINE = 1000  # characters of a sentence or an advice line
+
+
+def _safe(value: Any, limit: int = MAX_CELL) -> str:
+    """Trace-supplied text as the console may print it: escaped, one line, at most ``limit`` characters."""
+    return escape(printable(str(value), limit))
 
 
 def _vector(v: dict[str, float]) -> str:
@@ -30,13 +46,16 @@ class TerminalRenderer(Renderer):
     def print(self, report: dict[str, Any], console: Console) -> None:
         app = report["application"]
         b = report["bottleneck"]
-        console.print(f"[bold]crystalperf[/bold] {app['framework']} application {app['name'] or app['id']}: "
-                      f"{format_seconds(report['total_runtime_s'])}")
+        console.print(f"[bold]crystalperf[/bold] {_safe(app['framework'])} application "
+                      f"{_safe(app['name'] or app['id'], 300)}: {format_seconds(report['total_runtime_s'])}")
+        if report.get("partial"):
+            console.print(f"[bold]Partial trace[/bold]: {_safe(report['partial'], MAX_LINE)} — the figures cover "
+                          "the run until then")
         iterations = report.get("iterations")
         if iterations:
             console.print(f"Mean step time {format_seconds(iterations['step_time_s'])} over {iterations['steps']} "
                           "profiled steps; predictions below are for all of them")
-        console.print(f"[bold]Bottleneck: {b['resource']}[/bold] — {b['sentence']}")
+        console.print(f"[bold]Bottleneck: {_safe(b['resource'])}[/bold] — {_safe(b['sentence'], MAX_LINE)}")
         secs = b["seconds"]
         console.print("Critical path: " + ", ".join(f"{k} {format_seconds(secs.get(k, 0.0))}" for k in CATEGORIES)
                       + (f"; outside operations {format_seconds(b['unattributed_s'])}" if b["unattributed_s"] > 0 else ""))
@@ -48,7 +67,8 @@ class TerminalRenderer(Renderer):
         for o in ops[:MAX_ROWS]:
             top = o["top_functions"][0]["name"] if o["top_functions"] else ""
             source = o["vector_source"] + (f" ({o['measured_share']:.0%} measured)" if o.get("measured_share") else "")
-            table.add_row(o["name"], o["kind"], format_seconds(o["runtime_s"]), _vector(o["vector"]), source, top)
+            table.add_row(_safe(o["name"]), _safe(o["kind"], 40), format_seconds(o["runtime_s"]),
+                          _vector(o["vector"]), _safe(source), _safe(top))
         if len(ops) > MAX_ROWS:
             table.add_row(f"... {len(ops) - MAX_ROWS} more", "", "", "", "", "")
         console.print(table)
@@ -62,12 +82,12 @@ class TerminalRenderer(Renderer):
         for p in report["predictions"]:
             c = p["crystalperf"]
             band = f"{format_seconds(c['low_s'])} – {format_seconds(c['high_s'])}" if "low_s" in c else ""
-            preds.add_row(p["description"], format_seconds(c["runtime_s"]), band,
+            preds.add_row(_safe(p["description"]), format_seconds(c["runtime_s"]), band,
                           format_seconds(p["linear"]["runtime_s"]), format_seconds(p["replay"]["runtime_s"]))
         if report["predictions"]:
             console.print(preds)
         for line in report.get("advice", []):
-            console.print(f"• {line}")
+            console.print(f"• {_safe(line, MAX_LINE)}")
 
     def render(self, report: dict[str, Any]) -> str:
         buffer = io.StringIO()

@@ -18,6 +18,9 @@ from crystalperf.core.trace import Environment, Frame
 
 log = logging.getLogger(__name__)
 
+MAX_CLASSPATH = 4096  # classpath entries looked through for bytecode
+MAX_SOURCE_ROOTS = 256
+
 
 @dataclass
 class LocateContext:
@@ -30,7 +33,10 @@ class LocateContext:
 
     @classmethod
     def from_environment(cls, env: Environment, extra_roots: Sequence[str] = ()) -> LocateContext:
-        return cls(classpath=list(env.classpath), source_roots=[*extra_roots, *env.source_roots])
+        # Every unresolved frame looks through all of them: bounded, so a trace listing a million entries
+        # cannot make the analysis stat files for hours (real classpaths have hundreds).
+        return cls(classpath=list(env.classpath[:MAX_CLASSPATH]),
+                   source_roots=[*extra_roots, *env.source_roots][:MAX_SOURCE_ROOTS])
 
     def report(self, problem: str) -> None:
         if len(self.problems) < 1000:  # bounded: a broken classpath must not flood memory

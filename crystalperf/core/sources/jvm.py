@@ -4,6 +4,10 @@ Where the source is looked for, in order: the user's source roots (directories, 
 checkouts), the source jars in the local Maven / Ivy / Coursier caches, the JDK's ``src.zip``; and when no
 source exists anywhere, the method's bytecode from the job's classpath (``classfile.py``), rendered as
 text the code classifier reads.
+
+The trace names the jars and directories (classpath, source roots, a frame's module), so each is read within
+bounds (``crystalperf.core.limits``): regular files only, a jar's index and each entry up to a size limit, and
+what is cached is bounded in bytes.
 """
 
 from __future__ import annotations
@@ -17,12 +21,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from crystalperf.core import limits
 from crystalperf.core.classify import FunctionSource
+from crystalperf.core.errors import BadInputError
 from crystalperf.core.sources import LocateContext
 from crystalperf.core.sources.classfile import ClassFileError, describe_method, parse_class
 from crystalperf.core.trace import Frame
 
 MAX_CODE_LINES = 200  # a Scala class body standing in for its constructor can be huge
+MAX_CACHED_TEXT = 256 << 20  # characters of source text a locator keeps for the frames that follow
+_MASK_CACHED_UP_TO = 1 << 20  # longer texts are masked each time rather than kept in the cache
 JVM_LANGUAGES = ("java", "scala", "unknown")
 SOURCE_SUFFIXES = (".java", ".scala")
 
@@ -92,10 +100,18 @@ _NOT_CODE = re.compile(
 )
 
 
-@functools.lru_cache(maxsize=256)
 def mask_code(text: str) -> tuple[str, list[tuple[int, int]]]:
     """The text with comments and string/char literals blanked (same length, newlines kept), and the
     spans of ``/** ... */`` doc comments. Brace matching and name search then see only code."""
+    return _mask_cached(text) if len(text) <= _MASK_CACHED_UP_TO else _mask(text)
+
+
+@functools.lru_cache(maxsize=256)
+def _mask_cached(text: str) -> tuple[str, list[tuple[int, int]]]:
+    return _mask(text)
+
+
+def _mask(text: str) -> tuple[str, list[tuple[int, int]]]:
     docs: list[tuple[int, int]] = []
     parts: list[str] = []
     last = 0
@@ -285,13 +301,15 @@ class SourceArchive:
     def __init__(self, path: str) -> None:
         self.path = path
         self.is_dir = os.path.isdir(path)
+        if not self.is_dir and not limits.is_regular_file(path):
+            raise BadInputError("neither a directory nor a regular file", path)
         self._index: dict[str, str] | None = None
         self._zip: zipfile.ZipFile | None = None
 
     def _entries(self) -> dict[str, str]:
         if self._index is None:
             index: dict[str, str] = {}
-            self._zip = zipfile.ZipFile(self.path)
+            self._zip = limits.open_zip(self.path)
             for entry in self._zip.namelist():
                 if entry.endswith(SOURCE_SUFFIXES):
                     index.setdefault(entry, entry)
@@ -305,14 +323,15 @@ class SourceArchive:
         """(text, location) or None."""
         if self.is_dir:
             full = os.path.join(self.path, relative)
-            if os.path.isfile(full):
-                with open(full, encoding="utf-8", errors="replace") as handle:
-                    return handle.read(), full
+            if limits.is_regular_file(full):
+                data = limits.read_regular(full, limits.MAX_SOURCE_FILE_BYTES, "source file")
+                return data.decode("utf-8", errors="replace"), full
             return None
         entry = self._entries().get(relative)
         if entry is None or self._zip is None:
             return None
-        return self._zip.read(entry).decode("utf-8", errors="replace"), f"{self.path}!/{entry}"
+        data = limits.read_zip_entry(self._zip, entry, self.path, limits.MAX_SOURCE_FILE_BYTES)
+        return data.decode("utf-8", errors="replace"), f"{self.path}!/{entry}"
 
 
 def cache_source_jars(max_files: int = 200_000) -> dict[str, str]:
@@ -378,6 +397,7 @@ class JvmLocator:
         self.use_bytecode = use_bytecode
         self._archives: dict[str, SourceArchive | None] = {}
         self._texts: dict[tuple[str, str], tuple[str, str] | None] = {}
+        self._text_chars = 0
         self._classes: dict[str, object] = {}
         self._jar_entries: dict[str, frozenset[str] | None] = {}
         self._open_jars: dict[str, zipfile.ZipFile] = {}
@@ -389,7 +409,7 @@ class JvmLocator:
             archive: SourceArchive | None = None
             try:
                 archive = _open_archive(path, *_stamp(path))
-            except (OSError, zipfile.BadZipFile) as exc:
+            except (OSError, zipfile.BadZipFile, BadInputError, ValueError, EOFError, NotImplementedError) as exc:
                 context.report(f"jvm: {path}: unreadable source archive ({type(exc).__name__}: {exc})")
                 archive = None
             self._archives[path] = archive
@@ -454,13 +474,19 @@ class JvmLocator:
         for kind, archive in self._source_archives(frame, context):
             for relative in self._relative_paths(name, frame, archive):
                 key = (archive.path, relative)
-                if key not in self._texts:
+                if key in self._texts:
+                    hit = self._texts[key]
+                else:
                     try:
-                        self._texts[key] = archive.read(relative)
-                    except (OSError, zipfile.BadZipFile, KeyError) as exc:
+                        hit = archive.read(relative)
+                    except (OSError, zipfile.BadZipFile, KeyError, BadInputError, ValueError, EOFError,
+                            NotImplementedError) as exc:
                         context.report(f"jvm: {archive.path}!/{relative}: unreadable ({exc})")
-                        self._texts[key] = None
-                hit = self._texts[key]
+                        hit = None
+                    size = len(hit[0]) if hit is not None else 0
+                    if self._text_chars + size <= MAX_CACHED_TEXT:
+                        self._texts[key] = hit
+                        self._text_chars += size
                 if hit is None:
                     continue
                 text, location = hit
@@ -487,9 +513,9 @@ class JvmLocator:
                 if os.path.isdir(jar):
                     self._jar_entries[jar] = None  # a classes directory: checked per entry below
                 else:
-                    with zipfile.ZipFile(jar) as z:
+                    with limits.open_zip(jar) as z:
                         self._jar_entries[jar] = frozenset(n for n in z.namelist() if n.endswith(".class"))
-            except (OSError, zipfile.BadZipFile) as exc:
+            except (OSError, zipfile.BadZipFile, BadInputError, ValueError, EOFError, NotImplementedError) as exc:
                 context.report(f"jvm: {jar}: unreadable jar ({type(exc).__name__}: {exc})")
                 self._jar_entries[jar] = frozenset()
         entries = self._jar_entries[jar]
@@ -499,12 +525,12 @@ class JvmLocator:
 
     def _read_class(self, jar: str, entry: str) -> bytes:
         if os.path.isdir(jar):
-            return Path(jar, entry).read_bytes()
+            return limits.read_regular(Path(jar, entry), limits.MAX_ARCHIVE_ENTRY_BYTES, "class file")
         if jar not in self._open_jars:
             if len(self._open_jars) >= 64:  # bounded: file handles are a resource of the user's machine
                 self._open_jars.pop(next(iter(self._open_jars))).close()
-            self._open_jars[jar] = zipfile.ZipFile(jar)
-        return self._open_jars[jar].read(entry)
+            self._open_jars[jar] = limits.open_zip(jar)
+        return limits.read_zip_entry(self._open_jars[jar], entry, jar)
 
     def _from_bytecode(self, frame: Frame, name: JvmName, context: LocateContext) -> FunctionSource | None:
         entry = name.class_name.replace(".", "/") + ".class"
@@ -520,7 +546,8 @@ class JvmLocator:
                 if cache_key not in self._classes:
                     self._classes[cache_key] = parse_class(self._read_class(jar, entry))
                 text = describe_method(self._classes[cache_key], raw_method, frame.line)  # type: ignore[arg-type]
-            except (ClassFileError, OSError, zipfile.BadZipFile, KeyError) as exc:
+            except (ClassFileError, OSError, zipfile.BadZipFile, KeyError, BadInputError, ValueError, EOFError,
+                    NotImplementedError) as exc:
                 context.report(f"jvm: {cache_key}: unreadable class ({type(exc).__name__}: {exc})")
                 return None
             if text is None:

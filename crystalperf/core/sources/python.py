@@ -1,4 +1,8 @@
-"""Python frames: (file, line) -> the enclosing function's full text and docstring, through ``ast``."""
+"""Python frames: (file, line) -> the enclosing function's full text and docstring, through ``ast``.
+
+A frame's file name comes from the trace, so it may name anything: only regular files up to
+``CRYSTALPERF_MAX_SOURCE_FILE_BYTES`` are read (a FIFO or ``/dev/zero`` is reported and passed over).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,9 @@ import ast
 import os
 from dataclasses import dataclass
 
+from crystalperf.core import limits
 from crystalperf.core.classify import FunctionSource
+from crystalperf.core.errors import BadInputError
 from crystalperf.core.sources import LocateContext
 from crystalperf.core.trace import Frame
 
@@ -42,24 +48,31 @@ class PythonLocator:
 
     name = "python"
 
-    def __init__(self, max_files: int = 4096) -> None:
+    def __init__(self, max_files: int = 4096, max_cached_bytes: int = 256 << 20) -> None:
         self._files: dict[str, _ParsedFile | None] = {}
         self._max_files = max_files
+        self._max_cached_bytes = max_cached_bytes
+        self._cached_bytes = 0
 
     def _parse(self, path: str, context: LocateContext) -> _ParsedFile | None:
         if path in self._files:
             return self._files[path]
         parsed: _ParsedFile | None = None
         try:
-            with open(path, "rb") as handle:
-                source = handle.read().decode("utf-8", errors="replace")
+            source = limits.read_regular(path, limits.MAX_SOURCE_FILE_BYTES, "source file").decode(
+                "utf-8", errors="replace")
             parsed = _ParsedFile(source.splitlines(), _functions(ast.parse(source, filename=path)))
-        except FileNotFoundError:
-            context.report(f"python: {path}: file missing or moved since the job ran")
-        except (OSError, SyntaxError, ValueError, RecursionError) as exc:
+        except BadInputError as exc:
+            if exc.problem == "no such file":
+                context.report(f"python: {path}: file missing or moved since the job ran")
+            else:
+                context.report(f"python: {path}: not read ({exc.problem})")
+        except (OSError, SyntaxError, ValueError, RecursionError, MemoryError) as exc:
             context.report(f"python: {path}: cannot be parsed ({type(exc).__name__}: {exc})")
-        if len(self._files) < self._max_files:
+        size = sum(len(line) for line in parsed.lines) if parsed is not None else 0
+        if len(self._files) < self._max_files and self._cached_bytes + size <= self._max_cached_bytes:
             self._files[path] = parsed
+            self._cached_bytes += size
         return parsed
 
     def _candidates(self, frame: Frame, context: LocateContext) -> list[str]:
@@ -68,9 +81,10 @@ class PythonLocator:
         assert frame.file is not None
         paths = [frame.file]
         if not os.path.isabs(frame.file) or not os.path.exists(frame.file):
-            tail = frame.file.lstrip("/")
-            for root in context.source_roots:
-                parts = tail.split("/")
+            # The last few path components are enough to find a file under a root (a frame's file name may
+            # be arbitrarily long: every suffix under every root would be quadratic in it).
+            parts = frame.file.lstrip("/").split("/")[-16:]
+            for root in context.source_roots[:64]:
                 paths.extend(os.path.join(root, *parts[i:]) for i in range(len(parts)))
         return paths
 
@@ -80,7 +94,7 @@ class PythonLocator:
         parsed = None
         path = frame.file
         for candidate in self._candidates(frame, context):
-            if os.path.isfile(candidate):
+            if limits.is_regular_file(candidate):
                 path = candidate
                 parsed = self._parse(candidate, context)
                 break

@@ -19,8 +19,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from crystalperf.core import trace as t
-from crystalperf.core.sampling import SampleTable, merge_samples
+from crystalperf.core.errors import BadInputError
+from crystalperf.core.sampling import OTHER, SampleTable, folded_warning, merge_samples
 from crystalperf.integrations.flink.config import INTEGRATION
 from crystalperf.integrations.flink.pyworkers import WORKER_ROLE, load_spool, load_spool_io, spool_files
 from crystalperf.integrations.flink.reader import FETCHER_ROLE, Part, PlanNode, Scope, find_plan, load_job
@@ -441,6 +444,7 @@ def worker_samples(job: Part, chains: list[str], chain_ids: dict[str, str],
             if operator is not None:
                 table.add(t.SampleKey(operation=operator, thread=WORKER_ROLE), stack_ids[stack], when, count)
     found = table.to_samples()
+    found.dropped = sum(samples.dropped for samples, _, _ in spools)  # what the workers' own bound folded
     return WorkerSamples(found if found.count else None, cpu)
 
 
@@ -511,7 +515,11 @@ def warnings_of(job: Part, planned: bool, samples: t.StackSamples | None,
             and (workers is None or workers.samples is None)):
         warnings.append(PYTHON_WORKERS_WARNING)
     if job.dropped_samples:
-        warnings.append(f"{job.dropped_samples} stack samples were not kept (memory bound reached)")
+        warnings.append(f"{job.dropped_samples} stack samples lost their stack detail to the reporter's memory "
+                        f"bound (max.sample.bytes / max.sample.rows; counted under '{OTHER}')")
+    worker_folded = folded_warning(workers.samples if workers is not None else None, "Python worker samples")
+    if worker_folded is not None:
+        warnings.append(worker_folded)
     return warnings
 
 
@@ -559,4 +567,12 @@ def build_trace(job: Part) -> t.Trace:
 def read_metrics(path: Path) -> t.Trace:
     """Turn the reporter's ``crystalperf-flink-<job_id>.<process>.json`` into a trace (one operation per
     operator chain), merged with the other parts of the same job in that directory (one per cluster process)."""
-    return build_trace(load_job(Path(path)))
+    try:
+        return build_trace(load_job(Path(path)))
+    except ValidationError as exc:
+        # The parts passed the reader's checks but not the trace's (a span ending before it starts, a count out of
+        # range): one line naming the file, as for any other bad input.
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "document"
+        raise BadInputError(f"the reporter's files give an invalid trace at {where}: {first.get('msg', 'invalid')}",
+                            path) from None

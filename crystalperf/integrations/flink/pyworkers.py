@@ -8,8 +8,12 @@ JVM threads only, so the task thread of a Python operator just waits for the har
 ``interval_s`` it takes the Python stack of each thread that is processing a Beam bundle right now (a frame
 of ``SdkWorker.process_bundle`` on its stack; idle harness threads, gRPC and the program's own threads are
 left out), with the thread's state, and the CPU time those threads used. It rewrites
-``crystalperf-pyflink-workers.<pid>.json`` in the output directory every second while something changed;
-the assembler keys those samples to the job's Python operator (thread role ``python-worker``).
+``crystalperf-pyflink-workers.<pid>.json`` in the output directory while something changed, atomically
+(:mod:`crystalperf.core.atomic`), at most every second and, for a large file, no more often than one second
+per ``_BYTES_PER_FLUSH_S`` bytes; the assembler keys those samples to the job's Python operator (thread role
+``python-worker``). Memory is bounded in bytes: the sample table's budget (``_MAX_BYTES``, or
+``CRYSTALPERF_SAMPLER_MAX_BYTES``) and at most ``_MAX_CPU_BUCKETS`` CPU-time buckets (neighbours merge past
+it, as the table's time buckets do).
 
 The same process's I/O counters go into that file too (``io``: rows of ``crystalperf.core.trace.IoSample``,
 source ``python:<pid>``, this process alone): the loopback workers' reads are this process's, and the
@@ -32,10 +36,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from crystalperf.core import atomic
 from crystalperf.core import trace as tr
 from crystalperf.core.hooks import guard
 from crystalperf.core.iocounters import IoCounterSampler
-from crystalperf.core.sampling import PythonStackSampler
+from crystalperf.core.sampling import MAX_BYTES_ENV, PythonStackSampler, max_bytes_from_env
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +51,13 @@ WORKER_ROLE = "python-worker"
 # The harness runs a bundle here; a thread with this frame on its stack is doing the job's Python work.
 _BUNDLE_MODULE = "apache_beam.runners.worker.sdk_worker"
 _BUNDLE_FUNCTION = "process_bundle"
-_MAX_ROWS = 50_000
+_MAX_BYTES = 8 * 1024 * 1024
+_MAX_CPU_BUCKETS = 4096
 _FLUSH_S = 1.0
+# A spool file larger than this is not read (one the sampler wrote is far smaller: its table is bounded).
+MAX_SPOOL_READ_BYTES = 256 * 1024 * 1024
+# A file this large is rewritten at most once a second (the rewrite costs the whole file each time).
+_BYTES_PER_FLUSH_S = 2 * 1024 * 1024
 
 _lock = threading.Lock()
 _samplers: dict[Path, WorkerSampler] = {}
@@ -74,16 +84,19 @@ class WorkerSampler(PythonStackSampler):
     """A :class:`PythonStackSampler` of the threads that run Beam bundles, spooling to ``out_dir``."""
 
     def __init__(self, out_dir: Path, *, interval_s: float = 0.1) -> None:
-        super().__init__(self._key_for, interval_s=interval_s, max_rows=_MAX_ROWS)
+        super().__init__(self._key_for, interval_s=interval_s,
+                         max_bytes=max_bytes_from_env() if os.environ.get(MAX_BYTES_ENV) else _MAX_BYTES)
         self.out_dir = out_dir
         self.path = out_dir / f"{SPOOL_PREFIX}{os.getpid()}.json"
         self._frames: dict[int, FrameType] = {}
         self._working: set[int] = set()
         self._cpu_seen: dict[int, float] = {}
-        # 1 s bucket (from the table's origin) -> CPU seconds the bundle threads used in it
+        # bucket of cpu_bucket_s (from the table's origin) -> CPU seconds the bundle threads used in it
         self.cpu: dict[int, float] = {}
+        self.cpu_bucket_s = self.table.bucket_s
         self._changed = False
         self._flushed_at = 0.0
+        self._flush_every_s = _FLUSH_S
         self.io = IoCounterSampler(f"python:{os.getpid()}", include_children=False)
         self._samples_json: str | None = None  # the samples as last serialised (rewritten when they change)
         self._io_flushed: tuple[float | None, ...] | None = None  # the counters of the last flush
@@ -120,7 +133,7 @@ class WorkerSampler(PythonStackSampler):
         self._frames = sys._current_frames()
         working = {ident for ident, frame in self._frames.items() if _in_bundle(frame)}
         now = self.clock()
-        bucket = int((now - self.table.origin) // self.table.bucket_s)
+        bucket = int((now - self.table.origin) // self.cpu_bucket_s)
         # CPU of a thread between two samples counts when it ran a bundle at either end of the interval
         for ident in working | self._working:
             used = _thread_cpu_s(ident)
@@ -134,6 +147,8 @@ class WorkerSampler(PythonStackSampler):
             self._cpu_seen[ident] = used
         for ident in set(self._cpu_seen) - working - self._working:
             del self._cpu_seen[ident]
+        if len(self.cpu) > _MAX_CPU_BUCKETS:
+            self._merge_cpu_buckets()
         self._working = working
         recorded = super().sample_once() if working else 0
         self._changed = self._changed or recorded > 0
@@ -141,8 +156,15 @@ class WorkerSampler(PythonStackSampler):
         self._maybe_flush()
         return recorded
 
+    def _merge_cpu_buckets(self) -> None:
+        merged: dict[int, float] = {}
+        for bucket, seconds in self.cpu.items():
+            merged[bucket // 2] = merged.get(bucket // 2, 0.0) + seconds
+        self.cpu = merged
+        self.cpu_bucket_s *= 2
+
     def _maybe_flush(self, force: bool = False) -> None:
-        if not (force or self.clock() - self._flushed_at >= _FLUSH_S):
+        if not (force or self.clock() - self._flushed_at >= self._flush_every_s):
             return
         if self._changed or self._io_changed():
             self.flush()
@@ -159,14 +181,14 @@ class WorkerSampler(PythonStackSampler):
             "process": os.getpid(),
             "written": time.time(),
             "cpu": [[bucket, seconds] for bucket, seconds in sorted(self.cpu.items())],
+            "cpu_bucket_s": self.cpu_bucket_s,
             "io": [row.model_dump(mode="json") for row in self.io.samples()],
         }
         # the samples' text is reused while they do not change: the I/O rows alone may have moved
         text = json.dumps(body)[:-1] + ', "samples": ' + self._samples_json + "}"
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".json.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, self.path)
+        atomic.write_text(self.path, text)
+        self._flush_every_s = max(_FLUSH_S, len(text) / _BYTES_PER_FLUSH_S)
 
     def _run(self) -> None:
         super()._run()
@@ -200,13 +222,17 @@ def load_spool(path: Path) -> tuple[tr.StackSamples, dict[float, float], float] 
     """A spool file's samples, CPU seconds by the start time of their bucket, and when it was written;
     None when it is not a readable spool (being replaced, or another file)."""
     try:
+        if Path(path).stat().st_size > MAX_SPOOL_READ_BYTES:
+            raise ValueError(f"larger than {MAX_SPOOL_READ_BYTES} bytes")
         doc: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
         if doc.get("format") != SPOOL_FORMAT:
             return None
         samples = tr.StackSamples.model_validate(doc["samples"])
-        cpu = {samples.origin + int(b) * samples.bucket_s: float(s) for b, s in doc.get("cpu") or []}
+        # cpu_bucket_s since crystalperf wrote it apart from the samples' (which may merge buckets on their own)
+        cpu_bucket_s = float(doc.get("cpu_bucket_s") or samples.bucket_s)
+        cpu = {samples.origin + int(b) * cpu_bucket_s: float(s) for b, s in doc.get("cpu") or []}
         return samples, cpu, float(doc.get("written", 0.0))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         log.warning("crystalperf: ignoring unreadable Python worker samples %s", path)
         return None
 
@@ -214,11 +240,13 @@ def load_spool(path: Path) -> tuple[tr.StackSamples, dict[float, float], float] 
 def load_spool_io(path: Path) -> list[tr.IoSample]:
     """A spool file's I/O counter rows (none in version 1 files, or when it is not a readable spool)."""
     try:
+        if Path(path).stat().st_size > MAX_SPOOL_READ_BYTES:
+            raise ValueError(f"larger than {MAX_SPOOL_READ_BYTES} bytes")
         doc: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
         if doc.get("format") != SPOOL_FORMAT:
             return []
         return [tr.IoSample.model_validate(row) for row in doc.get("io") or []]
-    except (OSError, ValueError, TypeError, AttributeError):
+    except (OSError, ValueError, TypeError, AttributeError, RecursionError):
         log.warning("crystalperf: ignoring unreadable I/O counters in %s", path)
         return []
 

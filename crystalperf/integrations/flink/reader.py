@@ -8,7 +8,8 @@ of the subtasks' threads and the process, the classpath the job's code was loade
 it aggregated per (chain, subtask, 1 s bucket, thread state, thread role, stack): the role is empty for the
 task thread (and a legacy source's thread), ``fetcher`` for the threads a FLIP-27 source reads in; since
 version 3, ``io``: the process's I/O counter rows (``crystalperf.core.trace.IoSample``) over the job's span,
-with one row before and one after. Version 1 parts (no thread states, lifetimes or classpath), parts without
+with one row before and one after; since version 4, ``stacks``: every stack once, which the sample rows name
+by index (``[other]`` stands for the stacks the reporter's byte bound left out, ``max.sample.bytes``). Version 1 parts (no thread states, lifetimes or classpath), parts without
 roles and version 2 parts (no I/O rows) are still read. :func:`crystalperf.integrations.flink.record_plan` writes the job
 graph beside them as ``crystalperf-flink-plan-<hash>.json``. Standard library only: reading the files
 needs no PyFlink.
@@ -27,8 +28,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from crystalperf.core import limits
 from crystalperf.core.errors import BadInputError
-from crystalperf.core.trace import THREAD_STATES, IoSample
+from crystalperf.core.trace import MAX_INDEX, MAX_TIME, THREAD_STATES, IoSample
 
 log = logging.getLogger(__name__)
 
@@ -111,10 +113,33 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
+def _read_json(path: Path) -> Any:
+    """A file's JSON document: a regular file within ``CRYSTALPERF_MAX_PART_BYTES`` (a FIFO would block)."""
+    data = limits.read_regular(path, limits.MAX_PART_BYTES, "crystalperf Flink metrics file")
+    return json.loads(data.decode("utf-8"))
+
+
+def _time(value: Any) -> float:
+    """A time or duration in seconds: a finite number within the trace's range, else ValueError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"{value!r} is not a time")
+    seconds = float(value)
+    if not math.isfinite(seconds) or abs(seconds) > MAX_TIME:
+        raise ValueError(f"{value!r} is not a time")
+    return seconds
+
+
+def _count(value: Any) -> int:
+    count = int(value)
+    if not 0 <= count <= MAX_INDEX:
+        raise ValueError(f"{value!r} is out of range")
+    return count
+
+
 def _document(path: Path) -> dict[str, Any]:
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        doc = _read_json(path)
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise BadInputError(
             f"not a readable crystalperf Flink metrics file ({exc.__class__.__name__})", path
         ) from None
@@ -148,14 +173,24 @@ def _role(rest: list[Any]) -> str:
     return str(rest[1]) if len(rest) > 1 and rest[1] else ""
 
 
+def _stack(stack: Any, stacks: Any) -> str:
+    # version 4 interns each stack once (``stacks``) and a row names it by index; earlier rows hold the text
+    if isinstance(stack, int) and not isinstance(stack, bool):
+        if not isinstance(stacks, list) or not 0 <= stack < len(stacks):
+            raise ValueError(f"a sample row refers to stack {stack}, which does not exist")
+        return str(stacks[stack])
+    return str(stack)
+
+
 def _samples(doc: dict[str, Any], origin: float) -> list[SampleRow]:
+    stacks = doc.get("stacks") or []
     try:
         return [
-            SampleRow(str(task), str(subtask), int(bucket), str(stack), int(count), origin, _state(rest),
-                      _role(rest))
+            SampleRow(str(task), str(subtask), _count(bucket), _stack(stack, stacks), max(1, _count(count)), origin,
+                      _state(rest), _role(rest))
             for task, subtask, bucket, stack, count, *rest in doc.get("samples") or []
         ]
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise BadInputError(f"malformed stack samples in a crystalperf Flink metrics file ({exc})") from None
 
 
@@ -171,22 +206,24 @@ def load_part(path: Path) -> Part:
     path = Path(path)
     doc = _document(path)
     try:
-        start = float(doc["start"])
+        start = _time(doc["start"])
         origin = doc.get("sample_origin")
-        own_origin = float(origin) if origin is not None else start
+        own_origin = _time(origin) if origin is not None else start
         scopes = _scopes(doc)
         samples = _samples(doc, own_origin)
         io = _io(doc)
     except BadInputError as exc:
         raise BadInputError(exc.problem, path) from None
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise BadInputError(f"malformed crystalperf Flink metrics file ({exc})", path) from None
     try:
-        thread_cpu = {(str(name), str(sub)): float(sec) for name, sub, sec in doc.get("thread_cpu") or []}
+        thread_cpu = {(str(name), str(sub)): max(0.0, _time(sec)) for name, sub, sec in doc.get("thread_cpu") or []}
         process_cpu = _number(doc["process_cpu_s"]) if "process_cpu_s" in doc else None
-        cpu_count = int(doc.get("cpu_count") or 0)
+        if process_cpu is not None and not 0 <= process_cpu <= MAX_TIME:
+            raise ValueError(f"process_cpu_s {process_cpu} is out of range")
+        cpu_count = min(_count(doc.get("cpu_count") or 0), 2**20)
         classpath = [str(entry) for entry in doc.get("classpath") or []]
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise BadInputError(f"malformed CPU times in a crystalperf Flink metrics file ({exc})", path) from None
     try:
         return Part(
@@ -194,24 +231,31 @@ def load_part(path: Path) -> Part:
             job_id=str(doc.get("job_id", "")),
             job_name=str(doc.get("job_name", "")),
             start=start,
-            end=float(doc["end"]),
+            end=max(start, _time(doc["end"])),
             complete=bool(doc.get("complete", True)),
-            written=float(doc.get("written", 0)),
+            written=_time(doc.get("written", 0)),
             scopes=scopes,
             thread_cpu=thread_cpu,
             process_cpu_s=process_cpu,
             cpu_count=cpu_count,
-            dropped_metrics=int(doc.get("dropped_metrics") or 0),
-            dropped_samples=int(doc.get("dropped_samples") or 0),
+            dropped_metrics=_count(doc.get("dropped_metrics") or 0),
+            dropped_samples=_count(doc.get("dropped_samples") or 0),
             samples=samples,
-            sample_origin=float(origin) if origin is not None else None,
-            sample_bucket_s=float(doc.get("sample_bucket_s", 1.0)),
-            sample_interval_s=float(doc.get("sample_interval_s", 0.1)),
+            sample_origin=own_origin if origin is not None else None,
+            sample_bucket_s=_positive(doc.get("sample_bucket_s", 1.0)),
+            sample_interval_s=_positive(doc.get("sample_interval_s", 0.1)),
             classpath=classpath,
             io=io,
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise BadInputError(f"malformed crystalperf Flink metrics file ({exc})", path) from None
+
+
+def _positive(value: Any) -> float:
+    seconds = _time(value)
+    if seconds < 1e-6:
+        raise ValueError(f"{value!r} is not a positive period")
+    return seconds
 
 
 def sibling_parts(path: Path, job_id: str) -> list[Path]:
@@ -275,8 +319,8 @@ def relative_ids(names: Iterable[str]) -> dict[str, str]:
 
 def _plan_nodes(candidate: Path) -> list[PlanNode] | None:
     """The nodes of one recorded plan file, as it names them; None when it holds none."""
-    doc = json.loads(candidate.read_text(encoding="utf-8"))
-    if doc.get("format") != PLAN_FORMAT:
+    doc = _read_json(candidate)
+    if not isinstance(doc, dict) or doc.get("format") != PLAN_FORMAT:
         return None
     nodes = []
     for node in doc["plan"]["nodes"] or []:
@@ -296,7 +340,7 @@ def find_plan(directory: Path, operator_names: set[str]) -> list[PlanNode] | Non
     for candidate in sorted(directory.glob(f"{PLAN_PREFIX}*.json"), key=lambda p: -p.stat().st_mtime):
         try:
             nodes = _plan_nodes(candidate)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, BadInputError):
             log.warning("crystalperf: ignoring unreadable Flink plan %s", candidate)
             continue
         renamed = relative_ids(n.name for n in nodes or [])
@@ -315,10 +359,10 @@ class _PartStatus:
 
 def _status(path: Path) -> _PartStatus | None:
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = _read_json(path)
         return _PartStatus(str(doc.get("job_id", path.name)), bool(doc.get("complete", True)),
                            float(doc.get("end", 0)), float(doc.get("written", 0)))
-    except (OSError, ValueError, TypeError, AttributeError):
+    except (OSError, ValueError, TypeError, AttributeError, OverflowError, RecursionError, BadInputError):
         return None  # being replaced right now
 
 

@@ -221,14 +221,37 @@ def add_worker_cpu_wait(trace: tr.Trace, waits: dict[tuple[str, str], float]) ->
 def _add_worker_seconds(trace: tr.Trace, per_task: dict[tuple[str, str], float], kept_as: str, metric: str,
                         room: Callable[[dict[str, float]], float | None]) -> None:
     """Add the workers' seconds of each (operation, task) to the task's ``metric``, within the limit ``room``
-    gives (None: no limit known), and keep them apart as ``kept_as``."""
+    gives (None: no limit known), and keep them apart as ``kept_as``.
+
+    The operation's totals (schema 1.4 ``metrics``, over all its tasks) get the same: the sum of its tasks'
+    additions while every task is in the trace; once the tasks are a sample, every task's seconds, within the
+    operation's own limit."""
+    by_op: dict[str, dict[str, float]] = {}
+    for (op_id, task_id), seconds in per_task.items():
+        by_op.setdefault(op_id, {})[task_id] = seconds
     for op in trace.iter_operations():
+        mine = by_op.get(op.id)
+        if not mine:
+            continue
+        added = 0.0
         for task in op.tasks:
-            seconds = per_task.get((op.id, task.id))
-            if seconds is None:
+            if task.id not in mine:
                 continue
+            seconds = mine[task.id]
             m = task.metrics
             m[kept_as] = seconds
-            total = m.get(metric, 0.0) + seconds
+            before = m.get(metric, 0.0)
+            total = before + seconds
             limit = room(m)
             m[metric] = min(total, limit) if limit is not None else total
+            added += m[metric] - before
+        if not op.metrics:
+            continue
+        sampled = op.task_count is not None and op.task_count > len(op.tasks)
+        op.metrics[kept_as] = op.metrics.get(kept_as, 0.0) + sum(mine.values())
+        if sampled:
+            total = op.metrics.get(metric, 0.0) + sum(mine.values())
+            limit = room(op.metrics)
+            op.metrics[metric] = min(total, limit) if limit is not None else total
+        else:
+            op.metrics[metric] = op.metrics.get(metric, 0.0) + added

@@ -17,18 +17,24 @@ The framings are decoded here block by block; the LZ4 and snappy blocks themselv
 ``cramjam``. A codec is recognised by its magic bytes first, by the file's suffix second. Data that cannot
 be decoded raises :class:`DamagedLogError` only after every byte decoded before it was delivered, so the
 events before the damage are still read.
+
+Only regular files are opened (a FIFO named as a log would block forever), and the decompressed stream stops
+with one clear error past ``CRYSTALPERF_MAX_EVENTLOG_BYTES`` or a compression ratio no real log has
+(``crystalperf.core.limits``): a compression bomb ends in seconds, not after the disk's worth of zeros.
 """
 
 from __future__ import annotations
 
 import gzip
 import io
+import os
 import struct
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from crystalperf.core import limits
 from crystalperf.core.errors import BadInputError
 
 PLAIN, GZIP, ZSTD, LZ4, SNAPPY, LZF = "plain", "gzip", "zstd", "lz4", "snappy", "lzf"
@@ -60,7 +66,7 @@ class DamagedLogError(BadInputError):
 
 def codec_of(path: Path) -> str:
     """The codec of an event-log file: from its first bytes, else from its name."""
-    with path.open("rb") as raw:
+    with _open_raw(path) as raw:
         head = raw.read(len(_LZ4_MAGIC))
     if head.startswith(b"\x1f\x8b"):
         return GZIP
@@ -83,21 +89,26 @@ def codec_by_name(name: str) -> str:
     return _SUFFIXES.get(stem.suffix, PLAIN)
 
 
+def _open_raw(path: Path) -> IO[bytes]:
+    return limits.open_regular(path, limits.MAX_EVENTLOG_BYTES, "Spark event log")
+
+
 def open_text(path: Path) -> IO[str]:
     """The event-log file as text, decompressed on the fly whatever its codec."""
     codec = codec_of(path)
     if codec == PLAIN:
-        return path.open(encoding="utf-8", errors="replace")
+        return io.TextIOWrapper(_open_raw(path), encoding="utf-8", errors="replace")  # type: ignore[arg-type]
     return io.TextIOWrapper(open_binary(path, codec), encoding="utf-8", errors="replace")
 
 
 def open_binary(path: Path, codec: str | None = None) -> io.BufferedReader:
     """The decompressed bytes of an event-log file, as a buffered stream."""
     codec = codec or codec_of(path)
-    raw = path.open("rb")
+    raw = _open_raw(path)
     if codec == PLAIN:
-        return io.BufferedReader(raw)  # type: ignore[arg-type]
-    blocks = _DECODERS[codec](raw, path)
+        return raw  # type: ignore[return-value]
+    bound = limits.BoundedStream(os.fstat(raw.fileno()).st_size, path, limits.MAX_EVENTLOG_BYTES)
+    blocks = bound.wrap(_DECODERS[codec](raw, path))
     return io.BufferedReader(_BlockStream(blocks, raw), buffer_size=_READ)
 
 

@@ -127,7 +127,8 @@ def run_demo(out_dir: Path, scale: float = 1.0, sample_interval_ms: int | None =
     for k, v in base.items():
         builder = builder.config(k, v)
     builder = configure(builder, output_dir=str(out_dir), sample_interval_ms=sample_interval_ms)
-    spark = builder.getOrCreate()
+    # The demo shows the report when the job is done: stop() waits for the (otherwise detached) analysis.
+    spark = builder.config("spark.crystalperf.waitForAnalysisS", "900").getOrCreate()
     try:
         for name in ("lineitem", "orders", "part", "supplier", "partsupp", "nation"):
             spark.read.parquet(str(data_dir / name)).createOrReplaceTempView(name)

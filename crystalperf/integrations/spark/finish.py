@@ -1,6 +1,10 @@
 """Job end, run by the listener in its own process when the application ends: merge the PySpark workers'
 samples into the trace the JVM wrote, write it, then run the same analysis as ``crystalperf analyze``.
 
+The listener starts it detached (SparkContext.stop() does not wait for it): it leaves the driver's session
+first, so that a signal to the driver's process group (Ctrl-C, a resource manager stopping the driver) does not
+end it, and outlives the driver.
+
 ``python -m crystalperf.integrations.spark.finish TRACE --out DIR [--spool DIR] [--no-analysis]``
 (the command ``INTEGRATION.finish_command`` gives; the Java listener builds the same one).
 """
@@ -9,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shutil
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -42,7 +48,23 @@ def _merge_spool(trace: tr.Trace, spool: Path) -> None:
         shutil.rmtree(spool, ignore_errors=True)
 
 
+# Tests only (with CRYSTALPERF_TESTING=1): seconds the finish sleeps first, to show the driver does not wait for it.
+SLOW_FINISH_ENV = "CRYSTALPERF_SPARK_TEST_FINISH_DELAY_S"
+
+
+def _detach() -> None:
+    """Leave the driver's session and process group (a no-op where the listener's setsid already did)."""
+    if hasattr(os, "setsid"):
+        try:
+            os.setsid()
+        except OSError:  # already a session leader
+            pass
+
+
 def run(args: argparse.Namespace) -> int:
+    delay = os.environ.get(SLOW_FINISH_ENV) if os.environ.get("CRYSTALPERF_TESTING") == "1" else None
+    if delay:
+        time.sleep(float(delay))
     trace = tr.load_trace(args.trace)
     # The listener's document is the trace as the JVM saw it; what only this package knows is added here.
     trace.environment.scaling = trace.environment.scaling or list(INTEGRATION.scaling)
@@ -52,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _detach()
     return finish_main(INTEGRATION, add_arguments, run, argv)
 
 

@@ -2,13 +2,17 @@
 
 The task thread of a PySpark task only waits on its Python worker's socket, so the Python functions
 (UDFs, RDD lambdas) are visible only from inside the worker. Each forked worker samples its main
-thread while a task runs and, after every task, rewrites its aggregated samples into the spool
-directory that the driver side merges into the trace when the application ends.
+thread while a task runs and, after every task, appends what that task added (new frames and stacks, the
+rows it counted, its CPU time) to its journal in the spool directory
+(``pyworker-<pid>.jsonl``, :mod:`crystalperf.core.samplejournal`), which the driver side merges into the
+trace when the application ends. A flush costs what the task added, the journal is compacted atomically
+when it grows, and the worker's memory is bounded in bytes: the sample table's budget
+(``CRYSTALPERF_SAMPLER_MAX_BYTES``, 16 MiB by default) and at most ``MAX_TASK_RECORDS`` per-task CPU
+records, past which a stage's further tasks are summed in its ``[other]`` task.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import resource
@@ -19,15 +23,22 @@ from typing import Any
 import pyspark.daemon as _daemon
 
 from crystalperf.core import trace as tr
-from crystalperf.core.sampling import PythonStackSampler
-from crystalperf.integrations.spark.config import SPOOL_CPU_FILE, SPOOL_ENV, SPOOL_FILE
+from crystalperf.core.samplejournal import SampleJournal
+from crystalperf.core.sampling import OTHER, PythonStackSampler
+from crystalperf.integrations.spark.config import SPOOL_ENV
+from crystalperf.integrations.spark.reader import SPOOL_JOURNAL_FILE, without_jvm_waits
 from crystalperf.integrations.spark.schedstat import run_queue_delay_s, run_queue_delays
 
 log = logging.getLogger(__name__)
+__all__ = ["MAX_TASK_RECORDS", "without_jvm_waits", "worker"]  # without_jvm_waits: read_spool applies it now
 INTERVAL_ENV = "CRYSTALPERF_PY_SAMPLE_INTERVAL_S"
+# Per-task CPU records a worker keeps (about 200 bytes each in memory, 80 in the journal).
+MAX_TASK_RECORDS = 20_000
 
 _original_worker = _daemon.worker
-_state: dict[str, Any] = {"pid": None, "sampler": None, "main": None, "cpu": {}, "cpu_wait": {}}
+# "tasks": (operation, task) -> {"cpu_time_s": .., "cpu_wait_s": ..}; "changed": the ones not yet written
+_state: dict[str, Any] = {"pid": None, "sampler": None, "main": None, "tasks": {}, "changed": set(),
+                          "journal": None}
 
 
 def _key_for(thread_id: int, _name: str) -> tr.SampleKey | None:
@@ -39,26 +50,6 @@ def _key_for(thread_id: int, _name: str) -> tr.SampleKey | None:
     if ctx is None or not _state.get("in_task"):
         return None
     return tr.SampleKey(operation=f"stage-{ctx.stageId()}", task=str(ctx.taskAttemptId()), thread="python-worker")
-
-
-# Innermost Python frames of a worker blocked reading from the JVM: the JVM side is busy producing the
-# input then (and is sampled there), so counting these as the worker's stacks would double-count that
-# time as network.
-_WAITING_FOR_JVM = frozenset({"pyspark.serializers.read_int", "pyspark.serializers.read_long",
-                              "pyspark.serializers.read_bool", "pyspark.serializers.FramedSerializer._read_with_length",
-                              "pyspark.serializers.UTF8Deserializer.loads"})
-
-
-def without_jvm_waits(samples: tr.StackSamples) -> tr.StackSamples:
-    """The samples minus rows whose stack is blocked reading from the JVM (see _WAITING_FOR_JVM)."""
-    waiting = {i for i, stack in enumerate(samples.stacks)
-               if stack and samples.frames[stack[0]].name in _WAITING_FOR_JVM}
-    if not waiting:
-        return samples
-    keep = [r for r, stack in enumerate(samples.stack) if stack not in waiting]
-    return samples.model_copy(update={
-        "key": [samples.key[r] for r in keep], "bucket": [samples.bucket[r] for r in keep],
-        "stack": [samples.stack[r] for r in keep], "count": [samples.count[r] for r in keep]})
 
 
 def _process_cpu_s() -> float:
@@ -73,38 +64,33 @@ def _sampler_threads() -> frozenset[int]:
                      if t.name == "crystalperf-sampler" and t.native_id is not None)
 
 
-def _write(target: Path, text: str) -> None:
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(text)
-    tmp.replace(target)
-
-
 def _flush() -> None:
+    """Append what the last task added to this worker's journal (its first flush writes the whole file)."""
     spool, sampler = os.environ.get(SPOOL_ENV), _state["sampler"]
     if not spool or sampler is None:
         return
-    if _state["cpu"]:
-        tasks = []
-        for (op, task), cpu in _state["cpu"].items():
-            entry: dict[str, Any] = {"operation": op, "task": task, "cpu_time_s": cpu}
-            waited = _state["cpu_wait"].get((op, task))
-            if waited is not None:
-                entry["cpu_wait_s"] = waited
-            tasks.append(entry)
-        _write(Path(spool) / SPOOL_CPU_FILE.format(pid=os.getpid()), json.dumps({"tasks": tasks}))
-    samples = without_jvm_waits(sampler.table.to_samples())
-    if samples.count:
-        _write(Path(spool) / SPOOL_FILE.format(pid=os.getpid()), samples.model_dump_json(exclude_none=True))
+    journal = _state["journal"]
+    if journal is None:
+        journal = _state["journal"] = SampleJournal(Path(spool) / SPOOL_JOURNAL_FILE.format(pid=os.getpid()),
+                                                    sampler.table)
+    changed, _state["changed"] = _state["changed"], set()
+    journal.flush(_state["tasks"], changed)
 
 
 def _count_cpu(cpu_at_start: float, queued_at_start: dict[int, int] | None) -> None:
     task = _state.get("task")
-    if task is not None:
-        _state["cpu"][task] = _state["cpu"].get(task, 0.0) + max(0.0, _process_cpu_s() - cpu_at_start)
-        # Every thread of the worker, as for the CPU time: a UDF's own threads queue for cores too.
-        waited = run_queue_delay_s(queued_at_start, run_queue_delays(), _sampler_threads())
-        if waited is not None:
-            _state["cpu_wait"][task] = _state["cpu_wait"].get(task, 0.0) + waited
+    if task is None:
+        return
+    tasks: dict[tuple[str, str], dict[str, float]] = _state["tasks"]
+    if task not in tasks and len(tasks) >= MAX_TASK_RECORDS:
+        task = (task[0], OTHER)  # the stage's total stays exact; which of its tasks spent it is lost
+    figures = tasks.setdefault(task, {})
+    figures["cpu_time_s"] = figures.get("cpu_time_s", 0.0) + max(0.0, _process_cpu_s() - cpu_at_start)
+    # Every thread of the worker, as for the CPU time: a UDF's own threads queue for cores too.
+    waited = run_queue_delay_s(queued_at_start, run_queue_delays(), _sampler_threads())
+    if waited is not None:
+        figures["cpu_wait_s"] = figures.get("cpu_wait_s", 0.0) + waited
+    _state["changed"].add(task)
 
 
 def _remember_tasks() -> None:
@@ -128,8 +114,9 @@ def _install() -> None:
         return
     _state["pid"] = os.getpid()
     _state["main"] = threading.get_ident()
+    _state.update(tasks={}, changed=set(), journal=None)  # nothing of another process's
     interval = float(os.environ.get(INTERVAL_ENV, "0.1"))
-    sampler = PythonStackSampler(_key_for, interval_s=interval, max_rows=50_000)
+    sampler = PythonStackSampler(_key_for, interval_s=interval)
     sampler.register_thread()  # this forked worker's main thread: its Thread object has the daemon's id
     _state["sampler"] = sampler.start()
     _remember_tasks()

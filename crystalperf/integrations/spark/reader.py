@@ -8,28 +8,38 @@ line (logs of long applications are gigabytes), decompressed on the fly whatever
 still being written), are skipped. :func:`list_applications` finds the applications of a History Server
 directory (``--list``, ``--app``, ``--all``). Each kind we use has one small handler that updates an
 :class:`EventLogState`; :mod:`.assemble` turns that state into the trace.
+
+The log is input we do not control: a line longer than ``CRYSTALPERF_MAX_EVENT_LINE_BYTES`` is skipped
+unread, every field is checked for its type and range as it is taken (a string where a number belongs, a
+null, an id of 400 digits, an infinite time), and an event that still does not make sense is skipped and
+counted in the trace's warnings, never the end of the reading.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from crystalperf.core import limits
 from crystalperf.core import trace as tr
 from crystalperf.core.errors import BadInputError
 from crystalperf.core.hooks import guard
+from crystalperf.core.samplejournal import MAX_READ_BYTES as MAX_SPOOL_READ_BYTES
+from crystalperf.core.samplejournal import JournalContents, read_journal
 from crystalperf.integrations.spark.codecs import DamagedLogError, open_text
 from crystalperf.integrations.spark.config import SPOOL_CPU_FILE, SPOOL_FILE
+from crystalperf.integrations.spark.redact import redact
 
 Event = dict[str, Any]
 
-_SECRET = re.compile(r"(?i)secret|password|token|credential|\.key$|keystore|auth")
 _ROLLING_FILE = re.compile(r"events_(\d+)")
 _IN_PROGRESS = ".inprogress"
+MAX_JUNK_LINES = 1_000_000  # lines in a row that are not JSON events before the reading gives up
 IN_PROGRESS_WARNING = "the event log is in progress (Spark was still writing it): the trace ends where the log did"
 
 
@@ -71,6 +81,35 @@ class Reading:
 
     in_progress: bool = False
     damage: DamagedLogError | None = None  # the data that could not be decoded; reading stopped there
+    long_lines: int = 0  # lines skipped for their length
+
+
+def _lines(stream: IO[str], limit: int, reading: Reading | None) -> Iterator[str]:
+    """The stream's lines, each read with at most ``limit`` characters held: a longer line is skipped
+    (read through in pieces, never whole) and counted."""
+    while True:
+        line = stream.readline(limit)
+        if not line:
+            return
+        if len(line) >= limit and not line.endswith("\n"):
+            while (rest := stream.readline(limit)) and not rest.endswith("\n"):
+                pass
+            if reading is not None:
+                reading.long_lines += 1
+            continue
+        yield line
+
+
+def _event(line: str) -> Event | None:
+    """One line as an event object, or None for a line that is not one (not JSON, or JSON of another shape)."""
+    line = line.strip()
+    if not line:
+        return None
+    try:
+        event = json.loads(line)
+    except (ValueError, RecursionError):  # not JSON, a number of thousands of digits, nesting too deep
+        return None
+    return event if isinstance(event, dict) else None
 
 
 def events(path: Path, reading: Reading | None = None) -> Iterator[Event]:
@@ -82,19 +121,23 @@ def events(path: Path, reading: Reading | None = None) -> Iterator[Event]:
     """
     own = reading if reading is not None else Reading(in_progress(path))
     files = log_files(path)
+    limit = limits.MAX_EVENT_LINE_BYTES.get()
     for file in files:
         try:
             with _open(file) as lines:
-                for line in lines:
-                    line = line.strip()
-                    if not line:
-                        continue
-                    try:
-                        event = json.loads(line)
-                    except json.JSONDecodeError:
-                        continue
-                    if isinstance(event, dict):
+                junk = 0
+                for line in _lines(lines, limit, own):
+                    event = _event(line)
+                    if event is not None:
+                        junk = 0
                         yield event
+                        continue
+                    junk += 1
+                    if junk > MAX_JUNK_LINES:
+                        # Real logs have a damaged line here and there, never a million in a row (a
+                        # compressed file of newlines would otherwise be read for minutes).
+                        raise BadInputError(f"more than {MAX_JUNK_LINES:,} lines in a row are not Spark events: "
+                                            "not an event log, or a damaged one", file)
         except DamagedLogError as exc:
             if exc.truncated and own.in_progress and file == files[-1]:
                 return
@@ -104,21 +147,63 @@ def events(path: Path, reading: Reading | None = None) -> Iterator[Event]:
             return
 
 
+_MAX_MS = tr.MAX_TIME * 1000.0
+
+
 def seconds(ms: Any) -> float | None:
-    """Spark's epoch milliseconds as seconds; None for a missing or unset (0) time."""
-    return ms / 1000.0 if isinstance(ms, (int, float)) and ms > 0 else None
+    """Spark's epoch milliseconds as seconds; None for a missing or unset (0) time, and for one no clock
+    could give (infinite, or beyond the trace's time range)."""
+    if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 < ms <= _MAX_MS:
+        return None
+    return float(ms) / 1000.0
 
 
-def task_metrics(m: dict[str, Any]) -> dict[str, float]:
+def number(value: Any) -> float | None:
+    """A finite JSON number within the trace's range of quantities, else None (a string, a null, 1e400)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, int) and abs(value) > tr.MAX_QUANTITY:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) and abs(value) <= tr.MAX_QUANTITY else None
+
+
+def integer(value: Any, low: int = -tr.MAX_INDEX, high: int = tr.MAX_INDEX) -> int | None:
+    """A JSON integer (or an integral number) within [low, high], else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and low <= value <= high:
+        return value
+    return None
+
+
+def text(value: Any) -> str | None:
+    """A JSON string, or a number written as one; None for anything else."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def section(value: Any) -> dict[str, Any]:
+    """A JSON object of an event, or an empty one when the field is missing or of another type."""
+    return value if isinstance(value, dict) else {}
+
+
+def task_metrics(m: Any) -> dict[str, float]:
     """A task's metrics under the core's well-known names and Spark's own."""
-    sr = m.get("Shuffle Read Metrics") or {}
-    sw = m.get("Shuffle Write Metrics") or {}
-    inp = m.get("Input Metrics") or {}
-    out = m.get("Output Metrics") or {}
+    m = section(m)
+    sr = section(m.get("Shuffle Read Metrics"))
+    sw = section(m.get("Shuffle Write Metrics"))
+    inp = section(m.get("Input Metrics"))
+    out = section(m.get("Output Metrics"))
 
     def g(d: dict[str, Any], k: str) -> float:
-        v = d.get(k, 0)
-        return float(v) if isinstance(v, (int, float)) else 0.0
+        v = number(d.get(k, 0))
+        return max(0.0, v) if v is not None else 0.0
 
     remote, local = g(sr, "Remote Bytes Read"), g(sr, "Local Bytes Read")
     metrics = {
@@ -139,8 +224,9 @@ def task_metrics(m: dict[str, Any]) -> dict[str, float]:
         tr.METRIC_RECORDS_OUT: g(out, "Records Written") + g(sw, "Shuffle Records Written"),
     }
     for key, value in m.items():
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            metrics[key] = float(value)
+        kept = number(value)
+        if kept is not None and isinstance(key, str) and key not in metrics:
+            metrics[key] = kept
     return metrics
 
 
@@ -180,9 +266,12 @@ class StageInfo:
 
     @classmethod
     def from_json(cls, info: dict[str, Any]) -> StageInfo:
-        return cls(name=f"{info.get('Stage Name', '')}", parents=list(info.get("Parent IDs", [])),
-                   num_tasks=max(1, int(info.get("Number of Tasks", 1) or 1)),
-                   call_site=str(info.get("Details", "")).split("\n", 1)[0].strip())
+        parents = info.get("Parent IDs")
+        return cls(name=text(info.get("Stage Name")) or "",
+                   parents=[p for p in (integer(x) for x in (parents if isinstance(parents, list) else []))
+                            if p is not None],
+                   num_tasks=integer(info.get("Number of Tasks"), 1, tr.MAX_INDEX) or 1,
+                   call_site=(text(info.get("Details")) or "").split("\n", 1)[0].strip())
 
 
 @dataclass
@@ -232,6 +321,8 @@ class EventLogState:
     first: float | None = None  # earliest and latest time of any event
     last: float | None = None
     seen: int = 0  # JSON events read
+    malformed: int = 0  # events of a known kind skipped because their fields made no sense
+    first_malformed: str | None = None
 
     def application(self) -> AppRecord:
         if self.app is None:
@@ -251,11 +342,11 @@ class EventLogState:
 
 def _application_start(state: EventLogState, event: Event) -> None:
     app = state.application()
-    app.id = event.get("App ID", "unknown")
-    app.name = event.get("App Name", "")
-    app.user = event.get("User")
+    app.id = text(event.get("App ID")) or "unknown"
+    app.name = text(event.get("App Name")) or ""
+    app.user = text(event.get("User"))
     app.start = seconds(event.get("Timestamp"))
-    app.attempt = event.get("App Attempt ID")
+    app.attempt = text(event.get("App Attempt ID"))
 
 
 def _application_end(state: EventLogState, event: Event) -> None:
@@ -265,68 +356,79 @@ def _application_end(state: EventLogState, event: Event) -> None:
 
 
 def _log_start(state: EventLogState, event: Event) -> None:
-    state.application().version = event.get("Spark Version")
+    state.application().version = text(event.get("Spark Version"))
 
 
 def _pairs(value: Any) -> Iterator[tuple[Any, Any]]:
     """Key-value pairs of an event's section, written as an object or (older logs) a list of pairs."""
     if isinstance(value, dict):
         yield from value.items()
-    else:
+    elif isinstance(value, list):
         yield from ((p[0], p[1]) for p in value if isinstance(p, list) and len(p) == 2)
 
 
 def _environment_update(state: EventLogState, event: Event) -> None:
     props = event.get("Spark Properties") or {}
-    state.properties.update({str(k): str(v) for k, v in _pairs(props) if not _SECRET.search(str(k))})
+    state.properties.update(redact({str(k): str(v) for k, v in _pairs(props)}))
     cp = event.get("Classpath Entries") or {}
-    entries = cp.keys() if isinstance(cp, dict) else (p[0] for p in cp if isinstance(p, list) and p)
+    entries = (cp.keys() if isinstance(cp, dict)
+               else (p[0] for p in cp if isinstance(p, list) and p) if isinstance(cp, list) else ())
     # Only local jars and directories can serve as a bytecode fallback.
     state.classpath.extend(str(e) for e in entries if "://" not in str(e))
 
 
 def _executor_added(state: EventLogState, event: Event) -> None:
-    info = event.get("Executor Info") or {}
-    ex = state.executor(str(event.get("Executor ID")))
-    ex.host = info.get("Host")
-    ex.cores = info.get("Total Cores") or None
+    info = section(event.get("Executor Info"))
+    ex = state.executor(str(text(event.get("Executor ID"))))
+    ex.host = text(info.get("Host"))
+    ex.cores = integer(info.get("Total Cores"), 1, tr.MAX_SLOTS)
     ex.added = seconds(event.get("Timestamp"))
 
 
 def _executor_removed(state: EventLogState, event: Event) -> None:
-    ex = state.executors.get(str(event.get("Executor ID")))
+    ex = state.executors.get(str(text(event.get("Executor ID"))))
     if ex is not None:
         ex.removed = seconds(event.get("Timestamp"))
 
 
 def _block_manager_added(state: EventLogState, event: Event) -> None:
-    bm = event.get("Block Manager ID") or {}
-    ex = state.executor(str(bm.get("Executor ID")))
+    bm = section(event.get("Block Manager ID"))
+    ex = state.executor(str(text(bm.get("Executor ID"))))
     if ex.host is None:
-        ex.host = bm.get("Host")
-    ex.memory_bytes = event.get("Maximum Memory")
+        ex.host = text(bm.get("Host"))
+    ex.memory_bytes = integer(event.get("Maximum Memory"), 0, 2**63)
 
 
 def _job_start(state: EventLogState, event: Event) -> None:
-    stage_ids = sorted(int(s) for s in event.get("Stage IDs", []))
-    state.jobs[int(event["Job ID"])] = JobRecord(seconds(event.get("Submission Time")), stage_ids,
-                                                 event.get("Properties") or {})
-    for info in event.get("Stage Infos", []):
-        # A later StageSubmitted/Completed says more about the stage than the job's plan does.
-        state.stage_info.setdefault(int(info["Stage ID"]), StageInfo.from_json(info))
+    job_id = integer(event.get("Job ID"))
+    if job_id is None:
+        raise ValueError("a job without a numeric Job ID")
+    ids = event.get("Stage IDs")
+    stage_ids = sorted({s for s in (integer(x) for x in (ids if isinstance(ids, list) else [])) if s is not None})
+    state.jobs[job_id] = JobRecord(seconds(event.get("Submission Time")), stage_ids,
+                                   section(event.get("Properties")))
+    infos = event.get("Stage Infos")
+    for info in infos if isinstance(infos, list) else []:
+        stage_id = integer(info.get("Stage ID")) if isinstance(info, dict) else None
+        if stage_id is not None:
+            # A later StageSubmitted/Completed says more about the stage than the job's plan does.
+            state.stage_info.setdefault(stage_id, StageInfo.from_json(info))
 
 
 def _job_end(state: EventLogState, event: Event) -> None:
-    job = state.jobs.get(int(event.get("Job ID", -1)))
+    job_id = integer(event.get("Job ID"))
+    job = state.jobs.get(job_id) if job_id is not None else None
     if job is not None:
         job.end = seconds(event.get("Completion Time"))
-        result = (event.get("Job Result") or {}).get("Result", "")
+        result = section(event.get("Job Result")).get("Result", "")
         job.status = "success" if result == "JobSucceeded" else "failed"
 
 
 def _stage_update(state: EventLogState, event: Event) -> tuple[dict[str, Any], StageRun]:
-    info = event.get("Stage Info") or {}
-    sid = int(info.get("Stage ID", -1))
+    info = section(event.get("Stage Info"))
+    sid = integer(info.get("Stage ID", -1))
+    if sid is None:
+        raise ValueError("a stage without a numeric Stage ID")
     state.stage_info[sid] = StageInfo.from_json(info)
     run = state.stages.setdefault(sid, StageRun())
     submitted = seconds(info.get("Submission Time"))
@@ -346,16 +448,18 @@ def _stage_completed(state: EventLogState, event: Event) -> None:
 
 
 def _task_end(state: EventLogState, event: Event) -> None:
-    info = event.get("Task Info") or {}
+    info = section(event.get("Task Info"))
     start = seconds(info.get("Launch Time"))
-    if start is None:
+    stage = integer(event.get("Stage ID", -1))
+    if start is None or stage is None:
         return
     status = "failed" if info.get("Failed") else "killed" if info.get("Killed") else "success"
-    state.tasks.setdefault(int(event.get("Stage ID", -1)), []).append(TaskRecord(
-        id=str(info.get("Task ID")), index=info.get("Index"), attempt=info.get("Attempt", 0),
-        executor=info.get("Executor ID"), host=info.get("Host"), start=start,
+    state.tasks.setdefault(stage, []).append(TaskRecord(
+        id=str(text(info.get("Task ID"))), index=integer(info.get("Index")),
+        attempt=integer(info.get("Attempt", 0), 0) or 0,
+        executor=text(info.get("Executor ID")), host=text(info.get("Host")), start=start,
         end=max(start, seconds(info.get("Finish Time")) or start), status=status,
-        metrics=task_metrics(event.get("Task Metrics") or {})))
+        metrics=task_metrics(event.get("Task Metrics"))))
 
 
 Handler = Callable[[EventLogState, Event], None]
@@ -385,7 +489,14 @@ def read_state(stream: Iterator[Event]) -> EventLogState:
                               or event.get("Completion Time")))
         handler = HANDLERS.get(str(event.get("Event")))
         if handler is not None:
-            handler(state, event)
+            try:
+                handler(state, event)
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                # An event of a known kind whose fields make no sense (hand-edited, damaged, another
+                # program's): skipped, and the trace says how many.
+                state.malformed += 1
+                if state.first_malformed is None:
+                    state.first_malformed = f"{event.get('Event')}: {type(exc).__name__}: {exc}"[:300]
     return state
 
 
@@ -413,6 +524,12 @@ def read_event_log(path: Path) -> tr.Trace:
     if reading.damage is not None:
         trace.warnings.append(f"{reading.damage}; reading stopped there, the {state.seen} events before it "
                               "were used")
+    if state.malformed:
+        trace.warnings.append(f"{state.malformed} events were skipped: their fields make no sense (the first: "
+                              f"{state.first_malformed})")
+    if reading.long_lines:
+        trace.warnings.append(f"{reading.long_lines} lines longer than {limits.MAX_EVENT_LINE_BYTES.get()} "
+                              f"characters were skipped ({limits.MAX_EVENT_LINE_BYTES.env})")
     return trace
 
 
@@ -448,26 +565,19 @@ def _describe(path: Path, *, check: bool) -> LoggedApplication | None:
     name, start, app_id = "", None, None
     try:
         with _open(log_files(path)[0]) as lines:
-            first = lines.readline(_FIRST_LINE)
-            try:
-                event = json.loads(first)
-            except json.JSONDecodeError:
-                event = None
+            event = _event(lines.readline(_FIRST_LINE))
             if check and not (isinstance(event, dict) and "Event" in event):
                 return None
             for _ in range(_HEAD_EVENTS):
                 if isinstance(event, dict) and event.get("Event") == "SparkListenerApplicationStart":
-                    attempt = event.get("App Attempt ID")
-                    app_id = f"{event.get('App ID')}" + (f"_{attempt}" if attempt else "")
-                    name, start = str(event.get("App Name", "")), seconds(event.get("Timestamp"))
+                    attempt = text(event.get("App Attempt ID"))
+                    app_id = f"{text(event.get('App ID'))}" + (f"_{attempt}" if attempt else "")
+                    name, start = text(event.get("App Name")) or "", seconds(event.get("Timestamp"))
                     break
-                line = lines.readline()
+                line = lines.readline(_FIRST_LINE)
                 if not line:
                     break
-                try:
-                    event = json.loads(line)
-                except json.JSONDecodeError:
-                    event = None
+                event = _event(line)
     except (BadInputError, OSError, UnicodeError):
         if check:
             return None  # the listing names what it can read; importing the log says what is wrong
@@ -504,12 +614,50 @@ def list_applications(path: Path) -> list[LoggedApplication]:
 
 # --- the PySpark workers' spool ------------------------------------------------------------------------
 
+# Each PySpark worker appends to its journal (crystalperf.core.samplejournal) beside where older versions
+# rewrote one StackSamples document (SPOOL_FILE) and one CPU file (SPOOL_CPU_FILE); both are read.
+SPOOL_JOURNAL_FILE = SPOOL_FILE + "l"
+
+# Innermost Python frames of a worker blocked reading from the JVM: the JVM side is busy producing the
+# input then (and is sampled there), so counting these as the worker's stacks would double-count that
+# time as network.
+_WAITING_FOR_JVM = frozenset({"pyspark.serializers.read_int", "pyspark.serializers.read_long",
+                              "pyspark.serializers.read_bool", "pyspark.serializers.FramedSerializer._read_with_length",
+                              "pyspark.serializers.UTF8Deserializer.loads"})
+
+
+def without_jvm_waits(samples: tr.StackSamples) -> tr.StackSamples:
+    """The samples minus rows whose stack is blocked reading from the JVM (see _WAITING_FOR_JVM)."""
+    waiting = {i for i, stack in enumerate(samples.stacks)
+               if stack and samples.frames[stack[0]].name in _WAITING_FOR_JVM}
+    if not waiting:
+        return samples
+    keep = [r for r, stack in enumerate(samples.stack) if stack not in waiting]
+    return samples.model_copy(update={
+        "key": [samples.key[r] for r in keep], "bucket": [samples.bucket[r] for r in keep],
+        "stack": [samples.stack[r] for r in keep], "count": [samples.count[r] for r in keep]})
+
+
+def _journals(spool: Path) -> list[JournalContents]:
+    """Every worker journal of the spool; an unreadable one is logged and skipped."""
+    found = []
+    for path in sorted(spool.glob(SPOOL_JOURNAL_FILE.format(pid="*"))):
+        with guard(f"reading Python worker journal {path}"):
+            found.append(read_journal(path))
+    return found
+
+
 def read_spool(spool: Path) -> list[tr.StackSamples]:
     """The samples of every PySpark worker in the spool directory; an unreadable file is logged and skipped."""
     parts: list[tr.StackSamples] = []
     for path in sorted(spool.glob(SPOOL_FILE.format(pid="*"))):
         with guard(f"reading Python worker samples {path}"):
+            if path.stat().st_size > MAX_SPOOL_READ_BYTES:
+                raise ValueError(f"{path} is larger than {MAX_SPOOL_READ_BYTES} bytes")
             parts.append(tr.StackSamples.model_validate_json(path.read_text()))
+    for contents in _journals(spool):
+        if contents.samples is not None:
+            parts.append(without_jvm_waits(contents.samples))
     return parts
 
 
@@ -526,6 +674,10 @@ def _read_worker_seconds(spool: Path, name: str) -> dict[tuple[str, str], float]
                     found[task] = found.get(task, 0.0) + float(entry[name])
             for task, value in found.items():  # a damaged file adds nothing, not half of itself
                 seconds[task] = seconds.get(task, 0.0) + value
+    for contents in _journals(spool):
+        for task, figures in contents.tasks.items():
+            if name in figures and math.isfinite(figures[name]):
+                seconds[task] = seconds.get(task, 0.0) + figures[name]
     return seconds
 
 

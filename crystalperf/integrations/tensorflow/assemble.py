@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from crystalperf.core import trace as tr
-from crystalperf.core.sampling import SampleTable
+from crystalperf.core.sampling import SampleTable, folded_warning
 from crystalperf.core.vectors import RESOURCES_ATTRIBUTE, VECTOR_SOURCE_ATTRIBUTE, WORK_IN_SAMPLES
 from crystalperf.integrations.tensorflow.config import INTEGRATION
 from crystalperf.integrations.tensorflow.reader import OpEvent, Recording, RunInfo, Step, Timeline
@@ -37,7 +37,8 @@ from crystalperf.integrations.tensorflow.sources import (
 )
 
 __all__ = ["Recording", "RunInfo", "Step", "build_trace", "layer_name", "op_group", "pipeline_parallelism",
-           "pipeline_split", "pipeline_work", "read_limit", "step_operations", "waits_on", "window_read_bytes"]
+           "pipeline_split", "pipeline_work", "printable", "read_limit", "step_operations", "waits_on",
+           "window_read_bytes"]
 
 _WRAPPER_SCOPES = {"StatefulPartitionedCall", "PartitionedCall", "while", "body", "cond"}
 _NON_LAYER_SCOPES = {"compile_loss", "compile_metrics", "loss", "metrics", "gradient_tape"}
@@ -232,15 +233,38 @@ def _summary(ops: Sequence[OpEvent], limit: int = 6) -> str:
     return ", ".join(f"{t} {s * 1000:.1f} ms" for t, s in top)
 
 
+def printable(text: str) -> str:
+    """``text`` as valid Unicode. Python gives a file name that is not UTF-8 as lone surrogates
+    (``b"/tmp/\\xff.py"`` -> ``"/tmp/\\udcff.py"``), which no JSON writer can encode: those bytes are written as
+    ``\\xff`` escapes, so the trace stays writable and the name stays recognisable."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape" if _only_escapes(text) else "surrogatepass").decode(
+            "utf-8", "backslashreplace")
+
+
+def _only_escapes(text: str) -> bool:
+    return all(not 0xD800 <= ord(c) <= 0xDFFF or 0xDC80 <= ord(c) <= 0xDCFF for c in text)
+
+
+def _printable_or_none(text: str | None) -> str | None:
+    return None if text is None else printable(text)
+
+
 def _copy_python_samples(table: SampleTable, samples: tr.StackSamples) -> None:
     """Python samples re-counted in the table's resolution: one sample stands for its interval. The thread
     states the sampler saw stay with their stacks."""
     weight = max(1, round(samples.interval_s / table.interval_s))
-    frames = [table.frame_id(f.name, f.file, f.line, f.language, f.module) for f in samples.frames]
+    frames = [table.frame_id(printable(f.name), _printable_or_none(f.file), f.line, f.language,
+                             _printable_or_none(f.module)) for f in samples.frames]
+    keys = [tr.SampleKey(operation=printable(k.operation), task=_printable_or_none(k.task),
+                         thread=_printable_or_none(k.thread)) for k in samples.keys]
     stacks = [table.stack_id((frames[i] for i in stack), samples.state_of(s)) for s, stack in enumerate(samples.stacks)]
     for key, bucket, stack, count in zip(samples.key, samples.bucket, samples.stack, samples.count, strict=True):
         when = samples.origin + (bucket + 0.5) * samples.bucket_s
-        table.add(samples.keys[key], stacks[stack], when, count * weight)
+        table.add(keys[key], stacks[stack], when, count * weight)
 
 
 def pipeline_work(timeline: Timeline) -> tuple[float, float, float]:
@@ -551,12 +575,15 @@ def build_trace(rec: Recording, *, run_id: str, name: str, framework_version: st
         warnings.append("no TensorFlow op timeline (the profiler could not run): steps are whole operations "
                         "and their resources come from Python stack samples only")
     samples = table.to_samples()
+    folded = folded_warning(rec.python_samples, "Python stack samples")
+    if folded:
+        warnings.append(folded)
     disk_bandwidth = _disk_bandwidth(rec, metrics)
     return tr.Trace(
         producer=tr.Producer(version=__version__, hook="keras-callback"),
         application=tr.Application(
-            framework="tensorflow", framework_version=framework_version, id=run_id, name=name,
-            start=start, end=end, status=status, output_dir=output_dir,  # type: ignore[arg-type]
+            framework="tensorflow", framework_version=framework_version, id=printable(run_id), name=printable(name),
+            start=start, end=end, status=status, output_dir=_printable_or_none(output_dir),  # type: ignore[arg-type]
         ),
         environment=_environment(rec, host, disk_bandwidth),
         operations=operations,

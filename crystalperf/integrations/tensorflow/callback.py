@@ -5,8 +5,14 @@ During the window TensorFlow's own profiler records every kernel and tf.data eve
 and a thread of ours samples the Python stacks of the input pipeline's threads (py_function and
 generator code is invisible to the profiler on TF 2.20+). When training ends the trace is assembled
 and written here; the report comes from ``python -m crystalperf.integrations.tensorflow.finish``, which
-the callback starts and waits for. Nothing here may fail ``fit``: every step of the callback is guarded,
-and a failure costs only the report.
+the callback starts and waits for (a bounded time). Nothing here may fail ``fit``: every step of the callback
+is guarded, and a failure costs only the report.
+
+A fit that does not end normally still leaves its trace, marked partial: on SIGTERM (a handler installed for
+the duration of fit writes it, then hands the signal on, so the process still dies of it), when fit raises
+(at interpreter exit, or when the next fit begins). What the callback holds is bounded in bytes
+(``memory_budget_bytes``): outside the window nothing accumulates, and the window ends early when its
+records would outgrow the budget.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import logging
 import os
 import resource
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -24,6 +31,7 @@ import threading
 import time
 import weakref
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import keras
@@ -38,6 +46,7 @@ from crystalperf.integrations.tensorflow import config
 from crystalperf.integrations.tensorflow.assemble import build_trace_for
 from crystalperf.integrations.tensorflow.config import INTEGRATION
 from crystalperf.integrations.tensorflow.reader import (
+    OP_EVENT_BYTES,
     Recording,
     RunInfo,
     Step,
@@ -51,6 +60,18 @@ log = logging.getLogger("crystalperf.tensorflow")
 DEFAULT_WINDOW = 20  # steps: enough for a stable mean step time, cheap to trace
 DEFAULT_SKIP = 2  # the first steps trace and compile the train function
 ANALYSIS_LOG = "crystalperf-analysis.log"
+DEFAULT_MEMORY_BUDGET = 128 * 2**20  # bytes
+MIN_MEMORY_BUDGET = 4 * 2**20
+DEFAULT_REPORT_WAIT_S = 300.0
+# How the memory budget is shared (see docs/tensorflow.md): the profiler's own buffer (measured as the process's
+# growth during the window), the decoded kernel events, the Python sample rows, the step records. The other half
+# is headroom for the profiler's stop, which turns its buffer into an XSpace and serialises it (about twice the
+# buffer again, for a moment).
+_PROFILER_SHARE, _EVENTS_SHARE, _SAMPLES_SHARE, _STEPS_SHARE = 0.25, 0.125, 0.0625, 0.0625
+STEP_BYTES = 160  # one Step record (slots, three floats) and its list slot
+SAMPLE_ROW_BYTES = 240  # one aggregated sample row: its dict entry, key tuple and count
+# The process's growth is checked only after a few profiled steps: tf.data's buffers fill in the first ones.
+GROWTH_CHECK_AFTER_STEPS = 4
 # Python frames of these files run user input code on tf.data's threads (py_function, generators,
 # Keras PyDataset): their samples describe the input pipeline.
 _INPUT_CODE_MARKERS = ("script_ops.py", "data_adapters", "py_dataset", "generator")
@@ -91,6 +112,15 @@ def _read_bytes() -> int | None:
     return None
 
 
+def _resident_bytes() -> int | None:
+    """The process's resident memory now (/proc/self/statm), or None where unknown."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -114,18 +144,32 @@ class CrystalPerfCallback(keras.callbacks.Callback):
             steps; short trainings are profiled whole), or ``(first, stop)`` global batch numbers.
         sample_interval_ms: period of the Python stack sampler.
         analyze: run the analysis at the end of training (else only the trace is written).
+        memory_budget_bytes: what the callback may hold for the profiled window (step records, the profiler's
+            event buffer, decoded kernel events, Python sample rows; default 128 MiB, at least 4 MiB). The
+            window ends early, with a warning in the trace, when it would hold more.
+        wait_for_report_s: how long the end of ``fit`` waits for the analysis (default 300 s); past it, fit
+            returns and the analysis finishes in the background. 0 never waits; None waits until it is done.
     """
 
     def __init__(self, output_dir: str | os.PathLike[str] | None = None, steps: int | tuple[int, int] | None = None,
-                 sample_interval_ms: float = 20.0, analyze: bool = True) -> None:
+                 sample_interval_ms: float = 20.0, analyze: bool = True,
+                 memory_budget_bytes: int = DEFAULT_MEMORY_BUDGET,
+                 wait_for_report_s: float | None = DEFAULT_REPORT_WAIT_S) -> None:
         super().__init__()
         self.output_dir = Path(output_dir) if output_dir is not None else None
         self.steps = steps
         self.sample_interval_s = max(0.001, sample_interval_ms / 1000)
         self.analyze = analyze
+        self.memory_budget_bytes = max(MIN_MEMORY_BUDGET, int(memory_budget_bytes))
+        self.wait_for_report_s = None if wait_for_report_s is None else max(0.0, float(wait_for_report_s))
         self.trace_path: Path | None = None
         self.report_dir: Path | None = None
+        self._sigterm_handler: Any = None
+        self._sigterm_previous: Any = None
         self._reset()
+
+    def _budget(self, share: float) -> int:
+        return int(self.memory_budget_bytes * share)
 
     def _reset(self) -> None:
         self._batch = 0
@@ -147,11 +191,14 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         self._timeline: Timeline | None = None
         self._cpu = 0.0
         self._read: int | None = None
+        self._resident_start: int | None = None
+        self._window_cut: str | None = None  # why the window ended before its last step
 
     # -- Keras hooks -----------------------------------------------------------------------------
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         if not self._finished:  # an earlier fit() raised before on_train_end: keep what it recorded
-            self._finish(status="failed")
+            self._finish(status="failed", partial=f"fit() did not finish after {self._batch} steps; written "
+                                                  "when the next fit() began")
         self._reset()
         self._finished = False
         self._fit_start = time.time()
@@ -168,6 +215,8 @@ class CrystalPerfCallback(keras.callbacks.Callback):
             log.info("crystalperf: profiling steps %d-%d; report will be written to %s",
                      self._window[0], self._window[1] - 1, self.report_dir)
             _register_exit(self)
+        with guard("crystalperf: installing the SIGTERM handler", log):
+            self._install_sigterm()
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._epoch = epoch
@@ -189,6 +238,8 @@ class CrystalPerfCallback(keras.callbacks.Callback):
             if self._profiling and self._current is not None:
                 self._current.end = now
             self._batch += 1
+            if self._profiling and self._batch < self._window[1]:
+                self._check_growth()
             if self._profiling and self._batch >= self._window[1]:
                 self._stop_window()
 
@@ -197,6 +248,17 @@ class CrystalPerfCallback(keras.callbacks.Callback):
 
     # -- the window --------------------------------------------------------------------------------
     def _choose_window(self) -> tuple[int, int]:
+        first, stop = self._requested_window()
+        most = max(1, self._budget(_STEPS_SHARE) // STEP_BYTES)
+        if stop - first > most:
+            log.warning("crystalperf: profiling %d steps instead of %d (memory_budget_bytes=%d)",
+                        most, stop - first, self.memory_budget_bytes)
+            self._warnings.append(f"the window was shortened to {most} steps by the memory budget "
+                                  f"({self.memory_budget_bytes} bytes)")
+            stop = first + most
+        return first, stop
+
+    def _requested_window(self) -> tuple[int, int]:
         if isinstance(self.steps, tuple):
             first, stop = self.steps
             return max(0, int(first)), max(int(first) + 1, int(stop))
@@ -210,10 +272,27 @@ class CrystalPerfCallback(keras.callbacks.Callback):
             skip = 0 if total < 3 else 1  # short trainings: profile (almost) everything
         return skip, skip + max(1, count)
 
+    def _check_growth(self) -> None:
+        """End the window when the process grew by more than the profiler's share of the budget since it began:
+        TensorFlow's profiler holds every event in memory until it stops, and that buffer is what grows."""
+        if self._resident_start is None or len(self._steps) < GROWTH_CHECK_AFTER_STEPS:
+            return
+        now = _resident_bytes()
+        if now is None or now - self._resident_start <= self._budget(_PROFILER_SHARE):
+            return
+        self._window_cut = (f"the window ended after {len(self._steps)} steps: the process grew by "
+                            f"{(now - self._resident_start) / 2**20:.0f} MiB while profiling "
+                            f"(memory_budget_bytes={self.memory_budget_bytes})")
+        log.warning("crystalperf: %s", self._window_cut)
+        self._warnings.append(self._window_cut)
+        self._stop_window()
+
     def _start_window(self) -> None:
         self._cpu_start = _cpu_seconds()
         self._read_start = _read_bytes()
-        self._sampler = PythonStackSampler(self._key_for, interval_s=self.sample_interval_s).start()
+        self._resident_start = _resident_bytes()
+        max_rows = max(1_000, self._budget(_SAMPLES_SHARE) // SAMPLE_ROW_BYTES)
+        self._sampler = PythonStackSampler(self._key_for, interval_s=self.sample_interval_s, max_rows=max_rows).start()
         self._profiling = True
         try:
             self._logdir = Path(tempfile.mkdtemp(prefix="crystalperf-tf-"))
@@ -254,47 +333,77 @@ class CrystalPerfCallback(keras.callbacks.Callback):
                 if found is None:
                     self._warnings.append("the TensorFlow profiler wrote no xplane.pb")
                 else:
-                    timeline = read_timeline(found)
+                    timeline = read_timeline(found, max_ops=max(1, self._budget(_EVENTS_SHARE) // OP_EVENT_BYTES))
+        if timeline is not None and timeline.dropped_ops:
+            self._warnings.append(
+                f"{timeline.dropped_ops} kernel executions after the first {len(timeline.ops)} were left out "
+                f"(memory_budget_bytes={self.memory_budget_bytes}); the steps they belong to are not in the trace")
+        if self._logdir is not None:  # the profile is read: its files are not needed any more
+            shutil.rmtree(self._logdir, ignore_errors=True)
         self._timeline = timeline
         self._cpu = cpu
 
     # -- the end of training -----------------------------------------------------------------------
-    def _finish(self, status: str) -> None:
-        """Write the trace, then (unless ``analyze=False``) wait for the finish command's report."""
+    def _finish(self, status: str, partial: str | None = None, wait_s: float | None = None) -> None:
+        """Write the trace, then (unless ``analyze=False``) start the finish command for the report and wait
+        for it up to ``wait_s`` (default: ``wait_for_report_s``). ``partial`` says why fit did not end normally."""
         if self._finished:
             return
         self._finished = True
-        with guard("crystalperf: writing the training report", log):
-            rec = self._recording()
-            if rec is None:
-                return
-            out = self.report_dir or config.DEFAULT_BASE / config.run_id()
-            trace = build_trace_for(rec, self._run_info(out, status))
-            self.trace_path = finish_job(trace, out, analyze=False)
-            if self.trace_path is None:
-                return
-            if self.analyze:
-                self._analyse(self.trace_path, out)
-            log.warning("crystalperf: training profile written to %s", out)
-        self._stop_io()  # also when the recording failed: the sampler's thread must not outlive the fit
+        with guard("crystalperf: restoring the SIGTERM handler", log):
+            self._restore_sigterm()
+        try:
+            with guard("crystalperf: writing the training report", log):
+                rec = self._recording()
+                if rec is None:
+                    return
+                out = self.report_dir or config.DEFAULT_BASE / config.run_id()
+                trace = build_trace_for(rec, self._run_info(out, status))
+                if partial is not None:
+                    trace.partial = partial[:1000]
+                self.trace_path = finish_job(trace, out, analyze=False)
+                if self.trace_path is None:
+                    return
+                if self.analyze:
+                    self._analyse(self.trace_path, out, self.wait_for_report_s if wait_s is None else wait_s)
+                log.warning("crystalperf: training profile written to %s%s", out,
+                            f" (partial: {partial})" if partial else "")
+        finally:
+            # also when the recording failed: no thread or temporary directory of ours outlives the fit
+            self._stop_io()
+            self._drop_profile()
+
+    def _drop_profile(self) -> None:
+        logdir, self._logdir = self._logdir, None
+        if logdir is not None:
+            shutil.rmtree(logdir, ignore_errors=True)
 
     def _recording(self) -> Recording | None:
         """What the window recorded (the profiler stopped, its files removed); None without a step."""
-        if self._profiling:
-            self._stop_window()
-        io = self._stop_io()
-        python_samples = self._sampler.stop() if self._sampler is not None else None
-        if self._logdir is not None:
-            shutil.rmtree(self._logdir, ignore_errors=True)
+        try:
+            if self._profiling:
+                self._stop_window()
+            io = self._stop_io()
+            python_samples = self._sampler.stop() if self._sampler is not None else None
+        finally:
+            self._drop_profile()
         steps = [s for s in self._steps if s.end > s.start]
+        timeline = self._timeline
+        cpu = self._cpu
+        if timeline is not None and timeline.complete_until is not None and steps:
+            cut = timeline.complete_until
+            recorded = steps[-1].end - steps[0].start
+            steps = [s for s in steps if s.end <= cut]  # their kernels were all kept
+            if steps and recorded > 0:  # the CPU seconds were counted over every recorded step
+                cpu *= (steps[-1].end - steps[0].start) / recorded
         if not steps:
             log.warning("crystalperf: no training step was profiled (training ended before step %d); "
                         "no report", self._window[0])
             return None
         return Recording(
-            steps=steps, timeline=self._timeline, python_samples=python_samples,
+            steps=steps, timeline=timeline, python_samples=python_samples,
             threads=_threads(), cpu_count=len(os.sched_getaffinity(0)),
-            cpu_seconds=self._cpu, memory_bytes=_memory_bytes(), read_bytes=self._read, io=io,
+            cpu_seconds=cpu, memory_bytes=_memory_bytes(), read_bytes=self._read, io=io,
             device="gpu" if tf.config.list_logical_devices("GPU") else "cpu",
             multi_worker=config.multi_worker(config.tf_config()), layer_names=_layer_names(self.model),
             fit_start=self._fit_start, fit_end=time.time(), properties=self._properties(), warnings=self._warnings,
@@ -314,12 +423,16 @@ class CrystalPerfCallback(keras.callbacks.Callback):
                        framework_version=tf.__version__, status=status, output_dir=str(out),
                        host=socket.gethostname())
 
-    def _analyse(self, trace_path: Path, out: Path) -> None:
-        """The analysis runs in its own process, as for every framework: the classifiers it loads stay
-        out of the training process. fit() returns once the report is there."""
+    def _analyse(self, trace_path: Path, out: Path, wait_s: float | None) -> None:
+        """The analysis runs in its own process (its own session), as for every framework: the classifiers it
+        loads stay out of the training process. fit() returns once the report is there, or after ``wait_s``
+        seconds, the analysis then finishing on its own."""
         log_path = out / ANALYSIS_LOG
         status = run_finish(INTEGRATION.finish_command(str(trace_path), "--out", str(out)), log_path,
-                            timeout_s=None)
+                            timeout_s=wait_s)
+        if status is None:
+            log.warning("crystalperf: the report will be written to %s when the analysis ends", out)
+            return
         if status != 0:
             message = f"the analysis failed (exit status {status}); the trace is kept, see {log_path}"
             if testing():
@@ -327,6 +440,43 @@ class CrystalPerfCallback(keras.callbacks.Callback):
             log.warning("crystalperf: %s", message)
             return
         log.warning("crystalperf: %s Report: %s", _bottleneck_sentence(out), out / "crystalperf-report.html")
+
+    # -- SIGTERM --------------------------------------------------------------------------------------------
+    def _install_sigterm(self) -> None:
+        """Handle SIGTERM for the duration of fit: only from the main thread (Python runs handlers there), and
+        only over the default disposition or a Python handler we can call afterwards -- an ignored signal or a
+        handler installed outside Python is left alone."""
+        if threading.current_thread() is not threading.main_thread() or self._sigterm_handler is not None:
+            return
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous is signal.SIG_DFL or (callable(previous) and not isinstance(previous, int)):
+            handler = self._on_sigterm
+            signal.signal(signal.SIGTERM, handler)
+            self._sigterm_handler, self._sigterm_previous = handler, previous
+
+    def _restore_sigterm(self) -> None:
+        handler, previous = self._sigterm_handler, self._sigterm_previous
+        if handler is None or threading.current_thread() is not threading.main_thread():
+            return  # only the main thread may: ours stays installed and still hands the signal on
+        self._sigterm_handler = self._sigterm_previous = None
+        if signal.getsignal(signal.SIGTERM) is handler:  # a handler installed after ours stays
+            signal.signal(signal.SIGTERM, previous)
+
+    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        """Write what was recorded, marked partial, then let the signal do what it did without us: the
+        default kills the process (with the status of SIGTERM), a user's handler is called. The analysis is
+        started in the background and not waited for: the process must go."""
+        previous = self._sigterm_previous
+        try:
+            self._finish(status="cancelled", partial=f"fit() received SIGTERM after {self._batch} steps",
+                         wait_s=0.0)
+        except Exception:  # testing() re-raises inside guard; a signal must still end the process
+            log.exception("crystalperf: writing the trace at SIGTERM failed")
+        if previous is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+        elif callable(previous):
+            previous(signum, frame)
 
     def _properties(self) -> dict[str, str]:
         props = {
@@ -354,5 +504,10 @@ def _register_exit(callback: CrystalPerfCallback) -> None:
 
 
 def _flush_pending() -> None:
+    error = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)  # set for an uncaught exception
+    cause = f" ({type(error).__name__}: {error})" if error is not None else ""
     for callback in list(_pending):
-        callback._finish(status="failed")
+        if not callback._finished:
+            callback._finish(status="failed", wait_s=callback.wait_for_report_s,
+                             partial=f"fit() did not finish{cause} after {callback._batch} steps; "
+                                     "written at interpreter exit")

@@ -6,8 +6,11 @@ and the output-directory rules look only at the callback objects of the running 
 
 from __future__ import annotations
 
+import itertools
 import json
+import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -16,6 +19,8 @@ from types import FrameType
 from typing import Any
 
 from crystalperf.integrations.base import Integration
+
+log = logging.getLogger("crystalperf.tensorflow")
 
 INTEGRATION = Integration(
     name="tensorflow",
@@ -28,12 +33,21 @@ INTEGRATION = Integration(
 # Keras keeps a fit's callbacks in a CallbackList held by a local of fit() a few frames above the hook.
 _CALLER_FRAMES = 12
 DEFAULT_BASE = Path("crystalperf")
+# A TF_CONFIG task type becomes a directory name: only these characters, never a leading dot ("..").
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+MAX_TASK_INDEX = 1_000_000
+UNSAFE_TASK = "task"
+_fits_in_process = itertools.count(1)
 
 
-def run_id(now: float | None = None, pid: int | None = None) -> str:
-    """``fit-20250101-120000-4242``: the local start time and the process, unique on one host."""
+def run_id(now: float | None = None, pid: int | None = None, sequence: int | None = None) -> str:
+    """``fit-20250101-120000-4242``: the local start time and the process, unique on one host; the second and
+    later ``fit`` of one process get ``-2``, ``-3``... so that two fits in the same second never share a
+    directory."""
     stamp = time.strftime("fit-%Y%m%d-%H%M%S", time.localtime(now))
-    return f"{stamp}-{os.getpid() if pid is None else pid}"
+    run = f"{stamp}-{os.getpid() if pid is None else pid}"
+    number = next(_fits_in_process) if sequence is None else sequence
+    return run if number <= 1 else f"{run}-{number}"
 
 
 def tf_config(environ: dict[str, str] | None = None) -> dict[str, Any]:
@@ -47,11 +61,27 @@ def tf_config(environ: dict[str, str] | None = None) -> dict[str, Any]:
 
 
 def worker_suffix(config: dict[str, Any]) -> str | None:
-    """``worker-1`` under MultiWorkerMirroredStrategy (TF_CONFIG names this process's task)."""
+    """``worker-1`` under MultiWorkerMirroredStrategy (TF_CONFIG names this process's task).
+
+    The name becomes a directory: a task type that is not a plain name (``../x``, ``/etc``, ``.hidden``,
+    over 64 characters, not a string) is replaced by ``task``, and an index that is not a small
+    non-negative integer by 0, each with a warning -- TF_CONFIG comes from the environment, and no value of
+    it may move the report outside its output directory."""
     task = config.get("task") or {}
-    if isinstance(task, dict) and "type" in task:
-        return f"{task['type']}-{task.get('index', 0)}"
-    return None
+    if not isinstance(task, dict) or "type" not in task:
+        return None
+    kind, index = task["type"], task.get("index", 0)
+    if not (isinstance(kind, str) and _SAFE_NAME.fullmatch(kind)):
+        log.warning("crystalperf: TF_CONFIG task type %.80r is not a plain name; its report goes to %r instead",
+                    kind, UNSAFE_TASK)
+        kind = UNSAFE_TASK
+    if isinstance(index, str) and index.isascii() and index.isdigit() and len(index) <= 7:
+        index = int(index)
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < MAX_TASK_INDEX:
+        log.warning("crystalperf: TF_CONFIG task index %.80r is not an integer in [0, %d); 0 is used",
+                    index, MAX_TASK_INDEX)
+        index = 0
+    return f"{kind}-{index}"
 
 
 def multi_worker(config: dict[str, Any]) -> bool:

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import gzip
 import json
+import mmap
 import re
 import struct
+from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crystalperf.core import atomic
 from crystalperf.core import trace as tr
 
 # A kernel execution is traced as "<node name>:<op type>"; TraceMe annotations use other shapes
@@ -27,10 +30,16 @@ _OP_EVENT = re.compile(r"^(?P<node>[^\s:]+):(?P<type>[A-Za-z_][A-Za-z0-9_]*)$")
 _INPUT_WAIT_EVENTS = ("IteratorGetNextOp::DoCompute", "IteratorGetNextAsOptionalOp::DoCompute")
 _STAGE_PREFIX = "Iterator::"
 RECORDING_FORMAT = "crystalperf-tensorflow-recording/1"
+# What one kept kernel execution costs in memory (an OpEvent with slots, its two floats; its strings are shared
+# by every execution of the same node): how a byte budget becomes a number of kernel executions.
+OP_EVENT_BYTES = 128
+# The fewest bytes one serialized XEvent takes (its key and length, metadata id, offset, duration): a profile
+# of N bytes cannot hold more than N / this many events.
+_MIN_EVENT_BYTES = 6
 
 
 # -- the parts ---------------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OpEvent:
     """One kernel execution."""
 
@@ -52,13 +61,17 @@ class Timeline:
     peak_bytes_in_use: int = 0
     start: float | None = None
     stop: float | None = None
+    # Kernel executions left out to stay within a memory budget: only those that began at or after
+    # ``complete_until``, so everything before that instant is whole.
+    dropped_ops: int = 0
+    complete_until: float | None = None
 
     @property
     def input_threads(self) -> Iterable[OpEvent]:
         return (op for op in self.ops if op.thread.startswith("tf_data"))
 
 
-@dataclass
+@dataclass(slots=True)
 class Step:
     """One training step (a Keras batch) as the callback saw it."""
 
@@ -294,6 +307,143 @@ def _peak_bytes(event: XEvent, stat_names: dict[int, str]) -> int:
     return peak
 
 
+def _plane_parts(buf: bytes, pos: int, end: int) -> tuple[str, dict[int, str], list[tuple[int, int]]]:
+    """A plane's name, its event names and where its lines are, without decoding the lines' events: the
+    events are read one at a time by :func:`_plane_events`, so a profile never exists twice in memory."""
+    name, event_names, lines = "", {}, []
+    for number, _, at, stop in _fields(buf, pos, end):
+        if number == 2:
+            name = _text(buf, at, stop)
+        elif number == 3:
+            lines.append((at, stop))
+        elif number == 4:
+            key, event_name = _metadata_name(buf, at, stop)
+            event_names[key] = event_name
+    return name, event_names, lines
+
+
+def _stat_names(buf: bytes, pos: int, end: int) -> dict[int, str]:
+    return dict(_metadata_name(buf, at, stop) for number, _, at, stop in _fields(buf, pos, end) if number == 5)
+
+
+def _line_header(buf: bytes, pos: int, end: int) -> tuple[str, int, list[tuple[int, int]]]:
+    """(line name, timestamp in ns, where its events are)."""
+    name, timestamp_ns, events = "", 0, []
+    for number, _, at, stop in _fields(buf, pos, end):
+        if number == 2:
+            name = _text(buf, at, stop)
+        elif number == 3:
+            timestamp_ns = _signed(at)
+        elif number == 4:
+            events.append((at, stop))
+    return name, timestamp_ns, events
+
+
+def _event_times(buf: bytes, pos: int, end: int) -> tuple[int, int, int]:
+    """(metadata id, offset in ps, duration in ps) of an event, its stats skipped."""
+    metadata_id = offset_ps = duration_ps = 0
+    for number, _, at, _stop in _fields(buf, pos, end):
+        if number == 1:
+            metadata_id = _signed(at)
+        elif number == 2:
+            offset_ps = _signed(at)
+        elif number == 3:
+            duration_ps = _signed(at)
+    return metadata_id, offset_ps, duration_ps
+
+
+def _kernel_name(name: str, cache: dict[str, tuple[str, str] | None]) -> tuple[str, str] | None:
+    """(node, op type) of a kernel event's name, None for other events; one pair of strings per name."""
+    if name not in cache:
+        match = _OP_EVENT.match(name)
+        cache[name] = (match["node"], match["type"]) if match else None
+    return cache[name]
+
+
+def _planes(buf: bytes) -> Iterator[tuple[int, int]]:
+    return ((at, stop) for number, wire, at, stop in _fields(buf, 0, len(buf)) if number == 1 and wire == _LENGTH)
+
+
+def _profile_window_of(buf: bytes) -> tuple[int, float | None]:
+    for at, stop in _planes(buf):
+        name, _, _ = _plane_parts(buf, at, stop)
+        if name == "Task Environment":
+            return _profile_window([_plane(buf, at, stop)])
+    return 0, None
+
+
+def _timed_planes(buf: bytes) -> Iterator[tuple[str, bool, dict[int, str], list[tuple[int, int]], int, int]]:
+    """(plane name, is a device, event names, its lines, plane start, plane end) of the host and device planes."""
+    for at, stop in _planes(buf):
+        name, event_names, lines = _plane_parts(buf, at, stop)
+        host, device = name.startswith("/host:"), name.startswith("/device:")
+        if host or device:
+            yield name, device, event_names, lines, at, stop
+
+
+def _kernel_cutoff(buf: bytes, origin_ns: int, max_ops: int) -> float | None:
+    """The start time before which at most ``max_ops`` kernel executions began, when the profile holds more
+    (8 bytes per kernel execution to find it); None when all fit."""
+    starts = array("d")
+    cache: dict[str, tuple[str, str] | None] = {}
+    for _, _, event_names, lines, _, _ in _timed_planes(buf):
+        for line_at, line_stop in lines:
+            _, timestamp_ns, events = _line_header(buf, line_at, line_stop)
+            for event_at, event_stop in events:
+                metadata_id, offset_ps, _ = _event_times(buf, event_at, event_stop)
+                if _kernel_name(event_names.get(metadata_id, ""), cache) is not None:
+                    starts.append((origin_ns + timestamp_ns + offset_ps / 1000) / 1e9)
+    if len(starts) <= max_ops:
+        return None
+    return sorted(starts)[max_ops]
+
+
+def timeline_from_xspace(buf: bytes, max_ops: int | None = None) -> Timeline:
+    """Kernel executions, input-pipeline waits, tf.data stage busy time and the allocator's peak, read from a
+    serialized XSpace one event at a time. With ``max_ops``, only the kernel executions that began before the
+    instant by which ``max_ops`` had begun are kept (``dropped_ops``, ``complete_until`` say so)."""
+    timeline = Timeline()
+    origin_ns, timeline.stop = _profile_window_of(buf)
+    timeline.start = origin_ns / 1e9 if origin_ns else None
+    cutoff = None
+    if max_ops is not None and len(buf) // _MIN_EVENT_BYTES > max_ops:
+        cutoff = _kernel_cutoff(buf, origin_ns, max_ops)
+    cache: dict[str, tuple[str, str] | None] = {}
+    families: dict[str, str] = {}
+    for plane_name, device, event_names, lines, at, stop in _timed_planes(buf):
+        stat_names: dict[int, str] | None = None
+        for line_at, line_stop in lines:
+            line_name, timestamp_ns, events = _line_header(buf, line_at, line_stop)
+            family = plane_name if device else families.setdefault(line_name, thread_family(line_name))
+            base_ns = origin_ns + timestamp_ns
+            for event_at, event_stop in events:
+                metadata_id, offset_ps, duration_ps = _event_times(buf, event_at, event_stop)
+                name = event_names.get(metadata_id, "")
+                start = (base_ns + offset_ps / 1000) / 1e9
+                duration = duration_ps / 1e12
+                kernel = _kernel_name(name, cache)
+                if kernel is not None:
+                    if cutoff is not None and start >= cutoff:
+                        timeline.dropped_ops += 1
+                        continue
+                    timeline.ops.append(OpEvent(kernel[0], kernel[1], start, duration, family, device))
+                elif name in _INPUT_WAIT_EVENTS:
+                    timeline.input_waits.append((start, duration))
+                elif name.startswith(_STAGE_PREFIX):
+                    timeline.stage_busy[name.rsplit("::", 1)[-1]] += duration
+                elif name == "MemoryAllocation":
+                    if stat_names is None:
+                        stat_names = _stat_names(buf, at, stop)
+                    event = _event(buf, event_at, event_stop)
+                    timeline.peak_bytes_in_use = max(timeline.peak_bytes_in_use, _peak_bytes(event, stat_names))
+    if timeline.dropped_ops:
+        timeline.complete_until = cutoff
+        timeline.input_waits = [w for w in timeline.input_waits if cutoff is None or w[0] < cutoff]
+    timeline.ops.sort(key=lambda o: o.start)
+    timeline.input_waits.sort()
+    return timeline
+
+
 def _add_plane(timeline: Timeline, plane: XPlane, origin_ns: int, device: bool) -> None:
     for line in plane.lines:
         family = plane.name if device else thread_family(line.name)
@@ -328,12 +478,17 @@ def timeline_from_planes(planes: list[XPlane]) -> Timeline:
     return timeline
 
 
-def read_timeline(path: Path) -> Timeline:
-    """The timeline of a ``*.xplane.pb`` file (gzip-compressed when its name ends with ``.gz``)."""
-    data = Path(path).read_bytes()
+def read_timeline(path: Path, max_ops: int | None = None) -> Timeline:
+    """The timeline of a ``*.xplane.pb`` file (gzip-compressed when its name ends with ``.gz``). An
+    uncompressed file is mapped, not read: its pages are the page cache's, not the process's own memory."""
+    path = Path(path)
     if str(path).endswith(".gz"):
-        data = gzip.decompress(data)
-    return timeline_from_planes(decode_xspace(data))
+        return timeline_from_xspace(gzip.decompress(path.read_bytes()), max_ops)
+    with path.open("rb") as f:
+        if path.stat().st_size == 0:
+            return timeline_from_xspace(b"", max_ops)
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            return timeline_from_xspace(mapped, max_ops)  # type: ignore[arg-type]
 
 
 # -- a recording saved to files ----------------------------------------------------------------------
@@ -350,7 +505,7 @@ def save_recording(rec: Recording, info: RunInfo, path: Path, xplane: str | None
         "layer_names": sorted(rec.layer_names),
         "io": [row.model_dump(mode="json", exclude_none=True) for row in rec.io],
     }
-    Path(path).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    atomic.write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
 _SCALAR_FIELDS = ("threads", "cpu_count", "cpu_seconds", "memory_bytes", "read_bytes", "device", "multi_worker",

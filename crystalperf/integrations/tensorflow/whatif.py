@@ -140,6 +140,11 @@ class TensorFlowModel:
                 f"= {per_batch * 1000:.1f} ms per batch, {new_per_batch * 1000:.1f} ms after the change{how}; "
                 f"steps wait only for what prefetching cannot hide behind their compute")
 
+    @property
+    def unchanged(self) -> bool:
+        """Nothing to adjust in this scenario (not a TensorFlow trace, or no key of ours changed)."""
+        return not self.waits and self.factor == 1.0
+
     def adjust(self, ctx: OpContext, parts: list[TaskParts]) -> list[TaskParts]:
         op = ctx.profile.op
         wait = self.waits.get(op.id)

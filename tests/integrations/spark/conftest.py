@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,16 +48,41 @@ class AppRun:
         return report
 
 
+DETACHED = re.compile(r"the analysis runs detached \(pid (\d+)\)")
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def wait_for_finish(stderr: str, timeout: float = 300) -> None:
+    """Wait until the job-end processes the listener started detached (named in the driver's log) have ended."""
+    deadline = time.monotonic() + timeout
+    for pid in (int(p) for p in DETACHED.findall(stderr)):
+        while _running(pid):
+            assert time.monotonic() < deadline, f"the detached finish (pid {pid}) did not end in {timeout} s"
+            time.sleep(0.1)
+
+
 @pytest.fixture
 def run_app(tmp_path: Path):
     """Run a PySpark script (PRELUDE + body) in a fresh Python; returns its exit status and output."""
 
-    def run(body: str, *, testing: bool = True, timeout: float = 300) -> AppRun:
+    def run(body: str, *, testing: bool = True, timeout: float = 300, wait_finish: bool = True,
+            env: dict[str, str] | None = None) -> AppRun:
+        """``wait_finish``: also wait for the detached job-end process (the report), as the tests read it."""
         script = tmp_path / "app.py"
         script.write_text(PRELUDE + textwrap.dedent(body))
-        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, CRYSTALPERF_TESTING="1" if testing else "0")
-        done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True,
+        environment = dict(os.environ, PYSPARK_PYTHON=sys.executable, CRYSTALPERF_TESTING="1" if testing else "0",
+                           **(env or {}))
+        done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=environment, capture_output=True,
                               text=True, timeout=timeout)
+        if wait_finish:
+            wait_for_finish(done.stderr, timeout)
         return AppRun(done.returncode, done.stdout, done.stderr)
 
     return run

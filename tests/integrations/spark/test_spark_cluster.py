@@ -83,7 +83,8 @@ from crystalperf.integrations.spark import configure
 builder = (SparkSession.builder.master("{master}").appName("crystalperf-cluster-test")
            .config("spark.ui.enabled", "false").config("spark.executor.memory", "512m")
            .config("spark.executor.cores", "1").config("spark.cores.max", "2")
-           .config("spark.crystalperf.outputDir", "{out}"))
+           .config("spark.crystalperf.outputDir", "{out}")
+           .config("spark.crystalperf.waitForAnalysisS", "600"))
 spark = configure(builder).getOrCreate()
 deadline = __import__("time").time() + 60
 while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < 3 and __import__("time").time() < deadline:
@@ -140,7 +141,8 @@ from crystalperf.integrations.spark import configure
 builder = (SparkSession.builder.master("{master}").appName("crystalperf-executor-lost")
            .config("spark.ui.enabled", "false").config("spark.executor.memory", "512m")
            .config("spark.executor.cores", "1").config("spark.cores.max", "2")
-           .config("spark.crystalperf.outputDir", "{out}"))
+           .config("spark.crystalperf.outputDir", "{out}")
+           .config("spark.crystalperf.waitForAnalysisS", "600"))
 spark = configure(builder).getOrCreate()
 deadline = time.time() + 60
 while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < 3 and time.time() < deadline:

@@ -53,8 +53,9 @@ def test_shuffle_spill_parquet_job_and_event_log(run_app, tmp_path: Path) -> Non
     ''')
     assert result.returncode == 0, result.stderr[-3000:]
     assert "GROUPS 997" in result.stdout
-    # No spark.crystalperf.outputDir: the trace goes next to the application's last output.
-    out = tmp_path / "out"
+    # No spark.crystalperf.outputDir: the trace goes next to the application's last output, in a directory of
+    # this application's own (other applications may write there too).
+    (out,) = (tmp_path / "out").glob("crystalperf-local-*")
     trace = load_trace(out / "crystalperf-trace.json.gz")
     assert trace.application.framework == "spark" and trace.application.status == "succeeded"
     # the listener writes the schema version spark_conf passed it (spark.crystalperf.schemaVersion)

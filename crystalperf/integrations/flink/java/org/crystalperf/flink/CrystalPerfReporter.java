@@ -1,12 +1,14 @@
 package org.crystalperf.flink;
 
 import java.io.IOException;
-import java.io.Writer;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
 import java.lang.management.ManagementFactory;
 import java.lang.management.ThreadInfo;
 import java.lang.management.ThreadMXBean;
@@ -50,8 +52,17 @@ public class CrystalPerfReporter implements MetricReporter {
     private static final int MAX_FINISHED_JOBS = 16;
     private final Map<Metric, Entry> live = new HashMap<>();
     private Path outputDir = Paths.get(".");
-    /** Aggregated stack samples are bounded per job; samples beyond the bound are counted as dropped. */
+    /** Aggregated stack samples are bounded per job in rows and in (estimated) bytes: past either bound a new
+     * stack folds into the "[other]" stack and a new row into its subtask's "[other]" row, so every sample
+     * stays counted for its subtask; such samples are counted in dropped_samples. */
     private int maxSampleRowsPerJob = 50_000;
+    private long maxSampleBytesPerJob = 32L * 1024 * 1024;
+    /** The stack that stands for what the byte bound left out (part format version 4). */
+    static final String OTHER_STACK = "[other]\t\t0\n";
+    /** Estimated heap of one interned stack (the string, twice its characters, and its map entries) and of
+     * one row (its key and count in the map) beyond its characters. */
+    private static final int STACK_BYTES = 200;
+    private static final int ROW_BYTES = 160;
     private static final int MAX_STACK_DEPTH = 64;
     private static final String LEGACY_SOURCE_THREAD = "Legacy Source Thread - ";
     /** A FLIP-27 source reads in these threads (SplitFetcherManager names them after the task thread); the
@@ -99,7 +110,15 @@ public class CrystalPerfReporter implements MetricReporter {
         final Map<String, Double> finals = new LinkedHashMap<>();
         int liveCount;
         long dropped;
+        /** task\u0001subtask\u0001bucket\u0001state\u0001role\u0001stack id -> samples. */
         final Map<String, Long> samples = new HashMap<>();
+        /** Interned stacks ("class.method\tfile\tline\n" per frame, top first) and their ids. */
+        final List<String> stacks = new ArrayList<>();
+        final Map<String, Integer> stackIds = new HashMap<>();
+        /** Samples that found no row: task\u0001subtask\u0001state\u0001role -> {count, latest bucket}. */
+        final Map<String, long[]> held = new HashMap<>();
+        /** Estimated bytes of stacks and rows. */
+        long sampleBytes;
         long droppedSamples;
         final double firstSeen = System.currentTimeMillis() / 1000.0;
         /** CPU time of this whole process when the job was first seen (ns, -1 when unknown). */
@@ -120,6 +139,10 @@ public class CrystalPerfReporter implements MetricReporter {
         /** Metric and sample events seen, and how many of them the last written part contains. */
         long events;
         long eventsWritten = -1;
+        /** Snapshots taken, and the newest one on disk (guarded by writeLock). */
+        long snapshots;
+        final Object writeLock = new Object();
+        long writtenSequence;
         boolean changedSinceWrite() {
             return events != eventsWritten;
         }
@@ -137,6 +160,8 @@ public class CrystalPerfReporter implements MetricReporter {
             maxScopesPerJob = Integer.parseInt(config.getString("max.scopes", String.valueOf(maxScopesPerJob)));
             maxSampleRowsPerJob = Integer.parseInt(
                     config.getString("max.sample.rows", String.valueOf(maxSampleRowsPerJob)));
+            maxSampleBytesPerJob = Long.parseLong(
+                    config.getString("max.sample.bytes", String.valueOf(maxSampleBytesPerJob)).trim());
         } catch (RuntimeException e) {
             LOG.log(Level.WARNING, "crystalperf: bad reporter configuration, using the working directory", e);
         }
@@ -364,16 +389,54 @@ public class CrystalPerfReporter implements MetricReporter {
                 // The thread's state is part of the stack's identity: the same frames run or wait.
                 String state = infos[i].getThreadState().name().toLowerCase(java.util.Locale.ROOT);
                 // A fetcher's samples keep their role: the analysis drops the task thread's waits for them.
-                String row = owner[1] + "\u0001" + owner[2] + "\u0001" + bucket + "\u0001" + state + "\u0001"
-                        + roles.get(i) + "\u0001" + stack;
-                Long count = job.samples.get(row);
-                if (count != null) {
-                    job.samples.put(row, count + 1);
-                } else if (job.samples.size() < maxSampleRowsPerJob) {
-                    job.samples.put(row, 1L);
-                } else {
-                    job.droppedSamples++;
-                }
+                count(job, owner[1] + "\u0001" + owner[2], bucket, state + "\u0001" + roles.get(i), stack.toString());
+            }
+        }
+    }
+
+    /** The id of an interned stack; the "[other]" stack's once the byte bound is reached. */
+    private int stackId(Job job, String stack) {
+        Integer id = job.stackIds.get(stack);
+        if (id != null) {
+            return id;
+        }
+        long cost = STACK_BYTES + 2L * stack.length();
+        if (job.sampleBytes + cost > maxSampleBytesPerJob && !OTHER_STACK.equals(stack)) {
+            job.droppedSamples++;
+            return stackId(job, OTHER_STACK);
+        }
+        id = job.stacks.size();
+        job.stacks.add(stack);
+        job.stackIds.put(stack, id);
+        job.sampleBytes += cost;
+        return id;
+    }
+
+    /** Counts one sample of a subtask's thread ("task\u0001subtask", "state\u0001role"), bounded in rows and bytes. */
+    void count(Job job, String subtask, long bucket, String stateAndRole, String stack) {
+        long droppedBefore = job.droppedSamples;
+        int id = stackId(job, stack);
+        String row = subtask + "\u0001" + bucket + "\u0001" + stateAndRole + "\u0001" + id;
+        Long count = job.samples.get(row);
+        long cost = ROW_BYTES + 2L * row.length();
+        if (count != null) {
+            job.samples.put(row, count + 1);
+        } else if (job.samples.size() < maxSampleRowsPerJob && job.sampleBytes + cost <= maxSampleBytesPerJob) {
+            job.samples.put(row, 1L);
+            job.sampleBytes += cost;
+        } else {
+            if (job.droppedSamples == droppedBefore) {
+                job.droppedSamples++;
+            }
+            String other = subtask + "\u0001" + bucket + "\u0001" + stateAndRole + "\u0001" + stackId(job, OTHER_STACK);
+            Long otherCount = job.samples.get(other);
+            if (otherCount != null) {
+                job.samples.put(other, otherCount + 1);
+            } else {
+                // one entry per subtask, state and role: written at its latest bucket under "[other]"
+                long[] held = job.held.computeIfAbsent(subtask + "\u0001" + stateAndRole, k -> new long[] {0, 0});
+                held[0]++;
+                held[1] = Math.max(held[1], bucket);
             }
         }
     }
@@ -383,13 +446,19 @@ public class CrystalPerfReporter implements MetricReporter {
      * a job's last tasks until it releases the job (or shuts down); current counter values of finished
      * tasks are their final values, so the part on disk is complete soon after the job ends.
      */
-    private synchronized void flushOpenJobs() {
-        for (Job job : jobs.values()) {
-            if (!finished.contains(job.id) && job.liveCount > 0 && job.changedSinceWrite()) {
-                write(job, false);
+    private void flushOpenJobs() {
+        List<Snapshot> due = new ArrayList<>();
+        synchronized (this) {
+            for (Job job : jobs.values()) {
+                if (!finished.contains(job.id) && job.liveCount > 0 && job.changedSinceWrite()) {
+                    due.add(snapshot(job, false));
+                }
             }
+            forgetOldIoRows();
         }
-        forgetOldIoRows();
+        for (Snapshot snapshot : due) {
+            writePart(snapshot);
+        }
     }
 
     @Override
@@ -458,15 +527,29 @@ public class CrystalPerfReporter implements MetricReporter {
     }
 
     @Override
-    public synchronized void notifyOfRemovedMetric(Metric metric, String metricName, MetricGroup group) {
+    public void notifyOfRemovedMetric(Metric metric, String metricName, MetricGroup group) {
+        Snapshot ended = null;
+        synchronized (this) {
+            ended = removeMetric(metric, metricName);
+        }
+        if (ended != null) {
+            Path part = writePart(ended);
+            synchronized (this) {
+                analyse(ended.job, part);
+            }
+        }
+    }
+
+    /** Records a removed metric's final value; the snapshot of the job's complete part when it was its last. */
+    private Snapshot removeMetric(Metric metric, String metricName) {
         try {
             Entry entry = live.remove(metric);
             if (entry == null) {
-                return;
+                return null;
             }
             Job job = jobs.get(entry.jobId);
             if (job == null) {
-                return;
+                return null;
             }
             Double value = valueOf(entry.metric);
             if (value != null) {
@@ -481,8 +564,7 @@ public class CrystalPerfReporter implements MetricReporter {
             if (--job.liveCount <= 0) {
                 // A TaskManager of a batch job sees one stage end before the next is deployed: the job
                 // stays (bounded) so later stages add to the same part, rewritten as a whole each time.
-                Path part = write(job, true);
-                analyse(job, part);
+                Snapshot complete = snapshot(job, true);
                 taskThreads.values().removeIf(owner -> owner[0].equals(job.id));
                 finished.remove(job.id);
                 finished.add(job.id);
@@ -491,10 +573,12 @@ public class CrystalPerfReporter implements MetricReporter {
                     finished.remove(oldest);
                     jobs.remove(oldest);
                 }
+                return complete;
             }
         } catch (RuntimeException e) {
             LOG.log(Level.WARNING, "crystalperf: could not record final value of " + metricName, e);
         }
+        return null;
     }
 
     /** The entries of this JVM's java.class.path, wildcards ("lib/*") expanded to the jars they name. */
@@ -610,109 +694,222 @@ public class CrystalPerfReporter implements MetricReporter {
         }
     }
 
-    private Path write(Job job, boolean complete) {
+    /**
+     * What a part holds, copied under the reporter's lock: it is serialised and written outside the lock, so
+     * the metric callbacks and the sampler never wait for the disk.
+     */
+    private static final class Snapshot {
+        Job job;
+        long sequence;
+        boolean complete;
+        String id;
+        String name;
+        double firstSeen;
+        double end;
+        long processCpuAtStart;
+        Map<String, Long> subtaskCpu;
+        List<String> classpath;
+        long dropped;
+        List<Map<String, String>> scopes;
+        List<double[]> scopeTimes;
+        Map<String, Integer> scopeIndex;
+        Map<String, Double> values;
+        long droppedSamples;
+        List<String> stacks;
+        List<Map.Entry<String, Long>> samples;
+        List<String> heldRows;
+    }
+
+    /** Copies what the part of job says now (call with the reporter's lock held). */
+    private Snapshot snapshot(Job job, boolean complete) {
         job.eventsWritten = job.events;
-        try {
-            Files.createDirectories(outputDir);
-            // One part per process: on a cluster the JobManager and every TaskManager write their own.
-            String part = "crystalperf-flink-" + job.id + "." + PROCESS_ID;
-            Path target = outputDir.resolve(part + ".json");
-            Path tmp = outputDir.resolve(part + ".json.tmp");
-            try (Writer w = Files.newBufferedWriter(tmp, StandardCharsets.UTF_8)) {
-                w.write("{\"format\":\"crystalperf-flink-metrics\",\"version\":3,\"job_id\":");
-                w.write(quote(job.id));
-                w.write(",\"job_name\":" + quote(job.name));
-                w.write(",\"process\":" + PROCESS_ID);
-                // complete: none of the job's metrics is left in this process; a flushed part is not
-                w.write(",\"complete\":" + complete + ",\"written\":" + System.currentTimeMillis() / 1000.0);
-                double end = job.lastRemoved > 0 ? job.lastRemoved : System.currentTimeMillis() / 1000.0;
-                w.write(",\"start\":" + job.firstSeen + ",\"end\":" + end);
-                // version 3: this process's I/O counter rows over the job (the trace's io)
-                w.write(",\"io\":" + ioRowsOf(job, end, complete));
-                long processCpu = processCpuNanos();
-                if (processCpu >= 0 && job.processCpuAtStart >= 0) {
-                    w.write(",\"process_cpu_s\":" + (processCpu - job.processCpuAtStart) / 1e9);
+        Snapshot s = new Snapshot();
+        s.job = job;
+        s.sequence = ++job.snapshots;
+        s.complete = complete;
+        s.id = job.id;
+        s.name = job.name;
+        s.firstSeen = job.firstSeen;
+        s.end = job.lastRemoved > 0 ? job.lastRemoved : System.currentTimeMillis() / 1000.0;
+        s.processCpuAtStart = job.processCpuAtStart;
+        // A subtask's threads (a legacy source's two, a FLIP-27 source's fetchers, restarted attempts') add up
+        // to its CPU time.
+        s.subtaskCpu = new LinkedHashMap<>();
+        for (Map.Entry<String, Long> e : job.threadCpu.entrySet()) {
+            s.subtaskCpu.merge(e.getKey().substring(0, e.getKey().lastIndexOf('\u0001')), e.getValue(), Long::sum);
+        }
+        s.classpath = new ArrayList<>(job.classpath);
+        s.dropped = job.dropped;
+        s.scopes = new ArrayList<>();
+        s.scopeTimes = new ArrayList<>();
+        s.scopeIndex = new HashMap<>();
+        for (Map.Entry<String, Map<String, String>> scope : job.scopes.entrySet()) {
+            s.scopeIndex.put(scope.getKey(), s.scopes.size());
+            s.scopes.add(scope.getValue());  // never changed once registered
+            double[] times = job.scopeTimes.get(scope.getKey());
+            s.scopeTimes.add(times == null ? null : times.clone());
+        }
+        // Metrics still live (job not finished) contribute their current value.
+        s.values = new LinkedHashMap<>(job.finals);
+        for (Entry e : live.values()) {
+            if (e.jobId.equals(job.id) && !s.values.containsKey(e.key)) {
+                Double v = valueOf(e.metric);
+                if (v != null) {
+                    s.values.put(e.key, v);
                 }
-                w.write(",\"cpu_count\":" + Runtime.getRuntime().availableProcessors());
-                w.write(",\"thread_cpu\":[");
-                // A subtask's threads (a legacy source's two, a FLIP-27 source's fetchers, restarted attempts')
-                // add up to its CPU time.
-                Map<String, Long> subtaskCpu = new LinkedHashMap<>();
-                for (Map.Entry<String, Long> e : job.threadCpu.entrySet()) {
-                    subtaskCpu.merge(e.getKey().substring(0, e.getKey().lastIndexOf('\u0001')), e.getValue(), Long::sum);
-                }
-                int t = 0;
-                for (Map.Entry<String, Long> e : subtaskCpu.entrySet()) {
-                    String[] key = e.getKey().split("\u0001", 2);
-                    w.write((t++ > 0 ? "," : "") + "[" + quote(key[0]) + "," + quote(key[1]) + "," + e.getValue() / 1e9 + "]");
-                }
-                w.write("],\"classpath\":[");
-                int c = 0;
-                for (String entry : job.classpath) {
-                    w.write((c++ > 0 ? "," : "") + quote(entry));
-                }
-                w.write("]");
-                w.write(",\"dropped_metrics\":" + job.dropped + ",\"scopes\":[");
-                Map<String, Integer> index = new HashMap<>();
-                int i = 0;
-                for (Map.Entry<String, Map<String, String>> scope : job.scopes.entrySet()) {
-                    if (i > 0) {
-                        w.write(",");
-                    }
-                    index.put(scope.getKey(), i++);
-                    w.write("{");
-                    int j = 0;
-                    for (Map.Entry<String, String> kv : scope.getValue().entrySet()) {
-                        w.write((j++ > 0 ? "," : "") + quote(kv.getKey()) + ":" + quote(kv.getValue()));
-                    }
-                    double[] times = job.scopeTimes.get(scope.getKey());
-                    if (times != null) {
-                        w.write((j++ > 0 ? "," : "") + "\"added\":" + times[0]);
-                        if (times[1] > 0) {
-                            w.write(",\"removed\":" + times[1]);
-                        }
-                    }
-                    w.write("}");
-                }
-                w.write("],\"metrics\":[");
-                int k = 0;
-                // Metrics still live at close() (job not finished) contribute their current value.
-                Map<String, Double> values = new LinkedHashMap<>(job.finals);
-                for (Entry e : live.values()) {
-                    if (e.jobId.equals(job.id) && !values.containsKey(e.key)) {
-                        Double v = valueOf(e.metric);
-                        if (v != null) {
-                            values.put(e.key, v);
-                        }
-                    }
-                }
-                for (Map.Entry<String, Double> m : values.entrySet()) {
-                    int cut = m.getKey().indexOf('\u0002');
-                    Integer scope = index.get(m.getKey().substring(0, cut));
-                    if (scope == null) {
-                        continue;
-                    }
-                    w.write((k++ > 0 ? "," : "") + "[" + scope + "," + quote(m.getKey().substring(cut + 1)) + ","
-                            + m.getValue() + "]");
-                }
-                w.write("],\"sample_interval_s\":" + (sampleIntervalMs / 1000.0) + ",\"sample_origin\":" + sampleOrigin
-                        + ",\"sample_bucket_s\":" + BUCKET_S + ",\"dropped_samples\":" + job.droppedSamples
-                        + ",\"samples\":[");
-                int n = 0;
-                for (Map.Entry<String, Long> row : job.samples.entrySet()) {
-                    String[] parts = row.getKey().split("\u0001", 6);
-                    w.write((n++ > 0 ? "," : "") + "[" + quote(parts[0]) + "," + quote(parts[1]) + "," + parts[2] + ","
-                            + quote(parts[5]) + "," + row.getValue() + "," + quote(parts[3]) + "," + quote(parts[4])
-                            + "]");
-                }
-                w.write("]}\n");
             }
-            Files.move(tmp, target, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
-            LOG.info("crystalperf: wrote " + target);
-            return target;
-        } catch (IOException | RuntimeException e) {
-            LOG.log(Level.WARNING, "crystalperf: could not write the metrics of job " + job.id, e);
-            return null;
+        }
+        s.droppedSamples = job.droppedSamples;
+        s.heldRows = new ArrayList<>();
+        if (!job.held.isEmpty()) {
+            int other = stackId(job, OTHER_STACK);
+            for (Map.Entry<String, long[]> h : job.held.entrySet()) {
+                String[] key = h.getKey().split("\u0001", 4);  // task, subtask, state, role
+                s.heldRows.add("[" + quote(key[0]) + "," + quote(key[1]) + "," + h.getValue()[1] + "," + other + ","
+                        + h.getValue()[0] + "," + quote(key[2]) + "," + quote(key[3]) + "]");
+            }
+        }
+        s.stacks = new ArrayList<>(job.stacks);
+        s.samples = new ArrayList<>(job.samples.entrySet().size());
+        for (Map.Entry<String, Long> row : job.samples.entrySet()) {
+            s.samples.add(new java.util.AbstractMap.SimpleImmutableEntry<>(row.getKey(), row.getValue()));
+        }
+        return s;
+    }
+
+    /** The part's JSON (format version 4: stacks interned once, rows refer to them by index). */
+    private String render(Snapshot s) {
+        StringBuilder w = new StringBuilder(4096 + 64 * s.samples.size());
+        w.append("{\"format\":\"crystalperf-flink-metrics\",\"version\":4,\"job_id\":").append(quote(s.id));
+        w.append(",\"job_name\":").append(quote(s.name));
+        w.append(",\"process\":").append(PROCESS_ID);
+        // complete: none of the job's metrics is left in this process; a flushed part is not
+        w.append(",\"complete\":").append(s.complete).append(",\"written\":").append(System.currentTimeMillis() / 1000.0);
+        w.append(",\"start\":").append(s.firstSeen).append(",\"end\":").append(s.end);
+        // version 3: this process's I/O counter rows over the job (the trace's io)
+        w.append(",\"io\":").append(ioRowsOf(s.job, s.end, s.complete));
+        long processCpu = processCpuNanos();
+        if (processCpu >= 0 && s.processCpuAtStart >= 0) {
+            w.append(",\"process_cpu_s\":").append((processCpu - s.processCpuAtStart) / 1e9);
+        }
+        w.append(",\"cpu_count\":").append(Runtime.getRuntime().availableProcessors());
+        w.append(",\"thread_cpu\":[");
+        int t = 0;
+        for (Map.Entry<String, Long> e : s.subtaskCpu.entrySet()) {
+            String[] key = e.getKey().split("\u0001", 2);
+            w.append(t++ > 0 ? "," : "").append('[').append(quote(key[0])).append(',').append(quote(key[1]))
+                    .append(',').append(e.getValue() / 1e9).append(']');
+        }
+        w.append("],\"classpath\":[");
+        int c = 0;
+        for (String entry : s.classpath) {
+            w.append(c++ > 0 ? "," : "").append(quote(entry));
+        }
+        w.append("],\"dropped_metrics\":").append(s.dropped).append(",\"scopes\":[");
+        for (int i = 0; i < s.scopes.size(); i++) {
+            w.append(i > 0 ? ",{" : "{");
+            int j = 0;
+            for (Map.Entry<String, String> kv : s.scopes.get(i).entrySet()) {
+                w.append(j++ > 0 ? "," : "").append(quote(kv.getKey())).append(':').append(quote(kv.getValue()));
+            }
+            double[] times = s.scopeTimes.get(i);
+            if (times != null) {
+                w.append(j > 0 ? "," : "").append("\"added\":").append(times[0]);
+                if (times[1] > 0) {
+                    w.append(",\"removed\":").append(times[1]);
+                }
+            }
+            w.append('}');
+        }
+        w.append("],\"metrics\":[");
+        int k = 0;
+        for (Map.Entry<String, Double> m : s.values.entrySet()) {
+            int cut = m.getKey().indexOf('\u0002');
+            Integer scope = s.scopeIndex.get(m.getKey().substring(0, cut));
+            if (scope == null) {
+                continue;
+            }
+            w.append(k++ > 0 ? "," : "").append('[').append(scope).append(',')
+                    .append(quote(m.getKey().substring(cut + 1))).append(',').append(m.getValue()).append(']');
+        }
+        w.append("],\"sample_interval_s\":").append(sampleIntervalMs / 1000.0).append(",\"sample_origin\":")
+                .append(sampleOrigin).append(",\"sample_bucket_s\":").append(BUCKET_S)
+                .append(",\"dropped_samples\":").append(s.droppedSamples).append(",\"stacks\":[");
+        for (int i = 0; i < s.stacks.size(); i++) {
+            w.append(i > 0 ? "," : "").append(quote(s.stacks.get(i)));
+        }
+        w.append("],\"samples\":[");
+        int n = 0;
+        for (Map.Entry<String, Long> row : s.samples) {
+            // task, subtask, bucket, state, role, stack id
+            String[] parts = row.getKey().split("\u0001", 6);
+            w.append(n++ > 0 ? "," : "").append('[').append(quote(parts[0])).append(',').append(quote(parts[1]))
+                    .append(',').append(parts[2]).append(',').append(parts[5]).append(',').append(row.getValue())
+                    .append(',').append(quote(parts[3])).append(',').append(quote(parts[4])).append(']');
+        }
+        for (String held : s.heldRows) {
+            w.append(n++ > 0 ? "," : "").append(held);
+        }
+        w.append("]}\n");
+        return w.toString();
+    }
+
+    /** Snapshot under the lock, then serialise and write outside it (callers hold no lock for the write). */
+    private Path write(Job job, boolean complete) {
+        Snapshot snapshot;
+        synchronized (this) {
+            snapshot = snapshot(job, complete);
+        }
+        return writePart(snapshot);
+    }
+
+    /**
+     * Writes a part atomically: a fresh temporary file beside it (a unique name, so two writers never share one
+     * and a planted link is never followed), forced to the disk, then renamed over the part; the temporary file is
+     * removed when anything fails. An older snapshot never replaces a newer one's part.
+     */
+    private Path writePart(Snapshot s) {
+        synchronized (s.job.writeLock) {
+            if (s.sequence < s.job.writtenSequence) {
+                return null;
+            }
+            Path tmp = null;
+            try {
+                byte[] bytes = render(s).getBytes(StandardCharsets.UTF_8);
+                Files.createDirectories(outputDir);
+                // One part per process: on a cluster the JobManager and every TaskManager write their own.
+                String part = "crystalperf-flink-" + s.id + "." + PROCESS_ID;
+                Path target = outputDir.resolve(part + ".json");
+                tmp = Files.createTempFile(outputDir, ".crystalperf-" + part + ".json.", ".tmp");
+                try {
+                    Files.setPosixFilePermissions(tmp, java.nio.file.attribute.PosixFilePermissions.fromString("rw-r--r--"));
+                } catch (UnsupportedOperationException | IOException e) {
+                    // not a POSIX file system: the temporary file's own permissions stay
+                }
+                try (FileChannel channel = FileChannel.open(tmp, StandardOpenOption.WRITE)) {
+                    ByteBuffer buffer = ByteBuffer.wrap(bytes);
+                    while (buffer.hasRemaining()) {
+                        channel.write(buffer);
+                    }
+                    channel.force(true);
+                }
+                Files.move(tmp, target, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+                tmp = null;
+                s.job.writtenSequence = s.sequence;
+                LOG.info("crystalperf: wrote " + target);
+                return target;
+            } catch (IOException | RuntimeException e) {
+                LOG.log(Level.WARNING, "crystalperf: could not write the metrics of job " + s.id, e);
+                return null;
+            } finally {
+                if (tmp != null) {
+                    try {
+                        Files.deleteIfExists(tmp);
+                    } catch (IOException e) {
+                        LOG.log(Level.FINE, "crystalperf: could not remove " + tmp, e);
+                    }
+                }
+            }
         }
     }
 

@@ -2,13 +2,14 @@ package org.crystalperf.spark;
 
 import java.io.File;
 import java.io.FileOutputStream;
-import java.io.OutputStream;
-import java.lang.management.ManagementFactory;
+import java.io.IOException;
 import java.net.URI;
+import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
@@ -24,6 +25,7 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.zip.GZIPOutputStream;
 
+import com.fasterxml.jackson.core.JsonGenerator;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.spark.SparkConf;
 import org.apache.spark.executor.TaskMetrics;
@@ -48,11 +50,10 @@ public class CrystalPerfListener extends SparkListener {
      * configured by hand); crystalperf's {@code spark_conf} sets it to the version its Python side reads.
      * A unit test keeps this equal to {@code crystalperf.core.trace.SCHEMA_VERSION}.
      */
-    static final String SCHEMA_VERSION = "1.3";
+    static final String SCHEMA_VERSION = "1.4";
     private static final Pattern WRITE_PATH =
             Pattern.compile(
             "InsertIntoHadoopFsRelationCommand\\s*(?:\\nInput: [^\\n]*\\nArguments:)?\\s+(?:file:(?://)?)?(/[^,\\s\\]]+)");
-    private static final Pattern SECRET = Pattern.compile("(?i)secret|password|token|credential|\\.key$|keystore|auth");
 
     private final SparkConf conf;
     private final boolean testing = "1".equals(System.getenv("CRYSTALPERF_TESTING"));
@@ -64,18 +65,72 @@ public class CrystalPerfListener extends SparkListener {
     private double appStart = System.currentTimeMillis() / 1000.0;
     private final Map<Integer, Map<String, Object>> jobs = new TreeMap<>();
     private final Map<Integer, List<Integer>> jobStages = new HashMap<>();
-    private final Map<Integer, StageInfo> stageInfos = new HashMap<>();
+    private final Map<Integer, StageMeta> stageInfos = new HashMap<>();
     private final Map<Integer, Map<String, Object>> stages = new TreeMap<>();
-    private final Map<Integer, List<Map<String, Object>>> stageTasks = new HashMap<>();
+    private final TaskTable tasks;
     private final Map<String, Map<String, Object>> executors = new TreeMap<>();
     private final Map<Integer, Long> cachedBytes = new HashMap<>();
-    private final Map<String, Double> totals = new TreeMap<>();
     private final List<String> warnings = new ArrayList<>();
+    private long warningsLeftOut;
     private final List<String> classpath = new ArrayList<>();
     private final Map<String, String> properties = new TreeMap<>();
     private final Map<String, String> sqlDescriptions = new HashMap<>();
     private String lastOutputDir;
     private boolean finished;
+    /** A job failed while the JVM was shutting down: Spark's shutdown hook stopped it. */
+    private boolean cutByShutdown;
+    /** The last trace written (for a shutdown that comes after the application's end). */
+    private volatile File writtenTrace;
+    private final Thread shutdownHook;
+
+    static final int MAX_WARNINGS = 200;
+    static final int MAX_SQL_DESCRIPTIONS = 10_000;
+    static final int MAX_TEXT = 2000;
+    static final String PARTIAL_SHUTDOWN =
+            "the driver was stopped before the application ended (SIGTERM or System.exit)";
+    static final String PARTIAL_STOPPED_IN_SHUTDOWN =
+            "the driver was stopped before the application ended (SIGTERM or System.exit); the application's end "
+            + "came from Spark's own shutdown hook";
+
+    /** What the trace needs of a stage's StageInfo (StageInfo itself holds its accumulables and metrics). */
+    static final class StageMeta {
+        final String name;
+        final int numTasks;
+        final int[] parentIds;
+        final String details;
+        final String lineage;
+
+        StageMeta(StageInfo si) {
+            name = clip(si.name());
+            numTasks = si.numTasks();
+            List<Object> ps = CollectionConverters.asJava(si.parentIds());
+            parentIds = new int[ps.size()];
+            for (int i = 0; i < parentIds.length; i++) {
+                parentIds[i] = (Integer) ps.get(i);
+            }
+            String d = si.details();
+            details = d == null || d.isEmpty() ? null : clip(d.split("\n", 2)[0].trim());
+            StringBuilder sb = new StringBuilder();
+            for (RDDInfo rdd : CollectionConverters.asJava(si.rddInfos())) {
+                if (sb.length() > 0) {
+                    sb.append("; ");
+                }
+                sb.append(rdd.id()).append(' ').append(rdd.name()).append(" @ ").append(rdd.callSite());
+                List<Object> rp = CollectionConverters.asJava(rdd.parentIds());
+                if (!rp.isEmpty()) {
+                    sb.append(" <- ").append(rp);
+                }
+                if (sb.length() > 4 * MAX_TEXT) {
+                    break;
+                }
+            }
+            lineage = sb.length() > 4 * MAX_TEXT ? sb.substring(0, 4 * MAX_TEXT) + "..." : sb.toString();
+        }
+    }
+
+    static String clip(String s) {
+        return s == null || s.length() <= MAX_TEXT ? s : s.substring(0, MAX_TEXT) + "...";
+    }
 
     /**
      * Bytes this process and its descendants (in local mode the PySpark daemon and workers) read from and
@@ -96,6 +151,31 @@ public class CrystalPerfListener extends SparkListener {
             }
         }
         io = started;
+        tasks = new TaskTable(conf.getSizeAsBytes("spark.crystalperf.maxTaskBytes",
+                Long.toString(TaskTable.DEFAULT_MAX_BYTES)));
+        SampleStore.configure(conf.getSizeAsBytes("spark.crystalperf.maxSampleBytes",
+                Long.toString(SampleStore.DEFAULT_MAX_BYTES)), this::measured);
+        Thread hook = null;
+        try {
+            hook = new Thread(this::onShutdown, "crystalperf-shutdown");
+            Runtime.getRuntime().addShutdownHook(hook);
+        } catch (Throwable t) {
+            LOG.log(Level.WARNING, "crystalperf: no partial trace on SIGTERM (the job is not affected): " + t);
+            hook = null;
+        }
+        shutdownHook = hook;
+    }
+
+    private synchronized void measured(int stage, long task, long pythonWaitSamples, long runQueueNs) {
+        guard("recording a task's executor measures", () -> tasks.measured(stage, task, pythonWaitSamples, runQueueNs));
+    }
+
+    private void warn(String warning) {
+        if (warnings.size() < MAX_WARNINGS) {
+            warnings.add(clip(warning));
+        } else {
+            warningsLeftOut++;
+        }
     }
 
     private void guard(String what, Runnable body) {
@@ -104,10 +184,11 @@ public class CrystalPerfListener extends SparkListener {
         } catch (Throwable t) {
             if (testing) {
                 LOG.log(Level.SEVERE, "crystalperf: " + what + " failed", t);
-                warnings.add(what + " failed: " + t);
             } else {
                 LOG.log(Level.WARNING, "crystalperf: " + what + " failed (the job is not affected): " + t);
-                warnings.add(what + " failed: " + t);
+            }
+            synchronized (this) {
+                warn(what + " failed: " + t);
             }
         }
     }
@@ -134,11 +215,11 @@ public class CrystalPerfListener extends SparkListener {
                     e.environmentDetails();
             Option<scala.collection.Seq<Tuple2<String, String>>> props = details.get("Spark Properties");
             if (props.isDefined()) {
+                Map<String, String> raw = new TreeMap<>();
                 for (Tuple2<String, String> kv : CollectionConverters.asJava(props.get())) {
-                    if (!SECRET.matcher(kv._1()).find()) {
-                        properties.put(kv._1(), kv._2());
-                    }
+                    raw.put(kv._1(), kv._2());
                 }
+                properties.putAll(Redaction.redact(raw));
             }
             Option<scala.collection.Seq<Tuple2<String, String>>> cp = details.get("Classpath Entries");
             if (cp.isDefined()) {
@@ -171,7 +252,7 @@ public class CrystalPerfListener extends SparkListener {
             if (ex != null) {
                 ex.put("removed", sec(e.time()));
             }
-            warnings.add("executor " + e.executorId() + " removed: " + e.reason());
+            warn("executor " + e.executorId() + " removed: " + e.reason());
         });
     }
 
@@ -207,7 +288,7 @@ public class CrystalPerfListener extends SparkListener {
             List<Integer> ids = new ArrayList<>();
             for (StageInfo si : CollectionConverters.asJava(e.stageInfos())) {
                 ids.add(si.stageId());
-                stageInfos.putIfAbsent(si.stageId(), si);
+                stageInfos.putIfAbsent(si.stageId(), new StageMeta(si));
             }
             Collections.sort(ids);
             jobStages.put(e.jobId(), ids);
@@ -231,8 +312,11 @@ public class CrystalPerfListener extends SparkListener {
             job.put("end", sec(e.time()));
             boolean ok = e.jobResult().getClass().getSimpleName().startsWith("JobSucceeded");
             job.put("status", ok ? "success" : "failed");
+            if (!ok && inShutdown()) {
+                cutByShutdown = true;
+            }
             if (!ok && e.jobResult() instanceof JobFailed) {
-                warnings.add("job " + e.jobId() + " failed: " + ((JobFailed) e.jobResult()).exception());
+                warn("job " + e.jobId() + " failed: " + ((JobFailed) e.jobResult()).exception());
             }
         });
     }
@@ -245,7 +329,7 @@ public class CrystalPerfListener extends SparkListener {
             long submitted = si.submissionTime().isDefined() ? (Long) si.submissionTime().get() : System.currentTimeMillis();
             st.putIfAbsent("start", sec(submitted));
             st.put("attempts", si.attemptNumber() + 1);
-            stageInfos.put(si.stageId(), si);
+            stageInfos.put(si.stageId(), new StageMeta(si));
         });
     }
 
@@ -262,9 +346,9 @@ public class CrystalPerfListener extends SparkListener {
             st.put("end", sec(done));
             st.put("status", si.failureReason().isDefined() ? "failed" : "success");
             if (si.failureReason().isDefined()) {
-                st.put("failure", si.failureReason().get());
+                st.put("failure", clip(si.failureReason().get()));
             }
-            stageInfos.put(si.stageId(), si);
+            stageInfos.put(si.stageId(), new StageMeta(si));
             for (RDDInfo rdd : CollectionConverters.asJava(si.rddInfos())) {
                 long size = rdd.memSize() + rdd.diskSize();
                 if (size > 0) {
@@ -278,72 +362,25 @@ public class CrystalPerfListener extends SparkListener {
     public synchronized void onTaskEnd(SparkListenerTaskEnd e) {
         guard("onTaskEnd", () -> {
             TaskInfo ti = e.taskInfo();
-            Map<String, Object> task = new LinkedHashMap<>();
-            task.put("id", Long.toString(ti.taskId()));
-            task.put("index", ti.index());
-            task.put("attempt", ti.attemptNumber());
-            task.put("executor", ti.executorId());
-            task.put("host", ti.host());
-            double start = sec(ti.launchTime());
+            TaskTable.Record rec = new TaskTable.Record();
+            rec.id = ti.taskId();
+            rec.index = ti.index();
+            rec.attempt = ti.attemptNumber();
+            rec.executor = tasks.intern(ti.executorId());
+            rec.host = tasks.intern(ti.host());
+            rec.start = sec(ti.launchTime());
             double end = sec(ti.finishTime() > 0 ? ti.finishTime() : System.currentTimeMillis());
-            task.put("start", start);
-            task.put("end", Math.max(start, end));
-            task.put("status", ti.successful() ? "success" : ti.killed() ? "killed" : ti.failed() ? "failed" : "unknown");
-            Map<String, Double> m = metrics(e.taskMetrics());
-            task.put("metrics", m);
-            for (Map.Entry<String, Double> kv : m.entrySet()) {
-                totals.merge(kv.getKey(), kv.getValue(), Double::sum);
-            }
-            stageTasks.computeIfAbsent(e.stageId(), k -> new ArrayList<>()).add(task);
+            rec.end = Math.max(rec.start, end);
+            rec.status = ti.successful() ? TaskTable.SUCCESS : ti.killed() ? TaskTable.KILLED
+                    : ti.failed() ? TaskTable.FAILED : TaskTable.UNKNOWN;
+            rec.raw = TaskTable.raw(e.taskMetrics());
+            tasks.add(e.stageId(), rec);
         });
     }
 
     /** Every task metric, under the core's well-known names and under Spark's own. */
     static Map<String, Double> metrics(TaskMetrics t) {
-        Map<String, Double> m = new LinkedHashMap<>();
-        if (t == null) {
-            return m;
-        }
-        m.put("run_time_s", t.executorRunTime() / 1000.0);
-        m.put("cpu_time_s", t.executorCpuTime() / 1e9);
-        m.put("gc_time_s", t.jvmGCTime() / 1000.0);
-        m.put("network_wait_s", t.shuffleReadMetrics().fetchWaitTime() / 1000.0);
-        m.put("disk_time_s", t.shuffleWriteMetrics().writeTime() / 1e9);
-        m.put("input_bytes", (double) t.inputMetrics().bytesRead());
-        m.put("output_bytes", (double) t.outputMetrics().bytesWritten());
-        m.put("shuffle_read_bytes", (double) t.shuffleReadMetrics().totalBytesRead());
-        m.put("shuffle_remote_read_bytes", (double) t.shuffleReadMetrics().remoteBytesRead());
-        m.put("shuffle_write_bytes", (double) t.shuffleWriteMetrics().bytesWritten());
-        m.put("spill_disk_bytes", (double) t.diskBytesSpilled());
-        m.put("spill_memory_bytes", (double) t.memoryBytesSpilled());
-        m.put("peak_memory_bytes", (double) t.peakExecutionMemory());
-        m.put("records_in", (double) (t.inputMetrics().recordsRead() + t.shuffleReadMetrics().recordsRead()));
-        m.put("records_out", (double) (t.outputMetrics().recordsWritten() + t.shuffleWriteMetrics().recordsWritten()));
-        m.put("executorDeserializeTime", (double) t.executorDeserializeTime());
-        m.put("executorDeserializeCpuTime", (double) t.executorDeserializeCpuTime());
-        m.put("executorRunTime", (double) t.executorRunTime());
-        m.put("executorCpuTime", (double) t.executorCpuTime());
-        m.put("resultSize", (double) t.resultSize());
-        m.put("jvmGCTime", (double) t.jvmGCTime());
-        m.put("resultSerializationTime", (double) t.resultSerializationTime());
-        m.put("memoryBytesSpilled", (double) t.memoryBytesSpilled());
-        m.put("diskBytesSpilled", (double) t.diskBytesSpilled());
-        m.put("peakExecutionMemory", (double) t.peakExecutionMemory());
-        m.put("inputMetrics.bytesRead", (double) t.inputMetrics().bytesRead());
-        m.put("inputMetrics.recordsRead", (double) t.inputMetrics().recordsRead());
-        m.put("outputMetrics.bytesWritten", (double) t.outputMetrics().bytesWritten());
-        m.put("outputMetrics.recordsWritten", (double) t.outputMetrics().recordsWritten());
-        m.put("shuffleReadMetrics.remoteBlocksFetched", (double) t.shuffleReadMetrics().remoteBlocksFetched());
-        m.put("shuffleReadMetrics.localBlocksFetched", (double) t.shuffleReadMetrics().localBlocksFetched());
-        m.put("shuffleReadMetrics.fetchWaitTime", (double) t.shuffleReadMetrics().fetchWaitTime());
-        m.put("shuffleReadMetrics.remoteBytesRead", (double) t.shuffleReadMetrics().remoteBytesRead());
-        m.put("shuffleReadMetrics.remoteBytesReadToDisk", (double) t.shuffleReadMetrics().remoteBytesReadToDisk());
-        m.put("shuffleReadMetrics.localBytesRead", (double) t.shuffleReadMetrics().localBytesRead());
-        m.put("shuffleReadMetrics.recordsRead", (double) t.shuffleReadMetrics().recordsRead());
-        m.put("shuffleWriteMetrics.bytesWritten", (double) t.shuffleWriteMetrics().bytesWritten());
-        m.put("shuffleWriteMetrics.writeTime", (double) t.shuffleWriteMetrics().writeTime());
-        m.put("shuffleWriteMetrics.recordsWritten", (double) t.shuffleWriteMetrics().recordsWritten());
-        return m;
+        return TaskTable.named(TaskTable.raw(t));
     }
 
     @Override
@@ -352,7 +389,9 @@ public class CrystalPerfListener extends SparkListener {
             if (e.getClass().getName().endsWith("SparkListenerSQLExecutionStart")) {
                 org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart start =
                         (org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart) e;
-                sqlDescriptions.put(Long.toString(start.executionId()), start.description());
+                if (sqlDescriptions.size() < MAX_SQL_DESCRIPTIONS) {
+                    sqlDescriptions.put(Long.toString(start.executionId()), clip(start.description()));
+                }
                 String plan = start.physicalPlanDescription();
                 Matcher m = WRITE_PATH.matcher(plan == null ? "" : plan);
                 while (m.find()) {
@@ -365,23 +404,44 @@ public class CrystalPerfListener extends SparkListener {
     }
 
     @Override
-    public synchronized void onApplicationEnd(SparkListenerApplicationEnd e) {
-        if (finished) {
-            return;
+    public void onApplicationEnd(SparkListenerApplicationEnd e) {
+        boolean inShutdown = inShutdown();
+        boolean cut;
+        synchronized (this) {
+            if (finished) {
+                return;
+            }
+            finished = true;
+            cut = cutByShutdown;
+            for (Map<String, Object> job : jobs.values()) {
+                cut |= !job.containsKey("end");
+            }
         }
-        finished = true;
-        double end = sec(e.time());
-        File outDir = outputDir();
+        removeShutdownHook();
+        // Stopped by Spark's own shutdown hook (the driver was SIGTERM'd, or its Python died) with jobs still
+        // running: the trace says what it holds is partial. An application whose jobs had all ended and that
+        // never called stop() ends this way too, complete.
+        String partial = inShutdown && cut ? PARTIAL_STOPPED_IN_SHUTDOWN : null;
+        finish(sec(e.time()), partial, !inShutdown || conf.getBoolean("spark.crystalperf.analysisOnShutdown", true));
+    }
+
+    /** Writes the trace and starts the finish; never throws. */
+    private void finish(double end, String partial, boolean startFinish) {
+        File outDir = null;
         File trace = null;
         try {
-            trace = writeTrace(end, outDir);
+            outDir = outputDir();
+            synchronized (this) {
+                trace = writeTrace(end, outDir, partial);
+            }
+            writtenTrace = trace;
         } catch (Throwable t) {
             if (testing) {
                 LOG.log(Level.SEVERE, "crystalperf: writing the trace failed", t);
             }
             LOG.warning("crystalperf: could not write the trace to " + outDir + " (the job is not affected): " + t);
         }
-        if (trace != null) {
+        if (trace != null && startFinish) {
             try {
                 finishInPython(trace, outDir);
             } catch (Throwable t) {
@@ -391,6 +451,66 @@ public class CrystalPerfListener extends SparkListener {
         }
     }
 
+    /** Whether the JVM is shutting down (a hook can no longer be added then). */
+    static boolean inShutdown() {
+        try {
+            Thread probe = new Thread(() -> { });
+            Runtime.getRuntime().addShutdownHook(probe);
+            Runtime.getRuntime().removeShutdownHook(probe);
+            return false;
+        } catch (IllegalStateException e) {
+            return true;
+        } catch (Throwable t) {
+            return false;
+        }
+    }
+
+    private void removeShutdownHook() {
+        if (shutdownHook == null || Thread.currentThread() == shutdownHook) {
+            return;
+        }
+        try {
+            Runtime.getRuntime().removeShutdownHook(shutdownHook);
+        } catch (Throwable ignored) {
+            // in shutdown already: the hook runs and finds the application finished
+        }
+    }
+
+    /**
+     * The JVM is exiting (SIGTERM, System.exit, the PySpark driver gone) and the application never ended: write
+     * what was recorded as a partial trace, and start the finish (detached: it costs a fork). Bounded: the write
+     * runs on a daemon thread the hook waits for at most {@code spark.crystalperf.shutdownWriteTimeoutMs}; the
+     * JVM's exit is never held longer.
+     */
+    private void onShutdown() {
+        long timeoutMs = conf.getLong("spark.crystalperf.shutdownWriteTimeoutMs", 5000);
+        Thread writer = new Thread(() -> {
+            synchronized (this) {
+                if (finished) {
+                    return;
+                }
+                finished = true;
+            }
+            finish(System.currentTimeMillis() / 1000.0, PARTIAL_SHUTDOWN,
+                    conf.getBoolean("spark.crystalperf.analysisOnShutdown", true));
+        }, "crystalperf-partial-trace");
+        writer.setDaemon(true);
+        writer.start();
+        try {
+            writer.join(Math.max(1, timeoutMs));
+        } catch (InterruptedException ignored) {
+            Thread.currentThread().interrupt();
+        }
+        if (writer.isAlive()) {
+            LOG.warning("crystalperf: the partial trace was not written within " + timeoutMs + " ms of the shutdown");
+        }
+    }
+
+    /**
+     * Where the trace and the report go. {@code spark.crystalperf.outputDir} as it is; otherwise a directory that
+     * other applications share (the parent of the job's output, the working directory), so this application's
+     * files go to a {@code crystalperf-<application id>} directory inside it.
+     */
     File outputDir() {
         String explicit = conf.get("spark.crystalperf.outputDir", "");
         String dir;
@@ -398,46 +518,106 @@ public class CrystalPerfListener extends SparkListener {
         if (!explicit.isEmpty()) {
             dir = explicit.startsWith("file:") ? URI.create(explicit).getPath() : explicit;
             why = "spark.crystalperf.outputDir";
-        } else if (lastOutputDir != null) {
-            dir = lastOutputDir;
-            why = "next to the application's last output";
         } else {
-            dir = System.getProperty("user.dir");
-            why = "the driver's working directory (set spark.crystalperf.outputDir to choose)";
+            String shared;
+            if (lastOutputDir != null) {
+                shared = lastOutputDir;
+                why = "next to the application's last output";
+            } else {
+                shared = System.getProperty("user.dir");
+                why = "the driver's working directory (set spark.crystalperf.outputDir to choose)";
+            }
+            dir = new File(shared, applicationDirName(appId)).getPath();
         }
         LOG.warning("crystalperf: output directory " + dir + " (" + why + ")");
         return new File(dir);
     }
 
-    private File writeTrace(double end, File outDir) throws Exception {
+    /** {@code crystalperf-<application id>}, the id reduced to characters safe in a file name. */
+    static String applicationDirName(String appId) {
+        String safe = (appId == null ? "unknown" : appId).replaceAll("[^A-Za-z0-9._-]", "_");
+        if (safe.isEmpty() || safe.startsWith(".")) {
+            safe = "app" + safe;
+        }
+        return "crystalperf-" + (safe.length() > 200 ? safe.substring(0, 200) : safe);
+    }
+
+    private File writeTrace(double end, File outDir, String partial) throws Exception {
         // Local-mode executor: its last samples are taken synchronously, no RPC round trip needed.
         CrystalPerfPlugin.Sampler local = CrystalPerfPlugin.Sampler.local;
         if (local != null) {
             local.flush();
         }
-        Map<String, Object> doc = buildTrace(end);
         Files.createDirectories(outDir.toPath());
         File target = new File(outDir, "crystalperf-trace.json.gz");
-        File tmp = new File(outDir, "crystalperf-trace.json.gz.tmp");
-        try (OutputStream out = new GZIPOutputStream(new FileOutputStream(tmp))) {
-            new ObjectMapper().writeValue(out, doc);
-        }
-        Files.move(tmp.toPath(), target.toPath(), StandardCopyOption.REPLACE_EXISTING);
-        LOG.warning("crystalperf: trace written to " + target);
+        writeAtomically(target.toPath(), out -> {
+            try (JsonGenerator g = new ObjectMapper().getFactory().createGenerator(out)) {
+                g.disable(JsonGenerator.Feature.AUTO_CLOSE_TARGET);
+                writeDocument(g, end, partial);
+            }
+        });
+        LOG.warning("crystalperf: " + (partial != null ? "partial " : "") + "trace written to " + target);
         return target;
     }
 
-    Map<String, Object> buildTrace(double end) {
-        Map<String, Object> doc = new LinkedHashMap<>();
+    interface Body {
+        void write(java.io.OutputStream out) throws IOException;
+    }
+
+    /**
+     * A gzip file written as crystalperf writes every file: a unique temporary file in the target's directory,
+     * flushed to the device, renamed over the target, the directory synced; the temporary is removed on failure.
+     */
+    static void writeAtomically(Path target, Body body) throws IOException {
+        Path dir = target.toAbsolutePath().getParent();
+        Path tmp = Files.createTempFile(dir, "." + target.getFileName() + ".", ".tmp");
+        boolean done = false;
+        try {
+            try (FileOutputStream file = new FileOutputStream(tmp.toFile());
+                 GZIPOutputStream gz = new GZIPOutputStream(file, 1 << 16)) {
+                body.write(gz);
+                gz.finish();
+                file.flush();
+                file.getFD().sync();
+            }
+            Files.move(tmp, target, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+            done = true;
+            try (FileChannel d = FileChannel.open(dir, StandardOpenOption.READ)) {
+                d.force(true);
+            } catch (IOException | UnsupportedOperationException ignored) {
+                // not every file system syncs a directory; the rename itself is atomic
+            }
+        } finally {
+            if (!done) {
+                Files.deleteIfExists(tmp);
+            }
+        }
+    }
+
+    /** The trace document as a map (small applications, tests); the file is written by {@link #writeDocument}. */
+    @SuppressWarnings("unchecked")
+    synchronized Map<String, Object> buildTrace(double end) throws IOException {
+        java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
+        ObjectMapper mapper = new ObjectMapper();
+        try (JsonGenerator g = mapper.getFactory().createGenerator(bytes)) {
+            writeDocument(g, end, null);
+        }
+        return mapper.readValue(bytes.toByteArray(), Map.class);
+    }
+
+    private void writeDocument(JsonGenerator g, double end, String partial) throws IOException {
         String schemaVersion = conf.get("spark.crystalperf.schemaVersion", SCHEMA_VERSION);
-        doc.put("schema_version", schemaVersion);
-        doc.put("$schema", "urn:crystalperf:trace:" + schemaVersion);
+        g.writeStartObject();
+        g.writeStringField("schema_version", schemaVersion);
+        g.writeStringField("$schema", "urn:crystalperf:trace:" + schemaVersion);
         Map<String, Object> producer = new LinkedHashMap<>();
         producer.put("name", "crystalperf");
         producer.put("version", VERSION);
         producer.put("hook", "spark-listener");
-        doc.put("producer", producer);
-
+        g.writeObjectField("producer", producer);
+        if (partial != null) {
+            g.writeStringField("partial", partial);
+        }
         boolean anyFailed = false;
         for (Map<String, Object> j : jobs.values()) {
             anyFailed |= "failed".equals(j.get("status"));
@@ -452,18 +632,17 @@ public class CrystalPerfListener extends SparkListener {
         }
         app.put("start", appStart);
         app.put("end", Math.max(appStart, end));
-        app.put("status", anyFailed ? "failed" : "succeeded");
+        app.put("status", partial != null ? "cancelled" : anyFailed ? "failed" : "succeeded");
         app.put("output_dir", lastOutputDir);
         if (user != null) {
             app.put("user", user);
         }
-        doc.put("application", app);
-        doc.put("environment", environment());
-        doc.put("operations", operations(end));
-        Map<String, Object> samples = samples();
-        if (samples != null) {
-            doc.put("samples", samples);
-        }
+        g.writeObjectField("application", app);
+        g.writeObjectField("environment", environment());
+        g.writeArrayFieldStart("operations");
+        writeOperations(g, end);
+        g.writeEndArray();
+        writeSamples(g);
         Map<String, Double> metrics = new TreeMap<>();
         long cached = 0;
         for (long v : cachedBytes.values()) {
@@ -472,7 +651,7 @@ public class CrystalPerfListener extends SparkListener {
         metrics.put("cached_bytes", (double) cached);
         for (String k : new String[] {"spill_disk_bytes", "spill_memory_bytes", "shuffle_write_bytes",
                 "shuffle_read_bytes", "input_bytes", "output_bytes"}) {
-            metrics.put(k, totals.getOrDefault(k, 0.0));
+            metrics.put(k, tasks.total(k));
         }
         List<IoCounters.Row> driverRows = io != null ? io.stop() : Collections.emptyList();
         IoCounters.Row lastRow = driverRows.isEmpty() ? null : driverRows.get(driverRows.size() - 1);
@@ -482,15 +661,19 @@ public class CrystalPerfListener extends SparkListener {
             metrics.put("storage_read_bytes", lastRow.storageReadBytes);
             metrics.put("storage_write_bytes", lastRow.storageWriteBytes);
         }
-        doc.put("metrics", metrics);
+        g.writeObjectField("metrics", metrics);
         List<Map<String, Object>> ioRows = new ArrayList<>();
         for (IoCounters.Row row : driverRows) {
             ioRows.add(row.toMap());
         }
         ioRows.addAll(SampleStore.ioRows());
-        doc.put("io", ioRows);
-        doc.put("warnings", warnings);
-        return doc;
+        g.writeObjectField("io", ioRows);
+        List<String> all = new ArrayList<>(warnings);
+        if (warningsLeftOut > 0) {
+            all.add(warningsLeftOut + " more warning(s) not kept (the first " + MAX_WARNINGS + " are above)");
+        }
+        g.writeObjectField("warnings", all);
+        g.writeEndObject();
     }
 
     private Map<String, Object> environment() {
@@ -571,10 +754,9 @@ public class CrystalPerfListener extends SparkListener {
         return owner;
     }
 
-    private List<Map<String, Object>> operations(double appEnd) {
+    private void writeOperations(JsonGenerator g, double appEnd) throws IOException {
         Map<Integer, Integer> owner = ranIn();
-        ExecutorMeasures measured = new ExecutorMeasures();
-        List<Map<String, Object>> ops = new ArrayList<>();
+        double waitInterval = SampleStore.intervalMs() / 1000.0;
         for (Map.Entry<Integer, Map<String, Object>> je : jobs.entrySet()) {
             int jobId = je.getKey();
             Map<String, Object> job = je.getValue();
@@ -582,57 +764,29 @@ public class CrystalPerfListener extends SparkListener {
             double jend = job.containsKey("end") ? (Double) job.get("end") : Math.max(jstart, appEnd);
             @SuppressWarnings("unchecked")
             Map<String, String> attrs = (Map<String, String>) job.get("attributes");
-            Map<String, Object> op = new LinkedHashMap<>();
-            op.put("id", "job-" + jobId);
             List<Integer> jobStageIds = jobStages.getOrDefault(jobId, Collections.emptyList());
-            StageInfo result = jobStageIds.isEmpty() ? null : stageInfos.get(jobStageIds.get(jobStageIds.size() - 1));
+            StageMeta result = jobStageIds.isEmpty() ? null : stageInfos.get(jobStageIds.get(jobStageIds.size() - 1));
             // SQL jobs carry no call site of their own; their result stage's name is the action's.
-            String fallback = result != null ? result.name() : "job " + jobId;
+            String fallback = result != null ? result.name : "job " + jobId;
             String sql = sqlDescriptions.get(attrs.get("sql_execution_id"));
             if (sql != null) {
                 fallback = "SQL " + attrs.get("sql_execution_id") + ": " + sql;
             }
             String name = attrs.getOrDefault("description", attrs.getOrDefault("call_site", fallback));
-            op.put("name", "job " + jobId + ": " + name);
-            op.put("kind", "job");
-            op.put("start", jstart);
-            op.put("end", Math.max(jstart, jend));
-            op.put("status", job.getOrDefault("status", "running"));
-            op.put("attributes", attrs);
-            List<Integer> sids = jobStages.getOrDefault(jobId, Collections.emptyList());
-            List<Map<String, Object>> children = new ArrayList<>();
-            for (int sid : sids) {
-                children.add(stageOp(sid, jobId, sids, owner, jstart, measured, appEnd));
+            g.writeStartObject();
+            g.writeStringField("id", "job-" + jobId);
+            g.writeStringField("name", "job " + jobId + ": " + name);
+            g.writeStringField("kind", "job");
+            g.writeNumberField("start", jstart);
+            g.writeNumberField("end", Math.max(jstart, jend));
+            g.writeStringField("status", String.valueOf(job.getOrDefault("status", "running")));
+            g.writeObjectField("attributes", attrs);
+            g.writeArrayFieldStart("children");
+            for (int sid : jobStageIds) {
+                writeStage(g, sid, jobId, jobStageIds, owner, jstart, appEnd, waitInterval);
             }
-            op.put("children", children);
-            ops.add(op);
-        }
-        return ops;
-    }
-
-    /** What the executor plugin measured of each task (stageId TAB taskId), shipped with the samples. */
-    private static final class ExecutorMeasures {
-        final Map<String, Long> pythonWait = SampleStore.pythonWait();
-        final double waitInterval = SampleStore.intervalMs() / 1000.0;
-        final Map<String, Long> runQueueNs = SampleStore.runQueueNs();
-
-        void addTo(int sid, Map<String, Object> task) {
-            String key = sid + "\t" + task.get("id");
-            @SuppressWarnings("unchecked")
-            Map<String, Double> m = (Map<String, Double>) task.get("metrics");
-            Long w = pythonWait.get(key);
-            if (w != null) {
-                m.put("python_worker_wait_s", w * waitInterval);
-            }
-            Long queued = runQueueNs.get(key);
-            if (queued != null) {
-                // A part of the run time, like the CPU time: the thread cannot be on a core and queued for
-                // one at once. The plugin's task end comes after the run time's (the result is serialized
-                // between them), hence the bound.
-                double run = m.getOrDefault("run_time_s", 0.0);
-                double cpu = m.getOrDefault("cpu_time_s", 0.0);
-                m.put("cpu_wait_s", Math.max(0.0, Math.min(queued / 1e9, run - cpu)));
-            }
+            g.writeEndArray();
+            g.writeEndObject();
         }
     }
 
@@ -640,144 +794,147 @@ public class CrystalPerfListener extends SparkListener {
         return ran ? "stage-" + sid : "stage-" + sid + "-skipped-in-job-" + jobId;
     }
 
-    private Map<String, Object> stageOp(int sid, int jobId, List<Integer> sids, Map<Integer, Integer> owner,
-                                        double jstart, ExecutorMeasures measured, double appEnd) {
-        StageInfo si = stageInfos.get(sid);
+    private void writeStage(JsonGenerator g, int sid, int jobId, List<Integer> sids, Map<Integer, Integer> owner,
+                            double jstart, double appEnd, double waitInterval) throws IOException {
+        StageMeta si = stageInfos.get(sid);
         Map<String, Object> st = stages.get(sid);
         boolean ran = st != null && Integer.valueOf(jobId).equals(owner.get(sid));
-        Map<String, Object> op = new LinkedHashMap<>();
-        op.put("id", stageId(sid, ran, jobId));
-        op.put("name", "stage " + sid + ": " + (si != null ? si.name() : ""));
-        op.put("kind", "stage");
-        List<String> parents = new ArrayList<>();
+        g.writeStartObject();
+        g.writeStringField("id", stageId(sid, ran, jobId));
+        g.writeStringField("name", "stage " + sid + ": " + (si != null ? si.name : ""));
+        g.writeStringField("kind", "stage");
+        g.writeArrayFieldStart("parents");
         if (si != null) {
-            for (Object p : CollectionConverters.asJava(si.parentIds())) {
-                int pid = (Integer) p;
+            for (int pid : si.parentIds) {
                 if (sids.contains(pid)) {
                     boolean pran = stages.containsKey(pid) && Integer.valueOf(jobId).equals(owner.get(pid));
-                    parents.add(stageId(pid, pran, jobId));
+                    g.writeString(stageId(pid, pran, jobId));
                 }
             }
         }
-        op.put("parents", parents);
+        g.writeEndArray();
         Map<String, String> attrs = new LinkedHashMap<>();
         if (ran) {
             double start = (Double) st.get("start");
             double end = st.containsKey("end") ? (Double) st.get("end") : Math.max(start, appEnd);
-            op.put("start", start);
-            op.put("end", Math.max(start, end));
-            op.put("status", st.getOrDefault("status", "running"));
+            g.writeNumberField("start", start);
+            g.writeNumberField("end", Math.max(start, end));
+            g.writeStringField("status", String.valueOf(st.getOrDefault("status", "running")));
             if (st.containsKey("failure")) {
                 attrs.put("failure", String.valueOf(st.get("failure")));
             }
             attrs.put("attempts", String.valueOf(st.getOrDefault("attempts", 1)));
-            List<Map<String, Object>> tasks = stageTasks.getOrDefault(sid, Collections.emptyList());
-            for (Map<String, Object> t : tasks) {
-                measured.addTo(sid, t);
+            TaskTable.Stage recorded = tasks.existing(sid);
+            g.writeArrayFieldStart("tasks");
+            if (recorded != null) {
+                for (TaskTable.Record rec : recorded.kept) {
+                    tasks.writeTask(g, rec, waitInterval);
+                }
             }
-            op.put("tasks", tasks);
+            g.writeEndArray();
+            // Schema 1.4: how many tasks ran, and their exact totals (tasks may be a uniform sample of them).
+            g.writeNumberField("task_count", recorded != null ? recorded.taskCount : 0);
+            if (recorded != null) {
+                g.writeObjectField("metrics", tasks.stageMetrics(recorded, waitInterval));
+                if (recorded.taskCount > recorded.kept.size()) {
+                    attrs.put("tasks_sampled", recorded.kept.size() + " of " + recorded.taskCount
+                            + " (spark.crystalperf.maxTaskBytes)");
+                }
+                if (recorded.failed > 0) {
+                    attrs.put("failed_tasks", Long.toString(recorded.failed));
+                }
+                if (recorded.killed > 0) {
+                    attrs.put("killed_tasks", Long.toString(recorded.killed));
+                }
+            }
         } else {
-            op.put("start", jstart);
-            op.put("end", jstart);
-            op.put("status", "skipped");
+            g.writeNumberField("start", jstart);
+            g.writeNumberField("end", jstart);
+            g.writeStringField("status", "skipped");
         }
         if (si != null) {
-            op.put("parallelism", Math.max(1, si.numTasks()));
-            String details = si.details();
-            if (details != null && !details.isEmpty()) {
-                attrs.put("call_site", details.split("\n", 2)[0].trim());
+            g.writeNumberField("parallelism", Math.max(1, si.numTasks));
+            if (si.details != null) {
+                attrs.put("call_site", si.details);
             }
-            StringBuilder lineage = new StringBuilder();
-            for (RDDInfo rdd : CollectionConverters.asJava(si.rddInfos())) {
-                if (lineage.length() > 0) {
-                    lineage.append("; ");
-                }
-                lineage.append(rdd.id()).append(' ').append(rdd.name()).append(" @ ").append(rdd.callSite());
-                List<Object> ps = CollectionConverters.asJava(rdd.parentIds());
-                if (!ps.isEmpty()) {
-                    lineage.append(" <- ").append(ps);
-                }
-            }
-            attrs.put("rdd_lineage", lineage.toString());
+            attrs.put("rdd_lineage", si.lineage);
         }
-        op.put("attributes", attrs);
-        return op;
+        g.writeObjectField("attributes", attrs);
+        g.writeEndObject();
     }
 
-    private Map<String, Object> samples() {
-        Map<String, Long> rows = SampleStore.rows();
-        if (rows.isEmpty()) {
-            return null;
+    /** The samples section (schema 1.2+), streamed from the store's tables; nothing when there are none. */
+    private void writeSamples(JsonGenerator g) throws IOException {
+        if (SampleStore.rowCount() == 0) {
+            return;
         }
         long bucketMs = SampleStore.bucketMs();
         long originBucket = (long) Math.floor(appStart * 1000.0 / bucketMs);
-        Map<String, Integer> frameIds = new HashMap<>();
-        List<Map<String, Object>> frames = new ArrayList<>();
-        Map<String, Integer> stackIds = new HashMap<>();
-        List<List<Integer>> stacks = new ArrayList<>();
-        List<String> states = new ArrayList<>();
-        Map<String, Integer> keyIds = new HashMap<>();
-        List<Map<String, Object>> keys = new ArrayList<>();
-        Map<Integer, Integer> owner = ranIn();
-        TreeMap<String, Long> agg = new TreeMap<>();
-        List<Integer> keyCol = new ArrayList<>();
-        List<Long> bucketCol = new ArrayList<>();
-        List<Integer> stackCol = new ArrayList<>();
-        List<Long> countCol = new ArrayList<>();
-        for (Map.Entry<String, Long> row : rows.entrySet()) {
-            // stage, task, bucket, thread state, encoded stack (SampleBatch's row key)
-            String[] parts = row.getKey().split("\t", 5);
-            int sid = Integer.parseInt(parts[0]);
-            String k = parts[0] + "\t" + parts[1];
-            Integer kid = keyIds.get(k);
+        List<String> frames = SampleStore.frames();
+        List<int[]> stacks = SampleStore.stacks();
+        List<String> states = SampleStore.states();
+        g.writeObjectFieldStart("samples");
+        g.writeNumberField("interval_s", SampleStore.intervalMs() / 1000.0);
+        g.writeNumberField("bucket_s", bucketMs / 1000.0);
+        g.writeNumberField("origin", originBucket * bucketMs / 1000.0);
+        g.writeArrayFieldStart("frames");
+        for (String f : frames) {
+            g.writeObject(frame(f));
+        }
+        g.writeEndArray();
+        g.writeArrayFieldStart("stacks");
+        for (int[] s : stacks) {
+            g.writeArray(s, 0, s.length);
+        }
+        g.writeEndArray();
+        g.writeObjectField("states", states);
+        // keys: one per (stage, task); the rows are written in the store's order, their key ids assigned here
+        Map<Long, Map<Long, Integer>> keyIds = new HashMap<>();
+        List<long[]> keys = new ArrayList<>();
+        int n = SampleStore.rowCount();
+        int[] keyCol = new int[n];
+        long[] bucketCol = new long[n];
+        int[] stackCol = new int[n];
+        long[] countCol = new long[n];
+        int[] r = {0};
+        SampleStore.forEachRow((stage, task, bucket, stack, count) -> {
+            int i = r[0]++;
+            if (i >= n) {
+                return;  // rows added while writing: left for the next trace
+            }
+            Map<Long, Integer> byTask = keyIds.computeIfAbsent((long) stage, k -> new HashMap<>());
+            Integer kid = byTask.get(task);
             if (kid == null) {
                 kid = keys.size();
-                keyIds.put(k, kid);
-                Map<String, Object> key = new LinkedHashMap<>();
-                key.put("operation", "stage-" + sid);
-                key.put("task", parts[1]);
-                key.put("thread", "task");
-                keys.add(key);
+                byTask.put(task, kid);
+                keys.add(new long[] {stage, task});
             }
-            // A stack is its frames and the thread's state (trace schema 1.2).
-            String stackKey = parts[3] + "\t" + parts[4];
-            Integer stid = stackIds.get(stackKey);
-            if (stid == null) {
-                List<Integer> fs = new ArrayList<>();
-                for (String f : parts[4].split("\u0001")) {
-                    Integer fid = frameIds.get(f);
-                    if (fid == null) {
-                        fid = frames.size();
-                        frameIds.put(f, fid);
-                        frames.add(frame(f));
-                    }
-                    fs.add(fid);
-                }
-                stid = stacks.size();
-                stackIds.put(stackKey, stid);
-                stacks.add(fs);
-                states.add(parts[3]);
-            }
-            keyCol.add(kid);
-            bucketCol.add(Math.max(0, Long.parseLong(parts[2]) - originBucket));
-            stackCol.add(stid);
-            countCol.add(row.getValue());
+            keyCol[i] = kid;
+            bucketCol[i] = Math.max(0, bucket - originBucket);
+            stackCol[i] = stack;
+            countCol[i] = count;
+        });
+        int rows = Math.min(n, r[0]);
+        g.writeArrayFieldStart("keys");
+        for (long[] k : keys) {
+            g.writeStartObject();
+            g.writeStringField("operation", "stage-" + k[0]);
+            g.writeStringField("task", Long.toString(k[1]));
+            g.writeStringField("thread", "task");
+            g.writeEndObject();
         }
-        Map<String, Object> s = new LinkedHashMap<>();
-        s.put("interval_s", SampleStore.intervalMs() / 1000.0);
-        s.put("bucket_s", bucketMs / 1000.0);
-        s.put("origin", originBucket * bucketMs / 1000.0);
-        s.put("frames", frames);
-        s.put("stacks", stacks);
-        s.put("states", states);
-        s.put("keys", keys);
-        s.put("key", keyCol);
-        s.put("bucket", bucketCol);
-        s.put("stack", stackCol);
-        s.put("count", countCol);
-        s.put("dropped", SampleStore.dropped());
-        s.put("executors", new ArrayList<>(SampleStore.executors()));
-        return s;
+        g.writeEndArray();
+        g.writeFieldName("key");
+        g.writeArray(keyCol, 0, rows);
+        g.writeFieldName("bucket");
+        g.writeArray(bucketCol, 0, rows);
+        g.writeFieldName("stack");
+        g.writeArray(stackCol, 0, rows);
+        g.writeFieldName("count");
+        g.writeArray(countCol, 0, rows);
+        g.writeNumberField("dropped", SampleStore.dropped());
+        g.writeObjectField("executors", new ArrayList<>(SampleStore.executors()));
+        g.writeEndObject();
     }
 
     private static Map<String, Object> frame(String encoded) {
@@ -808,9 +965,14 @@ public class CrystalPerfListener extends SparkListener {
     }
 
     /**
-     * The Python side merges the PySpark workers' samples into the trace and runs the same analysis
-     * as {@code crystalperf analyze}, in its own process: it must not count toward the job, and a crash
-     * there must not reach the application. The command line is the one Python's
+     * The Python side merges the PySpark workers' samples into the trace and runs the same analysis as
+     * {@code crystalperf analyze}, in its own process: it must not count toward the job, a crash there must not
+     * reach the application, and SparkContext.stop() must not wait for it. So it is started detached (its own
+     * session where {@code setsid} exists, stdin from /dev/null, its output appended to
+     * {@code crystalperf-analysis.log} in the output directory, with its exit status last) and outlives the
+     * driver; {@code spark.crystalperf.waitForAnalysisS} makes the driver wait for it (at most that long; by
+     * default only with {@code spark.crystalperf.analysis=false}, where the finish only merges the Python
+     * samples into the trace, so the trace is final when stop() returns). The command line is the one Python's
      * {@code INTEGRATION.finish_command(trace, "--out", dir, ...)} builds.
      */
     private void finishInPython(File trace, File outDir) throws Exception {
@@ -830,24 +992,59 @@ public class CrystalPerfListener extends SparkListener {
             cmd.add("--spool");
             cmd.add(spool);
         }
-        if (!conf.getBoolean("spark.crystalperf.analysis", true)) {
+        boolean analysis = conf.getBoolean("spark.crystalperf.analysis", true);
+        if (!analysis) {
             cmd.add("--no-analysis");
         }
         long timeout = conf.getLong("spark.crystalperf.analysisTimeoutS", 900);
-        ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
+        long wait = conf.getLong("spark.crystalperf.waitForAnalysisS", analysis ? 0 : timeout);
+        List<String> launch = new ArrayList<>();
+        String setsid = firstExisting("/usr/bin/setsid", "/bin/setsid");
+        if (setsid != null) {
+            launch.add(setsid);
+        }
+        String sh = firstExisting("/bin/sh");
+        if (sh != null) {
+            // The shell waits for the finish and writes its exit status to the log, where the driver cannot.
+            // timeout(1) bounds it, where it exists.
+            String limit = firstExisting("/usr/bin/timeout", "/bin/timeout");
+            launch.add(sh);
+            launch.add("-c");
+            launch.add((limit != null ? limit + " -k 10 " + timeout + " " : "") + "\"$@\"; s=$?; "
+                    + "echo \"crystalperf: the finish exited with status $s\"; exit $s");
+            launch.add("crystalperf-finish");
+        }
+        launch.addAll(cmd);
         File log = new File(outDir, "crystalperf-analysis.log");
-        pb.redirectOutput(log);
+        ProcessBuilder pb = new ProcessBuilder(launch).redirectErrorStream(true)
+                .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")))
+                .redirectOutput(ProcessBuilder.Redirect.appendTo(log));
+        pb.environment().put("PYTHONUNBUFFERED", "1");
         Process p = pb.start();
-        if (!p.waitFor(timeout, TimeUnit.SECONDS)) {
-            p.destroyForcibly();
-            LOG.warning("crystalperf: the analysis took longer than " + timeout + " s and was stopped; see " + log);
+        if (wait <= 0) {
+            LOG.warning("crystalperf: the analysis runs detached (pid " + p.pid() + "); the report will be written to "
+                    + new File(outDir, "crystalperf-report.html") + " (log: " + log + ")");
+            return;
+        }
+        if (!p.waitFor(wait, TimeUnit.SECONDS)) {
+            LOG.warning("crystalperf: the analysis goes on in the background (pid " + p.pid() + "); see " + log);
             return;
         }
         if (p.exitValue() != 0) {
             LOG.warning("crystalperf: the analysis failed (exit " + p.exitValue() + "; the trace is kept: "
                     + trace + "); see " + log);
         } else {
-            LOG.warning("crystalperf: report written to " + new File(outDir, "crystalperf-report.html"));
+            LOG.warning("crystalperf: " + (analysis ? "report written to " + new File(outDir, "crystalperf-report.html")
+                    : "trace finished: " + trace));
         }
+    }
+
+    private static String firstExisting(String... paths) {
+        for (String path : paths) {
+            if (new File(path).canExecute()) {
+                return path;
+            }
+        }
+        return null;
     }
 }

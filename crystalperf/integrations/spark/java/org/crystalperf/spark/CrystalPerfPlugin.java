@@ -84,19 +84,54 @@ public class CrystalPerfPlugin implements SparkPlugin {
             final String stage;
             final String task;
             final long runQueueNs;  // the task thread's run-queue delay when the task started; -1 where unknown
+            final int stageId;
+            final long taskId;
             Running(String stage, String task, long runQueueNs) {
                 this.stage = stage;
                 this.task = task;
+                this.stageId = Integer.parseInt(stage);
+                this.taskId = Long.parseLong(task);
                 this.runQueueNs = runQueueNs;
             }
             String key() { return stage + "\t" + task; }
         }
 
+        /** A row of this shipment: samples of one interned stack for one task in one bucket. */
+        private static final class RowKey {
+            final int stage;
+            final long task;
+            final long bucket;
+            final int stack;
+            RowKey(int stage, long task, long bucket, int stack) {
+                this.stage = stage;
+                this.task = task;
+                this.bucket = bucket;
+                this.stack = stack;
+            }
+            @Override public boolean equals(Object o) {
+                if (!(o instanceof RowKey)) {
+                    return false;
+                }
+                RowKey k = (RowKey) o;
+                return stage == k.stage && task == k.task && bucket == k.bucket && stack == k.stack;
+            }
+            @Override public int hashCode() {
+                return ((Integer.hashCode(stage) * 31 + Long.hashCode(task)) * 31 + Long.hashCode(bucket)) * 31 + stack;
+            }
+        }
+
+        /** The frames and stacks seen since the tables were last reset, each once (frames are shared by stacks). */
+        static final int MAX_INTERNED = 32_768;
+        private static final String[] STATES = {"runnable", "blocked", "waiting", "timed_waiting", ""};
         private final Map<Long, Running> running = new ConcurrentHashMap<>();
         private final Map<String, String> jarOfClass = new ConcurrentHashMap<>();
-        private HashMap<String, Long> rows = new HashMap<>();
-        private HashMap<String, Long> pythonWait = new HashMap<>();
-        private HashMap<String, Long> runQueueNs = new HashMap<>();
+        private final Map<StackTraceElement, Integer> frameIds = new HashMap<>();
+        private final java.util.List<String> frameText = new java.util.ArrayList<>();
+        private final Map<SampleStore.IntArray, Integer> stackIds = new HashMap<>();
+        private final java.util.List<int[]> stackFrames = new java.util.ArrayList<>();  // last element: state
+        private HashMap<RowKey, long[]> rows = new HashMap<>();
+        /** stage TAB task -> {samples waiting for the Python worker, run-queue ns (-1: none)}. */
+        private HashMap<String, long[]> taskMeasures = new HashMap<>();
         private long dropped;
         private PluginContext ctx;
         private long intervalMs = 100;
@@ -174,14 +209,13 @@ public class CrystalPerfPlugin implements SparkPlugin {
                 if (ctx != null && !"driver".equals(ctx.executorID())) {
                     // Sent now (send only enqueues), before Spark reports the task's end: the tasks of the
                     // application's last second would miss the trace if they waited for the next shipment.
-                    HashMap<String, Long> one = new HashMap<>();
-                    one.put(r.key(), waited - r.runQueueNs);
-                    ctx.send(new SampleBatch(ctx.executorID(), intervalMs, bucketMs, new HashMap<>(), new HashMap<>(),
-                            one, 0));
+                    ctx.send(SampleBatch.runQueue(ctx.executorID(), intervalMs, bucketMs, r.stageId,
+                            r.taskId, waited - r.runQueueNs));
                     return;
                 }
                 synchronized (this) {
-                    runQueueNs.merge(r.key(), waited - r.runQueueNs, Long::sum);
+                    long[] m = taskMeasures.computeIfAbsent(r.key(), k -> new long[] {0, -1});
+                    m[1] = Math.max(0, m[1]) + waited - r.runQueueNs;
                 }
             } catch (Throwable t) {
                 LOG.log(Level.FINE, "crystalperf: task counters not recorded (the job is not affected)", t);
@@ -263,16 +297,21 @@ public class CrystalPerfPlugin implements SparkPlugin {
                         continue;
                     }
                     if (waitsForPythonWorker(st)) {
-                        pythonWait.merge(r.key(), 1L, Long::sum);
+                        taskMeasures.computeIfAbsent(r.key(), k -> new long[] {0, -1})[0]++;
                         continue;
                     }
-                    // The state is part of the row: the same frames parked and running are different evidence.
-                    String key = r.stage + "\t" + r.task + "\t" + bucket + "\t" + state(info) + "\t" + encode(st);
-                    Long old = rows.get(key);
-                    if (old != null) {
-                        rows.put(key, old + 1);
+                    // The state is part of the stack: the same frames parked and running are different evidence.
+                    int stack = intern(st, state(info));
+                    if (stack < 0) {
+                        dropped++;
+                        continue;
+                    }
+                    RowKey key = new RowKey(r.stageId, r.taskId, bucket, stack);
+                    long[] count = rows.get(key);
+                    if (count != null) {
+                        count[0]++;
                     } else if (rows.size() < maxRows) {
-                        rows.put(key, 1L);
+                        rows.put(key, new long[] {1});
                     } else {
                         dropped++;
                     }
@@ -332,18 +371,43 @@ public class CrystalPerfPlugin implements SparkPlugin {
             return false;
         }
 
-        private String encode(StackTraceElement[] st) {
-            StringBuilder sb = new StringBuilder(st.length * 64);
+        /**
+         * The id of the stack (its frames interned once each) in this executor's tables; -1 when the tables are
+         * full until the next shipment resets them.
+         */
+        private int intern(StackTraceElement[] st, String state) {
+            int[] ids = new int[st.length + 1];
             for (int i = 0; i < st.length; i++) {
                 StackTraceElement e = st[i];
-                if (i > 0) {
-                    sb.append('\u0001');
+                Integer fid = frameIds.get(e);
+                if (fid == null) {
+                    if (frameIds.size() >= MAX_INTERNED) {
+                        return -1;
+                    }
+                    fid = frameText.size();
+                    frameIds.put(e, fid);
+                    frameText.add(e.getClassName() + '\u0002' + e.getMethodName() + '\u0002'
+                            + (e.getFileName() == null ? "" : e.getFileName()) + '\u0002' + e.getLineNumber()
+                            + '\u0002' + jarOf(e.getClassName()));
                 }
-                sb.append(e.getClassName()).append('\u0002').append(e.getMethodName()).append('\u0002')
-                        .append(e.getFileName() == null ? "" : e.getFileName()).append('\u0002')
-                        .append(e.getLineNumber()).append('\u0002').append(jarOf(e.getClassName()));
+                ids[i] = fid;
             }
-            return sb.toString();
+            int s = 0;
+            while (s < STATES.length - 1 && !STATES[s].equals(state)) {
+                s++;
+            }
+            ids[st.length] = s;
+            SampleStore.IntArray key = new SampleStore.IntArray(ids);
+            Integer sid = stackIds.get(key);
+            if (sid == null) {
+                if (stackIds.size() >= MAX_INTERNED) {
+                    return -1;
+                }
+                sid = stackFrames.size();
+                stackIds.put(key, sid);
+                stackFrames.add(ids);
+            }
+            return sid;
         }
 
         private String jarOf(String className) {
@@ -369,24 +433,13 @@ public class CrystalPerfPlugin implements SparkPlugin {
 
         /** Ship what was aggregated since the last shipment to the driver (or store it directly). */
         void flush() {
-            HashMap<String, Long> out;
-            HashMap<String, Long> waits;
-            HashMap<String, Long> queued;
-            long d;
+            SampleBatch batch;
             synchronized (this) {
-                if (rows.isEmpty() && pythonWait.isEmpty() && runQueueNs.isEmpty() && dropped == 0) {
+                if (rows.isEmpty() && taskMeasures.isEmpty() && dropped == 0) {
                     return;
                 }
-                out = rows;
-                waits = pythonWait;
-                queued = runQueueNs;
-                d = dropped;
-                rows = new HashMap<>();
-                pythonWait = new HashMap<>();
-                runQueueNs = new HashMap<>();
-                dropped = 0;
+                batch = takeBatch();
             }
-            SampleBatch batch = new SampleBatch(ctx.executorID(), intervalMs, bucketMs, out, waits, queued, d);
             try {
                 if ("driver".equals(ctx.executorID())) {
                     SampleStore.add(batch);
@@ -396,6 +449,77 @@ public class CrystalPerfPlugin implements SparkPlugin {
             } catch (Throwable t) {
                 LOG.log(Level.WARNING, "crystalperf: could not ship samples to the driver", t);
             }
+        }
+
+        /** This shipment's rows with the stacks and frames they use, as arrays; the buffers start over. */
+        private SampleBatch takeBatch() {
+            Map<Integer, Integer> batchStack = new HashMap<>();
+            Map<Integer, Integer> batchFrame = new HashMap<>();
+            java.util.List<String> frames = new java.util.ArrayList<>();
+            java.util.List<int[]> stacks = new java.util.ArrayList<>();
+            java.util.List<String> states = new java.util.ArrayList<>();
+            int n = rows.size();
+            int[] rowStage = new int[n];
+            long[] rowTask = new long[n];
+            long[] rowBucket = new long[n];
+            int[] rowStack = new int[n];
+            long[] rowCount = new long[n];
+            int r = 0;
+            for (Map.Entry<RowKey, long[]> e : rows.entrySet()) {
+                RowKey k = e.getKey();
+                Integer bs = batchStack.get(k.stack);
+                if (bs == null) {
+                    int[] ids = stackFrames.get(k.stack);
+                    int[] local = new int[ids.length - 1];
+                    for (int i = 0; i < local.length; i++) {
+                        Integer bf = batchFrame.get(ids[i]);
+                        if (bf == null) {
+                            bf = frames.size();
+                            batchFrame.put(ids[i], bf);
+                            frames.add(frameText.get(ids[i]));
+                        }
+                        local[i] = bf;
+                    }
+                    bs = stacks.size();
+                    batchStack.put(k.stack, bs);
+                    stacks.add(local);
+                    states.add(STATES[ids[ids.length - 1]]);
+                }
+                rowStage[r] = k.stage;
+                rowTask[r] = k.task;
+                rowBucket[r] = k.bucket;
+                rowStack[r] = bs;
+                rowCount[r] = e.getValue()[0];
+                r++;
+            }
+            int m = taskMeasures.size();
+            int[] taskStage = new int[m];
+            long[] taskId = new long[m];
+            long[] taskWait = new long[m];
+            long[] taskQueue = new long[m];
+            int t = 0;
+            for (Map.Entry<String, long[]> e : taskMeasures.entrySet()) {
+                String[] st = e.getKey().split("\t", 2);
+                taskStage[t] = Integer.parseInt(st[0]);
+                taskId[t] = Long.parseLong(st[1]);
+                taskWait[t] = e.getValue()[0];
+                taskQueue[t] = e.getValue()[1];
+                t++;
+            }
+            SampleBatch batch = new SampleBatch(ctx.executorID(), intervalMs, bucketMs, frames.toArray(new String[0]),
+                    stacks.toArray(new int[0][]), states.toArray(new String[0]), rowStage, rowTask, rowBucket, rowStack,
+                    rowCount, taskStage, taskId, taskWait, taskQueue, dropped);
+            rows = new HashMap<>();
+            taskMeasures = new HashMap<>();
+            dropped = 0;
+            if (frameIds.size() >= MAX_INTERNED / 2 || stackIds.size() >= MAX_INTERNED / 2) {
+                // Batches carry their own tables, so forgetting ours costs only re-encoding the next stacks.
+                frameIds.clear();
+                frameText.clear();
+                stackIds.clear();
+                stackFrames.clear();
+            }
+            return batch;
         }
     }
 }

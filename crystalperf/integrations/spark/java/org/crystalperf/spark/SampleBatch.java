@@ -1,33 +1,69 @@
 package org.crystalperf.spark;
 
 import java.io.Serializable;
-import java.util.HashMap;
 
 /**
- * Samples aggregated on one executor since its previous shipment, sent to the driver plugin.
- * Row key: stageId TAB taskId TAB absolute bucket TAB thread state (lower-cased {@link Thread.State})
- * TAB encoded stack (frames separated by \u0001, fields of a frame by \u0002: class, method, file, line, jar).
+ * Samples aggregated on one executor since its previous shipment, sent to the driver plugin. Self-contained
+ * (no state shared with earlier batches, so a lost batch loses only its own samples) and made of primitive
+ * arrays: the stacks it refers to are listed once, each frame once.
+ *
+ * <ul>
+ * <li>{@code frames[i]}: an encoded frame (fields separated by \u0002: class, method, file, line, jar);</li>
+ * <li>{@code stacks[s]}: indices into {@code frames}, innermost first; {@code states[s]} the thread state
+ *     (lower-cased {@link Thread.State}, "" for another) the frames were sampled in;</li>
+ * <li>row r: {@code rowCount[r]} samples of stack {@code rowStack[r]} for task {@code rowTask[r]} of stage
+ *     {@code rowStage[r]} in the absolute bucket {@code rowBucket[r]};</li>
+ * <li>task measures t: for task {@code taskId[t]} of stage {@code taskStage[t]}, {@code taskPythonWait[t]}
+ *     samples where the task thread only waited for its Python worker and {@code taskRunQueueNs[t]}
+ *     nanoseconds it was runnable but waited for a core (schedstat; -1: not measured).</li>
+ * </ul>
  */
 public final class SampleBatch implements Serializable {
-    private static final long serialVersionUID = 2L;
+    private static final long serialVersionUID = 3L;
     public final String executorId;
     public final long intervalMs;
     public final long bucketMs;
-    public final HashMap<String, Long> rows;
-    /** stageId TAB taskId -> samples where the task thread only waited for its Python worker. */
-    public final HashMap<String, Long> pythonWait;
-    /** stageId TAB taskId -> nanoseconds the task thread was runnable but waited for a core (schedstat). */
-    public final HashMap<String, Long> runQueueNs;
+    public final String[] frames;
+    public final int[][] stacks;
+    public final String[] states;
+    public final int[] rowStage;
+    public final long[] rowTask;
+    public final long[] rowBucket;
+    public final int[] rowStack;
+    public final long[] rowCount;
+    public final int[] taskStage;
+    public final long[] taskId;
+    public final long[] taskPythonWait;
+    public final long[] taskRunQueueNs;
     public final long dropped;
 
-    public SampleBatch(String executorId, long intervalMs, long bucketMs, HashMap<String, Long> rows,
-                       HashMap<String, Long> pythonWait, HashMap<String, Long> runQueueNs, long dropped) {
+    @SuppressWarnings("checkstyle:ParameterNumber")
+    public SampleBatch(String executorId, long intervalMs, long bucketMs, String[] frames, int[][] stacks,
+                       String[] states, int[] rowStage, long[] rowTask, long[] rowBucket, int[] rowStack,
+                       long[] rowCount, int[] taskStage, long[] taskId, long[] taskPythonWait,
+                       long[] taskRunQueueNs, long dropped) {
         this.executorId = executorId;
         this.intervalMs = intervalMs;
         this.bucketMs = bucketMs;
-        this.rows = rows;
-        this.pythonWait = pythonWait;
-        this.runQueueNs = runQueueNs;
+        this.frames = frames;
+        this.stacks = stacks;
+        this.states = states;
+        this.rowStage = rowStage;
+        this.rowTask = rowTask;
+        this.rowBucket = rowBucket;
+        this.rowStack = rowStack;
+        this.rowCount = rowCount;
+        this.taskStage = taskStage;
+        this.taskId = taskId;
+        this.taskPythonWait = taskPythonWait;
+        this.taskRunQueueNs = taskRunQueueNs;
         this.dropped = dropped;
+    }
+
+    /** A batch with one task's run-queue delay only (sent by the task thread as its task ends). */
+    static SampleBatch runQueue(String executorId, long intervalMs, long bucketMs, int stage, long task, long ns) {
+        return new SampleBatch(executorId, intervalMs, bucketMs, new String[0], new int[0][], new String[0],
+                new int[0], new long[0], new long[0], new int[0], new long[0],
+                new int[] {stage}, new long[] {task}, new long[] {0}, new long[] {ns}, 0);
     }
 }
