@@ -84,3 +84,26 @@ def replace_set(files: Mapping[Path, bytes], *, mode: int = 0o644) -> list[Path]
     for directory in {path.parent for _, path in staged}:
         _fsync_dir(directory)
     return [path for _, path in staged]
+
+
+def symlink(link: str | Path, target: str | Path) -> Path:
+    """Point ``link`` at ``target`` atomically: a reader sees the old link or the new one, never none. A
+    regular file or directory at ``link`` is left alone (FileExistsError): only links are replaced."""
+    link = Path(link)
+    if link.exists() and not link.is_symlink():
+        raise FileExistsError(f"{link} exists and is not a link")
+    for _ in range(100):
+        tmp = link.with_name(f"{TEMP_PREFIX}{link.name[:80]}.{os.urandom(6).hex()}{TEMP_SUFFIX}")
+        try:
+            os.symlink(target, tmp)
+        except FileExistsError:
+            continue
+        try:
+            os.replace(tmp, link)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise
+        _fsync_dir(link.parent)
+        return link
+    raise FileExistsError(f"no free temporary name beside {link}")

@@ -13,6 +13,7 @@ only add optional fields) and rejects a newer major version or a foreign documen
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import math
@@ -556,17 +557,26 @@ def load_trace(path: str | Path) -> Trace:
         else:
             raise BadInputError(f"no {' or '.join(TRACE_FILENAMES)} in this directory", path)
     text = _read_text(path)
+    # Millions of small objects are made here and none is garbage: the cyclic collector's passes over them would
+    # cost a third of the load of a big trace.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadInputError(
-            f"not valid JSON (truncated or corrupt?) at line {exc.lineno} column {exc.colno}: {exc.msg}", path
-        ) from None
-    except ValueError as exc:  # an integer of thousands of digits (Python's int conversion limit)
-        raise BadInputError(f"not a crystalperf trace ({exc})", path) from None
-    except RecursionError:
-        raise BadInputError("not a crystalperf trace (JSON nested too deeply)", path) from None
-    return parse_trace(document, path)
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise BadInputError(
+                f"not valid JSON (truncated or corrupt?) at line {exc.lineno} column {exc.colno}: {exc.msg}", path
+            ) from None
+        except ValueError as exc:  # an integer of thousands of digits (Python's int conversion limit)
+            raise BadInputError(f"not a crystalperf trace ({exc})", path) from None
+        except RecursionError:
+            raise BadInputError("not a crystalperf trace (JSON nested too deeply)", path) from None
+        del text
+        return parse_trace(document, path)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def save_trace(trace: Trace, path: str | Path) -> Path:

@@ -75,3 +75,20 @@ def test_a_trace_with_a_name_that_is_not_utf8_is_written_and_reads_back_escaped(
     trace.application.name = "udf_\udcff.py \ud800"
     saved = tr.save_trace(trace, tmp_path / "crystalperf-trace.json.gz")
     assert tr.load_trace(saved).application.name == "udf_\\xff.py \ufffd"
+
+
+def test_a_link_is_replaced_atomically_but_a_regular_file_is_left_alone(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    for d in ("a", "b"):
+        (tmp_path / d / "report.html").write_text(d)
+    link = tmp_path / "report.html"
+    atomic.symlink(link, Path("a") / "report.html")
+    atomic.symlink(link, Path("b") / "report.html")
+    assert link.is_symlink() and link.read_text() == "b"
+    regular = tmp_path / "other.html"
+    regular.write_text("mine")
+    with pytest.raises(FileExistsError):
+        atomic.symlink(regular, Path("a") / "report.html")
+    assert not regular.is_symlink() and regular.read_text() == "mine"
+    assert not list(tmp_path.glob(".crystalperf-*"))

@@ -20,9 +20,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from crystalperf.core import atomic
 from crystalperf.core import trace as tr
-from crystalperf.core.hooks import guard
-from crystalperf.integrations.base import finish_main, write_trace_and_report
+from crystalperf.core.hooks import TRACE_NAME, guard
+from crystalperf.integrations.base import REPORT_JSON, finish_main, write_trace_and_report
 from crystalperf.integrations.spark.assemble import add_worker_cpu, add_worker_cpu_wait, merge_worker_samples
 from crystalperf.integrations.spark.config import INTEGRATION
 from crystalperf.integrations.spark.reader import read_spool, read_worker_cpu, read_worker_cpu_wait
@@ -35,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="where the trace and the report go")
     parser.add_argument("--spool", type=Path, help="the PySpark workers' sample files to merge")
     parser.add_argument("--no-analysis", action="store_true", help="write the trace only")
+    parser.add_argument("--link-latest", action="store_true",
+                        help="OUT is this application's own directory inside a shared one: link the files' documented "
+                        "names there to this application's files")
 
 
 def _merge_spool(trace: tr.Trace, spool: Path) -> None:
@@ -70,7 +74,23 @@ def run(args: argparse.Namespace) -> int:
     trace.environment.scaling = trace.environment.scaling or list(INTEGRATION.scaling)
     if args.spool is not None and args.spool.is_dir():
         _merge_spool(trace, args.spool)
-    return write_trace_and_report(trace, args.out, analyze=not args.no_analysis)
+    status = write_trace_and_report(trace, args.out, analyze=not args.no_analysis)
+    if args.link_latest:
+        _link_latest(args.out)
+    return status
+
+
+def _link_latest(own_dir: Path) -> None:
+    """``<shared>/crystalperf-report.html`` -> ``crystalperf-<app id>/crystalperf-report.html`` (and the trace and
+    the JSON report): where the files were before each application had its own directory, now the latest one's."""
+    for name in (TRACE_NAME, REPORT_JSON, "crystalperf-report.html"):
+        if not (own_dir / name).is_file():
+            continue
+        with guard(f"linking {name} in {own_dir.parent} to this application's"):
+            try:
+                atomic.symlink(own_dir.parent / name, Path(own_dir.name) / name)
+            except FileExistsError:
+                log.info("crystalperf: %s is a file of its own: not replaced by a link", own_dir.parent / name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

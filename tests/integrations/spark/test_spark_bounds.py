@@ -168,3 +168,7 @@ def test_applications_sharing_a_directory_keep_their_own_files(run_app, tmp_path
     ids = {load_trace(d / "crystalperf-trace.json.gz").application.id for d in dirs}
     assert len(ids) == 2
     assert not list(tmp_path.glob("crystalperf-local-*/.*.tmp"))
+    # the documented names in the shared directory are the latest application's files, as links
+    latest = tmp_path / "crystalperf-trace.json.gz"
+    assert latest.is_symlink() and latest.resolve().parent in {d.resolve() for d in dirs}
+    assert load_trace(latest).application.id in ids

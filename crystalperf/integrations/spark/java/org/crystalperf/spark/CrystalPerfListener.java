@@ -76,6 +76,8 @@ public class CrystalPerfListener extends SparkListener {
     private final Map<String, String> properties = new TreeMap<>();
     private final Map<String, String> sqlDescriptions = new HashMap<>();
     private String lastOutputDir;
+    /** The shared directory holding this application's own output directory, when outputDir was not set. */
+    private volatile File sharedOutputDir;
     private boolean finished;
     /** A job failed while the JVM was shutting down: Spark's shutdown hook stopped it. */
     private boolean cutByShutdown;
@@ -528,6 +530,7 @@ public class CrystalPerfListener extends SparkListener {
                 why = "the driver's working directory (set spark.crystalperf.outputDir to choose)";
             }
             dir = new File(shared, applicationDirName(appId)).getPath();
+            sharedOutputDir = new File(shared);
         }
         LOG.warning("crystalperf: output directory " + dir + " (" + why + ")");
         return new File(dir);
@@ -991,6 +994,13 @@ public class CrystalPerfListener extends SparkListener {
         if (!spool.isEmpty()) {
             cmd.add("--spool");
             cmd.add(spool);
+        }
+        File shared = sharedOutputDir;
+        if (shared != null && outDir.getAbsoluteFile().getParentFile() != null
+                && outDir.getAbsoluteFile().getParentFile().equals(shared.getAbsoluteFile())) {
+            // The files under their documented names in the shared directory stay the latest application's, as
+            // links into its own directory: nothing another application wrote is overwritten.
+            cmd.add("--link-latest");
         }
         boolean analysis = conf.getBoolean("spark.crystalperf.analysis", true);
         if (!analysis) {
