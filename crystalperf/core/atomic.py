@@ -52,7 +52,11 @@ def _stage(path: Path, data: bytes, mode: int) -> Path:
 def write_bytes(path: str | Path, data: bytes, *, mode: int = 0o644) -> Path:
     """Write ``data`` to ``path`` atomically (unique temp file, fsync, rename); returns the path."""
     path = Path(path)
-    tmp = _stage(path, data, mode)
+    _rename_into_place(_stage(path, data, mode), path)
+    return path
+
+
+def _rename_into_place(tmp: Path, path: Path) -> None:
     try:
         os.replace(tmp, path)
     except BaseException:
@@ -60,7 +64,6 @@ def write_bytes(path: str | Path, data: bytes, *, mode: int = 0o644) -> Path:
             tmp.unlink()
         raise
     _fsync_dir(path.parent)
-    return path
 
 
 def write_text(path: str | Path, text: str, *, mode: int = 0o644) -> Path:
@@ -98,12 +101,6 @@ def symlink(link: str | Path, target: str | Path) -> Path:
             os.symlink(target, tmp)
         except FileExistsError:
             continue
-        try:
-            os.replace(tmp, link)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise
-        _fsync_dir(link.parent)
+        _rename_into_place(tmp, link)
         return link
     raise FileExistsError(f"no free temporary name beside {link}")
