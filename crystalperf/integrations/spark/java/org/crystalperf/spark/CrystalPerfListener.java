@@ -873,9 +873,10 @@ public class CrystalPerfListener extends SparkListener {
         }
         long bucketMs = SampleStore.bucketMs();
         long originBucket = (long) Math.floor(appStart * 1000.0 / bucketMs);
-        List<String> frames = SampleStore.frames();
-        List<int[]> stacks = SampleStore.stacks();
-        List<String> states = SampleStore.states();
+        SampleStore.Snapshot snap = SampleStore.snapshot();
+        List<String> frames = snap.frames;
+        List<int[]> stacks = snap.stacks;
+        List<String> states = snap.states;
         g.writeObjectFieldStart("samples");
         g.writeNumberField("interval_s", SampleStore.intervalMs() / 1000.0);
         g.writeNumberField("bucket_s", bucketMs / 1000.0);
@@ -894,30 +895,25 @@ public class CrystalPerfListener extends SparkListener {
         // keys: one per (stage, task); the rows are written in the store's order, their key ids assigned here
         Map<Long, Map<Long, Integer>> keyIds = new HashMap<>();
         List<long[]> keys = new ArrayList<>();
-        int n = SampleStore.rowCount();
+        int n = snap.rows();
         int[] keyCol = new int[n];
         long[] bucketCol = new long[n];
         int[] stackCol = new int[n];
         long[] countCol = new long[n];
-        int[] r = {0};
-        SampleStore.forEachRow((stage, task, bucket, stack, count) -> {
-            int i = r[0]++;
-            if (i >= n) {
-                return;  // rows added while writing: left for the next trace
-            }
-            Map<Long, Integer> byTask = keyIds.computeIfAbsent((long) stage, k -> new HashMap<>());
-            Integer kid = byTask.get(task);
+        for (int i = 0; i < n; i++) {
+            Map<Long, Integer> byTask = keyIds.computeIfAbsent((long) snap.stage[i], k -> new HashMap<>());
+            Integer kid = byTask.get(snap.task[i]);
             if (kid == null) {
                 kid = keys.size();
-                byTask.put(task, kid);
-                keys.add(new long[] {stage, task});
+                byTask.put(snap.task[i], kid);
+                keys.add(new long[] {snap.stage[i], snap.task[i]});
             }
             keyCol[i] = kid;
-            bucketCol[i] = Math.max(0, bucket - originBucket);
-            stackCol[i] = stack;
-            countCol[i] = count;
-        });
-        int rows = Math.min(n, r[0]);
+            bucketCol[i] = Math.max(0, snap.bucket[i] - originBucket);
+            stackCol[i] = snap.stack[i];
+            countCol[i] = snap.count[i];
+        }
+        int rows = n;
         g.writeArrayFieldStart("keys");
         for (long[] k : keys) {
             g.writeStartObject();

@@ -252,19 +252,42 @@ public final class SampleStore {
         return true;
     }
 
-    /** What the listener writes: the tables as they are now (the arrays are not copied: read under the lock). */
-    interface RowVisitor {
-        void row(int stage, long task, long bucket, int stack, long count) throws java.io.IOException;
+    /**
+     * The tables at one instant. Executors may still ship batches while the trace is written: frames, stacks and
+     * rows copied one after the other could then hold a row whose stack (or a stack whose frame) came later.
+     */
+    static final class Snapshot {
+        final List<String> frames;
+        final List<int[]> stacks;
+        final List<String> states;
+        final int[] stage;
+        final long[] task;
+        final long[] bucket;
+        final int[] stack;
+        final long[] count;
+
+        private Snapshot(List<String> frames, List<int[]> stacks, List<String> states, int rows) {
+            this.frames = frames;
+            this.stacks = stacks;
+            this.states = states;
+            this.stage = Arrays.copyOf(rowStage, rows);
+            this.task = Arrays.copyOf(rowTask, rows);
+            this.bucket = Arrays.copyOf(rowBucket, rows);
+            this.stack = Arrays.copyOf(rowStack, rows);
+            this.count = Arrays.copyOf(rowSamples, rows);
+        }
+
+        int rows() {
+            return stage.length;
+        }
     }
 
     static synchronized int rowCount() {
         return rowCount;
     }
 
-    static synchronized void forEachRow(RowVisitor visitor) throws java.io.IOException {
-        for (int r = 0; r < rowCount; r++) {
-            visitor.row(rowStage[r], rowTask[r], rowBucket[r], rowStack[r], rowSamples[r]);
-        }
+    static synchronized Snapshot snapshot() {
+        return new Snapshot(frames(), stacks(), states(), rowCount);
     }
 
     static synchronized List<String> frames() { return new ArrayList<>(FRAMES); }
