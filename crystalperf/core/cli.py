@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from crystalperf import __version__
+from crystalperf.core import limits
 from crystalperf.core.errors import BadInputError, CrystalPerfError, one_line
 
 log = logging.getLogger("crystalperf")
@@ -52,8 +53,6 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 
 def _out_dir(out: str) -> Path:
     """``--out``: a directory that exists or can be made; anything else is one line naming it."""
-    from crystalperf.core import limits
-
     path = Path(out)
     if limits.exists(path) and not limits.is_directory(path):
         raise BadInputError("--out names an existing file, not a directory", path)
@@ -128,8 +127,6 @@ def _cmd_import(args: argparse.Namespace) -> int:
     if read is None:
         known = ", ".join(sorted(_entry_points("crystalperf.trace_readers"))) or "none installed"
         raise BadInputError(f"unknown trace format {args.format!r} (known: {known})")
-    from crystalperf.core import limits
-
     source = Path(args.path)
     if not limits.exists(source):
         raise BadInputError("no such file or directory", source)
@@ -190,7 +187,7 @@ def _import_one(read: Any, source: Path, out: Path, analyze: bool) -> None:
     from crystalperf.core.trace import save_trace
 
     trace = read(source)
-    if _is_directory(out):
+    if limits.is_directory(out):
         out = out / "crystalperf-trace.json.gz"
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -206,12 +203,6 @@ def _import_one(read: Any, source: Path, out: Path, analyze: bool) -> None:
 
         result = analyze_path(out, out.parent)
         TerminalRenderer(width=_width()).print(result.report, _console())
-
-
-def _is_directory(path: Path) -> bool:
-    from crystalperf.core.limits import is_directory
-
-    return is_directory(path)
 
 
 def _safe_name(name: str) -> str:
