@@ -61,7 +61,7 @@ _PLUMBING_PREFIXES = re.compile(
     r"|org\.apache\.flink\.util\.concurrent\.|org\.apache\.flink\.runtime\.concurrent\."
     r"|org\.apache\.flink\.runtime\.(?:rpc\.pekko|rpc\.akka)\.|org\.apache\.pekko\.dispatch\.|akka\.dispatch\."
     r"|scala\.concurrent\.(?:impl\.|Await|forkjoin\.|BlockContext|ExecutionContext)"
-    r"|org\.apache\.spark\.util\.(?:ThreadUtils|UninterruptibleThread\.run)"
+    r"|org\.apache\.spark\.util\.(?:(?:Spark)?ThreadUtils|UninterruptibleThread\.run)"
     r"|org\.apache\.spark\.executor\.Executor\$TaskRunner\.run"
     r"|threading\.|queue\.|_queue\.|selectors\.|select\.|concurrent\.futures\.|asyncio\.(?:base_events|events"
     r"|runners|selector_events|locks|queues|tasks)\.|socketserver\.\w+\.serve_forever|time\.sleep"

@@ -47,6 +47,9 @@ class EveryFrame:
     "concurrent.futures.thread._worker",
     "org.apache.flink.shaded.guava33.com.google.common.util.concurrent.AbstractFutureState.blockingGet",
     "org.apache.flink.streaming.runtime.tasks.StreamTask$ResumeWrapper.run",
+    # Spark 4 moved ThreadUtils.awaitResult to common-utils: a parquet footer-reading task waits there
+    "org.apache.spark.util.SparkThreadUtils$.awaitResultNoSparkExceptionConversion",
+    "org.apache.spark.util.ThreadUtils$.awaitResult",
 ])
 def test_synchronisation_and_scheduling_frames_are_plumbing(name: str) -> None:
     assert is_plumbing(name)
