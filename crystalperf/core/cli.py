@@ -94,6 +94,49 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_diff(args: argparse.Namespace) -> int:
+    from crystalperf.core import compare
+    from crystalperf.core.report.diff import diff_html, print_diff
+
+    threshold = compare.parse_percent(args.fail_if_slower) if args.fail_if_slower is not None else None
+    classifier = _classifier(args.classifier)
+    result = compare.diff(compare.load_run(args.a, classifier=classifier),
+                          compare.load_run(args.b, classifier=classifier))
+    _write_outputs(result, args, diff_html)
+    print_diff(result, _console())
+    if threshold is not None and compare.exceeds(result, threshold):
+        sys.stdout.write(f"B is more than {threshold:g}% slower than A\n")
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from crystalperf.core import compare
+    from crystalperf.core.report.diff import print_validation, validation_html
+
+    classifier = _classifier(args.classifier)
+    traced = compare.load_run(args.trace, classifier=classifier, need_trace=True)
+    rerun = compare.load_run(args.rerun, classifier=classifier)
+    result = compare.validate(traced, rerun, classifier=classifier)
+    _write_outputs(result, args, validation_html)
+    print_validation(result, _console())
+    return EXIT_OK
+
+
+def _write_outputs(result: dict[str, Any], args: argparse.Namespace, html: Any) -> None:
+    """``--json PATH`` and ``--html PATH``; a path that cannot be written is bad input, named."""
+    from crystalperf.core import atomic
+    from crystalperf.core.compare import to_json
+
+    for path, text in ((args.json, to_json), (args.html, html)):
+        if not path:
+            continue
+        try:
+            atomic.write_bytes(Path(path), text(result).encode("utf-8", "replace"))
+        except OSError as exc:
+            raise BadInputError(f"cannot write: {exc.strerror or exc}", path) from None
+
+
 class LoggedApplication(Protocol):
     """What a trace catalog (entry points ``crystalperf.trace_catalogs``) says about one application whose
     logs it found: ``catalog(path) -> list[LoggedApplication]``, ``path`` being what the format's reader reads."""
@@ -275,6 +318,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the prediction as JSON")
     p.add_argument("--classifier")
     p.set_defaults(func=_cmd_predict)
+
+    p = sub.add_parser("diff", help="compare two runs of a job: what changed and what explains it")
+    p.add_argument("a", help="the first run: a trace, a crystalperf-report.json, or a directory holding one")
+    p.add_argument("b", help="the second run (the one compared against A)")
+    p.add_argument("--html", metavar="PATH", help="also write the comparison as a self-contained HTML page")
+    p.add_argument("--json", metavar="PATH", help="also write the comparison as JSON")
+    p.add_argument("--fail-if-slower", metavar="P%",
+                   help="exit with status 1 when B's runtime exceeds A's by more than P per cent (for CI)")
+    p.add_argument("--classifier")
+    p.set_defaults(func=_cmd_diff)
+
+    p = sub.add_parser("validate", help="check a what-if prediction from TRACE against a rerun's measurement")
+    p.add_argument("trace", help="the traced run predictions are made from")
+    p.add_argument("rerun", help="a trace (or report) of the same job run with other resources")
+    p.add_argument("--html", metavar="PATH", help="also write the result as a self-contained HTML page")
+    p.add_argument("--json", metavar="PATH", help="also write the result as JSON")
+    p.add_argument("--classifier")
+    p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser("import", help="turn a framework's own logs into a crystalperf trace")
     p.add_argument("format", help="trace reader, e.g. spark-eventlog (entry points crystalperf.trace_readers)")

@@ -1,0 +1,273 @@
+"""``crystalperf diff`` and ``crystalperf validate`` on small hand-made traces whose answers are worked out by
+hand: stages of one-slot tasks whose CPU and disk time are measured (no samples), so an operation's resource
+seconds are its tasks' measured seconds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from crystalperf.core import trace as tr
+from crystalperf.core.cli import main
+from crystalperf.core.compare import Op, diff, load_run, match_operations, validate
+from crystalperf.core.trace import save_trace
+
+START = 1_700_000_000.0
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CRYSTALPERF_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _stage(number: int, call_site: str, tasks: list[tuple[float, float]], start: float, *, slots: int = 1,
+           parents: tuple[str, ...] = ()) -> tr.Operation:
+    """A stage of tasks given as (cpu s, disk s), each running cpu + disk seconds, on ``slots`` slots in turn."""
+    free = [start] * slots
+    recorded = []
+    for i, (cpu, disk) in enumerate(tasks):
+        slot = min(range(slots), key=lambda k: free[k])
+        begin, run = free[slot], cpu + disk
+        free[slot] = begin + run
+        recorded.append(tr.Task(id=f"{number}.{i}", index=i, slot=slot, start=begin, end=begin + run, metrics={
+            tr.METRIC_RUN_TIME: run, tr.METRIC_CPU_TIME: cpu, tr.METRIC_DISK_TIME: disk,
+            tr.METRIC_INPUT_BYTES: 1e6 if disk else 0.0}))
+    end = max(free)
+    return tr.Operation(id=f"stage-{number}", name=f"stage {number}: {call_site}", kind="stage", parents=list(parents),
+                        start=start, end=end, tasks=recorded, attributes={"call_site": call_site})
+
+
+def job_trace(scan: list[tuple[float, float]], aggregate: list[tuple[float, float]], *, first_stage: int = 0,
+              slots: int = 1, name: str = "query", framework: str = "spark", properties: dict[str, str] | None = None,
+              extra_stage: bool = False, **environment: object) -> tr.Trace:
+    """One job: a scan stage, then an aggregation stage (optionally one more stage after it); the application
+    spans exactly the job."""
+    scan_stage = _stage(first_stage, "count at query.py:10", scan, START, slots=slots)
+    agg = _stage(first_stage + 1, "count at query.py:10", aggregate, scan_stage.end, slots=slots,
+                 parents=(scan_stage.id,))
+    stages = [scan_stage, agg]
+    if extra_stage:
+        stages.append(_stage(first_stage + 2, "show at query.py:12", [(0.5, 0.0)], agg.end, parents=(agg.id,)))
+    end = stages[-1].end
+    job = tr.Operation(id="job-0", name="job 0: count at query.py:10", kind="job", start=START, end=end,
+                       children=stages)
+    return tr.Trace(
+        application=tr.Application(framework=framework, id=f"app-{first_stage}", name=name, start=START, end=end,
+                                   status="succeeded"),
+        environment=tr.Environment(cores_per_executor=slots, total_slots=slots,
+                                   executors=[tr.Executor(id="driver", cores=slots)], properties=properties or {},
+                                   **environment),  # type: ignore[arg-type]
+        operations=[job])
+
+
+def saved(trace: tr.Trace, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_trace(trace, path)
+    return path
+
+
+# -- diff -------------------------------------------------------------------------------------------------
+
+def test_diff_names_the_slowed_stage_and_its_resource_even_when_stage_ids_shifted(tmp_path: Path) -> None:
+    a = saved(job_trace([(1.0, 1.0)], [(1.0, 0.0)]), tmp_path / "a.json")
+    # B: the scan's disk time 1 s -> 5 s; its stages are numbered 3 and 4 (another job ran first in that run)
+    b = saved(job_trace([(1.0, 5.0)], [(1.0, 0.0)], first_stage=3), tmp_path / "b.json.gz")
+    result = diff(load_run(a), load_run(b))
+    assert result["runtime"] == {"a_s": 3.0, "b_s": 7.0, "delta_s": 4.0, "change": pytest.approx(4 / 3, abs=1e-6)}
+    assert result["critical_path_seconds"]["disk"] == {"a": 1.0, "b": 5.0, "delta": 4.0}
+    [top] = result["explanation"]
+    assert result["slowed"] == [top] and result["sped_up"] == []
+    assert (top["path"], top["resource"], top["delta_s"], top["resource_delta_s"]) == ("job-0/stage-3", "disk", 4.0, 4.0)
+    assert top["sentence"] == "stage 3: count at query.py:10: +4.00 s, disk +4.00 s"
+    rows = {r["path"]: r for r in result["operations"]}
+    assert rows["job-0/stage-3"]["a_path"] == "job-0/stage-0"
+    assert rows["job-0/stage-3"]["matched_by"] == "name and call site"
+    assert rows["job-0/stage-4"]["a_path"] == "job-0/stage-1" and rows["job-0/stage-4"]["delta_s"] == 0.0
+    assert rows["job-0"]["matched_by"] == "id"
+    assert result["new"] == result["missing"] == []
+
+
+def test_a_faster_run_is_explained_by_what_shrank_on_the_first_runs_critical_path(tmp_path: Path) -> None:
+    a = saved(job_trace([(1.0, 1.0)], [(3.0, 0.0)]), tmp_path / "a.json")
+    b = saved(job_trace([(1.0, 1.0)], [(1.0, 0.0)]), tmp_path / "b.json")
+    result = diff(load_run(a), load_run(b))
+    assert result["runtime"]["delta_s"] == -2.0
+    [top] = result["explanation"]
+    assert (top["path"], top["resource"], top["resource_delta_s"]) == ("job-0/stage-1", "cpu", -2.0)
+
+
+def test_time_outside_the_operations_explains_a_change_too(tmp_path: Path) -> None:
+    a = saved(job_trace([(1.0, 1.0)], [(1.0, 0.0)]), tmp_path / "a.json")
+    slow_start = job_trace([(1.0, 1.0)], [(1.0, 2.0)])
+    slow_start.application.end += 3.0  # 3 s of driver work after the job: outside any operation
+    b = saved(slow_start, tmp_path / "b.json")
+    result = diff(load_run(a), load_run(b))
+    assert result["runtime"]["delta_s"] == 5.0 and result["outside_operations_s"]["delta"] == 3.0
+    assert [e["sentence"] for e in result["explanation"]] == [
+        "outside any operation (driver code, scheduling, start-up): +3.00 s",
+        "stage 1: count at query.py:10: +2.00 s, disk +2.00 s"]
+
+
+def test_new_and_missing_operations_are_listed(tmp_path: Path) -> None:
+    a = saved(job_trace([(1.0, 0.0)], [(1.0, 0.0)]), tmp_path / "a.json")
+    b = saved(job_trace([(1.0, 0.0)], [(1.0, 0.0)], extra_stage=True), tmp_path / "b.json")
+    forward = diff(load_run(a), load_run(b))
+    assert forward["new"] == ["job-0/stage-2"] and forward["missing"] == []
+    # the new stage is on B's critical path and grew from nothing: it explains the 0.5 s
+    assert [e["path"] for e in forward["explanation"]] == ["job-0/stage-2"]
+    backward = diff(load_run(b), load_run(a))
+    assert backward["missing"] == ["job-0/stage-2"] and backward["new"] == []
+
+
+def test_operations_of_the_same_name_pair_in_start_order() -> None:
+    def op(path: str, name: str, start: float) -> Op:
+        return Op(path, path, name, "stage", None, start, 1.0, {}, False, True, "")
+
+    a = [op("s1", "stage 1: collect at q.py:3", 0.0), op("s2", "stage 2: collect at q.py:3", 1.0)]
+    b = [op("s7", "stage 7: collect at q.py:3", 5.0), op("s8", "stage 8: collect at q.py:3", 6.0),
+         op("s9", "stage 9: save at q.py:9", 7.0)]
+    pairs = [(p.a.path if p.a else None, p.b.path if p.b else None) for p in match_operations(a, b)]
+    assert pairs == [("s1", "s7"), ("s2", "s8"), (None, "s9")]
+
+
+def test_configuration_differences_leave_out_ids_ports_and_temporary_paths(tmp_path: Path) -> None:
+    a = saved(job_trace([(1.0, 0.0)], [(1.0, 0.0)], properties={
+        "x.master": "local[1]", "x.driver.port": "34589", "x.app.id": "local-1795396326621",
+        "x.spoolDir": "/tmp/crystalperf-spool-abc", "x.same": "1"}), tmp_path / "a.json")
+    b = saved(job_trace([(1.0, 0.0)], [(1.0, 0.0)], slots=2, properties={
+        "x.master": "local[2]", "x.driver.port": "40001", "x.app.id": "local-1795396399999",
+        "x.spoolDir": "/tmp/crystalperf-spool-xyz", "x.same": "1", "x.new": "on"}), tmp_path / "b.json")
+    result = diff(load_run(a), load_run(b))
+    settings = {s["name"]: (s["a"], s["b"]) for s in result["settings"]}
+    assert settings["setting x.master"] == ("local[1]", "local[2]")
+    assert settings["setting x.new"] == (None, "on")
+    assert settings["task slots"] == ("1", "2") and settings["cores per executor"] == ("1", "2")
+    assert not any(k in settings for k in ("setting x.driver.port", "setting x.app.id", "setting x.spoolDir",
+                                           "setting x.same"))
+    assert result["settings_ignored"] == 3
+
+
+def test_a_report_file_is_compared_as_it_is(tmp_path: Path) -> None:
+    a = saved(job_trace([(1.0, 1.0)], [(1.0, 0.0)]), tmp_path / "a.json")
+    b = saved(job_trace([(1.0, 3.0)], [(1.0, 0.0)]), tmp_path / "b" / "crystalperf-trace.json")
+    assert main(["analyze", str(b), "--quiet", "--classifier", "keyword"]) == 0
+    (tmp_path / "b" / "crystalperf-trace.json").unlink()
+    run = load_run(tmp_path / "b")  # the directory: now holding only the report
+    assert run.kind == "report"
+    result = diff(load_run(a), run)
+    assert result["runtime"]["delta_s"] == 2.0 and result["explanation"][0]["resource"] == "disk"
+
+
+# -- the CLI ----------------------------------------------------------------------------------------------
+
+def test_cli_diff_writes_json_and_html_and_gates_on_slowdown(tmp_path: Path, capsys) -> None:
+    hostile = "q\x1b]52;c;aGk=\x07<script>alert(1)</script>[/bold]"
+    a = saved(job_trace([(1.0, 1.0)], [(1.0, 0.0)], name=hostile), tmp_path / "a.json")
+    b = saved(job_trace([(1.0, 2.0)], [(1.0, 0.0)], name=hostile), tmp_path / "b.json")  # 3 s -> 4 s: +33 %
+    out_json, out_html = tmp_path / "d.json", tmp_path / "d.html"
+    assert main(["diff", str(a), str(b), "--json", str(out_json), "--html", str(out_html),
+                 "--classifier", "keyword"]) == 0
+    printed = capsys.readouterr().out
+    assert "\x1b" not in printed and "\\x1b" in printed and "disk +1.00 s" in printed
+    assert json.loads(out_json.read_text())["runtime"]["delta_s"] == 1.0
+    page = out_html.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<script>" not in page and "&lt;script&gt;" in page
+    assert 'id="explanation"' in page and "disk +1.00 s" in page
+    assert main(["diff", str(a), str(b), "--fail-if-slower", "10%", "--classifier", "keyword"]) == 1
+    assert main(["diff", str(a), str(b), "--fail-if-slower", "50", "--classifier", "keyword"]) == 0
+    assert main(["diff", str(b), str(a), "--fail-if-slower", "0%", "--classifier", "keyword"]) == 0
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
+    def _one_line_error(args: list[str]) -> str:
+        capsys.readouterr()
+        assert main(args) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1, lines
+        return lines[0]
+
+    good = saved(job_trace([(1.0, 0.0)], [(1.0, 0.0)]), tmp_path / "good.json")
+    (tmp_path / "array.json").write_text("[1, 2]")
+    (tmp_path / "other.json").write_text('{"hello": 1}')
+    (tmp_path / "broken.json").write_text('{"schema_version": "1.4", ')
+    (tmp_path / "bad-report.json").write_text('{"report_version": "1.0", "operations": 3}')
+    assert "no such file" in _one_line_error(["diff", str(good), str(tmp_path / "missing.json")])
+    assert "not a JSON object" in _one_line_error(["diff", str(tmp_path / "array.json"), str(good)])
+    assert "neither a crystalperf trace nor a report" in _one_line_error(["diff", str(good), str(tmp_path / "other.json")])
+    assert "not valid JSON" in _one_line_error(["diff", str(good), str(tmp_path / "broken.json")])
+    assert "not a crystalperf report" in _one_line_error(["diff", str(good), str(tmp_path / "bad-report.json")])
+    assert "percentage" in _one_line_error(["diff", str(good), str(good), "--fail-if-slower", "fast"])
+    assert "cannot write" in _one_line_error(["diff", str(good), str(good), "--json", str(tmp_path / "no" / "d.json")])
+    assert main(["analyze", str(good), "--out", str(tmp_path / "r"), "--quiet"]) == 0
+    report = tmp_path / "r" / "crystalperf-report.json"
+    assert "needs the trace" in _one_line_error(["validate", str(report), str(good)])
+    flink = saved(job_trace([(1.0, 0.0)], [(1.0, 0.0)], framework="flink"), tmp_path / "flink.json")
+    assert "different frameworks" in _one_line_error(["validate", str(good), str(flink)])
+
+
+def test_bad_input_from_the_command_line_is_one_line_without_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "array.json").write_text("[1, 2]")
+    done = subprocess.run([sys.executable, "-m", "crystalperf.core.cli", "diff", str(tmp_path / "array.json"),
+                           str(tmp_path / "array.json")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "array.json" in done.stderr
+
+
+def test_a_hostile_report_document_does_not_break_the_diff(tmp_path: Path) -> None:
+    good = saved(job_trace([(1.0, 0.0)], [(1.0, 0.0)]), tmp_path / "good.json")
+    hostile = {"report_version": "1.0", "application": {"name": ["x"], "framework": 3}, "bottleneck": {"seconds": 7},
+               "total_runtime_s": 2.0, "operations": [
+                   "text", {"id": 5, "name": None, "runtime_s": "NaN", "resource_seconds": {"cpu": "x"}},
+                   {"path": "p", "parent": "nowhere", "runtime_s": 1e308, "children": "yes"}]}
+    (tmp_path / "hostile.json").write_text(json.dumps(hostile))
+    result = diff(load_run(good), load_run(tmp_path / "hostile.json"))
+    assert result["runtime"]["b_s"] == 2.0 and len(result["operations"]) == 5
+
+
+# -- validate ---------------------------------------------------------------------------------------------
+
+def test_validate_a_cores_change_by_hand(tmp_path: Path) -> None:
+    # Traced on 1 slot: the scan's two 1 s CPU tasks run one after the other (2 s), then a 1 s task: 3 s.
+    traced = saved(job_trace([(1.0, 0.0), (1.0, 0.0)], [(1.0, 0.0)]), tmp_path / "traced.json")
+    # Re-run on 2 slots: the two tasks side by side, each slower (1.5 s: the machine was busy): 2.5 s.
+    rerun = saved(job_trace([(1.5, 0.0), (1.5, 0.0)], [(1.0, 0.0)], slots=2), tmp_path / "rerun.json")
+    result = validate(load_run(traced, need_trace=True), load_run(rerun))
+    assert result["changes"]["values"] == {"cores": 2}
+    assert result["not_expressed"] == []
+    # Predicted: the scan's tasks side by side, 1 s; the aggregation unchanged, 1 s.
+    assert result["predicted"]["crystalperf"]["runtime_s"] == pytest.approx(2.0)
+    assert result["traced_runtime_s"] == 3.0 and result["measured_runtime_s"] == 2.5
+    assert result["error"]["crystalperf"] == pytest.approx((2.0 - 2.5) / 2.5)
+    # Linear scaling halves everything: 1.5 s.
+    assert result["error"]["linear"] == pytest.approx((1.5 - 2.5) / 2.5)
+    rows = {r["path"]: r for r in result["operations"]}
+    assert rows["job-0/stage-0"]["predicted_s"] == pytest.approx(1.0)
+    assert rows["job-0/stage-0"]["measured_s"] == 1.5
+    assert rows["job-0/stage-0"]["error"] == pytest.approx((1.0 - 1.5) / 1.5)
+    assert rows["job-0/stage-1"]["error"] == pytest.approx(0.0)
+
+
+def test_validate_expresses_declared_bandwidths_and_memory_and_lists_the_rest(tmp_path: Path) -> None:
+    traced = saved(job_trace([(0.5, 2.0)], [(1.0, 0.0)], disk_bandwidth=5e6, memory_bytes=1 << 30, cpu_count=4,
+                             properties={"x.codec": "lz4"}), tmp_path / "traced.json")
+    rerun = saved(job_trace([(0.5, 0.5)], [(1.0, 0.0)], disk_bandwidth=20e6, memory_bytes=4 << 30, cpu_count=8,
+                            properties={"x.codec": "zstd"}), tmp_path / "rerun.json")
+    result = validate(load_run(traced, need_trace=True), load_run(rerun))
+    assert result["changes"]["values"] == {"memory": float(4 << 30), "disk": 20e6}
+    missing = " | ".join(result["not_expressed"])
+    assert "CPUs differ (4 and 8)" in missing and "setting x.codec: lz4 -> zstd" in missing
+    assert result["predicted"]["crystalperf"]["runtime_s"] < result["traced_runtime_s"]
+
+
+def test_cli_validate_prints_and_writes(tmp_path: Path, capsys) -> None:
+    traced = saved(job_trace([(1.0, 0.0), (1.0, 0.0)], [(1.0, 0.0)]), tmp_path / "traced.json")
+    rerun = saved(job_trace([(1.5, 0.0), (1.5, 0.0)], [(1.0, 0.0)], slots=2), tmp_path / "rerun.json")
+    assert main(["validate", str(traced), str(rerun), "--json", str(tmp_path / "v.json"),
+                 "--html", str(tmp_path / "v.html"), "--classifier", "keyword"]) == 0
+    out = capsys.readouterr().out
+    assert "cores=2" in out and "error -20.0%" in out and "linear scaling" in out
+    assert json.loads((tmp_path / "v.json").read_text())["measured_runtime_s"] == 2.5
+    assert 'id="predictors"' in (tmp_path / "v.html").read_text()
