@@ -116,11 +116,14 @@ def delegates(frames: Sequence[tr.Frame], stack: Sequence[int]) -> bool:
 
 # A lambda's hidden class (Task$$Lambda$2945/0x00007f...run) is its enclosing class's code.
 _LAMBDA_CLASS = re.compile(r"\$\$Lambda[^.]*")
+# A Scala closure's body (TaskRunner.$anonfun$run$4, $anonfun$run$4$adapted) is part of the method it was
+# written in, so it is plumbing exactly when that method is.
+_SCALA_CLOSURE = re.compile(r"\.\$anonfun\$(\w+?)\$\d+(?:\$adapted)?$")
 
 
 def is_plumbing(name: str) -> bool:
     """True for frames that schedule or synchronise work rather than do it (see the module doc)."""
-    name = _LAMBDA_CLASS.sub("", name)
+    name = _SCALA_CLOSURE.sub(r".\1", _LAMBDA_CLASS.sub("", name))
     return bool(_PLUMBING_PREFIXES.match(name) or _WAIT_PRIMITIVES.match(name))
 
 

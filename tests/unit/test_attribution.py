@@ -50,6 +50,9 @@ class EveryFrame:
     # Spark 4 moved ThreadUtils.awaitResult to common-utils: a parquet footer-reading task waits there
     "org.apache.spark.util.SparkThreadUtils$.awaitResultNoSparkExceptionConversion",
     "org.apache.spark.util.ThreadUtils$.awaitResult",
+    # Scala closures written inside a plumbing method (seen on the stacks of a real standalone-cluster job)
+    "org.apache.spark.executor.Executor$TaskRunner.$anonfun$run$4",
+    "org.apache.spark.executor.Executor$TaskRunner.$anonfun$run$4$adapted",
 ])
 def test_synchronisation_and_scheduling_frames_are_plumbing(name: str) -> None:
     assert is_plumbing(name)
@@ -60,6 +63,7 @@ def test_synchronisation_and_scheduling_frames_are_plumbing(name: str) -> None:
     "java.util.concurrent.ConcurrentHashMap.get", "java.lang.String.hashCode", "java.lang.ThreadLocal.get",
     "org.apache.spark.storage.ShuffleBlockFetcherIterator.next", "pyspark.worker.process", "hashlib.sha256",
     "org.apache.flink.streaming.runtime.io.StreamOneInputProcessor.processInput",
+    "org.apache.spark.rdd.RDD.$anonfun$collect$2",
 ])
 def test_work_is_not_plumbing(name: str) -> None:
     assert not is_plumbing(name)
