@@ -79,10 +79,14 @@ MAX_EVENTLOG_BYTES = Limit("CRYSTALPERF_MAX_EVENTLOG_BYTES", 256 * _GIB,
                            "a Spark event log, decompressed (it is streamed: this bounds time, not memory)")
 MAX_PART_BYTES = Limit("CRYSTALPERF_MAX_PART_BYTES", 1 * _GIB,
                        "one file a framework's hook wrote (a Flink reporter part, a TensorFlow profile)")
+MAX_TASKS_PER_OPERATION = Limit(
+    "CRYSTALPERF_MAX_TASKS_PER_OPERATION", 2000,
+    "task records of one operation kept when a trace is loaded; beyond it a seeded uniform sample is kept and "
+    "every task still counts in the operation's task_count and metric totals", unit="tasks")
 
 LIMITS = (MAX_TRACE_BYTES, MAX_DECOMPRESSED_BYTES, MAX_COMPRESSION_RATIO, MAX_SOURCE_FILE_BYTES,
           MAX_ARCHIVE_ENTRY_BYTES, MAX_ARCHIVE_INDEX_BYTES, MAX_EVENT_LINE_BYTES, MAX_EVENTLOG_BYTES,
-          MAX_PART_BYTES)
+          MAX_PART_BYTES, MAX_TASKS_PER_OPERATION)
 
 # Below this much output, any compression ratio is fine (small files of repeated rows compress very well).
 RATIO_FREE_BYTES = 64 * _MIB
@@ -174,6 +178,11 @@ def is_regular_file(path: str | Path) -> bool:
         return False
 
 
+def file_size(handle: IO[bytes]) -> int:
+    """The size of an open file (its descriptor's, so the same file that was checked)."""
+    return os.fstat(handle.fileno()).st_size
+
+
 def read_regular(path: str | Path, limit: Limit, what: str = "file") -> bytes:
     """The whole of a regular file no larger than ``limit`` (see :func:`open_regular`)."""
     with open_regular(path, limit, what) as handle:
@@ -220,6 +229,51 @@ def gunzip(data: bytes, path: str | Path, limit: Limit = MAX_DECOMPRESSED_BYTES)
         if rest and rest[:2] != b"\x1f\x8b":
             raise BadInputError("corrupt gzip data (trailing garbage after the compressed data)", path)
     return bytes(out)
+
+
+def gunzip_stream(handle: IO[bytes], compressed_size: int, path: str | Path,
+                  limit: Limit = MAX_DECOMPRESSED_BYTES) -> Iterator[bytes]:
+    """What :func:`gunzip` returns, in pieces of at most 1 MiB, reading ``handle`` (``compressed_size`` bytes)
+    1 MiB at a time: memory stays bounded whatever the file decompresses to. The same limits and errors."""
+    cap = ratio_cap(compressed_size, limit)
+    delivered = 0
+    pending = b""
+    at_file_end = False
+
+    def more() -> bytes:
+        nonlocal at_file_end
+        block = b"" if at_file_end else handle.read(_CHUNK)
+        at_file_end = at_file_end or not block
+        return block
+
+    while True:
+        decoder = zlib.decompressobj(wbits=31)
+        try:
+            while not decoder.eof:
+                if not pending:
+                    pending = more()
+                piece = decoder.decompress(pending, min(_CHUNK, cap - delivered + 1))
+                pending = decoder.unconsumed_tail
+                delivered += len(piece)
+                if delivered > cap:
+                    raise BadInputError(_too_big(cap, limit), path)
+                if piece:
+                    yield piece
+                elif not pending and at_file_end:
+                    raise BadInputError("truncated gzip data (the file ends before the gzip end marker)", path)
+        except zlib.error as exc:
+            raise BadInputError(f"corrupt gzip data ({exc})", path) from None
+        # Members follow one another; zero padding after the last one is allowed, as gzip.decompress does.
+        pending = decoder.unused_data
+        while len(pending) < 2 and not at_file_end:
+            pending += more()
+        if pending[:2] == b"\x1f\x8b":
+            continue
+        while pending or not at_file_end:
+            if pending.strip(b"\x00"):
+                raise BadInputError("corrupt gzip data (trailing garbage after the compressed data)", path)
+            pending = more()
+        return
 
 
 def _too_big(cap: int, limit: Limit) -> str:

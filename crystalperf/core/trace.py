@@ -505,21 +505,6 @@ def _major(version: str) -> int | None:
     return int(head) if head.isdigit() else None
 
 
-def _read_text(path: Path) -> str:
-    """The trace's JSON text: a regular file within the size limits, gzip decompressed in bounded chunks."""
-    raw = limits.read_regular(path, limits.MAX_TRACE_BYTES, "trace file")
-    if raw[:2] == b"\x1f\x8b":
-        raw = limits.gunzip(raw, path)
-    elif len(raw) > limits.MAX_DECOMPRESSED_BYTES.get():
-        raise BadInputError(f"trace of {limits.size_text(len(raw))} is larger than the limit of "
-                            f"{limits.size_text(limits.MAX_DECOMPRESSED_BYTES.get())} "
-                            f"({limits.MAX_DECOMPRESSED_BYTES.env})", path)
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadInputError("not a crystalperf trace (not UTF-8 text)", path) from None
-
-
 def parse_trace(document: Any, path: str | Path | None = None) -> Trace:
     """Validate a decoded JSON document as a Trace, with one-line errors."""
     if not isinstance(document, dict):
@@ -547,7 +532,9 @@ def parse_trace(document: Any, path: str | Path | None = None) -> Trace:
 
 
 def load_trace(path: str | Path) -> Trace:
-    """Read a trace file (``.json`` or gzip-compressed, detected by content)."""
+    """Read a trace file (``.json`` or gzip-compressed, detected by content). An operation listing more than
+    ``CRYSTALPERF_MAX_TASKS_PER_OPERATION`` tasks is loaded as a hook bounding its memory writes it (schema
+    1.4): a seeded uniform sample of its tasks, ``task_count`` and the exact totals (``core.traceload``)."""
     path = Path(path)
     if limits.is_directory(path):
         for name in TRACE_FILENAMES:
@@ -556,23 +543,16 @@ def load_trace(path: str | Path) -> Trace:
                 break
         else:
             raise BadInputError(f"no {' or '.join(TRACE_FILENAMES)} in this directory", path)
-    text = _read_text(path)
+    from crystalperf.core.traceload import load_document
+
     # Millions of small objects are made here and none is garbage: the cyclic collector's passes over them would
     # cost a third of the load of a big trace.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        try:
-            document = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise BadInputError(
-                f"not valid JSON (truncated or corrupt?) at line {exc.lineno} column {exc.colno}: {exc.msg}", path
-            ) from None
-        except ValueError as exc:  # an integer of thousands of digits (Python's int conversion limit)
-            raise BadInputError(f"not a crystalperf trace ({exc})", path) from None
-        except RecursionError:
-            raise BadInputError("not a crystalperf trace (JSON nested too deeply)", path) from None
-        del text
+        # Streamed: the text is never whole in memory, and an operation's task records are bounded
+        # (CRYSTALPERF_MAX_TASKS_PER_OPERATION, docs/limits.md); below that bound, what json.loads gives.
+        document = load_document(path)
         return parse_trace(document, path)
     finally:
         if collecting:
