@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from crystalperf.core import trace as tr
 from crystalperf.core.trace import SCHEMA_VERSION, load_trace
 from crystalperf.integrations.spark.assemble import METRIC_PYTHON_CPU_WAIT_TIME
@@ -182,3 +184,25 @@ def test_spark_submit_with_the_printed_conf_lines(tmp_path: Path) -> None:
     assert trace.application.name == "submitted"
     keys = trace.samples.keys if trace.samples else []
     assert any(k.thread == "python-worker" for k in keys)
+
+
+@pytest.mark.skipif(not SCHEDSTAT, reason="no /proc/thread-self/schedstat: no run-queue delay to record")
+def test_task_threads_sharing_one_core_record_their_run_queue_delay(run_app, tmp_path: Path) -> None:
+    """Two JVM task threads on one core each wait for it about as long as they run on it: the delay the
+    plugin reads from each task thread's schedstat (at task start and end, from a file that thread keeps
+    open) must show it, not just stay within its bounds."""
+    out = tmp_path / "report"
+    result = run_app(f'''
+        import os
+        os.sched_setaffinity(0, {{min(os.sched_getaffinity(0))}})  # the JVM inherits it: local[2] on one core
+        spark = session(**{{"spark.crystalperf.outputDir": "{out}", "spark.crystalperf.analysis": "false"}})
+        print("SUM", spark.range(0, 60_000_000, numPartitions=4).selectExpr("sum(hash(id, id * 7))").collect())
+        spark.stop()
+    ''')
+    assert result.returncode == 0, result.stderr[-3000:]
+    trace = load_trace(out / "crystalperf-trace.json.gz")
+    stage = max(trace.iter_operations(), key=lambda op: sum(t.metrics[tr.METRIC_CPU_TIME] for t in op.tasks))
+    _assert_run_queue_delay_recorded(stage.tasks)
+    cpu = sum(t.metrics[tr.METRIC_CPU_TIME] for t in stage.tasks)
+    waited = sum(t.metrics[tr.METRIC_CPU_WAIT_TIME] for t in stage.tasks)
+    assert cpu > 0 and waited > 0.25 * cpu, (waited, cpu)

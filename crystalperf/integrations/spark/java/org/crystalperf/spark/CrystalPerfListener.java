@@ -168,8 +168,12 @@ public class CrystalPerfListener extends SparkListener {
         shutdownHook = hook;
     }
 
-    private synchronized void measured(int stage, long task, long pythonWaitSamples, long runQueueNs) {
-        guard("recording a task's executor measures", () -> tasks.measured(stage, task, pythonWaitSamples, runQueueNs));
+    private synchronized void measured(int[] stage, long[] task, long[] pythonWaitSamples, long[] runQueueNs) {
+        guard("recording the tasks' executor measures", () -> {
+            for (int t = 0; t < task.length; t++) {
+                tasks.measured(stage[t], task[t], pythonWaitSamples[t], runQueueNs[t]);
+            }
+        });
     }
 
     private void warn(String warning) {

@@ -3,11 +3,9 @@ package org.crystalperf.spark;
 import java.lang.management.ManagementFactory;
 import java.lang.management.ThreadInfo;
 import java.lang.management.ThreadMXBean;
+import java.io.IOException;
+import java.io.RandomAccessFile;
 import java.net.URL;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.nio.file.Paths;
 import java.security.CodeSource;
 import java.util.Collections;
 import java.util.HashMap;
@@ -80,20 +78,16 @@ public class CrystalPerfPlugin implements SparkPlugin {
         /** The sampler of the executor living in this JVM (local mode): the driver flushes it directly. */
         static volatile Sampler local;
 
+        /** A task running on a registered task thread (primitives only: one small object a task). */
         private static final class Running {
-            final String stage;
-            final String task;
-            final long runQueueNs;  // the task thread's run-queue delay when the task started; -1 where unknown
             final int stageId;
             final long taskId;
-            Running(String stage, String task, long runQueueNs) {
-                this.stage = stage;
-                this.task = task;
-                this.stageId = Integer.parseInt(stage);
-                this.taskId = Long.parseLong(task);
+            final long runQueueNs;  // the task thread's run-queue delay when the task started; -1 where unknown
+            Running(int stageId, long taskId, long runQueueNs) {
+                this.stageId = stageId;
+                this.taskId = taskId;
                 this.runQueueNs = runQueueNs;
             }
-            String key() { return stage + "\t" + task; }
         }
 
         /** A row of this shipment: samples of one interned stack for one task in one bucket. */
@@ -130,8 +124,8 @@ public class CrystalPerfPlugin implements SparkPlugin {
         private final Map<SampleStore.IntArray, Integer> stackIds = new HashMap<>();
         private final java.util.List<int[]> stackFrames = new java.util.ArrayList<>();  // last element: state
         private HashMap<RowKey, long[]> rows = new HashMap<>();
-        /** stage TAB task -> {samples waiting for the Python worker, run-queue ns (-1: none)}. */
-        private HashMap<String, long[]> taskMeasures = new HashMap<>();
+        /** task id -> {stage, samples waiting for the Python worker, run-queue ns (-1: none)}. */
+        private HashMap<Long, long[]> taskMeasures = new HashMap<>();
         private long dropped;
         private PluginContext ctx;
         private long intervalMs = 100;
@@ -178,8 +172,7 @@ public class CrystalPerfPlugin implements SparkPlugin {
                 if (tc != null && thread != null) {
                     taskLoader = Thread.currentThread().getContextClassLoader();
                     running.put(Thread.currentThread().getId(),
-                            new Running(Integer.toString(tc.stageId()), Long.toString(tc.taskAttemptId()),
-                                    threadRunQueueNs()));
+                            new Running(tc.stageId(), tc.taskAttemptId(), threadRunQueueNs()));
                 }
             } catch (Throwable t) {
                 LOG.log(Level.FINE, "crystalperf: task not registered (the job is not affected)", t);
@@ -188,38 +181,73 @@ public class CrystalPerfPlugin implements SparkPlugin {
 
         @Override
         public void onTaskSucceeded() {
-            taskEnded(running.remove(Thread.currentThread().getId()));
+            taskEnded();
         }
 
         @Override
         public void onTaskFailed(org.apache.spark.TaskFailedReason reason) {
-            taskEnded(running.remove(Thread.currentThread().getId()));
+            taskEnded();
         }
 
-        /** In the task thread, as its task ends: how long it queued for a core since the task started. */
-        private void taskEnded(Running r) {
-            if (r == null || r.runQueueNs < 0) {
-                return;
-            }
+        /**
+         * In the task thread, as its task ends: how long it queued for a core since the task started, kept with
+         * this shipment's measures. A cluster executor's measures must reach the driver before the end of the
+         * application's last tasks is reported (the next shipment could come after the trace was written), but a
+         * message a task is a cost on the driver at many short tasks: the task thread that leaves the executor
+         * with no running task sends what is waiting. The job of a task cannot end before the executor's other
+         * running tasks ended, and each task records its measure before it stops counting as running.
+         */
+        private void taskEnded() {
+            long thread = Thread.currentThread().getId();
+            Running r = running.get(thread);
             try {
-                long waited = threadRunQueueNs();
-                if (waited < r.runQueueNs) {
-                    return;
-                }
-                if (ctx != null && !"driver".equals(ctx.executorID())) {
-                    // Sent now (send only enqueues), before Spark reports the task's end: the tasks of the
-                    // application's last second would miss the trace if they waited for the next shipment.
-                    ctx.send(SampleBatch.runQueue(ctx.executorID(), intervalMs, bucketMs, r.stageId,
-                            r.taskId, waited - r.runQueueNs));
-                    return;
-                }
-                synchronized (this) {
-                    long[] m = taskMeasures.computeIfAbsent(r.key(), k -> new long[] {0, -1});
-                    m[1] = Math.max(0, m[1]) + waited - r.runQueueNs;
+                if (r != null && r.runQueueNs >= 0) {
+                    long waited = threadRunQueueNs();
+                    if (waited >= r.runQueueNs) {
+                        synchronized (this) {
+                            long[] m = measures(r);
+                            m[2] = Math.max(0, m[2]) + waited - r.runQueueNs;
+                        }
+                    }
                 }
             } catch (Throwable t) {
                 LOG.log(Level.FINE, "crystalperf: task counters not recorded (the job is not affected)", t);
             }
+            running.remove(thread);
+            try {
+                if (r != null && ctx != null && !"driver".equals(ctx.executorID()) && running.isEmpty()) {
+                    shipMeasures();
+                }
+            } catch (Throwable t) {
+                LOG.log(Level.FINE, "crystalperf: task counters not sent (the job is not affected)", t);
+            }
+        }
+
+        /** Sends the per-task measures waiting for the next shipment now (send only enqueues), without samples. */
+        private void shipMeasures() throws IOException {
+            SampleBatch batch;
+            synchronized (this) {
+                if (taskMeasures.isEmpty()) {
+                    return;
+                }
+                int m = taskMeasures.size();
+                int[] stage = new int[m];
+                long[] task = new long[m];
+                long[] wait = new long[m];
+                long[] queue = new long[m];
+                int t = 0;
+                for (Map.Entry<Long, long[]> e : taskMeasures.entrySet()) {
+                    long[] v = e.getValue();
+                    stage[t] = (int) v[0];
+                    task[t] = e.getKey();
+                    wait[t] = v[1];
+                    queue[t] = v[2];
+                    t++;
+                }
+                taskMeasures = new HashMap<>();
+                batch = SampleBatch.measures(ctx.executorID(), intervalMs, bucketMs, stage, task, wait, queue);
+            }
+            ctx.send(batch);
         }
 
         @Override
@@ -297,7 +325,7 @@ public class CrystalPerfPlugin implements SparkPlugin {
                         continue;
                     }
                     if (waitsForPythonWorker(st)) {
-                        taskMeasures.computeIfAbsent(r.key(), k -> new long[] {0, -1})[0]++;
+                        measures(r)[1]++;
                         continue;
                     }
                     // The state is part of the stack: the same frames parked and running are different evidence.
@@ -319,8 +347,34 @@ public class CrystalPerfPlugin implements SparkPlugin {
             }
         }
 
-        private static final Path SCHEDSTAT = Paths.get("/proc/thread-self/schedstat");
+        /** The task's entry in this shipment's measures (the caller holds this sampler's lock). */
+        private long[] measures(Running r) {
+            long[] m = taskMeasures.get(r.taskId);
+            if (m == null) {
+                m = new long[] {r.stageId, 0, -1};
+                taskMeasures.put(r.taskId, m);
+            }
+            return m;
+        }
+
         private static volatile boolean schedstat = true;
+
+        /**
+         * A task thread's own /proc/thread-self/schedstat, opened once by that thread (the path names the thread
+         * that opens it) and read again from offset 0 at each task start and end: opening the file and splitting
+         * its text each time cost about 30 us a read, a tenth of a 1 ms task's hook budget; this read costs ~4 us.
+         * The descriptor is closed when its thread ends (the executor's pool retires idle threads) and the holder
+         * is collected.
+         */
+        private static final class Schedstat {
+            final RandomAccessFile file;
+            final byte[] buffer = new byte[128];
+            Schedstat() throws IOException {
+                file = new RandomAccessFile("/proc/thread-self/schedstat", "r");
+            }
+        }
+
+        private static final ThreadLocal<Schedstat> SCHEDSTAT = new ThreadLocal<>();
 
         /**
          * Nanoseconds the calling thread has been runnable but waiting for a core (the second field of
@@ -332,12 +386,44 @@ public class CrystalPerfPlugin implements SparkPlugin {
                 return -1;
             }
             try {
-                String line = new String(Files.readAllBytes(SCHEDSTAT), StandardCharsets.US_ASCII);
-                return Long.parseLong(line.trim().split("\\s+")[1]);
+                Schedstat own = SCHEDSTAT.get();
+                if (own == null) {
+                    own = new Schedstat();
+                    SCHEDSTAT.set(own);
+                }
+                own.file.seek(0);
+                int n = own.file.read(own.buffer, 0, own.buffer.length);
+                long value = secondField(own.buffer, Math.max(0, n));
+                if (value < 0) {
+                    throw new IOException("unexpected /proc/thread-self/schedstat");
+                }
+                return value;
             } catch (Exception | LinkageError e) {
                 schedstat = false;
                 return -1;
             }
+        }
+
+        /** The second whitespace-separated decimal field of the first {@code n} bytes; -1 when there is none. */
+        static long secondField(byte[] text, int n) {
+            int i = 0;
+            for (int field = 0; field < 2; field++) {
+                while (i < n && (text[i] == ' ' || text[i] == '\t')) {
+                    i++;
+                }
+                if (field == 0) {
+                    while (i < n && text[i] >= '0' && text[i] <= '9') {
+                        i++;
+                    }
+                }
+            }
+            long value = 0;
+            int digits = 0;
+            while (i < n && text[i] >= '0' && text[i] <= '9' && digits < 19) {
+                value = value * 10 + (text[i++] - '0');
+                digits++;
+            }
+            return digits == 0 ? -1 : value;
         }
 
         /**
@@ -498,12 +584,12 @@ public class CrystalPerfPlugin implements SparkPlugin {
             long[] taskWait = new long[m];
             long[] taskQueue = new long[m];
             int t = 0;
-            for (Map.Entry<String, long[]> e : taskMeasures.entrySet()) {
-                String[] st = e.getKey().split("\t", 2);
-                taskStage[t] = Integer.parseInt(st[0]);
-                taskId[t] = Long.parseLong(st[1]);
-                taskWait[t] = e.getValue()[0];
-                taskQueue[t] = e.getValue()[1];
+            for (Map.Entry<Long, long[]> e : taskMeasures.entrySet()) {
+                long[] v = e.getValue();
+                taskStage[t] = (int) v[0];
+                taskId[t] = e.getKey();
+                taskWait[t] = v[1];
+                taskQueue[t] = v[2];
                 t++;
             }
             SampleBatch batch = new SampleBatch(ctx.executorID(), intervalMs, bucketMs, frames.toArray(new String[0]),

@@ -60,10 +60,10 @@ public final class SampleBatch implements Serializable {
         this.dropped = dropped;
     }
 
-    /** A batch with one task's run-queue delay only (sent by the task thread as its task ends). */
-    static SampleBatch runQueue(String executorId, long intervalMs, long bucketMs, int stage, long task, long ns) {
+    /** A batch of per-task measures only (sent by a task thread as the executor's last running task ends). */
+    static SampleBatch measures(String executorId, long intervalMs, long bucketMs, int[] stage, long[] task,
+                                long[] pythonWait, long[] runQueueNs) {
         return new SampleBatch(executorId, intervalMs, bucketMs, new String[0], new int[0][], new String[0],
-                new int[0], new long[0], new long[0], new int[0], new long[0],
-                new int[] {stage}, new long[] {task}, new long[] {0}, new long[] {ns}, 0);
+                new int[0], new long[0], new long[0], new int[0], new long[0], stage, task, pythonWait, runQueueNs, 0);
     }
 }

@@ -48,9 +48,12 @@ public final class SampleStore {
         }
     }
 
-    /** Where the per-task measures go (the listener of the running application). */
+    /**
+     * Where the per-task measures go (the listener of the running application): a shipment's at once, so the
+     * listener takes its lock (which Spark's listener bus contends for) once a shipment, not once a task.
+     */
     interface TaskMeasureSink {
-        void measured(int stage, long task, long pythonWaitSamples, long runQueueNs);
+        void measured(int[] stage, long[] task, long[] pythonWaitSamples, long[] runQueueNs);
     }
 
     private static long maxBytes = DEFAULT_MAX_BYTES;
@@ -94,8 +97,8 @@ public final class SampleStore {
             return;
         }
         // Outside the store's lock: the listener takes its own, and calls the store while holding it.
-        for (int t = 0; t < batch.taskId.length; t++) {
-            to.measured(batch.taskStage[t], batch.taskId[t], batch.taskPythonWait[t], batch.taskRunQueueNs[t]);
+        if (batch.taskId.length > 0) {
+            to.measured(batch.taskStage, batch.taskId, batch.taskPythonWait, batch.taskRunQueueNs);
         }
     }
 
