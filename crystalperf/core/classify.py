@@ -184,10 +184,11 @@ def available_classifiers() -> dict[str, metadata.EntryPoint]:
 
 
 def load_classifier(name: str | None = None, *, cache: bool = True) -> ResourceClassifier:
-    """The named classifier, or the best one installed: the neural one when the ``models`` extra and
-    its weights are present, else the keyword classifier."""
+    """The named classifier, or the best one installed: the sparse one (numpy, in the base install) when its
+    weights are present, then the paper's neural pair (``models`` extra), else the keyword classifier. The
+    one returned names itself by its ``version``, which the report shows."""
     eps = available_classifiers()
-    order = [name] if name else ["neural", "keyword"]
+    order = [name] if name else ["sparse", "neural", "keyword"]
     last_error: Exception | None = None
     for candidate in order:
         if candidate == "keyword" and candidate not in eps:

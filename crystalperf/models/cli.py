@@ -53,9 +53,26 @@ def read_functions(path: Path, stream: IO[str]) -> list[tuple[str, FunctionSourc
     return out
 
 
+def _shipped_classifier(args: argparse.Namespace) -> Any:
+    """The classifier ``classify`` uses: the one named, else the sparse one when its weights exist, else the
+    paper's neural pair (``--combine`` asks for the neural pair)."""
+    from crystalperf.models.sparse import SparseClassifier, SparseWeightsMissingError
+
+    name = args.classifier or ("neural" if args.combine else None)
+    weights = Path(args.weights) if args.weights else None
+    if name in (None, "sparse"):
+        try:
+            return SparseClassifier(weights / "sparse" if weights and (weights / "sparse").is_dir() else weights)
+        except SparseWeightsMissingError:
+            if name == "sparse":
+                raise
+    from crystalperf.models.classifier import NeuralClassifier
+
+    return NeuralClassifier(weights, combine_method=args.combine)
+
+
 def _cmd_classify(args: argparse.Namespace) -> int:
     from crystalperf.core.classify import CachedClassifier
-    from crystalperf.models.classifier import NeuralClassifier
 
     source = Path(args.input)
     if str(source) == "-":
@@ -65,16 +82,24 @@ def _cmd_classify(args: argparse.Namespace) -> int:
             raise BadInputError("no such input file", source)
         with source.open(encoding="utf-8") as fh:
             rows = read_functions(source, fh)
-    inner = NeuralClassifier(Path(args.weights) if args.weights else None, combine_method=args.combine)
+    inner = _shipped_classifier(args)
     classifier = inner if args.no_cache else CachedClassifier(inner)
+    waiting_of = getattr(inner, "waiting_probability", None)
     out_stream = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
     try:
         for start in range(0, len(rows), CLASSIFY_BATCH):
             chunk = rows[start : start + CLASSIFY_BATCH]
-            vectors = classifier.classify([f for _, f in chunk])
-            for (ident, _), v in zip(chunk, vectors, strict=True):
+            functions = [f for _, f in chunk]
+            vectors = classifier.classify(functions)
+            # cpu + disk + network sum to 1 (the core's seam); waiting is the 4-class model's own
+            # probability that the time is waiting, 0 from a classifier without that class.
+            waiting = waiting_of(functions) if waiting_of is not None else [0.0] * len(chunk)
+            for (ident, _), v, w in zip(chunk, vectors, waiting, strict=True):
                 out_stream.write(
-                    json.dumps({"id": ident, "cpu": v.cpu, "disk": v.disk, "network": v.network}) + "\n"
+                    json.dumps(
+                        {"id": ident, "cpu": v.cpu, "disk": v.disk, "network": v.network, "waiting": w}
+                    )
+                    + "\n"
                 )
     finally:
         if out_stream is not sys.stdout:
@@ -99,6 +124,12 @@ def register_classify(subparsers: argparse._SubParsersAction) -> None:  # type: 
     p.add_argument("--output", help="JSONL output (default: stdout)")
     p.add_argument("--weights", help="weights directory (default: the shipped weights)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the classification cache")
+    p.add_argument(
+        "--classifier",
+        choices=("sparse", "neural"),
+        help="sparse (the shipped one, numpy) or neural (the paper's pair, needs torch); default: sparse "
+        "when its weights exist",
+    )
     _add_combine_option(p)
     p.set_defaults(func=_cmd_classify)
 
@@ -127,6 +158,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     data = Path(args.data_dir)
     weights = Path(args.weights) if args.weights else WEIGHTS_DIR
+    if args.measured:
+        return _train_measured(args, data, weights)
     corpus = data / "corpus.jsonl"
     doctext = data / "doctext.txt"
     timings: dict[str, float] = {}
@@ -147,6 +180,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
         timings["corpus_s"] = time.monotonic() - t0
         sys.stdout.write(f"corpus: {len(records)} functions -> {corpus}\n")
     train, val, test = _load_split(corpus)
+    t1 = time.monotonic()
+    _train_sparse(args, train, val, weights, source=f"module-rule corpus {corpus}")
+    timings["sparse_s"] = time.monotonic() - t1
+    if args.sparse_only:
+        return _report_sparse(args, data, weights, train, val, test, timings, "corpus_test")
     t1 = time.monotonic()
     train_code_classifier(
         train, val, weights / "code", seed=args.seed, epochs=args.epochs, progress=not args.quiet
@@ -197,11 +235,158 @@ def _cmd_train(args: argparse.Namespace) -> int:
         report["combination"] = _ship_combination(report, params, weights)
     report["timings_s"] = {k: round(v, 1) for k, v in timings.items()}
     report["corpus"] = summarize(train + val + test)
+    report["side_by_side"] = _side_by_side(test, weights)
     out = data / "evaluation.json"
     out.write_text(json.dumps(report, indent=2))
     _print_report(report)
     sys.stdout.write(f"wrote {weights} and {out}\n")
     return 0
+
+
+def _train_sparse(
+    args: argparse.Namespace,
+    train: list[dict[str, Any]],
+    val: list[dict[str, Any]],
+    weights: Path,
+    *,
+    source: str,
+) -> None:
+    from crystalperf.models.sparse import WEIGHTS_SUBDIR
+    from crystalperf.models.sparse_train import train_sparse_classifier
+
+    sys.stdout.write(f"training the sparse classifier on {len(train)} functions ({source})...\n")
+    train_sparse_classifier(
+        train,
+        val,
+        weights / WEIGHTS_SUBDIR,
+        hidden=args.hidden,
+        epochs=args.sparse_epochs,
+        seed=args.seed,
+        progress=not args.quiet,
+        extra_config={"source": source},
+    )
+
+
+def _side_by_side(test: list[dict[str, Any]], weights: Path) -> dict[str, Any]:
+    """Sparse, the paper's pair and keyword on the same held-out rows, plus the framework set if present."""
+    from crystalperf.models.evaluate import evaluate_measured
+    from crystalperf.models.sparse import WEIGHTS_SUBDIR
+
+    neural_dir = weights if (weights / "code" / "model.pt").is_file() else None
+    report = evaluate_measured(test, sparse_dir=weights / WEIGHTS_SUBDIR, neural_dir=neural_dir)
+    frameworks = _framework_scores(weights)
+    if frameworks is not None:
+        report["frameworks"] = frameworks
+    return report
+
+
+def _framework_scores(weights: Path) -> dict[str, Any] | None:
+    """Every classifier on the hand-labelled Spark/Flink/TensorFlow functions
+    (``crystalperf.models.framework_eval``), when that module and its data set are installed."""
+    try:
+        from crystalperf.models import framework_eval
+    except ImportError:
+        return None
+    try:
+        functions = framework_eval.load_set()
+    except (OSError, ValueError) as exc:
+        log.info("framework evaluation set not loaded: %s", exc)
+        return None
+    from crystalperf.core.classify import KeywordClassifier
+    from crystalperf.models.sparse import WEIGHTS_SUBDIR, FourClassView, SparseClassifier
+
+    candidates: dict[str, Any] = {
+        "sparse": lambda: SparseClassifier(weights / WEIGHTS_SUBDIR),
+        "sparse-4class": lambda: FourClassView(SparseClassifier(weights / WEIGHTS_SUBDIR)),
+    }
+    # The paper's pair from these weights, else the shipped one (as in the side-by-side table).
+    neural_dir = weights if (weights / "code" / "model.pt").is_file() else None
+    try:
+        from crystalperf.models.classifier import NeuralClassifier
+
+        candidates["neural"] = lambda: NeuralClassifier(neural_dir)
+    except ImportError:
+        pass
+    candidates["keyword"] = KeywordClassifier
+    out: dict[str, Any] = {}
+    for name, factory in candidates.items():
+        try:
+            out[name] = framework_eval.evaluate(factory(), functions, name).as_dict()
+        except Exception as exc:  # one classifier failing must not hide the others' scores
+            out[name] = {"skipped": str(exc)}
+    return out
+
+
+def _report_sparse(
+    args: argparse.Namespace,
+    data: Path,
+    weights: Path,
+    train: list[dict[str, Any]],
+    val: list[dict[str, Any]],
+    test: list[dict[str, Any]],
+    timings: dict[str, float],
+    part: str,
+) -> int:
+    from crystalperf.models.measured import summary
+
+    report: dict[str, Any] = {part: _side_by_side(test, weights)}
+    report["timings_s"] = {k: round(v, 1) for k, v in timings.items()}
+    report["splits"] = summary(train + val + test)
+    data.mkdir(parents=True, exist_ok=True)
+    out = data / "evaluation.json"
+    out.write_text(json.dumps(report, indent=2))
+    _print_side_by_side(part, report[part])
+    sys.stdout.write(f"wrote {weights} and {out}\n")
+    return 0
+
+
+def _train_measured(args: argparse.Namespace, data: Path, weights: Path) -> int:
+    """``train --measured DIR``: the sparse classifier on measured labels, split by library."""
+    from crystalperf.models.measured import measured_splits
+
+    t0 = time.monotonic()
+    train, val, test = measured_splits(Path(args.measured), seed=args.seed)
+    if not train:
+        raise BadInputError("no labelled functions to train on", Path(args.measured))
+    source = f"measured labels {args.measured}"
+    if args.with_corpus:
+        # Module-rule labels as extra training rows only: validation and test stay measured. A corpus
+        # library that is also a measured validation/test library is left out, so the split stays clean.
+        held = {r["library"] for r in val + test}
+        corpus_train, _, _ = _load_split(Path(args.with_corpus))
+        extra = [{**r, "weight": args.corpus_weight} for r in corpus_train if r["library"] not in held]
+        train = train + extra
+        source += f" + {len(extra)} module-rule functions of {args.with_corpus} (weight {args.corpus_weight})"
+    _train_sparse(args, train, val, weights, source=source)
+    timings = {"sparse_s": time.monotonic() - t0}
+    return _report_sparse(args, data, weights, train, val, test, timings, "measured_test")
+
+
+def _print_side_by_side(part: str, report: dict[str, Any]) -> None:
+    sys.stdout.write(f"{part}: {report['n']} held-out functions\n")
+    for name in ("sparse", "neural", "keyword"):
+        r = report.get(name, {})
+        if "skipped" in r or not r:
+            sys.stdout.write(f"  {name:8s} not scored: {r.get('skipped', 'absent')}\n")
+            continue
+        for kind in ("4-class", "3-class"):
+            s = r[kind]
+            per = "  ".join(f"{k} F1 {v['f1']:.3f}" for k, v in s["per_class"].items() if v["support"])
+            sys.stdout.write(
+                f"  {name:8s} {kind} acc {s['accuracy']:.3f} macro-F1 {s['macro_f1']:.3f} (n={s['n']})  [{per}]\n"
+            )
+        langs = "  ".join(
+            f"{lang} {v['4-class']['accuracy']:.3f} (n={v['4-class']['n']})" for lang, v in r["by_language"].items()
+        )
+        sys.stdout.write(f"  {name:8s} by language (4-class acc): {langs}\n")
+    for name, r in report.get("frameworks", {}).items():
+        if "skipped" in r:
+            sys.stdout.write(f"  frameworks {name:13s} not scored: {r['skipped']}\n")
+            continue
+        parts = "  ".join(
+            f"{group} {s['accuracy']:.3f}/{s['macro_f1']:.3f} (n={s['n']})" for group, s in r["four_class"].items()
+        )
+        sys.stdout.write(f"  frameworks {name:13s} 4-class acc/macro-F1: {parts}\n")
 
 
 MIN_COMBINE_GAIN = 0.01  # accuracy (fraction) the weighted combination must gain over the average to ship
@@ -271,6 +456,27 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:  # type: ign
         "--reuse-char-lms", action="store_true", help="keep the character LMs already in the weights' doc/"
     )
     p.add_argument("--epochs", type=int, default=8)
+    p.add_argument(
+        "--measured",
+        help="directory of measured-function JSONL files (*.jsonl): train the sparse classifier on their "
+        "labels (split by library) instead of the module-rule corpus",
+    )
+    p.add_argument(
+        "--with-corpus",
+        help="with --measured: also train on this module-rule corpus's train split (validation and test stay "
+        "measured)",
+    )
+    p.add_argument(
+        "--corpus-weight",
+        type=float,
+        default=0.25,
+        help="with --with-corpus: each module-rule function's weight in the loss (a measured one weighs 1)",
+    )
+    p.add_argument(
+        "--sparse-only", action="store_true", help="train only the shipped sparse classifier, not the paper's pair"
+    )
+    p.add_argument("--hidden", type=int, default=0, help="sparse classifier's hidden layer width (0: linear)")
+    p.add_argument("--sparse-epochs", type=int, default=12)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_cmd_train)
@@ -334,6 +540,18 @@ def _print_report(report: dict[str, Any]) -> None:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from crystalperf.models import WEIGHTS_DIR
+
+    weights = Path(args.weights) if args.weights else WEIGHTS_DIR
+    if args.measured:
+        from crystalperf.models.measured import measured_splits
+
+        _, _, held_out = measured_splits(Path(args.measured), seed=args.seed)
+        side = _side_by_side(held_out, weights)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"measured_test": side}, indent=2))
+        _print_side_by_side("measured_test", side)
+        return 0
     train, val, test = _load_split(Path(args.corpus))
     report = _evaluation_report(
         test,
@@ -345,11 +563,15 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         seed=args.seed,
         progress=not args.quiet,
     )
+    if (weights / "sparse").is_dir():
+        report["side_by_side"] = _side_by_side(test, weights)
     if args.lime:
         report["lime_top_words"] = _top_words(test, args.weights)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     _print_report(report)
+    if "side_by_side" in report:
+        _print_side_by_side("test (side by side)", report["side_by_side"])
     for label, words in report.get("lime_top_words", {}).items():
         sys.stdout.write(f"  LIME top words {label}: {', '.join(w for w, _ in words)}\n")
     return 0
@@ -360,6 +582,9 @@ def register_evaluate(subparsers: argparse._SubParsersAction) -> None:  # type: 
         "evaluate", help="score the classifiers and the keyword baseline on held-out libraries"
     )
     p.add_argument("--corpus", default=str(DEFAULT_DATA_DIR / "corpus.jsonl"))
+    p.add_argument(
+        "--measured", help="score on the held-out split of these measured-function JSONL files instead"
+    )
     p.add_argument("--weights", help="weights directory (default: the shipped weights)")
     p.add_argument("--noise", action="store_true", help="also retrain with 10%%/20%% flipped labels")
     p.add_argument("--lime", action="store_true", help="also compute LIME top words per class")

@@ -27,16 +27,17 @@ def to_function(record: dict[str, Any]) -> FunctionSource:
         language=record["language"],
         code=record.get("code", ""),
         doc=record.get("doc", "") or "",
+        origin=record.get("origin") or "source",
     )
 
 
-def scores(y_true: Sequence[int], y_pred: Sequence[int]) -> dict[str, Any]:
-    """Accuracy, macro-F1 and per-class precision/recall/F1/support."""
+def scores(y_true: Sequence[int], y_pred: Sequence[int], labels: Sequence[str] = LABELS) -> dict[str, Any]:
+    """Accuracy, macro-F1 (over the classes present in ``y_true``) and per-class precision/recall/F1/support."""
     t = np.asarray(y_true)
     p = np.asarray(y_pred)
     per_class = {}
     f1s = []
-    for i, label in enumerate(LABELS):
+    for i, label in enumerate(labels):
         tp = int(((p == i) & (t == i)).sum())
         fp = int(((p == i) & (t != i)).sum())
         fn = int(((p != i) & (t == i)).sum())
@@ -249,3 +250,58 @@ def top_words(
         label: sorted(((w, round(s, 4)) for w, s in totals[label].items()), key=lambda x: -x[1])[:per_class]
         for label in LABELS
     }
+
+
+def _padded4(probs3: np.ndarray) -> np.ndarray:
+    """A 3-class <cpu, disk, network> classifier's rows as 4-class rows that never say waiting."""
+    return np.hstack([probs3, np.zeros((len(probs3), 1))])
+
+
+def measured_scores(probs4: np.ndarray, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """4-class scores (cpu/disk/network/waiting), 3-class scores on the rows labelled cpu/disk/network (the
+    arg-max of the first three), and both per language."""
+    from crystalperf.models.sparse import LABELS4
+
+    y = np.asarray([LABELS4.index(r["label"]) for r in records], dtype=int)
+    three = y < 3
+
+    def both(mask: np.ndarray) -> dict[str, Any]:
+        out = {"4-class": scores(y[mask], probs4[mask].argmax(1), LABELS4)}
+        m3 = mask & three
+        out["3-class"] = scores(y[m3], probs4[m3, :3].argmax(1), LABELS)
+        return out
+
+    result = both(np.ones(len(records), dtype=bool))
+    result["by_language"] = {
+        lang: both(np.asarray([r["language"] == lang for r in records]))
+        for lang in sorted({r["language"] for r in records})
+    }
+    return result
+
+
+def evaluate_measured(
+    records: Sequence[dict[str, Any]],
+    *,
+    sparse_dir: Path | None = None,
+    neural_dir: Path | None = None,
+) -> dict[str, Any]:
+    """The sparse classifier, the paper's neural pair (when torch and its weights are installed) and the
+    keyword baseline on the same measured records, side by side. The neural pair and the keyword baseline
+    have no waiting class: on waiting rows they are always wrong in the 4-class scores."""
+    from crystalperf.models.sparse import SparseClassifier
+
+    functions = [to_function(r) for r in records]
+    result: dict[str, Any] = {"n": len(records)}
+    sparse = SparseClassifier(sparse_dir)
+    result["sparse"] = {"version": sparse.version, **measured_scores(sparse.predict_proba4(functions), records)}
+    try:
+        from crystalperf.models.classifier import NeuralClassifier
+
+        neural = NeuralClassifier(neural_dir)
+    except Exception as exc:  # no torch / no weights: the table says so instead of failing
+        result["neural"] = {"skipped": str(exc)}
+    else:
+        probs = _padded4(neural.predict_proba(functions))
+        result["neural"] = {"version": neural.version, **measured_scores(probs, records)}
+    result["keyword"] = {"version": "keyword-1", **measured_scores(_padded4(keyword_proba(functions)), records)}
+    return result

@@ -39,9 +39,11 @@ def test_classify_jsonl_in_jsonl_out_with_cache(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert [line["id"] for line in lines] == ["a", "b", "c"]
     for line in lines:
-        assert set(line) == {"id", "cpu", "disk", "network"}
+        assert set(line) == {"id", "cpu", "disk", "network", "waiting"}
         assert abs(line["cpu"] + line["disk"] + line["network"] - 1.0) < 1e-6
-    cached = list((tmp_path / "cache").glob("classified-neural-*.jsonl"))
+        assert 0.0 <= line["waiting"] <= 1.0
+    # The shipped sparse classifier is the default; its version names the cache file.
+    cached = list((tmp_path / "cache").glob("classified-sparse-*.jsonl"))
     assert len(cached) == 1 and len(cached[0].read_text().splitlines()) == 3
     again = _run(
         "classify", "--input", str(src), env_cache=tmp_path / "cache"
@@ -71,3 +73,13 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, content: str, problem:
 def test_missing_input_file(tmp_path: Path) -> None:
     result = _run("classify", "--input", str(tmp_path / "nope.jsonl"), env_cache=tmp_path / "cache")
     assert result.returncode == 2 and "no such input file" in result.stderr
+
+
+def test_classify_with_the_papers_pair_names_it(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"id": "a", "language": "java", "code": SOCKET_SEND["java"]}) + "\n")
+    result = _run("classify", "--input", str(src), "--classifier", "neural", env_cache=tmp_path / "cache")
+    assert result.returncode == 0, result.stderr
+    [line] = [json.loads(x) for x in result.stdout.splitlines()]
+    assert line["waiting"] == 0.0  # the paper's pair has no waiting class
+    assert list((tmp_path / "cache").glob("classified-neural-*.jsonl"))

@@ -161,5 +161,5 @@ def test_is_the_core_seam_and_installed_as_neural(neural: NeuralClassifier) -> N
     assert isinstance(neural, ResourceClassifier)
     assert neural.version.startswith("neural-")
     assert NeuralClassifier().version == neural.version
-    assert load_classifier(cache=False).version == neural.version
+    assert load_classifier("neural", cache=False).version == neural.version
     assert neural.classify([]) == []

@@ -45,6 +45,8 @@ def test_wheel_holds_what_a_user_needs(dist: Path) -> None:
         "crystalperf/models/weights/combine.json",
         "crystalperf/models/weights/code/model.pt",
         "crystalperf/models/weights/doc/gru.pt",
+        "crystalperf/models/weights/sparse/model.npz",
+        "crystalperf/models/weights/sparse/config.json",
     ):
         assert needed in names, needed
     # The Java sources ship beside the jars: the installed package refuses a jar that does not match them.
@@ -85,6 +87,20 @@ def test_the_wheel_installs_and_runs_in_a_fresh_venv(dist: Path, tmp_path: Path)
     assert done.returncode == 0, done.stderr
     report = json.loads((out / "crystalperf-report.json").read_text())
     assert report["bottleneck"]["resource"] in ("cpu", "disk", "network")
+    # No extras, no torch: the trained sparse classifier (numpy) classified, not the keyword fallback.
+    assert report["sources"]["classifier"].startswith("sparse-"), report["sources"]["classifier"]
+    classified = subprocess.run(
+        [str(python), "-c",
+         "import sys\n"
+         "from crystalperf.core.classify import FunctionSource, load_classifier\n"
+         "c = load_classifier(cache=False)\n"
+         "[v] = c.classify([FunctionSource('example.send', 'python', 'def send(sock, data):\\n"
+         "    sock.sendall(data)\\n    sock.shutdown(socket.SHUT_WR)\\n')])\n"
+         "print(c.version, v.dominant(), 'torch' in sys.modules)"],
+        cwd=tmp_path, env=run_env, capture_output=True, text=True, timeout=120)
+    assert classified.returncode == 0, classified.stderr
+    version, dominant, torch_loaded = classified.stdout.split()
+    assert version.startswith("sparse-") and dominant == "network" and torch_loaded == "False"
     # The bundled jars are current in the installed layout too (importlib.resources, sources beside them).
     checked = subprocess.run(
         [str(python), "-c",

@@ -1,0 +1,152 @@
+"""The shipped resource classifier: hashed sparse features -> (embedding bag -> ReLU ->) softmax, in numpy.
+
+Trained in torch (``crystalperf.models.sparse_train``, extra ``models``), exported to ``model.npz`` and
+inferred here with numpy alone, so the base install (``pip install crystalperf[spark]``) classifies with
+it: no torch, no flair, no tree-sitter. Four classes, ``cpu, disk, network, waiting``; the core's
+``ResourceClassifier`` seam is <cpu, disk, network>, so :meth:`SparseClassifier.classify` renormalises the
+first three and :meth:`SparseClassifier.waiting_probability` gives the fourth to whoever can use it.
+
+The weights file holds only the hash buckets seen in training (``keys``, sorted) and their rows
+(``table``); a bucket never seen in training contributes nothing, exactly as its untrained zero row would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from crystalperf.core.classify import FunctionSource
+from crystalperf.core.resources import ResourceVector
+
+if TYPE_CHECKING:
+    import numpy as np
+
+LABELS4 = ("cpu", "disk", "network", "waiting")
+WEIGHTS_SUBDIR = "sparse"
+MODEL_FILE = "model.npz"
+CONFIG_FILE = "config.json"
+
+
+class SparseWeightsMissingError(FileNotFoundError):
+    """No trained sparse classifier where the package expects it."""
+
+
+def default_weights_dir() -> Path:
+    from crystalperf.models import WEIGHTS_DIR
+
+    return WEIGHTS_DIR / WEIGHTS_SUBDIR
+
+
+def weights_version(weights_dir: Path) -> str:
+    digest = hashlib.sha256()
+    for name in (MODEL_FILE, CONFIG_FILE):
+        digest.update((weights_dir / name).read_bytes())
+    return "sparse-" + digest.hexdigest()[:12]
+
+
+class SparseClassifier:
+    """Numpy inference of the exported sparse model; the first classifier ``load_classifier`` tries."""
+
+    def __init__(self, weights_dir: Path | None = None, *, batch_size: int = 512) -> None:
+        import numpy as np  # lazily: ``import crystalperf.core`` stays light
+
+        self.weights_dir = Path(weights_dir) if weights_dir is not None else default_weights_dir()
+        model = self.weights_dir / MODEL_FILE
+        if not model.is_file() or not (self.weights_dir / CONFIG_FILE).is_file():
+            raise SparseWeightsMissingError(
+                f"sparse classifier weights missing in {self.weights_dir}: reinstall crystalperf "
+                "or run 'crystalperf train'"
+            )
+        self.config: dict[str, Any] = json.loads((self.weights_dir / CONFIG_FILE).read_text())
+        from crystalperf.models.features import HASH_BITS
+
+        if self.config.get("hash_bits") != HASH_BITS:
+            raise ValueError(
+                f"{self.weights_dir} was trained with {self.config.get('hash_bits')}-bit feature hashing, "
+                f"this crystalperf hashes {HASH_BITS} bits: retrain ('crystalperf train')"
+            )
+        with np.load(model) as data:
+            arrays = {name: data[name] for name in data.files}
+        self.keys = arrays["keys"].astype(np.int64)
+        # Computing in float32 keeps numpy's results within float rounding of the torch module's.
+        self.table = arrays["table"].astype(np.float32)
+        self.hidden_bias = arrays["hidden_bias"].astype(np.float32) if "hidden_bias" in arrays else None
+        self.out_weight = arrays["out_weight"].astype(np.float32) if "out_weight" in arrays else None
+        self.out_bias = arrays["out_bias"].astype(np.float32)
+        self.labels = tuple(self.config.get("labels", LABELS4))
+        self.batch_size = batch_size
+        self._version = weights_version(self.weights_dir)
+
+    @property
+    def version(self) -> str:
+        """Hash of the weight files: new weights invalidate cached classifications."""
+        return self._version
+
+    def logits_from_features(
+        self, indices: Sequence[int], values: Sequence[float], offsets: Sequence[int]
+    ) -> np.ndarray:
+        """[n, classes] logits of a flattened batch (see ``features.batch_features``)."""
+        import numpy as np
+
+        n = len(offsets) - 1
+        idx = np.asarray(indices, dtype=np.int64)
+        val = np.asarray(values, dtype=np.float32)
+        segment = np.repeat(np.arange(n), np.diff(np.asarray(offsets, dtype=np.int64)))
+        rows = np.searchsorted(self.keys, idx)
+        rows_clipped = np.minimum(rows, max(len(self.keys) - 1, 0))
+        known = (rows < len(self.keys)) & (self.keys[rows_clipped] == idx) if len(self.keys) else rows < 0
+        width = self.table.shape[1]
+        bag = np.zeros((n, width), dtype=np.float32)
+        if known.any():
+            np.add.at(bag, segment[known], self.table[rows_clipped[known]] * val[known, None])
+        if self.out_weight is None:
+            return bag + self.out_bias
+        assert self.hidden_bias is not None
+        hidden = np.maximum(bag + self.hidden_bias, 0.0)
+        return hidden @ self.out_weight + self.out_bias
+
+    def predict_proba4(self, functions: Sequence[FunctionSource]) -> np.ndarray:
+        """[n, 4] probabilities in the order cpu, disk, network, waiting."""
+        import numpy as np
+
+        from crystalperf.models.features import batch_features
+
+        parts = []
+        for start in range(0, len(functions), self.batch_size):
+            logits = self.logits_from_features(*batch_features(functions[start : start + self.batch_size]))
+            logits = logits - logits.max(axis=1, keepdims=True)
+            e = np.exp(logits)
+            parts.append(e / e.sum(axis=1, keepdims=True))
+        if not parts:
+            return np.zeros((0, len(self.labels)), dtype=np.float32)
+        return np.concatenate(parts)
+
+    def predict_proba(self, functions: Sequence[FunctionSource]) -> np.ndarray:
+        """[n, 3] <cpu, disk, network> probabilities (waiting's share renormalised away)."""
+        probs = self.predict_proba4(functions)[:, :3]
+        return probs / probs.sum(axis=1, keepdims=True).clip(min=1e-12)
+
+    def waiting_probability(self, functions: Sequence[FunctionSource]) -> list[float]:
+        """How likely each function's time is waiting (sleep, park, lock, condition wait) rather than work."""
+        if not functions:
+            return []
+        return [float(p) for p in self.predict_proba4(functions)[:, self.labels.index("waiting")]]
+
+    def classify(self, functions: Sequence[FunctionSource]) -> list[ResourceVector]:
+        """One <cpu, disk, network> vector per function (the core's seam)."""
+        return [ResourceVector.of(float(p[0]), float(p[1]), float(p[2])) for p in self.predict_proba(functions)]
+
+
+class FourClassView:
+    """The sparse classifier with its waiting probability kept in the vector (``ResourceVector.waiting``), for
+    evaluations that score waiting as a class of its own; analysis uses :class:`SparseClassifier`."""
+
+    def __init__(self, inner: SparseClassifier) -> None:
+        self.inner = inner
+        self.version = inner.version + "-4class"
+
+    def classify(self, functions: Sequence[FunctionSource]) -> list[ResourceVector]:
+        return [ResourceVector.of(*(float(x) for x in p)) for p in self.inner.predict_proba4(functions)]

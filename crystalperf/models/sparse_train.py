@@ -1,0 +1,214 @@
+"""Training of the sparse classifier (torch, extra ``models``); inference is numpy (``sparse``).
+
+Seeded and single-threaded with deterministic algorithms, so two runs on the same records write
+byte-identical weights. The epoch with the best validation macro-F1 is kept; nothing is fitted on test.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from crystalperf.models.evaluate import to_function
+from crystalperf.models.features import HASH_BITS, hashed_features
+from crystalperf.models.sparse import CONFIG_FILE, LABELS4, MODEL_FILE, SparseClassifier
+
+FEATURE_VERSION = 1  # bump when features.py changes what a function's features are
+
+
+class SparseModule(nn.Module):
+    """Embedding bag over known buckets, then a ReLU hidden layer (``hidden > 0``) or nothing (linear)."""
+
+    def __init__(self, buckets: int, hidden: int, classes: int = len(LABELS4)) -> None:
+        super().__init__()
+        self.hidden = hidden
+        self.bag = nn.EmbeddingBag(buckets, hidden or classes, mode="sum")
+        if hidden:
+            self.hidden_bias = nn.Parameter(torch.zeros(hidden))
+            self.out = nn.Linear(hidden, classes)
+            self.dropout = nn.Dropout(0.2)
+        else:
+            self.out_bias = nn.Parameter(torch.zeros(classes))
+        nn.init.normal_(self.bag.weight, std=0.01)
+
+    def forward(self, rows: torch.Tensor, offsets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        bag = self.bag(rows, offsets, per_sample_weights=weights)
+        if not self.hidden:
+            return bag + self.out_bias
+        return self.out(self.dropout(torch.relu(bag + self.hidden_bias)))
+
+    def export(self, keys: np.ndarray, path: Path) -> None:
+        """``model.npz``: float16 rows of the buckets seen in training, float32 for the small rest."""
+        arrays: dict[str, np.ndarray] = {
+            "keys": keys.astype(np.int32),
+            "table": self.bag.weight.detach().numpy().astype(np.float16),
+        }
+        if self.hidden:
+            arrays["hidden_bias"] = self.hidden_bias.detach().numpy().astype(np.float32)
+            arrays["out_weight"] = self.out.weight.detach().numpy().T.astype(np.float32).copy()
+            arrays["out_bias"] = self.out.bias.detach().numpy().astype(np.float32)
+        else:
+            arrays["out_bias"] = self.out_bias.detach().numpy().astype(np.float32)
+        with path.open("wb") as fh:  # np.savez_compressed is deterministic given the same arrays
+            np.savez_compressed(fh, **arrays)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_export(cls, weights_dir: Path) -> tuple[SparseModule, np.ndarray]:
+        """The torch module with the exported (float16-rounded) weights: what numpy must reproduce."""
+        with np.load(weights_dir / MODEL_FILE) as data:
+            arrays = {name: data[name] for name in data.files}
+        hidden = int(arrays["hidden_bias"].shape[0]) if "hidden_bias" in arrays else 0
+        module = cls(int(arrays["table"].shape[0]), hidden)
+        with torch.no_grad():
+            module.bag.weight.copy_(torch.from_numpy(arrays["table"].astype(np.float32)))
+            if hidden:
+                module.hidden_bias.copy_(torch.from_numpy(arrays["hidden_bias"]))
+                module.out.weight.copy_(torch.from_numpy(arrays["out_weight"].T.copy()))
+                module.out.bias.copy_(torch.from_numpy(arrays["out_bias"]))
+            else:
+                module.out_bias.copy_(torch.from_numpy(arrays["out_bias"]))
+        module.eval()
+        return module, arrays["keys"].astype(np.int64)
+
+
+def _featurise(records: Sequence[dict[str, Any]]) -> list[tuple[list[int], list[float]]]:
+    return [hashed_features(to_function(r)) for r in records]
+
+
+def _batch(
+    feats: Sequence[tuple[list[int], list[float]]], key_row: dict[int, int]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    rows: list[int] = []
+    weights: list[float] = []
+    offsets: list[int] = []
+    for idx, val in feats:
+        offsets.append(len(rows))
+        for i, v in zip(idx, val, strict=True):
+            row = key_row.get(i)
+            if row is not None:
+                rows.append(row)
+                weights.append(v)
+    return (
+        torch.tensor(rows, dtype=torch.long),
+        torch.tensor(offsets, dtype=torch.long),
+        torch.tensor(weights, dtype=torch.float32),
+    )
+
+
+def macro_f1(y: np.ndarray, pred: np.ndarray) -> float:
+    f1s = []
+    for c in np.unique(y):
+        tp = float(((pred == c) & (y == c)).sum())
+        fp = float(((pred == c) & (y != c)).sum())
+        fn = float(((pred != c) & (y == c)).sum())
+        f1s.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
+    return float(np.mean(f1s)) if f1s else 0.0
+
+
+def train_sparse_classifier(
+    train: Sequence[dict[str, Any]],
+    val: Sequence[dict[str, Any]],
+    out_dir: Path,
+    *,
+    hidden: int = 0,
+    epochs: int = 12,
+    lr: float = 0.02,
+    weight_decay: float = 1e-6,
+    token_dropout: float = 0.2,
+    min_count: int = 1,
+    batch_size: int = 64,
+    seed: int = 0,
+    progress: bool = False,
+    extra_config: dict[str, Any] | None = None,
+) -> SparseClassifier:
+    """Train on ``train`` (records with ``label`` in cpu/disk/network/waiting), keep the epoch with the best
+    validation macro-F1, write ``model.npz`` + ``config.json`` into ``out_dir``, return the numpy classifier."""
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # summation order must not depend on the machine's cores
+    try:
+        train_feats = _featurise(train)
+        val_feats = _featurise(val)
+        seen: Counter[int] = Counter(i for idx, _ in train_feats for i in idx)
+        keys = np.asarray(sorted(k for k, c in seen.items() if c >= min_count), dtype=np.int64)
+        key_row = {int(k): r for r, k in enumerate(keys)}
+        y = torch.tensor([LABELS4.index(r["label"]) for r in train], dtype=torch.long)
+        # Rows may carry a "weight" (module-rule rows mixed into measured ones weigh less).
+        sample_weight = torch.tensor([float(r.get("weight", 1.0)) for r in train], dtype=torch.float32)
+        y_val = np.asarray([LABELS4.index(r["label"]) for r in val])
+        counts = torch.bincount(y, weights=sample_weight, minlength=len(LABELS4)).float()
+        # Balanced class weights over the classes present: a rare class (waiting) is not drowned out.
+        class_weight = torch.where(counts > 0, counts.sum() / (counts.clamp(min=1) * (counts > 0).sum()), 0.0)
+        module = SparseModule(len(keys), hidden)
+        optimiser = torch.optim.Adam(module.parameters(), lr=lr, weight_decay=weight_decay)
+        loss_fn = nn.CrossEntropyLoss(weight=class_weight, reduction="none")
+        generator = torch.Generator().manual_seed(seed)
+        val_batch = _batch(val_feats, key_row)
+        best: tuple[float, int, dict[str, torch.Tensor]] = (-1.0, -1, {})
+        for epoch in range(epochs):
+            module.train()
+            order = torch.randperm(len(train_feats), generator=generator).tolist()
+            total = 0.0
+            for start in range(0, len(order), batch_size):
+                chosen = order[start : start + batch_size]
+                rows, offsets, weights = _batch([train_feats[i] for i in chosen], key_row)
+                if token_dropout:
+                    keep = torch.rand(weights.shape, generator=generator) >= token_dropout
+                    weights = weights * keep / (1.0 - token_dropout)
+                optimiser.zero_grad()
+                per_row = loss_fn(module(rows, offsets, weights), y[chosen]) * sample_weight[chosen]
+                loss = per_row.sum() / (class_weight[y[chosen]] * sample_weight[chosen]).sum()
+                loss.backward()
+                optimiser.step()
+                total += float(loss.detach()) * len(chosen)
+            module.eval()
+            with torch.no_grad():
+                pred = module(*val_batch).argmax(1).numpy() if len(val) else np.zeros(0, dtype=int)
+            score = macro_f1(y_val, pred) if len(val) else float(epoch)
+            if progress:
+                sys.stdout.write(
+                    f"sparse epoch {epoch + 1}/{epochs}: train loss {total / len(order):.4f}, "
+                    f"val macro-F1 {score:.4f}\n"
+                )
+            if score > best[0] + 1e-12:
+                best = (score, epoch + 1, {k: v.clone() for k, v in module.state_dict().items()})
+        module.load_state_dict(best[2])
+        module.eval()
+        out_dir.mkdir(parents=True, exist_ok=True)
+        module.export(keys, out_dir / MODEL_FILE)
+        config = {
+            "labels": list(LABELS4),
+            "hash_bits": HASH_BITS,
+            "feature_version": FEATURE_VERSION,
+            "hidden": hidden,
+            "buckets": len(keys),
+            "training": {
+                "functions": len(train),
+                "validation_functions": len(val),
+                "class_counts": {LABELS4[i]: round(c, 3) for i, c in enumerate(counts.tolist())},
+                "epochs": epochs,
+                "best_epoch": best[1],
+                "validation_macro_f1": round(best[0], 6),
+                "lr": lr,
+                "weight_decay": weight_decay,
+                "token_dropout": token_dropout,
+                "min_count": min_count,
+                "batch_size": batch_size,
+                "seed": seed,
+                **(extra_config or {}),
+            },
+        }
+        (out_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(False)
+    return SparseClassifier(out_dir)

@@ -1,0 +1,170 @@
+"""The sparse classifier: numpy inference equals the torch module, training is reproducible, measured labels
+are read and split by library, and ``crystalperf train/evaluate --measured`` work end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from crystalperf.core.errors import BadInputError
+from crystalperf.models.evaluate import to_function
+from crystalperf.models.features import batch_features
+from crystalperf.models.measured import measured_splits, read_measured, split_by_library
+from crystalperf.models.sparse import LABELS4, SparseClassifier
+from crystalperf.models.sparse_train import SparseModule, train_sparse_classifier
+from tests.models.test_unmistakable import CASES
+
+WAITING = {
+    "java": "public void pause(long ms) throws InterruptedException {\n    Thread.sleep(ms);\n    lock.await();\n}",
+    "python": "def pause(seconds):\n    time.sleep(seconds)\n    condition.wait()\n    queue.get()\n",
+}
+
+
+def _records(n: int, library_count: int = 12) -> list[dict[str, Any]]:
+    """Measured-format rows: the unmistakable cases and waiting functions, renamed per copy."""
+    templates = [(r, lang, code) for r, lang, code in CASES] + [("waiting", lang, c) for lang, c in WAITING.items()]
+    rows = []
+    for i in range(n):
+        label, language, code = templates[i % len(templates)]
+        library = f"lib{i % library_count}"
+        rows.append(
+            {
+                "id": f"{language}:{library}.Mod.f{i}",
+                "language": language,
+                "qualified_name": f"{library}.Mod.f{i}",
+                "library": library,
+                "licence": "MIT",
+                "code": code.replace("data", f"data{i % 7}").replace("line", f"line{i % 5}"),
+                "doc": "" if i % 3 else f"Does the {label} work.",
+                "origin": "source",
+                "label": label,
+                "shares": {k: float(k == label) for k in LABELS4},
+                "seconds": 0.5,
+                "events": 20,
+                "workloads": ["test"],
+                "method": "jfr",
+            }
+        )
+    return rows
+
+
+@pytest.mark.parametrize("hidden", [0, 8])
+def test_numpy_inference_equals_the_torch_module(tmp_path: Path, hidden: int) -> None:
+    rows = _records(320)
+    classifier = train_sparse_classifier(rows[:240], rows[240:280], tmp_path / "w", hidden=hidden, epochs=2)
+    module, keys = SparseModule.from_export(tmp_path / "w")
+    functions = [to_function(r) for r in rows] + [to_function({**r, "code": ""}) for r in rows[:20]]
+    indices, values, offsets = batch_features(functions)
+    key_row = {int(k): i for i, k in enumerate(keys)}
+    rows_, weights_, starts = [], [], []
+    for f in range(len(functions)):
+        starts.append(len(rows_))
+        for j in range(offsets[f], offsets[f + 1]):
+            if indices[j] in key_row:
+                rows_.append(key_row[indices[j]])
+                weights_.append(values[j])
+    with torch.no_grad():
+        logits = module(torch.tensor(rows_, dtype=torch.long), torch.tensor(starts, dtype=torch.long),
+                        torch.tensor(weights_, dtype=torch.float32))
+    expected = torch.softmax(logits, dim=1).numpy()
+    got = classifier.predict_proba4(functions)
+    assert got.shape == expected.shape == (len(functions), 4)
+    assert np.abs(got - expected).max() < 1e-4
+    assert np.allclose(got.sum(axis=1), 1.0, atol=1e-5)
+
+
+def test_two_trainings_write_identical_weights(tmp_path: Path) -> None:
+    rows = _records(200)
+    for name in ("a", "b"):
+        train_sparse_classifier(rows[:160], rows[160:], tmp_path / name, epochs=2, seed=3)
+    for file in ("model.npz", "config.json"):
+        assert (tmp_path / "a" / file).read_bytes() == (tmp_path / "b" / file).read_bytes(), file
+    other = train_sparse_classifier(rows[:160], rows[160:], tmp_path / "c", epochs=2, seed=4)
+    assert other.version != SparseClassifier(tmp_path / "a").version  # the seed matters, so it is honoured
+
+
+def test_classify_renormalises_three_and_exposes_waiting(tmp_path: Path) -> None:
+    rows = _records(300)
+    classifier = train_sparse_classifier(rows, rows[:40], tmp_path / "w", epochs=6)
+    functions = [to_function(r) for r in rows[:40]]
+    probs = classifier.predict_proba4(functions)
+    vectors = classifier.classify(functions)
+    waiting = classifier.waiting_probability(functions)
+    for p, v, w in zip(probs, vectors, waiting, strict=True):
+        assert v.waiting == 0.0 and abs(v.cpu + v.disk + v.network - 1.0) < 1e-6
+        assert abs(v.cpu - p[0] / p[:3].sum()) < 1e-6
+        assert abs(w - p[3]) < 1e-6
+    waits = [i for i, r in enumerate(rows[:40]) if r["label"] == "waiting"]
+    assert waits and all(probs[i].argmax() == 3 for i in waits)
+
+
+def _write_measured(directory: Path, rows: list[dict[str, Any]]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "jvm.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_measured_rows_are_deduplicated_filtered_and_split_by_library(tmp_path: Path) -> None:
+    rows = _records(240, library_count=30)
+    twins = [{**r, "id": r["id"] + "#bytecode", "origin": "bytecode"} for r in rows[:60]]
+    unlabelled = [{**rows[0], "id": "java:x.Unknown.f", "label": None}]
+    _write_measured(tmp_path / "m", rows + twins + unlabelled + rows[:5])
+    read = read_measured(tmp_path / "m")
+    assert len(read) == 240 + 60  # duplicates once, null labels never
+    train, val, test = measured_splits(tmp_path / "m")
+    assert train and test
+    split_of = {r["id"]: r["split"] for r in train + val + test}
+    for twin in twins:
+        assert split_of[twin["id"]] == split_of[twin["id"].removesuffix("#bytecode")]
+    libraries = {s: {r["library"] for r in part} for s, part in (("train", train), ("val", val), ("test", test))}
+    assert not libraries["train"] & libraries["test"] and not libraries["train"] & libraries["val"]
+    again = read_measured(tmp_path / "m")
+    split_by_library(again, seed=0)
+    assert {r["id"]: r["split"] for r in again} == split_of  # seeded: the same split every time
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [("not json", "line 1 is not JSON"), ('{"id": "a", "label": "cpu"}', "line 1 lacks"),
+     ('{"id": "a", "language": "java", "qualified_name": "a", "library": "l", "code": "", "label": "gpu"}',
+      "label 'gpu'")],
+)
+def test_bad_measured_file_is_a_clear_error(tmp_path: Path, line: str, problem: str) -> None:
+    (tmp_path / "bad.jsonl").write_text(line + "\n")
+    with pytest.raises(BadInputError, match=problem):
+        read_measured(tmp_path)
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, CRYSTALPERF_CACHE_DIR=str(cwd / "cache"))
+    return subprocess.run([sys.executable, "-m", "crystalperf.core.cli", *args], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=300)
+
+
+def test_train_and_evaluate_on_measured_labels_through_the_cli(tmp_path: Path) -> None:
+    _write_measured(tmp_path / "m", _records(300, library_count=30))
+    done = _cli("train", "--measured", str(tmp_path / "m"), "--weights", str(tmp_path / "w"),
+                "--data-dir", str(tmp_path / "d"), "--sparse-epochs", "3", "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "d" / "evaluation.json").read_text())["measured_test"]
+    assert report["sparse"]["version"] == SparseClassifier(tmp_path / "w" / "sparse").version
+    for name in ("sparse", "keyword"):
+        assert {"4-class", "3-class", "by_language"} <= set(report[name])
+    # No paper-pair weights in that directory: the shipped pair is the baseline, side by side.
+    assert report["neural"]["version"].startswith("neural-") and "4-class" in report["neural"]
+    scored = _cli("evaluate", "--measured", str(tmp_path / "m"), "--weights", str(tmp_path / "w"), cwd=tmp_path)
+    assert scored.returncode == 0, scored.stderr
+    assert "sparse" in scored.stdout and "keyword" in scored.stdout
+
+
+def test_train_on_a_missing_measured_directory_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    done = _cli("train", "--measured", str(tmp_path / "nope"), "--weights", str(tmp_path / "w"), cwd=tmp_path)
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1 and "nope" in done.stderr

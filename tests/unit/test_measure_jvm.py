@@ -1,0 +1,204 @@
+"""JFR measurement: parsing, attribution to every method on the stack, labels; one real recording.
+
+``tests/data/measure/tiny-jfr-print.json`` is ``jfr print --json`` of a real recording of a small program
+(``Tiny``: writes a 1 MB file with ``FileOutputStream.write``, spins on ``Integer.toString(i).hashCode()``,
+sleeps 20 ms, deletes the file), cut to 16 of its events: three native samples inside
+``FileOutputStream.writeBytes``, the 0.543699597 s ``jdk.FileWrite``, ten execution samples in ``Tiny.spin``,
+the 0.020124619 s ``jdk.ThreadSleep`` and a native sample in ``UnixFileSystem.delete0``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from crystalperf.models.measure import jvm
+from crystalperf.models.measure.jvm import Attribution, JfrEvent, JfrFrame
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "measure" / "tiny-jfr-print.json"
+PERIOD = 0.002
+
+
+def _tiny_events() -> list[JfrEvent]:
+    with DATA.open(encoding="utf-8") as stream:
+        return list(jvm.read_jfr_json(stream, chunk_chars=4096))  # small chunks: events span reads
+
+
+def _attributed() -> Attribution:
+    attribution = Attribution()
+    attribution.add_recording(_tiny_events(), "tiny", PERIOD, PERIOD, estimate_period=False)
+    return attribution
+
+
+def test_reads_every_event_with_its_stack_top_first() -> None:
+    events = _tiny_events()
+    assert [e.kind for e in events].count("jdk.ExecutionSample") == 10
+    assert [e.kind for e in events].count("jdk.NativeMethodSample") == 4
+    write = next(e for e in events if e.kind == "jdk.FileWrite")
+    assert write.duration_s == pytest.approx(0.543699597)
+    assert [f.qualified_name for f in write.frames] == ["java.io.FileOutputStream.write", "Tiny.save", "Tiny.main"]
+    assert write.frames[0].module == "java.base" and write.frames[1].module is None
+    assert write.thread == 1
+
+
+def test_streamed_reading_equals_loading_the_whole_document() -> None:
+    whole = json.loads(DATA.read_text())["recording"]["events"]
+    streamed = jvm.read_jfr_json(io.StringIO(DATA.read_text()), chunk_chars=100)
+    assert [e.kind for e in streamed] == [raw["type"] for raw in whole]
+
+
+def test_a_cut_short_document_is_an_error_not_a_silent_end() -> None:
+    text = DATA.read_text()
+    with pytest.raises(ValueError, match="ends inside an event"):
+        list(jvm.read_jfr_json(io.StringIO(text[: len(text) // 2]), chunk_chars=1000))
+
+
+def test_attribution_by_hand() -> None:
+    methods = _attributed().methods
+    # main: the write (disk), 10 samples (cpu), the sleep (waiting), the delete's native sample (disk). The
+    # delete's sample is 29 s after the thread's previous native sample: the gap is capped at 10 periods.
+    main = methods["Tiny.main"]
+    assert main.seconds["disk"] == pytest.approx(0.543699597 + 10 * PERIOD)
+    assert main.seconds["cpu"] == pytest.approx(10 * PERIOD)
+    assert main.seconds["waiting"] == pytest.approx(0.020124619)
+    assert main.seconds["network"] == 0
+    assert main.events == 13
+    # The native samples under FileOutputStream.write are time the FileWrite event already holds.
+    assert "java.io.FileOutputStream.writeBytes" not in methods
+    assert methods["Tiny.save"].seconds["disk"] == pytest.approx(0.543699597)
+    assert methods["Tiny.save"].events == 1
+    assert methods["Tiny.spin"].seconds["cpu"] == pytest.approx(10 * PERIOD)
+    assert methods["java.lang.String.hashCode"].events == 6
+    assert methods["java.lang.Integer.toString"].events == 4
+    assert methods["java.io.UnixFileSystem.delete0"].seconds["disk"] == pytest.approx(10 * PERIOD)
+    assert methods["java.lang.Thread.sleep"].seconds["waiting"] == pytest.approx(0.020124619)
+
+
+def test_labels_need_a_dominant_share_and_enough_evidence() -> None:
+    methods = _attributed().methods
+
+    def label(name: str) -> str | None:
+        return jvm.label_of(methods[name].seconds, methods[name].events)[0]
+
+    assert label("Tiny.main") == "disk"  # 0.5637 of 0.6038 s
+    assert label("Tiny.spin") == "cpu"  # 20 ms over 10 samples
+    assert label("java.lang.String.hashCode") == "cpu"  # 12 ms, 6 samples
+    assert label("java.lang.Integer.toString") is None  # 8 ms: under 10 ms
+    assert label("java.io.FileOutputStream.write") is None  # one event
+    assert label("java.lang.Thread.sleep") is None  # one event
+    shares = jvm.label_of(methods["Tiny.main"].seconds, methods["Tiny.main"].events)[1]
+    assert sum(shares.values()) == pytest.approx(1.0)
+    assert jvm.label_of({"cpu": 0.05, "disk": 0.05}, 20)[0] is None  # a 50/50 split is no label
+
+
+def test_recursive_method_counts_once_per_event() -> None:
+    attribution = Attribution()
+    f = JfrFrame("p.Tree", "walk")
+    attribution.add_event([f, f, f, JfrFrame("p.Main", "main")], "cpu", 0.01, "w")
+    assert attribution.methods["p.Tree.walk"].seconds["cpu"] == pytest.approx(0.01)
+    assert attribution.methods["p.Tree.walk"].events == 1
+
+
+def test_native_samples() -> None:
+    def frames(*names: str) -> list[JfrFrame]:
+        return [JfrFrame(*n.rsplit(".", 1)) for n in names]
+
+    assert jvm.native_resource(frames("java.util.zip.Inflater.inflateBytesBytes", "java.util.zip.Inflater.inflate")) == "cpu"
+    assert jvm.native_resource(frames("sun.nio.fs.UnixNativeDispatcher.stat0", "java.nio.file.Files.size")) == "disk"
+    assert jvm.native_resource(frames("sun.nio.ch.Net.accept", "sun.nio.ch.NioSocketImpl.accept")) == "network"
+    assert jvm.native_resource(frames("sun.nio.ch.Net.poll", "sun.nio.ch.NioSocketImpl.park",
+                                      "java.net.Socket$SocketInputStream.read")) is None  # SocketRead holds it
+    assert jvm.native_resource(frames("jdk.internal.misc.Unsafe.park", "java.util.concurrent.locks.LockSupport.park")) is None
+
+
+def test_effective_period_follows_the_recording() -> None:
+    samples = [JfrEvent("jdk.ExecutionSample", k * 10_000_000, 0.0, 1, ()) for k in range(20)]
+    assert jvm.effective_period(samples, 0.002) == pytest.approx(0.010)  # asked 2 ms, got 10 ms
+    assert jvm.effective_period(samples[:3], 0.002) == 0.002  # too few to tell
+    sparse = [JfrEvent("jdk.ExecutionSample", k * 1_000_000_000, 0.0, 1, ()) for k in range(20)]
+    assert jvm.effective_period(sparse, 0.002) == pytest.approx(jvm.MAX_PERIOD_FACTOR * 0.002)
+
+
+def test_driver_and_generated_frames_are_excluded() -> None:
+    assert jvm.excluded(JfrFrame("cpwork.JdkFiles", "main"))
+    assert jvm.excluded(JfrFrame("java.lang.invoke.LambdaForm$MH", "invoke", hidden=True))
+    assert jvm.excluded(JfrFrame("org.apache.spark.rdd.RDD", "iterator"))
+    assert not jvm.excluded(JfrFrame("java.io.FileInputStream", "read"))
+
+
+def test_compact_lines_reader() -> None:
+    lines = [
+        '{"f":0,"c":"java.io.FileInputStream","m":"read","d":"([B)I","l":115,"mod":"java.base","h":false}',
+        '{"f":1,"c":"app.Main","m":"main","d":"()V","l":-1,"mod":null,"h":false}',
+        '{"e":"jdk.FileRead","t":5,"d":1500000,"th":3,"s":[0,1]}',
+    ]
+    (event,) = jvm.read_jfr_lines(lines)
+    assert event.duration_s == pytest.approx(0.0015)
+    assert event.frames[0] == JfrFrame("java.io.FileInputStream", "read", 115, "java.base", False)
+    assert event.frames[1].line is None
+
+
+def test_rows_are_written_atomically(tmp_path: Path) -> None:
+    out = tmp_path / "jvm.jsonl"
+    assert jvm.write_jsonl_atomic([{"id": "a"}, {"id": "b"}], out) == 2
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["a", "b"]
+    assert [p.name for p in tmp_path.iterdir()] == ["jvm.jsonl"]
+
+
+REAL_PROGRAM = """
+package cpwork;
+import java.io.*;
+public class Probe {
+    static long spin(int n) { long x = 0; for (int i = 0; i < n; i++) x += Integer.toString(i).hashCode(); return x; }
+    public static void main(String[] a) throws Exception {
+        File f = new File(a[0], "probe.bin");
+        byte[] block = new byte[64 * 1024];
+        try (FileOutputStream out = new FileOutputStream(f)) { for (int i = 0; i < 64; i++) out.write(block); }
+        try (FileInputStream in = new FileInputStream(f)) { while (in.read(block) > 0) { } }
+        System.out.println(spin(3_000_000));
+    }
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("java") is None or shutil.which("javac") is None or shutil.which("jfr") is None,
+                    reason="needs a JDK (java, javac, jfr)")
+def test_real_recording(tmp_path: Path) -> None:
+    src = tmp_path / "Probe.java"
+    src.write_text(REAL_PROGRAM)
+    classes = tmp_path / "classes"
+    subprocess.run(["javac", "-d", str(classes), str(src), str(jvm.WORKLOAD_DIR / "JfrLines.java")],
+                   check=True, capture_output=True, timeout=120)
+    settings = tmp_path / "s.jfc"
+    settings.write_text(jvm.jfc_settings())
+    recording = tmp_path / "probe.jfr"
+    done = jvm.record("cpwork.Probe", [str(classes)], [str(tmp_path)], recording, settings, timeout_s=120)
+    assert done.returncode == 0, done.stderr
+    lines = list(jvm.recording_events(recording, classes))
+    printed = subprocess.run(["jfr", "print", "--json", "--stack-depth", "256", str(recording)],
+                             check=True, capture_output=True, text=True, timeout=120).stdout
+    via_json = [e for e in jvm.read_jfr_json(io.StringIO(printed)) if e.frames]
+
+    def key(e: JfrEvent) -> tuple:
+        return e.kind, tuple(f.qualified_name for f in e.frames)
+
+    # Our converter and `jfr print --json` see the same events with the same stacks.
+    assert sorted(map(key, lines)) == sorted(map(key, via_json))
+    attribution = Attribution()
+    assert attribution.add_recording(lines, "probe") > 0
+    write = attribution.methods["java.io.FileOutputStream.write"]
+    assert write.events >= 64 and write.seconds["disk"] > 0  # 64 blocks, and System.out is a file too
+    assert set(jvm.RESOURCES) - {"disk"} <= {r for r, s in write.seconds.items() if s == 0}
+    assert attribution.methods["java.io.FileInputStream.read"].seconds["disk"] > 0
+    assert attribution.methods["cpwork.Probe.main"].seconds["disk"] > 0
+    rows = list(jvm.method_rows(attribution, jvm.ClassIndex([]), None, [str(classes)]))
+    assert not [r for r in rows if r["qualified_name"].startswith("cpwork.")]  # our driver gets no row
+    if jvm.jdk_src_zip_available():
+        row = next(r for r in rows if r["id"] == "java:java.io.FileOutputStream.write")
+        assert row["origin"] == "source" and "write" in row["code"] and row["library"] == "java.base/java.io"
+        assert row["licence"] == jvm.JDK_LICENCE and row["method"] == "jfr" and row["workloads"] == ["probe"]
