@@ -269,14 +269,17 @@ def unpack_sdists(sdist_dir: Path, into: Path) -> list[Path]:
 
 
 def download_pypi_sources(into: Path, packages: Iterable[str] = PYPI_PACKAGES) -> None:
-    """``pip download --no-deps --no-binary :all:`` of each package not yet in ``into``."""
+    """``pip download --no-deps --no-binary NAME`` of each package not yet in ``into``: the package's sdist,
+    while its build backend (which pip runs to read the sdist's metadata) may come as a wheel; with
+    ``--no-binary :all:`` every backend was built from source too, about two minutes a package."""
     import subprocess
 
     into.mkdir(parents=True, exist_ok=True)
     have = {re.sub(r"[-_.]+", "-", p.name.lower()) for p in into.iterdir()}
     for spec in packages:
         name, _, version = spec.partition("==")
-        if any(h.startswith(f"{re.sub(r'[-_.]+', '-', name.lower())}-{version}") for h in have):
+        # Names and versions compared as normalised above ("cbor2-6.3.0.tar.gz" -> "cbor2-6-3-0-tar-gz").
+        if any(h.startswith(re.sub(r"[-_.]+", "-", f"{name.lower()}-{version}-")) for h in have):
             continue
         result = subprocess.run(
             [
@@ -287,7 +290,7 @@ def download_pypi_sources(into: Path, packages: Iterable[str] = PYPI_PACKAGES) -
                 "--quiet",
                 "--no-deps",
                 "--no-binary",
-                ":all:",
+                name,
                 "-d",
                 str(into),
                 spec,
