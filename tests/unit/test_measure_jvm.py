@@ -193,7 +193,10 @@ def test_real_recording(tmp_path: Path) -> None:
     assert attribution.add_recording(lines, "probe") > 0
     write = attribution.methods["java.io.FileOutputStream.write"]
     assert write.events >= 64 and write.seconds["disk"] > 0  # 64 blocks, and System.out is a file too
-    assert set(jvm.RESOURCES) - {"disk"} <= {r for r, s in write.seconds.items() if s == 0}
+    # No socket or wait under a file write; an execution sample may land inside it now and then (the JNI call's
+    # own CPU), but the disk time dominates.
+    assert write.seconds["network"] == 0 and write.seconds["waiting"] == 0
+    assert write.seconds["disk"] > write.seconds["cpu"]
     assert attribution.methods["java.io.FileInputStream.read"].seconds["disk"] > 0
     assert attribution.methods["cpwork.Probe.main"].seconds["disk"] > 0
     rows = list(jvm.method_rows(attribution, jvm.ClassIndex([]), None, [str(classes)]))
