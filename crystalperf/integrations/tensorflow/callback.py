@@ -192,6 +192,9 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         self._cpu = 0.0
         self._read: int | None = None
         self._resident_start: int | None = None
+        # A new epoch inside the window starts a new input iterator, whose tf.data buffers fill in its first steps
+        # (not the profiler's memory): (resident bytes when it began, the step count from which to rebase).
+        self._epoch_rebase: tuple[int, int] | None = None
         self._window_cut: str | None = None  # why the window ended before its last step
 
     # -- Keras hooks -----------------------------------------------------------------------------
@@ -220,6 +223,11 @@ class CrystalPerfCallback(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._epoch = epoch
+        with guard("crystalperf: starting an epoch", log):
+            if self._profiling and self._resident_start is not None:
+                resident = _resident_bytes()
+                if resident is not None:
+                    self._epoch_rebase = (resident, len(self._steps) + GROWTH_CHECK_AFTER_STEPS)
 
     def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         now = time.time()
@@ -277,6 +285,15 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         TensorFlow's profiler holds every event in memory until it stops, and that buffer is what grows."""
         if self._resident_start is None or len(self._steps) < GROWTH_CHECK_AFTER_STEPS:
             return
+        if self._epoch_rebase is not None:
+            at_epoch, from_step = self._epoch_rebase
+            if len(self._steps) < from_step:
+                return
+            # What the new epoch's input pipeline took in its first steps is not the profiler's buffer.
+            filled = _resident_bytes()
+            if filled is not None:
+                self._resident_start += max(0, filled - at_epoch)
+            self._epoch_rebase = None
         now = _resident_bytes()
         if now is None or now - self._resident_start <= self._budget(_PROFILER_SHARE):
             return
@@ -291,6 +308,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         self._cpu_start = _cpu_seconds()
         self._read_start = _read_bytes()
         self._resident_start = _resident_bytes()
+        self._epoch_rebase = None
         max_rows = max(1_000, self._budget(_SAMPLES_SHARE) // SAMPLE_ROW_BYTES)
         self._sampler = PythonStackSampler(self._key_for, interval_s=self.sample_interval_s, max_rows=max_rows).start()
         self._profiling = True
