@@ -9,6 +9,7 @@ figures as JSON; asserts nothing. Targets (docs/architecture.md): 1,000,000 task
     python bench/analysis_scale.py --tasks 1000000 --samples 10000000 --keep-tasks 1000
                                     # as a hook bounding its memory writes it: a sample of 1,000 tasks per stage
     python bench/analysis_scale.py --operations 20000 [--shape flat|deep]   # a DAG of many small operations
+    python bench/analysis_scale.py --trace crystalperf-trace.json.gz        # a trace file already written
 """
 
 from __future__ import annotations
@@ -52,6 +53,20 @@ def generate(args: argparse.Namespace, path: Path) -> dict[str, object]:
     }
 
 
+def peak_rss_bytes() -> int:
+    """This process's peak resident set size. Linux's ``VmHWM`` (``ru_maxrss`` keeps across ``exec`` the peak of
+    the process that forked it: the generator's); ``ru_maxrss`` where there is no /proc."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB elsewhere
+
+
 def analyse(path: str, out: str) -> None:
     """The child: analyse the trace file as the CLI does and print the figures."""
     from crystalperf.core.analysis import analyze_path
@@ -59,14 +74,24 @@ def analyse(path: str, out: str) -> None:
 
     t0, c0 = time.perf_counter(), time.process_time()
     result = analyze_path(path, out, classifier=KeywordClassifier())
-    print(json.dumps({
+    figures: dict[str, object] = {
         "analysis_s": round(time.perf_counter() - t0, 2),
         "analysis_cpu_s": round(time.process_time() - c0, 2),
         "analysis_inner_s": round(result.seconds, 2),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "peak_rss_mb": round(peak_rss_bytes() / 2**20),
         "report_bytes": sum(p.stat().st_size for p in result.files),
         "predictions": len(result.predictions),
-    }))
+    }
+    ops = list(result.trace.iter_operations())
+    samples = result.trace.samples
+    figures["loaded"] = {
+        "operations": len(ops),
+        "tasks": sum(max(o.task_count or 0, len(o.tasks)) for o in ops),
+        "tasks_kept": sum(len(o.tasks) for o in ops),
+        "samples": samples.total if samples else 0,
+        "sample_rows": len(samples.count) if samples else 0,
+    }
+    print(json.dumps(figures))
 
 
 def main() -> None:
@@ -77,17 +102,27 @@ def main() -> None:
                         help="record a uniform sample of this many tasks per stage (task_count + stage totals)")
     parser.add_argument("--operations", type=int, default=0, help="a DAG of this many operations instead")
     parser.add_argument("--shape", choices=("flat", "deep"), default="flat")
+    parser.add_argument("--trace", type=Path, help="analyse this trace file instead of generating one")
     parser.add_argument("--analyse", nargs=2, metavar=("TRACE", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.analyse:
         analyse(*args.analyse)
         return
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "crystalperf-trace.json.gz"
-        figures = generate(args, path)
-        figures["trace_gz_bytes"] = path.stat().st_size
-        with gzip.open(path, "rb") as f:
-            figures["trace_json_bytes"] = sum(len(chunk) for chunk in iter(lambda: f.read(1 << 20), b""))
+        if args.trace:
+            path = args.trace
+            figures: dict[str, object] = {"trace": str(path)}
+        else:
+            path = Path(tmp) / "crystalperf-trace.json.gz"
+            figures = generate(args, path)
+        with open(path, "rb") as f:
+            gzipped = f.read(2) == b"\x1f\x8b"
+        if gzipped:
+            figures["trace_gz_bytes"] = path.stat().st_size
+            with gzip.open(path, "rb") as f:
+                figures["trace_json_bytes"] = sum(len(chunk) for chunk in iter(lambda: f.read(1 << 20), b""))
+        else:
+            figures["trace_json_bytes"] = path.stat().st_size
         child = subprocess.run([sys.executable, __file__, "--analyse", str(path), str(Path(tmp) / "out")],
                                capture_output=True, text=True, check=False)
         if child.returncode != 0:

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -238,3 +239,147 @@ def test_non_finite_totals_cannot_pass(tmp_path, monkeypatch):
     with pytest.raises(BadInputError, match="metrics"):
         tr.load_trace(path)
     assert math.isfinite(9e20 * 30)
+
+
+# -- the fast paths: task records checked without the model, runs of elements and columns decoded by one C call
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), "x", None, [], 2e21, -2e21])
+def test_a_bad_metric_outside_the_sample_is_still_refused(value, tmp_path, monkeypatch):
+    doc = json.loads(_big().to_json())
+    doc["operations"][0]["children"][1]["tasks"][250]["metrics"]["cpu_time_s"] = value
+    path = _write(tmp_path, json.dumps(doc))
+    monkeypatch.setenv(CAP, "10")
+    with pytest.raises(BadInputError, match=r"at operations\.0\.children\.1\.tasks\.250\.metrics") as info:
+        tr.load_trace(path)
+    assert "\n" not in str(info.value)
+
+
+def test_every_task_counts_in_exact_totals(tmp_path, monkeypatch):
+    """Totals over records the model would coerce (a number as a string, a bool, an integer, an extra field) as
+    over plain ones; the values are exact in binary, so any order of adding gives the exact sum."""
+    doc = json.loads(_big().to_json())
+    stage = doc["operations"][0]["children"][1]
+    for i, task in enumerate(stage["tasks"]):
+        task["metrics"] = {"cpu_time_s": i / 4, "input_bytes": i * 1000, "records_in": 3.0}
+        task["status"] = ("success", "failed", "killed", "unknown")[i % 7 % 4]
+    stage["tasks"][201]["metrics"]["cpu_time_s"] = "50.25"
+    stage["tasks"][202]["metrics"]["records_in"] = True
+    stage["tasks"][203]["note"] = {"any": ["extra", {"field": "}],"}]}
+    stage["tasks"][204]["start"] = int(stage["tasks"][204]["start"])
+    stage["tasks"][205]["attempt"] = "1"
+    path = _write(tmp_path, json.dumps(doc))
+    monkeypatch.setenv(CAP, "10")
+    op = tr.load_trace(path).operations[0].children[1]
+    every = [tr.Task.model_validate(t) for t in stage["tasks"]]
+    assert op.task_count == len(every) == 300 and len(op.tasks) == 10
+    for name in ("cpu_time_s", "input_bytes", "records_in"):
+        assert op.metrics[name] == math.fsum(t.metrics[name] for t in every)
+    assert op.attributes["failed_tasks"] == str(sum(t.status == "failed" for t in every))
+    assert op.attributes["killed_tasks"] == str(sum(t.status == "killed" for t in every))
+    by_id = {t.id: t for t in every}
+    assert all(t == by_id[t.id] for t in op.tasks)  # the kept ones as the model reads them
+
+
+_JUNK: list[Any] = [
+    None, -1, 0, 1, 1.5, -0.0, 2**53, 2**53 + 1, -(2**53) - 1, 1e12, 1e12 + 1, -1e12, 10**400, float("nan"),
+    float("inf"), True, False, "x", "1.5", "2", "success", "failed", "bogus", [], {}, {"a": 1.0}, {"a": 2},
+    {"a": "x"}, {"a": "3"}, {"a": True}, {"a": None}, {"a": float("nan")}, {"a": float("-inf")}, {"a": 1e21},
+    {"a": -1e21}, {"a": 1e21, "b": 1.0}, {"a": 2e21}, {"a": 10**21}, {"a": 10**21 + 1}, {"a": []},
+]
+
+
+@pytest.mark.parametrize("field", [*tr.Task.model_fields, "extra"])
+def test_a_plain_task_record_is_one_the_model_accepts_as_it_is(field):
+    base = {"id": "7", "index": 7, "attempt": 0, "executor": "e", "host": "h", "slot": 1, "start": 10.0,
+            "end": 12.5, "status": "success", "metrics": {"run_time_s": 2.0, "input_bytes": 5}}
+    plain = traceload._PlainTasks()  # one for all: what it keeps of the record before must not matter
+    assert plain(base)
+    assert set(traceload._TASK_NAMES) == set(tr.Task.model_fields)  # a field the model gains needs a check here
+    for value in [*_JUNK, ...]:
+        raw = {k: v for k, v in base.items() if k != field}
+        if value is not ...:
+            raw[field] = value
+        fields = plain(raw)
+        if fields is None:
+            continue
+        task = tr.Task.model_validate(raw)  # never raises for a record the loader reads as plain
+        assert fields == tuple(getattr(task, name) for name in traceload._TASK_NAMES)
+
+
+def _awkward(tasks: int, indent: int | None) -> str:
+    """A trace whose task records hold '}', '},', ']' in strings and objects after their metrics."""
+    doc = json.loads(spark_like_trace(jobs=1, stages_per_job=2, tasks_per_stage=tasks, seed=4).to_json())
+    for stage in doc["operations"][0]["children"]:
+        for i, task in enumerate(stage["tasks"]):
+            if i % 3 == 0:
+                task["host"] = "h},{\"id\": ]" + "}" * (i % 5)
+            if i % 4 == 1:
+                task["more"] = {"x": [1, {"y": "}"}, []], "z": {}}
+            if i % 11 == 2:
+                task["metrics"]["gc_time_s"] = 0  # a record ending in an integer: "...: 0}}"
+    for key in doc["samples"]["keys"][::3]:
+        key["thread"] = "t}],{"
+    return json.dumps(doc, indent=indent, ensure_ascii=False)
+
+
+@pytest.mark.parametrize("indent", [None, 1])
+@pytest.mark.parametrize("lookahead", [16, 50, 333, 4096])
+def test_runs_of_elements_decode_as_each_one_alone(indent, lookahead, tmp_path, monkeypatch):
+    text = _awkward(40, indent)
+    path = _write(tmp_path, text, "t.json")
+    monkeypatch.setattr(traceload, "_TEXT_CHUNK", 61)
+    want = traceload.load_document(path)
+    assert want == json.loads(text)
+    monkeypatch.setattr(traceload, "_LOOKAHEAD", lookahead)
+    assert traceload.load_document(path) == want
+    monkeypatch.setenv(CAP, "7")  # sampled: the same sample and totals whatever runs the text was read in
+    sampled = tr.load_trace(path)
+    monkeypatch.setattr(traceload, "_LOOKAHEAD", 1 << 18)
+    assert tr.load_trace(path) == sampled
+
+
+@pytest.mark.parametrize("piece", [3, 40, 1 << 20])
+def test_sample_columns_decode_as_json_does(piece, tmp_path, monkeypatch):
+    doc = json.loads(spark_like_trace(jobs=1, stages_per_job=1, tasks_per_stage=5, samples_per_second=20).to_json())
+    samples = doc["samples"]
+    odd = [-0, 10**18, 2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 10**30, True, 1.0, "3", None, [1], {"a": 1}]
+    for i, name in enumerate(("key", "bucket", "stack", "count")):
+        column = samples[name]
+        samples[name] = column[:5] + [odd[(i * 3 + j) % len(odd)] for j in range(i + 1)] + column[5:]
+    samples["extra"] = [1, 2, 3]
+    monkeypatch.setattr(traceload, "_TEXT_CHUNK", piece)
+    for text in (json.dumps(doc), json.dumps(doc, indent=2), json.dumps(doc).replace('"key": [', '"key": [-0, -0 ,')):
+        assert traceload.load_document(_write(tmp_path, text, "t.json")) == json.loads(text)
+    text = json.dumps(doc).replace('"count": [', '"count": [01, ', 1)  # a leading zero: not JSON
+    with pytest.raises(BadInputError, match="not valid JSON"):
+        traceload.load_document(_write(tmp_path, text, "t.json"))
+
+
+@pytest.mark.parametrize("change", ["none", "zero-count", "negative-bucket"])
+def test_sample_rows_merge_alike_by_whole_columns_and_row_by_row(change, tmp_path, monkeypatch):
+    doc = json.loads(_big().to_json())
+    stage = doc["operations"][1]["children"][0]
+    stage["tasks"] = stage["tasks"][:20]  # below the cap: its keys and rows stay as they are
+    samples = doc["samples"]
+    merged_row = next(r for r, k in enumerate(samples["key"]) if samples["keys"][k]["operation"] == "stage-0")
+    if change == "zero-count":  # such a row stays apart (and the validation names it)
+        samples["count"][merged_row] = 0
+    elif change == "negative-bucket":
+        samples["bucket"][merged_row] = -1
+    path = _write(tmp_path, json.dumps(doc))
+    monkeypatch.setenv(CAP, "40")
+    by_columns = traceload._merged_columns
+    taken = []
+
+    def spy(*args: Any) -> Any:
+        taken.append(by_columns(*args))
+        return taken[-1]
+
+    monkeypatch.setattr(traceload, "_merged_columns", spy)
+    merged = traceload.load_document(path)
+    assert taken and bool(taken[0]) == (change == "none")  # the whole-column way taken where it applies
+    monkeypatch.setattr(traceload, "_merged_columns", lambda *args: None)
+    assert traceload.load_document(path) == merged
+    assert len(merged["samples"]["count"]) < len(samples["count"])
+    assert any("task" in k for k in merged["samples"]["keys"])
