@@ -244,15 +244,21 @@ class _Text:
             return
         while True:
             yield None
-            char = self.skip()
-            self.pos += 1
-            if char == "]":
+            if not self._array_goes_on():
                 return
-            if char != ",":
-                self.pos -= 1
-                raise self.error("Expecting ',' delimiter")
-            if self.skip() == "]":  # a trailing comma
-                raise self.error("Expecting value")
+
+    def _array_goes_on(self) -> bool:
+        """After an array element: consumes ',' (True) or the closing ']' (False)."""
+        char = self.skip()
+        self.pos += 1
+        if char == "]":
+            return False
+        if char != ",":
+            self.pos -= 1
+            raise self.error("Expecting ',' delimiter")
+        if self.skip() == "]":  # a trailing comma
+            raise self.error("Expecting value")
+        return True
 
     def items(self) -> Iterator[Any]:
         """The elements of the array at ``pos`` ('[' already consumed), decoded: runs of objects by :meth:`run`,
@@ -266,15 +272,8 @@ class _Text:
                 yield self.value()
             else:
                 yield from run
-            char = self.skip()
-            self.pos += 1
-            if char == "]":
+            if not self._array_goes_on():
                 return
-            if char != ",":
-                self.pos -= 1
-                raise self.error("Expecting ',' delimiter")
-            if self.skip() == "]":  # a trailing comma
-                raise self.error("Expecting value")
 
     def run(self) -> list[Any] | None:
         """The elements from ``pos`` (an element's start) up to an element that ends with '}' within the next

@@ -136,23 +136,24 @@ def test_cnn_on_images_from_disk_gets_a_report(image_files: list[str], tmp_path:
     _assert_no_plumbing_top_function(report)
 
 
+def _write_evicted(path: Path, size: int) -> Path:
+    """A file of random bytes, on the device and evicted from the page cache, so that its next read goes there."""
+    with open(path, "wb") as f:
+        f.write(os.urandom(size))
+        f.flush()
+        os.fsync(f.fileno())
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    return path
+
+
 def _slow_disk_pipeline(folder: Path, files: int = 32, size: int = 16 << 20) -> Any:
     """Reads a whole 16 MB file per example, one at a time, and uses a few bytes of it."""
     folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for i in range(files):
-        path = folder / f"blob-{i:03d}.bin"
-        with open(path, "wb") as f:
-            f.write(os.urandom(size))
-            f.flush()
-            os.fsync(f.fileno())
-        paths.append(str(path))
-    for path in paths:  # evict them from the page cache, so that the reads go to the device
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+    paths = [str(_write_evicted(folder / f"blob-{i:03d}.bin", size)) for i in range(files)]
 
     def load(path: Any) -> Any:
         raw = tf.io.decode_raw(tf.strings.substr(tf.io.read_file(path), 0, 64), tf.uint8)
@@ -166,16 +167,7 @@ def _evicted_read_slowdown(folder: Path, size: int = 64 << 20) -> float:
     where the device is as fast as a memory copy (a virtual disk the host caches), and then there is no slow
     disk for the test below to diagnose."""
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "probe.bin"
-    with open(path, "wb") as f:
-        f.write(os.urandom(size))
-        f.flush()
-        os.fsync(f.fileno())
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
+    path = _write_evicted(folder / "probe.bin", size)
     timings = []
     for _ in range(2):
         started = time.perf_counter()
