@@ -1,121 +1,31 @@
-"""A standalone Flink cluster from the wheel's scripts (JobManager + 2 TaskManagers on 127.0.0.1) with the
-reporter configured cluster-wide: the parts its processes write merge into one trace and one report."""
+"""A standalone Flink cluster from the wheel's scripts (JobManager + 2 TaskManagers on 127.0.0.1, started by
+bench.cluster without namespaces) with the reporter configured cluster-wide: the parts its processes write
+merge into one trace and one report."""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from bench.cluster import FlinkCluster, Network
 from crystalperf.integrations import flink as cpflink
 
 from .reports import plumbing_top_functions
 from .sql_jobs import batch_table_env, create_keyed_tables
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _rest_ready(port: int, taskmanagers: int) -> bool:
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/taskmanagers", timeout=2) as response:
-            return len(json.load(response)["taskmanagers"]) >= taskmanagers
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, Path]]:
-    pyflink = pytest.importorskip("pyflink")
-    home = Path(pyflink.__file__).parent
+    pytest.importorskip("pyflink")
     root = tmp_path_factory.mktemp("flink-cluster")
-    out, lib, conf, log, pids = (root / d for d in ("out", "lib", "conf", "log", "pids"))
-    for d in (out, lib, conf, log, pids):
-        d.mkdir()
-    # the wheel's own jars plus the reporter in lib/, as a user puts it in a cluster's lib/
-    for jar in (home / "lib").glob("*.jar"):
-        (lib / jar.name).symlink_to(jar)
-    (lib / cpflink.jar_path().name).symlink_to(cpflink.jar_path())
-    rest_port = _free_port()
-    entries = cpflink.configuration(out, analyze=False)
-    entries.pop("pipeline.jars")  # the cluster loads the reporter from lib/
-    settings = {
-        "env.java.opts.all": _java_opts(home / "conf" / "config.yaml"),
-        "jobmanager.rpc.address": "127.0.0.1",
-        "jobmanager.bind-host": "127.0.0.1",
-        "jobmanager.rpc.port": str(_free_port()),
-        "jobmanager.memory.process.size": "1024m",
-        "taskmanager.host": "127.0.0.1",
-        "taskmanager.bind-host": "127.0.0.1",
-        "taskmanager.numberOfTaskSlots": "1",
-        "taskmanager.memory.process.size": "1024m",
-        "rest.address": "127.0.0.1",
-        "rest.bind-address": "127.0.0.1",
-        "rest.port": str(rest_port),
-        **entries,
-    }
-    (conf / "config.yaml").write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in settings.items()))
-    for name in ("log4j.properties", "log4j-console.properties"):
-        (conf / name).write_text((home / "conf" / name).read_text())
-    env = {
-        **os.environ,
-        "FLINK_CONF_DIR": str(conf),
-        "FLINK_LIB_DIR": str(lib),
-        "FLINK_LOG_DIR": str(log),
-        "FLINK_PID_DIR": str(pids),
-    }
-    bin_dir = home / "bin"
-    started = [["jobmanager.sh", "start"], ["taskmanager.sh", "start"], ["taskmanager.sh", "start"]]
-    try:
-        for command in started:
-            subprocess.run(
-                ["bash", str(bin_dir / command[0]), *command[1:]],
-                env=env,
-                check=True,
-                timeout=60,
-                capture_output=True,
-            )
-        deadline = time.monotonic() + 60
-        while not _rest_ready(rest_port, 2):
-            assert time.monotonic() < deadline, "the standalone cluster did not come up: " + _logs(log)
-            time.sleep(0.5)
-        yield rest_port, out
-    finally:
-        for script in ("taskmanager.sh", "jobmanager.sh"):
-            subprocess.run(
-                ["bash", str(bin_dir / script), "stop-all"],
-                env=env,
-                timeout=60,
-                capture_output=True,
-                check=False,
-            )
-        for pid_file in pids.glob("*.pid"):  # whatever the scripts did not stop
-            for pid in pid_file.read_text().split():
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except (ProcessLookupError, ValueError):
-                    pass
-
-
-def _java_opts(wheel_config: Path) -> str:
-    lines = wheel_config.read_text().splitlines()
-    return next(line.split("all:", 1)[1].strip() for line in lines if line.strip().startswith("all: --add"))
-
-
-def _logs(log: Path) -> str:
-    return "\n".join(p.read_text(errors="replace")[-2000:] for p in sorted(log.glob("*.log")))
+    out = root / "out"
+    out.mkdir()
+    with Network(["t0", "t1"], isolated=False) as net, FlinkCluster(net, root, out=out) as flink:
+        yield flink.rest_port, out
 
 
 def test_cluster_job_yields_one_merged_report(cluster: tuple[int, Path], tmp_path: Path) -> None:

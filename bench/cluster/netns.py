@@ -1,0 +1,470 @@
+"""Hosts on shaped links: network namespaces joined by veth pairs to a bridge in the root namespace.
+
+    with Network(["w0", "w1"], link=Link(rate_mbit=50)) as net:
+        net.popen(["java", ...], host=net.hosts[0], log=path)   # runs in w0's namespace, address 10.213.c.2
+        net.gateway                                              # the bridge's address (10.213.c.1), root namespace
+
+Each host gets a namespace ``<prefix>-<name>`` with one veth pair: ``<prefix><name>n`` inside, ``<prefix><name>h``
+on the bridge ``<prefix>br``. ``tc`` shapes both ends (the host end's egress is what the namespace receives, the
+inside end's egress what it sends), so traffic between two hosts crosses the sender's upload bucket and the
+receiver's download bucket. Processes in the root namespace (a driver, a master, a JobManager) reach the hosts
+through the bridge's address; that path crosses one host's link only.
+
+The prefix is ``cpf<pid><LETTERS>``: unique per harness process and per network in it. Everything the network
+creates (namespaces, links, the processes started with ``popen``, which carry the prefix in the environment
+variable ``CRYSTALPERF_CLUSTER``, inherited by whatever they start) is recorded and removed by ``close()``: on
+leaving the ``with`` block, also after an exception, at interpreter exit, and on SIGTERM/SIGHUP. A network whose
+harness was killed outright (SIGKILL) is removed by the next one that starts. ``leftovers(prefix)`` lists what
+is still there, for tests.
+
+``isolated=False`` gives the same interface on 127.0.0.1 without namespaces (no root needed, no shaping): the
+loopback clusters of the integration tests use it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import itertools
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import IO, Any
+
+from bench.whatif.shaped import tbf_burst_bytes
+
+ENV_TAG = "CRYSTALPERF_CLUSTER"
+PREFIX_ROOT = "cpf"
+# The 10.213.0.0/16 range: private, and apart from the 10.200-239 range the what-if shaped server picks from
+# only by luck, so both subnets are checked against the addresses in use.
+SUBNET_B = 213
+_NAME = re.compile(rf"^{PREFIX_ROOT}(?P<pid>\d+)(?P<seq>[A-Z]+)")
+_counter = itertools.count()
+_live: dict[str, Network] = {}
+_lock = threading.Lock()
+_previous: dict[int, Any] = {}
+
+
+def _run(*args: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(list(args), capture_output=True, text=True, check=False, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"`{' '.join(args)}` failed: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc
+
+
+def _letters(n: int) -> str:
+    out = ""
+    while True:
+        out = chr(ord("A") + n % 26) + out
+        n = n // 26 - 1
+        if n < 0:
+            return out
+
+
+@dataclass(frozen=True)
+class Link:
+    """How one host is connected: ``rate_mbit`` each way (tbf; None: unshaped) and a one-way ``delay_ms`` with
+    ``jitter_ms`` on what the host receives (netem; the kernel's ``sch_netem`` must be there)."""
+
+    rate_mbit: float | None = None
+    delay_ms: float = 0.0
+    jitter_ms: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.rate_mbit is not None and self.rate_mbit <= 0:
+            raise ValueError("rate_mbit must be positive")
+        if self.delay_ms < 0 or self.jitter_ms < 0 or (self.jitter_ms and not self.delay_ms):
+            raise ValueError("delay_ms and jitter_ms must be >= 0, and jitter needs a delay")
+
+    def describe(self) -> str:
+        """``rate=50mbit delay=10ms jitter=1ms`` (only what is set), ``unshaped`` when nothing is."""
+        parts = []
+        if self.rate_mbit is not None:
+            parts.append(f"rate={self.rate_mbit:g}mbit")
+        if self.delay_ms:
+            parts.append(f"delay={self.delay_ms:g}ms")
+        if self.jitter_ms:
+            parts.append(f"jitter={self.jitter_ms:g}ms")
+        return " ".join(parts) or "unshaped"
+
+
+@dataclass
+class Host:
+    """One machine of the cluster: a namespace (None: the root namespace, on loopback) and its address."""
+
+    name: str
+    address: str
+    namespace: str | None
+    link: Link
+    outer_if: str = ""
+    inner_if: str = ""
+
+
+def unavailable() -> str | None:
+    """None when this machine can build a ``Network``, else why not (found by building a one-host one)."""
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            return f"`{tool}` is not installed (apt-get install iproute2)"
+    if os.geteuid() != 0:
+        return "network namespaces, veth pairs and tc need root"
+    try:
+        with Network(["p"], link=Link(rate_mbit=100)):
+            pass
+    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+        return f"cannot create a network namespace with a shaped veth link: {exc}"
+    return None
+
+
+def netem_available() -> bool:
+    """Whether tc can add a netem qdisc (delay/jitter); some kernels are built without ``sch_netem``."""
+    if shutil.which("tc") is None or os.geteuid() != 0:
+        return False
+    name = f"{PREFIX_ROOT}{os.getpid()}{_letters(next(_counter))}-netem"
+    if _run("ip", "netns", "add", name, check=False).returncode != 0:
+        return False
+    try:
+        return _run("ip", "netns", "exec", name, "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms",
+                    check=False).returncode == 0
+    finally:
+        _run("ip", "netns", "del", name, check=False)
+
+
+def free_port(address: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on at ``address`` (in this process's namespace)."""
+    with socket.socket() as s:
+        s.bind((address, 0))
+        return int(s.getsockname()[1])
+
+
+def _set_pdeathsig() -> None:
+    # A process started here ends with the harness even when the harness is killed outright; the JVMs exec'd by
+    # the launch scripts keep the setting (it survives exec).
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _tagged_pids(prefix: str | None = None) -> dict[int, str]:
+    """Processes whose environment carries ``CRYSTALPERF_CLUSTER`` (of ``prefix``; of any harness when None),
+    with the tag's value."""
+    found: dict[int, str] = {}
+    me = os.getpid()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        for item in environ.split(b"\0"):
+            if item.startswith(ENV_TAG.encode() + b"="):
+                value = item.split(b"=", 1)[1].decode(errors="replace")
+                if prefix is None or value == prefix:
+                    found[int(entry.name)] = value
+                break
+    return found
+
+
+def _netns_names() -> list[str]:
+    return [line.split()[0] for line in _run("ip", "netns", "list", check=False).stdout.splitlines() if line.split()]
+
+
+def _link_names() -> list[str]:
+    out = _run("ip", "-o", "link", "show", check=False).stdout
+    return [m.group(1) for m in re.finditer(r"^\d+:\s+([^:@\s]+)", out, re.M)]
+
+
+def leftovers(prefix: str) -> list[str]:
+    """What of the network ``prefix`` still exists: namespaces, links, processes, /etc/netns entries."""
+    found = [f"namespace {n}" for n in _netns_names() if n.startswith(prefix + "-")]
+    # upper-case sequence letters, lower-case host names: one network's names never start another's
+    own = re.compile(re.escape(prefix) + r"(br|[a-z][a-z0-9]{0,2}[hn])$")
+    found += [f"link {n}" for n in _link_names() if own.match(n)]
+    found += [f"process {pid}" for pid in _tagged_pids(prefix)]
+    if Path("/etc/netns").is_dir():
+        found += [f"/etc/netns/{p.name}" for p in Path("/etc/netns").iterdir() if p.name.startswith(prefix + "-")]
+    return found
+
+
+def _kill_all(pids: Sequence[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _owner_alive(name: str) -> bool:
+    match = _NAME.match(name)
+    return match is None or Path(f"/proc/{match['pid']}").exists()
+
+
+def _remove_stale() -> None:
+    """Whatever a harness left when it was killed before it could clean up (its pid is gone)."""
+    stale_pids = [pid for pid, tag in _tagged_pids().items() if not _owner_alive(tag)]
+    _kill_all(stale_pids, signal.SIGKILL)
+    for name in _netns_names():
+        if _NAME.match(name) and not _owner_alive(name):
+            for pid in _run("ip", "netns", "pids", name, check=False).stdout.split():
+                _kill_all([int(pid)], signal.SIGKILL)
+            _run("ip", "netns", "del", name, check=False)
+            shutil.rmtree(f"/etc/netns/{name}", ignore_errors=True)
+    for name in _link_names():
+        if _NAME.match(name) and not _owner_alive(name):
+            _run("ip", "link", "del", name, check=False)
+
+
+def _close_all() -> None:
+    with _lock:
+        networks = list(_live.values())
+    for network in networks:
+        network.close()
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    _close_all()
+    previous = _previous.get(signum)
+    if callable(previous):
+        previous(signum, frame)
+    else:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
+def _install_handlers() -> None:
+    """atexit always; SIGTERM/SIGHUP handlers (only possible from the main thread) chaining to the ones they
+    replace. SIGINT needs none: KeyboardInterrupt unwinds through the ``with`` block."""
+    if _previous:
+        return
+    atexit.register(_close_all)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        _previous[signum] = signal.SIG_DFL
+        if threading.current_thread() is threading.main_thread():
+            current = signal.getsignal(signum)
+            if current is not _on_signal and current is not signal.SIG_IGN:
+                _previous[signum] = current if current is not None else signal.SIG_DFL
+                signal.signal(signum, _on_signal)
+
+
+class Network:
+    """Hosts named ``names``, each in a namespace of its own on a link shaped as ``link`` (one ``Link`` for
+    every host, or one per name). ``isolated=False``: every host is 127.0.0.1 in this namespace (no root, no
+    shaping; ``link`` must be left out)."""
+
+    def __init__(self, names: Sequence[str], link: Link | Mapping[str, Link] | None = None, *,
+                 isolated: bool = True) -> None:
+        if not names or len(set(names)) != len(names) or not all(re.fullmatch(r"[a-z][a-z0-9]{0,2}", n) for n in names):
+            raise ValueError("names: distinct, 1-3 lower-case letters/digits each, starting with a letter")
+        if len(names) > 250:
+            raise ValueError("at most 250 hosts in one /24")
+        links = dict(link) if isinstance(link, Mapping) else {n: link or Link() for n in names}
+        if set(links) != set(names):
+            raise ValueError("link: one Link per host name")
+        if not isolated and any(lk != Link() for lk in links.values()):
+            raise ValueError("links can be shaped only between namespaces (isolated=True)")
+        self.isolated = isolated
+        self.prefix = f"{PREFIX_ROOT}{os.getpid()}{_letters(next(_counter))}"
+        self.bridge = f"{self.prefix}br"
+        self.gateway = "127.0.0.1"
+        self.hosts = [Host(n, "127.0.0.1", None, links[n]) for n in names]
+        self._processes: list[subprocess.Popen[bytes]] = []
+        self._files: list[IO[bytes]] = []
+        self._open = False
+        for host in self.hosts:
+            if isolated and len(f"{self.prefix}{host.name}h") > 15:
+                raise RuntimeError(f"interface name {self.prefix}{host.name}h is over 15 characters")
+
+    # -- set-up ---------------------------------------------------------------------------------------------
+    def __enter__(self) -> Network:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def start(self) -> None:
+        _install_handlers()
+        with _lock:
+            _live[self.prefix] = self
+        self._open = True
+        try:
+            if self.isolated:
+                _remove_stale()
+                self._create()
+        except BaseException:
+            self.close()
+            raise
+
+    def _subnet(self) -> int:
+        out = _run("ip", "-o", "-4", "addr", "show", check=False).stdout
+        used = {int(c) for c in re.findall(rf"inet 10\.{SUBNET_B}\.(\d+)\.\d+/", out)}
+        for step in range(256):
+            c = (os.getpid() + 7 * next(_counter) + step) % 254 + 1
+            if c not in used:
+                return c
+        raise RuntimeError(f"no free 10.{SUBNET_B}.x.0/24 subnet")
+
+    def _create(self) -> None:
+        c = self._subnet()
+        self.gateway = f"10.{SUBNET_B}.{c}.1"
+        _run("ip", "link", "add", self.bridge, "type", "bridge")
+        _run("ip", "addr", "add", f"{self.gateway}/24", "dev", self.bridge)
+        _run("ip", "link", "set", self.bridge, "up")
+        for i, host in enumerate(self.hosts):
+            host.address = f"10.{SUBNET_B}.{c}.{i + 2}"
+            host.namespace = f"{self.prefix}-{host.name}"
+            host.outer_if, host.inner_if = f"{self.prefix}{host.name}h", f"{self.prefix}{host.name}n"
+            ns = ("ip", "netns", "exec", host.namespace)
+            _run("ip", "netns", "add", host.namespace)
+            _run("ip", "link", "add", host.outer_if, "type", "veth", "peer", "name", host.inner_if)
+            _run("ip", "link", "set", host.inner_if, "netns", host.namespace)
+            _run("ip", "link", "set", host.outer_if, "master", self.bridge)
+            _run("ip", "link", "set", host.outer_if, "up")
+            _run(*ns, "ip", "addr", "add", f"{host.address}/24", "dev", host.inner_if)
+            _run(*ns, "ip", "link", "set", host.inner_if, "up")
+            _run(*ns, "ip", "link", "set", "lo", "up")
+            self._shape(host, "add")
+
+    def _shape(self, host: Host, verb: str) -> None:
+        """The rate on both ends of the host's pair; the delay (netem, parent of the rate's bucket) on the outer
+        end only, so that a round trip to the host gains ``delay_ms`` once."""
+        link = host.link
+        assert host.namespace is not None
+        inside = ("ip", "netns", "exec", host.namespace)
+        if link.rate_mbit is None and not link.delay_ms:
+            return
+        tbf = (["tbf", "rate", f"{link.rate_mbit:g}mbit", "burst", str(tbf_burst_bytes(link.rate_mbit)),
+                "latency", "100ms"] if link.rate_mbit is not None else [])
+        if link.delay_ms:
+            netem = ["netem", "delay", f"{link.delay_ms:g}ms"] + ([f"{link.jitter_ms:g}ms"] if link.jitter_ms else [])
+            done = _run("tc", "qdisc", verb, "dev", host.outer_if, "root", "handle", "1:", *netem, check=False)
+            if done.returncode != 0:
+                raise RuntimeError(f"delay/jitter need tc's netem (kernel module sch_netem), which failed here: "
+                                   f"{done.stderr.strip()}")
+            if tbf:
+                _run("tc", "qdisc", verb, "dev", host.outer_if, "parent", "1:", "handle", "2:", *tbf)
+        elif tbf:
+            _run("tc", "qdisc", verb, "dev", host.outer_if, "root", "handle", "1:", *tbf)
+        if tbf:
+            _run(*inside, "tc", "qdisc", verb, "dev", host.inner_if, "root", "handle", "1:", *tbf)
+
+    # -- use ------------------------------------------------------------------------------------------------
+    def host(self, name: str) -> Host:
+        return next(h for h in self.hosts if h.name == name)
+
+    def links(self) -> str:
+        """``<address>: <link>`` for every host, ``; ``-separated (``10.213.7.2: rate=50mbit; ...``): what a
+        trace records as the link each host used."""
+        return "; ".join(f"{h.address}: {h.link.describe()}" for h in self.hosts)
+
+    def set_rate(self, rate_mbit: float) -> None:
+        """Re-shape every host's link to ``rate_mbit`` (same delay), with the processes running."""
+        if not self._open or not self.isolated:
+            raise RuntimeError("only a running isolated network can be re-shaped")
+        for host in self.hosts:
+            old = host.link
+            host.link = Link(rate_mbit, old.delay_ms, old.jitter_ms)
+            # tc "change" needs the same qdisc kinds in place: an unshaped link gets its qdiscs added instead
+            self._shape(host, "change" if old.rate_mbit is not None else "add")
+
+    def popen(self, argv: Sequence[str], *, host: Host | None = None, env: Mapping[str, str] | None = None,
+              log: Path | None = None, cwd: Path | None = None) -> subprocess.Popen[bytes]:
+        """Start ``argv`` in ``host``'s namespace (None: this one), tagged with the network's prefix, output
+        to ``log``; it is stopped by ``close()`` with everything it started."""
+        if not self._open:
+            raise RuntimeError("the network is not running")
+        command = list(argv)
+        if host is not None and host.namespace is not None:
+            command = ["ip", "netns", "exec", host.namespace, *command]
+        environment = dict(os.environ if env is None else env)
+        environment[ENV_TAG] = self.prefix
+        out: IO[bytes] | int = subprocess.DEVNULL
+        if log is not None:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            out = log.open("ab")
+            self._files.append(out)
+        proc = subprocess.Popen(command, env=environment, stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
+                                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_set_pdeathsig)
+        self._processes.append(proc)
+        return proc
+
+    def processes(self) -> dict[int, str]:
+        """The live processes of this network (those ``popen`` started and their descendants), with command
+        lines."""
+        found = {}
+        for pid in _tagged_pids(self.prefix):
+            try:
+                found[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                pass
+        return found
+
+    # -- tear-down ------------------------------------------------------------------------------------------
+    def stop_processes(self, grace_s: float = 10.0) -> None:
+        """SIGTERM to every process of the network (those started and all they started), SIGKILL to those
+        still there after ``grace_s``."""
+        started = [p.pid for p in self._processes if p.poll() is None]
+        _kill_all(sorted(set(started) | set(_tagged_pids(self.prefix))), signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            for proc in self._processes:
+                proc.poll()
+            if not any(_alive(pid) for pid in _tagged_pids(self.prefix)):
+                break
+            time.sleep(0.1)
+        # Twice: a process forked between the scan and the kill (a worker relaunching an executor) is caught by
+        # the second pass; a process in a namespace has no way out of it but the namespace's own pid list.
+        for _ in range(2):
+            pids = set(_tagged_pids(self.prefix))
+            for host in self.hosts:
+                if host.namespace is not None and host.namespace in _netns_names():
+                    pids |= {int(p) for p in _run("ip", "netns", "pids", host.namespace, check=False).stdout.split()}
+            _kill_all(sorted(pids), signal.SIGKILL)
+            for proc in self._processes:
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
+            time.sleep(0.1)
+        for f in self._files:
+            f.close()
+        self._files.clear()
+
+    def close(self) -> None:
+        """Stop every process, then remove the links, the bridge and the namespaces; safe to call twice."""
+        if not self._open:
+            return
+        self._open = False
+        try:
+            self.stop_processes()
+        finally:
+            if self.isolated:
+                # Deleting the outer end deletes the pair at once; deleting only the namespace would leave the
+                # pair to vanish asynchronously, after this returns.
+                for host in self.hosts:
+                    _run("ip", "link", "del", host.outer_if, check=False)
+                    if host.namespace is not None:
+                        _run("ip", "netns", "del", host.namespace, check=False)
+                        shutil.rmtree(f"/etc/netns/{host.namespace}", ignore_errors=True)
+                _run("ip", "link", "del", self.bridge, check=False)
+            with _lock:
+                _live.pop(self.prefix, None)
