@@ -22,6 +22,9 @@ from crystalperf.core.errors import BadInputError
 from crystalperf.core.predict import Changes, Prediction, Predictor, default_scenarios
 from crystalperf.core.profile import ExecutionProfile, OperationProfile, build_profile, vector_dict
 from crystalperf.core.resources import CATEGORIES, RESOURCES, WAITING
+from crystalperf.core.settings import search_settings
+from crystalperf.core.skew import find_skew
+from crystalperf.core.sqlplan import operators_of, sql_operators
 from crystalperf.core.vectors import ATTRIBUTION_EVIDENCE, task_count
 
 log = logging.getLogger(__name__)
@@ -228,6 +231,20 @@ def build_report(
     app = trace.application
     on_path = {p.path for p in bottleneck.path} | {p.path for p in bottleneck.top_path}
     operations = [_op_entry(p, bottleneck, on_path) for p in profile.walk()]
+    # Spark SQL: each stage's samples given to the plan operators that ran them (crystalperf.core.sqlplan).
+    queries = sql_operators(trace, profile.resolution, {p.op.id: p.vector.vector for p in profile.walk()})
+    if queries:
+        for entry in operations:
+            found = operators_of(queries, entry["id"])
+            if found:
+                entry["plan_operators"] = found
+    skew = find_skew(profile, predictor.baseline)
+    for entry in operations:
+        times = skew.times.get(entry["path"])
+        if times is not None:
+            # the task-time distribution (and what the tasks read) of every operation of enough tasks
+            entry["task_time_s"] = times.as_dict()
+            entry["skewed"] = entry["path"] in skew.flagged
     counts: dict[str, int] = {}
     for p in profile.walk():
         counts[p.vector.source] = counts.get(p.vector.source, 0) + 1
@@ -320,6 +337,8 @@ def build_report(
             p for p in (resolution.problems if resolution is not None else []) if p.startswith("classifier ")
         ],
     }
+    if queries:
+        report["sql_queries"] = queries
     if trace.streaming is not None:
         report["streaming"] = trace.streaming.model_dump(exclude_none=True)
         report["streaming"]["note"] = "Streaming predictions assume the observed input rate."
@@ -338,4 +357,14 @@ def build_report(
             "input_wait_fraction": wait,
             "highly_input_bound": wait >= INPUT_BOUND_THRESHOLD,
         }
+    # Skewed operations (crystalperf.core.skew), the largest predicted gain first; advice names the worst.
+    report["skew"] = [found.as_dict() for found in skew.skewed]
+    if skew.skewed:
+        report["advice"].append(skew.skewed[0].sentence())
+    # Advice in settings (crystalperf.core.settings): the framework's own keys, found by searching the what-if
+    # space; the report's scenarios are reused where a setting makes the same changes.
+    settings = search_settings(predictor, known=predictions)
+    report["settings_advice"] = [s.as_dict() for s in settings.suggestions]
+    report["settings_search"] = settings.as_dict()
+    report["advice"] += settings.advice()
     return report

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from crystalperf.core import atomic, limits
 from crystalperf.core.errors import BadInputError, UnsupportedSchemaError
 
-SCHEMA_VERSION = "1.4"
+SCHEMA_VERSION = "1.5"
 SCHEMA_MAJOR = 1
 SCHEMA_ID = f"urn:crystalperf:trace:{SCHEMA_VERSION}"
 TRACE_FILENAMES = ("crystalperf-trace.json.gz", "crystalperf-trace.json")
@@ -375,6 +375,40 @@ class Application(_Model):
         return self.end - self.start
 
 
+MAX_PLAN_NODES = 20_000  # the hooks keep 2,000
+
+
+class SqlPlanNode(_Model):
+    """One node of a SQL execution's physical plan (1.5), in pre-order: ``id`` is its index in the query's
+    node list, ``parent`` the index of the node above it."""
+
+    id: int = Field(ge=0, lt=MAX_PLAN_NODES)
+    name: str = Field(max_length=1000, description="Spark's node name: HashAggregate, Exchange, WholeStageCodegen (3)...")
+    detail: str = Field("", max_length=10_000, description="the node's one-line description (columns, keys)")
+    parent: int | None = Field(None, ge=0, lt=MAX_PLAN_NODES)
+    stages: list[int] = Field(default_factory=list, max_length=10_000,
+                              description="stages whose tasks updated the node's metrics")
+
+
+class SqlQuery(_Model):
+    """A SQL execution (a DataFrame action or a SQL statement) and its last physical plan (1.5); the jobs it ran
+    carry its ``sql_execution_id`` attribute."""
+
+    execution_id: str = Field(max_length=100)
+    description: str = Field("", max_length=10_000)
+    clipped: bool = Field(False, description="the hook kept only the first nodes of a very large plan")
+    nodes: list[SqlPlanNode] = Field(default_factory=list, max_length=MAX_PLAN_NODES)
+
+    @model_validator(mode="after")
+    def _tree(self) -> SqlQuery:
+        for index, node in enumerate(self.nodes):
+            if node.id != index:
+                raise ValueError(f"sql_queries {self.execution_id}: node {index} has id {node.id} (ids are the node's index)")
+            if node.parent is not None and node.parent >= index:
+                raise ValueError(f"sql_queries {self.execution_id}: node {index}'s parent {node.parent} does not come before it")
+        return self
+
+
 class Streaming(_Model):
     """Streaming jobs (Flink): the runtime we model is the latency of a record batch (paper §7.1)."""
 
@@ -433,6 +467,8 @@ class Trace(_Model):
     )
     _check_metrics = field_validator("metrics")(_finite_values)
     streaming: Streaming | None = None
+    sql_queries: list[SqlQuery] = Field(default_factory=list, max_length=10_000,
+                                        description="SQL executions and their physical plans (1.5)")
     io: list[IoSample] = Field(default_factory=list, description="byte counters read during the run (1.3)")
     warnings: list[str] = Field(default_factory=list, description="problems the hook met while recording")
     partial: str | None = Field(

@@ -125,6 +125,22 @@ def test_executor_and_slots(trace: tr.Trace) -> None:
     assert len(env.classpath) == sum("://" not in e for e in update["Classpath Entries"])
 
 
+def test_sql_plan_and_the_stages_that_ran_each_node(trace: tr.Trace) -> None:
+    """The log's SQL execution (a groupBy over a Python UDF over spark.range): its plan in pre-order, each node
+    with the stages whose completed info lists its metrics' accumulators, as the listener records them."""
+    (query,) = trace.sql_queries
+    assert query.execution_id == "0" and query.description.startswith("collect at ")
+    names = [n.name for n in query.nodes]
+    assert names[:4] == ["WholeStageCodegen (3)", "HashAggregate", "InputAdapter", "Exchange"]
+    assert "BatchEvalPython" in names and names[-1] == "Range"
+    by_name = {n.name: n for n in query.nodes}
+    assert by_name["Exchange"].stages == [0, 1]  # written by the map stage, read by the final one
+    assert by_name["WholeStageCodegen (3)"].stages == [1] and by_name["Range"].stages == [0]
+    assert by_name["Project"].stages == []  # no metrics of its own: the analysis places it from its parent
+    assert all(n.parent is None or n.parent < n.id for n in query.nodes)
+    assert trace.operations[0].attributes["sql_execution_id"] == "0"
+
+
 def test_rolling_log_directory_reads_like_the_file(tmp_path: Path, trace: tr.Trace) -> None:
     rolling = tmp_path / "eventlog_v2_local-1795550840668"
     rolling.mkdir()
@@ -152,7 +168,7 @@ def test_unknown_event_kinds_are_skipped() -> None:
     events = [json.loads(line) for line in _lines()]
     unknown = [e for e in events if e["Event"] not in HANDLERS]
     assert {e["Event"] for e in unknown} >= {"SparkListenerTaskStart", "SparkListenerResourceProfileAdded",
-                                            "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart"}
+                                            "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd"}
     made_up = {"Event": "com.example.SomethingNew", "Payload": [1, 2]}
     with_it, without = read_state(iter([*events, made_up])), read_state(iter(events))
     assert with_it.seen == without.seen + 1 == len(events) + 1

@@ -107,6 +107,10 @@ footer{color:var(--muted);font-size:12px;margin-top:36px;border-top:1px solid va
 """
 
 
+MAX_SQL_QUERIES = 50
+MAX_SQL_NODES = 300
+
+
 def _legend(critical: bool = True, implicit: bool = False, outside: bool = False) -> str:
     keys = RESOURCES + (("outside",) if outside else ())
     items = [f'<span><i style="background:{COLOURS[r]}"></i>{esc(LABELS[r])}</span>' for r in keys]
@@ -148,6 +152,9 @@ class HtmlRenderer(Renderer):
             self._dag(report),
             self._bars(report),
             self._whatif(report),
+            self._settings(report),
+            self._sql(report),
+            self._skew(report),
             self._operations(report),
             self._sources(report),
             self._warnings(report),
@@ -303,6 +310,117 @@ class HtmlRenderer(Renderer):
             '<table id="whatif-table"><thead><tr><th>change</th><th class="num">crystalperf</th>'
             '<th class="num">band</th><th class="num">speed-up</th><th class="num">linear scaling</th>'
             '<th class="num">task replay (no vectors)</th><th>on one axis</th><th>notes</th></tr></thead>'
+            "<tbody>" + "".join(rows) + "</tbody></table></section>"
+        )
+
+    def _settings(self, report: dict[str, Any]) -> str:
+        """The settings the search suggests (crystalperf.core.settings), as the user types them; no section
+        when nothing was searched."""
+        search = report.get("settings_search") or {}
+        if not search.get("searched"):
+            return ""
+        rows = []
+        for s in report.get("settings_advice") or []:
+            band = f"{seconds(s.get('low_s'))} – {seconds(s.get('high_s'))}" if "low_s" in s else ""
+            rows.append(
+                f"<tr><td><code>{'<br>'.join(esc(t) for t in s.get('typed') or [])}</code></td>"
+                f"<td>{esc(s.get('description', ''))}</td>"
+                f'<td class="num"><b>{esc(seconds(s.get("runtime_s")))}</b></td><td class="num">{esc(band)}</td>'
+                f'<td class="num better">{esc(_num(s.get("speedup")))}×</td><td>{esc(s.get("kind", ""))}</td>'
+                f"<td class=\"note\">{'<br>'.join(esc(n) for n in s.get('notes') or [])}</td></tr>")
+        table = ('<table id="settings-table"><thead><tr><th>setting</th><th>what-if</th><th class="num">predicted'
+                 '</th><th class="num">band</th><th class="num">speed-up</th><th>why</th><th>notes</th></tr></thead>'
+                 "<tbody>" + "".join(rows) + "</tbody></table>") if rows else (
+            '<p class="note">No setting tried is predicted more than a few percent faster at no more resources.</p>')
+        skipped = "".join(f"<li>{esc(n)}</li>" for n in search.get("not_searched") or [])
+        return (
+            '<section id="settings"><h2>Settings</h2>'
+            f"<p class=\"note\">Searched: {esc(', '.join(search.get('searched') or []))} — doubling and halving "
+            f"each around the traced value, then combinations: {esc(search.get('tried'))} settings tried, {esc(search.get('predictions'))} new "
+            "predictions. "
+            "<b>cheapest</b>: the fewest resources within a few percent of the fastest found; <b>fastest</b>: the "
+            "best predicted runtime. None is predicted slower than the traced run.</p>"
+            + table + (f'<ul class="note">{skipped}</ul>' if skipped else "") + "</section>"
+        )
+
+    def _sql(self, report: dict[str, Any]) -> str:
+        """Spark SQL queries as their plan operators, each with the task time its samples were given
+        (crystalperf.core.sqlplan); no section without SQL."""
+        queries = [q for q in report.get("sql_queries") or [] if q.get("samples")]
+        if not queries:
+            return ""
+        parts = []
+        for q in queries[:MAX_SQL_QUERIES]:
+            nodes = q.get("nodes") or []
+            depth: dict[int, int] = {}
+            rows = []
+            for node in nodes[:MAX_SQL_NODES]:
+                parent = node.get("parent")
+                depth[node["id"]] = depth.get(parent, -1) + 1 if parent is not None else 0
+                indent = min(depth[node["id"]], 30)
+                has = node.get("samples")
+                rows.append(
+                    f'<tr><td style="padding-left:{6 + 14 * indent}px">{esc(node.get("name", ""))}'
+                    f'<div class="note">{esc(str(node.get("detail", ""))[:160])}</div></td>'
+                    f'<td>{esc(", ".join(node.get("operations") or {}))}</td>'
+                    f'<td class="num">{_num(node.get("task_seconds")) + " s" if has else ""}</td>'
+                    f'<td class="num">{esc(has) if has else ""}</td>'
+                    f"<td>{_mini_svg(node.get('vector')) if has else ''}</td></tr>")
+            if len(nodes) > MAX_SQL_NODES:
+                rows.append(f'<tr><td colspan="5">… {len(nodes) - MAX_SQL_NODES} more nodes</td></tr>')
+            title = f"SQL {q.get('execution_id', '')}" + (f": {q['description']}" if q.get("description") else "")
+            parts.append(
+                f"<h3>{esc(title)}</h3><p class='note'>{q.get('attributed_fraction', 0.0):.0%} of its stages' "
+                f"{esc(q.get('samples', 0))} samples went to a plan operator; "
+                f"{esc(sum(r.get('overhead_samples', 0) for r in q.get('stages') or []))} were the tasks' start-up "
+                "and hand-over (closure deserialisation, result serialisation), which no operator runs.</p>"
+                '<table class="sql-plan"><thead><tr><th>plan operator</th><th>stages</th>'
+                '<th class="num">task time</th><th class="num">samples</th><th>cpu / disk / network / waiting</th>'
+                "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+        if len(queries) > MAX_SQL_QUERIES:
+            parts.append(f'<p class="note">… {len(queries) - MAX_SQL_QUERIES} more queries in the JSON report.</p>')
+        return ('<section id="sql"><h2>SQL queries and their plan operators</h2>'
+                '<p class="note">Each sampled stack of a SQL stage is given to the physical-plan node that ran it '
+                "(generated code by its whole-stage-codegen stage and operator prefix, operator classes, shuffle "
+                "write and read to the Exchange); a node's task time is its stages' task time by its share of "
+                "their samples.</p>" + "".join(parts) + "</section>")
+
+    def _skew(self, report: dict[str, Any]) -> str:
+        """The skewed operations (crystalperf.core.skew); no section when there are none."""
+        skews = report.get("skew") or []
+        if not skews:
+            return ""
+        rows = []
+        for s in skews:
+            times = s.get("task_time_s") or {}
+            slow = (s.get("slowest") or [{}])[0]
+            where = f"task {slow.get('id', '')}" + (f" (partition {slow['index']})" if slow.get("index") is not None
+                                                    else "")
+            read = times.get("read") or {}
+            size = format_size if read.get("unit") == "bytes" else (lambda n: f"{n:,.0f} records")
+            read_text = (f"{size(slow['read'])} vs {size(read['p50'])}"
+                         if isinstance(slow.get("read"), (int, float)) and isinstance(read.get("p50"), (int, float))
+                         else "")
+            job = s.get("balanced_job_runtime_s")
+            job_text = f"{seconds(s.get('job_runtime_s'))} → {seconds(job)}" if job is not None else ""
+            rows.append(
+                f"<tr><td>{esc(s.get('name', ''))}</td><td>{esc(s.get('cause', ''))}</td>"
+                f"<td>{esc(where)} of {esc(s.get('slow_tasks', ''))} slow</td>"
+                f'<td class="num">{esc(seconds(slow.get("duration_s")))} vs {esc(seconds(times.get("p50")))}</td>'
+                f"<td>{esc(read_text)}</td>"
+                f'<td class="num">{esc(seconds(s.get("runtime_s")))} → {esc(seconds(s.get("balanced_runtime_s")))}</td>'
+                f'<td class="num">{esc(job_text)}</td></tr>'
+            )
+        return (
+            '<section id="skew"><h2>Skew and stragglers</h2>'
+            '<p class="note">Operations whose slowest tasks (over 1.5× the 75th percentile) held them up by at least '
+            "10 % of their runtime. <b>data</b>: the slow tasks read more than the others, and balanced, every task "
+            "takes the mean; <b>straggler</b>: they read no more, and re-run, take the median; <b>time</b>: no read "
+            "figures, taken as data. The job's runtime balanced is the predictor's replay of the DAG with that "
+            "operation's tasks balanced.</p>"
+            '<table id="skew-table"><thead><tr><th>operation</th><th>cause</th><th>slowest task</th>'
+            '<th class="num">its time vs the median</th><th>read vs the median</th>'
+            '<th class="num">operation balanced</th><th class="num">job balanced</th></tr></thead>'
             "<tbody>" + "".join(rows) + "</tbody></table></section>"
         )
 

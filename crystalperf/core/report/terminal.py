@@ -86,6 +86,44 @@ class TerminalRenderer(Renderer):
                           format_seconds(p["linear"]["runtime_s"]), format_seconds(p["replay"]["runtime_s"]))
         if report["predictions"]:
             console.print(preds)
+        queries = sorted((q for q in report.get("sql_queries") or [] if q.get("samples")), key=lambda q: -q["samples"])
+        if queries:
+            sql = Table(title="SQL queries: task time per plan operator", show_lines=False)
+            for col in ("query", "operator", "task time", "cpu / disk / network / waiting"):
+                sql.add_column(col, overflow="fold")
+            for q in queries[:5]:
+                label = f"SQL {q['execution_id']}" + (f": {q['description']}" if q.get("description") else "")
+                top = sorted((n for n in q["nodes"] if n.get("samples")), key=lambda n: -n.get("task_seconds", 0.0))
+                for i, n in enumerate(top[:5]):
+                    sql.add_row(_safe(label, 60) if i == 0 else "", _safe(n["name"], 60),
+                                format_seconds(n.get("task_seconds", 0.0)), _vector(n.get("vector") or {}))
+            console.print(sql)
+        skews = report.get("skew") or []
+        if skews:
+            skewed = Table(title="Skewed operations", show_lines=False)
+            for col in ("operation", "cause", "slowest task", "vs median", "balanced", "job balanced"):
+                skewed.add_column(col, overflow="fold")
+            for s in skews[:MAX_ROWS]:
+                slow = (s.get("slowest") or [{}])[0]
+                where = f"task {slow.get('id', '')}" + (f" (partition {slow['index']})"
+                                                        if slow.get("index") is not None else "")
+                job = s.get("balanced_job_runtime_s")
+                skewed.add_row(_safe(s.get("name", "")), _safe(s.get("cause", ""), 20), _safe(where),
+                               f"{format_seconds(slow.get('duration_s', 0.0))} vs "
+                               f"{format_seconds((s.get('task_time_s') or {}).get('p50', 0.0))}",
+                               f"{format_seconds(s['runtime_s'])} -> {format_seconds(s['balanced_runtime_s'])}",
+                               f"{format_seconds(s['job_runtime_s'])} -> {format_seconds(job)}" if job is not None else "")
+            console.print(skewed)
+        suggestions = report.get("settings_advice") or []
+        if suggestions:
+            settings = Table(title="Settings (searched in the what-if space)", show_lines=False)
+            for col in ("setting", "predicted", "band", "speedup", "why", "note"):
+                settings.add_column(col, overflow="fold")
+            for s in suggestions:
+                band = f"{format_seconds(s['low_s'])} – {format_seconds(s['high_s'])}" if "low_s" in s else ""
+                settings.add_row(_safe(" ".join(s["typed"]), MAX_LINE), format_seconds(s["runtime_s"]), band,
+                                 f"{s['speedup']:.2f}x", _safe(s["kind"], 20), _safe("; ".join(s["notes"]), MAX_LINE))
+            console.print(settings)
         for line in report.get("advice", []):
             console.print(f"• {_safe(line, MAX_LINE)}")
 

@@ -170,7 +170,38 @@ def build_trace(state: EventLogState, path: Path) -> tr.Trace:
         "metrics": ctx.totals,
         "warnings": [] if ended else ["the event log has no application end (a running or crashed app)"],
     }
+    if state.sql_plans:
+        doc["sql_queries"] = sql_queries(state)
     return tr.parse_trace(doc, path)
+
+
+def sql_queries(state: EventLogState) -> list[Document]:
+    """The trace's ``sql_queries`` from the log's SQL plans: a node ran in the stages whose completed info
+    lists one of its metrics' accumulators, as the listener records them live."""
+    stages_of: dict[int, set[int]] = {}
+    for sid, metrics in state.stage_sql_metrics.items():
+        for metric in metrics:
+            stages_of.setdefault(metric, set()).add(sid)
+    out = []
+    for execution, record in sorted(state.sql_plans.items()):
+        nodes = []
+        for index, (name, detail, parent, node_metrics) in enumerate(record.nodes):
+            stages = sorted({s for m in node_metrics for s in stages_of.get(m, ())})
+            node: Document = {"id": index, "name": name}
+            if detail and detail != name:
+                node["detail"] = detail
+            if parent is not None:
+                node["parent"] = parent
+            if stages:
+                node["stages"] = stages
+            nodes.append(node)
+        query: Document = {"execution_id": str(execution), "nodes": nodes}
+        if record.description:
+            query["description"] = record.description
+        if record.clipped:
+            query["clipped"] = True
+        out.append(query)
+    return out
 
 
 def merge_worker_samples(trace: tr.Trace, parts: Sequence[tr.StackSamples]) -> None:

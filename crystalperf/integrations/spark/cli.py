@@ -40,6 +40,8 @@ def register_demo(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("demo", help="run TPC-H Q6 and Q9 on local Spark and report where the time went")
     parser.add_argument("--out", default="crystalperf-demo", help="directory for data and report (default ./crystalperf-demo)")
     parser.add_argument("--scale", type=float, default=1.0, help="TPC-H scale factor of the generated data (default 1)")
+    parser.add_argument("--sample-interval-ms", type=int, default=None,
+                        help="stack sampling period (default: the hook's); shorter gives a finer split of small runs")
     parser.set_defaults(func=_demo)
 
 
@@ -52,7 +54,7 @@ def _demo(args: argparse.Namespace) -> int:
     spark_version()  # FrameworkNotInstalledError names the extra to install
     logging.getLogger("crystalperf").setLevel(logging.INFO)
     out = Path(args.out)
-    report = run_demo(out, scale=args.scale)
+    report = run_demo(out, scale=args.scale, sample_interval_ms=args.sample_interval_ms)
     if not report:
         sys.stderr.write(f"crystalperf: the demo ran but no report was written; see {out / 'crystalperf-analysis.log'}\n")
         return 1

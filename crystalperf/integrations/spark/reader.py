@@ -306,6 +306,22 @@ class ExecutorRecord:
     removed: float | None = None
 
 
+# Bounds on the SQL plans kept from a log, as the listener's (SqlPlans.java).
+MAX_SQL_EXECUTIONS = 1000
+MAX_PLAN_NODES = 2000
+MAX_PLAN_DETAIL = 400
+MAX_SQL_METRICS = 1_000_000
+
+
+@dataclass
+class SqlPlanRecord:
+    """A SQL execution's last physical plan, flattened in pre-order: (name, detail, parent, metric ids)."""
+
+    description: str = ""
+    nodes: list[tuple[str, str, int | None, tuple[int, ...]]] = field(default_factory=list)
+    clipped: bool = False
+
+
 @dataclass
 class EventLogState:
     """Everything read from an event log so far."""
@@ -318,6 +334,9 @@ class EventLogState:
     executors: dict[str, ExecutorRecord] = field(default_factory=dict)
     properties: dict[str, str] = field(default_factory=dict)
     classpath: list[str] = field(default_factory=list)
+    sql_plans: dict[int, SqlPlanRecord] = field(default_factory=dict)
+    sql_metrics: set[int] = field(default_factory=set)  # accumulator ids of the plans' SQL metrics
+    stage_sql_metrics: dict[int, set[int]] = field(default_factory=dict)  # stage -> SQL metrics it updated
     first: float | None = None  # earliest and latest time of any event
     last: float | None = None
     seen: int = 0  # JSON events read
@@ -445,6 +464,49 @@ def _stage_completed(state: EventLogState, event: Event) -> None:
     info, run = _stage_update(state, event)
     run.end = seconds(info.get("Completion Time")) or run.start
     run.status = "failed" if info.get("Failure Reason") else "success"
+    sid = integer(info.get("Stage ID", -1))
+    accumulables = info.get("Accumulables")
+    if sid is not None and isinstance(accumulables, list):
+        updated = {i for i in (integer(section(a).get("ID")) for a in accumulables) if i is not None}
+        if updated & state.sql_metrics:
+            state.stage_sql_metrics.setdefault(sid, set()).update(updated & state.sql_metrics)
+
+
+def _sql_plan(state: EventLogState, event: Event) -> None:
+    """A SQL execution started, or adaptive execution re-planned it: its plan is now the event's."""
+    execution = integer(event.get("executionId"))
+    if execution is None:
+        raise ValueError("a SQL execution without a numeric executionId")
+    record = state.sql_plans.get(execution)
+    if record is None:
+        if len(state.sql_plans) >= MAX_SQL_EXECUTIONS:
+            return
+        record = state.sql_plans[execution] = SqlPlanRecord(text(event.get("description")) or "")
+    record.nodes, record.clipped = _flatten_plan(section(event.get("sparkPlanInfo")))
+    for _, _, _, metrics in record.nodes:
+        if len(state.sql_metrics) < MAX_SQL_METRICS:
+            state.sql_metrics.update(metrics)
+
+
+def _flatten_plan(root: dict[str, Any]) -> tuple[list[tuple[str, str, int | None, tuple[int, ...]]], bool]:
+    """Pre-order, without recursion (a plan may be thousands of nodes deep); true when clipped."""
+    nodes: list[tuple[str, str, int | None, tuple[int, ...]]] = []
+    stack: list[tuple[dict[str, Any], int | None]] = [(root, None)]
+    while stack:
+        info, parent = stack.pop()
+        if len(nodes) >= MAX_PLAN_NODES:
+            return nodes, True
+        metrics = info.get("metrics")
+        ids = tuple(sorted(i for i in (integer(section(m).get("accumulatorId")) for m in
+                                       (metrics if isinstance(metrics, list) else [])) if i is not None))
+        name = (text(info.get("nodeName")) or "?")[:200]
+        detail = (text(info.get("simpleString")) or "")[:MAX_PLAN_DETAIL]
+        index = len(nodes)
+        nodes.append((name, detail, parent, ids))
+        children = info.get("children")
+        for child in reversed(children if isinstance(children, list) else []):
+            stack.append((section(child), index))
+    return nodes, False
 
 
 def _task_end(state: EventLogState, event: Event) -> None:
@@ -477,6 +539,8 @@ HANDLERS: dict[str, Handler] = {
     "SparkListenerStageSubmitted": _stage_submitted,
     "SparkListenerStageCompleted": _stage_completed,
     "SparkListenerTaskEnd": _task_end,
+    "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart": _sql_plan,
+    "org.apache.spark.sql.execution.ui.SparkListenerSQLAdaptiveExecutionUpdate": _sql_plan,
 }
 
 

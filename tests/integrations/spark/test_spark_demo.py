@@ -16,7 +16,9 @@ def test_demo_runs_q6_and_q9_and_leaves_the_report(tmp_path: Path) -> None:
     out = tmp_path / "crystalperf-demo"
     env = dict(os.environ, CRYSTALPERF_TESTING="1")
     env.pop("PYSPARK_PYTHON", None)
-    done = subprocess.run([sys.executable, "-m", "crystalperf.core.cli", "demo", "--out", str(out), "--scale", "0.02"],
+    # Sampled often, so that even this small run's SQL stages hold enough samples to split over their operators.
+    done = subprocess.run([sys.executable, "-m", "crystalperf.core.cli", "demo", "--out", str(out), "--scale", "0.02",
+                           "--sample-interval-ms", "5"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "report:" in done.stdout
@@ -28,3 +30,37 @@ def test_demo_runs_q6_and_q9_and_leaves_the_report(tmp_path: Path) -> None:
     assert report["bottleneck"]["resource"] in ("cpu", "disk", "network")
     assert (out / "crystalperf-report.html").is_file()
     assert all((out / "data" / t).is_dir() for t in ("lineitem", "orders", "part", "supplier", "partsupp", "nation"))
+
+    _check_sql_operators(trace, report)
+
+
+# A stage's task start-up and hand-over (its closure deserialised, its result serialised: Spark's own
+# executorDeserializeTime and resultSerializationTime, 40 % of this tiny run's last stages) is no operator's
+# work; of the rest, at least 80 % must go to a plan operator, in every stage sampled enough to tell.
+MIN_STAGE_SAMPLES = 20
+
+
+def _check_sql_operators(trace, report: dict) -> None:
+    """Q6 and Q9 appear as SQL queries with their physical plans, their stages' samples given to plan operators."""
+    assert trace.sql_queries, "the listener recorded no SQL plan"
+    queries = {q["description"]: q for q in report["sql_queries"]}
+    assert {"TPC-H Q6", "TPC-H Q9"} <= set(queries), list(queries)
+    for name, operators in (("TPC-H Q6", {"Scan", "HashAggregate", "Filter", "Exchange"}),
+                            ("TPC-H Q9", {"Scan", "HashAggregate", "BroadcastHashJoin", "Exchange", "Sort"})):
+        query = queries[name]
+        kinds = {n["kind"] for n in query["nodes"]}
+        assert operators <= kinds, (name, kinds)
+        timed = [n for n in query["nodes"] if n.get("samples")]
+        assert any(n["kind"] == "Scan" for n in timed), (name, [n["name"] for n in timed])
+        for node in timed:
+            assert node["task_seconds"] > 0 and abs(sum(node["vector"].values()) - 1) < 1e-3, node
+            assert abs(sum(node["resource_seconds"].values()) - node["task_seconds"]) < 1e-3 * max(1, node["task_seconds"])
+        stages = [s for s in query["stages"] if s["samples"] - s["overhead_samples"] >= MIN_STAGE_SAMPLES]
+        assert stages, (name, query["stages"])
+        for stage in stages:
+            assert stage["operator_fraction"] >= 0.8, (name, stage)
+            assert stage["attributed_samples"] + stage["overhead_samples"] <= stage["samples"], stage
+    by_id = {o["id"]: o for o in report["operations"]}
+    for stage in queries["TPC-H Q9"]["stages"]:
+        if stage["attributed_samples"]:
+            assert by_id[stage["operation"]]["plan_operators"], stage

@@ -50,7 +50,7 @@ public class CrystalPerfListener extends SparkListener {
      * configured by hand); crystalperf's {@code spark_conf} sets it to the version its Python side reads.
      * A unit test keeps this equal to {@code crystalperf.core.trace.SCHEMA_VERSION}.
      */
-    static final String SCHEMA_VERSION = "1.4";
+    static final String SCHEMA_VERSION = "1.5";
     private static final Pattern WRITE_PATH =
             Pattern.compile(
             "InsertIntoHadoopFsRelationCommand\\s*(?:\\nInput: [^\\n]*\\nArguments:)?\\s+(?:file:(?://)?)?(/[^,\\s\\]]+)");
@@ -75,6 +75,7 @@ public class CrystalPerfListener extends SparkListener {
     private final List<String> classpath = new ArrayList<>();
     private final Map<String, String> properties = new TreeMap<>();
     private final Map<String, String> sqlDescriptions = new HashMap<>();
+    private final SqlPlans sqlPlans = new SqlPlans();
     private String lastOutputDir;
     /** The shared directory holding this application's own output directory, when outputDir was not set. */
     private volatile File sharedOutputDir;
@@ -361,6 +362,7 @@ public class CrystalPerfListener extends SparkListener {
                     cachedBytes.put(rdd.id(), size);
                 }
             }
+            sqlPlans.stageCompleted(si.stageId(), CollectionConverters.asJava(si.accumulables().keySet()));
         });
     }
 
@@ -398,12 +400,21 @@ public class CrystalPerfListener extends SparkListener {
                 if (sqlDescriptions.size() < MAX_SQL_DESCRIPTIONS) {
                     sqlDescriptions.put(Long.toString(start.executionId()), clip(start.description()));
                 }
+                if (start.sparkPlanInfo() != null) {
+                    sqlPlans.plan(start.executionId(), start.description(), start.sparkPlanInfo());
+                }
                 String plan = start.physicalPlanDescription();
                 Matcher m = WRITE_PATH.matcher(plan == null ? "" : plan);
                 while (m.find()) {
                     Path out = Paths.get(m.group(1));
                     Path parent = out.getParent();
                     lastOutputDir = (parent != null ? parent : out).toString();
+                }
+            } else if (e.getClass().getName().endsWith("SparkListenerSQLAdaptiveExecutionUpdate")) {
+                org.apache.spark.sql.execution.ui.SparkListenerSQLAdaptiveExecutionUpdate update =
+                        (org.apache.spark.sql.execution.ui.SparkListenerSQLAdaptiveExecutionUpdate) e;
+                if (update.sparkPlanInfo() != null) {
+                    sqlPlans.plan(update.executionId(), null, update.sparkPlanInfo());
                 }
             }
         });
@@ -675,7 +686,14 @@ public class CrystalPerfListener extends SparkListener {
         }
         ioRows.addAll(SampleStore.ioRows());
         g.writeObjectField("io", ioRows);
+        if (!sqlPlans.isEmpty()) {
+            g.writeObjectField("sql_queries", sqlPlans.toTrace());
+        }
         List<String> all = new ArrayList<>(warnings);
+        String sqlWarning = sqlPlans.warning();
+        if (sqlWarning != null) {
+            all.add(sqlWarning);
+        }
         if (warningsLeftOut > 0) {
             all.add(warningsLeftOut + " more warning(s) not kept (the first " + MAX_WARNINGS + " are above)");
         }
