@@ -390,6 +390,7 @@ class Candidate:
     runtime_s: float
     cost: tuple[float, ...]
     prediction: Prediction | None = None  # None: the traced run itself
+    typed: list[str] = field(default_factory=list)  # the setting as a user types it
 
     @property
     def is_baseline(self) -> bool:
@@ -444,7 +445,7 @@ class SettingsSearch:
             "tried": len(self.candidates) - 1,  # settings other than the traced ones, predicted or reused
             "predictions": self.predictions,  # new predictions made for them (reused ones cost none)
             "near_best": self.near,
-            "candidates": [{"changes": dict(c.changes.values), "runtime_s": round(c.runtime_s, 6)}
+            "candidates": [{"changes": dict(c.changes.values), "typed": c.typed, "runtime_s": round(c.runtime_s, 6)}
                            for c in self.candidates],
         }
 
@@ -453,8 +454,12 @@ class SettingsSearch:
         if not self.searched:
             return []
         if not self.suggestions:
+            tried = sorted(self.candidates[1:], key=lambda c: c.runtime_s)[:3]
+            shown = "; ".join(f"{' '.join(c.typed)}: {format_seconds(c.runtime_s)}" for c in tried)
             return [f"Settings: none of the {len(self.candidates) - 1} settings tried ({', '.join(self.searched)}) "
-                    f"is predicted more than {self.near:.0%} faster than the traced ones at no more resources."]
+                    f"is predicted more than {self.near:.0%} faster than the traced ones "
+                    f"({format_seconds(self.candidates[0].runtime_s)}) at no more resources"
+                    + (f" (fastest tried: {shown})." if shown else ".")]
         first = self.suggestions[0]
         p = first.prediction
         band = (f" ({format_seconds(p.crystalperf.low_s)} – {format_seconds(p.crystalperf.high_s or 0.0)})"
@@ -564,6 +569,8 @@ def search_settings(predictor: Predictor, *, budget: int | None = None, near: fl
     # A suggestion labelled cheapest that is also the fastest says so once.
     if len(search.suggestions) == 1 and search.suggestions[0].candidate is best:
         search.suggestions[0].kind = "fastest"
+    for candidate in search.candidates:
+        candidate.typed = smap.typed(candidate.values)
     return search
 
 

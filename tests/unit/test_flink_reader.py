@@ -238,6 +238,11 @@ def test_the_three_parts_of_a_cluster_job_merge_into_one_trace() -> None:
     assert [(task.index, task.metrics["cpu_time_s"]) for task in source.tasks] == [(0, 0.333559495),
                                                                                   (1, 0.383589975)]
     assert sink.tasks[0].metrics["run_time_s"] == pytest.approx(0.065 + 0.084)  # busy + idle
+    # each subtask names the TaskManager its scopes were registered in, and the environment lists both
+    assert [(task.index, task.executor) for task in source.tasks] == [(0, "127.0.0.1:42641-d2fa04"),
+                                                                     (1, "127.0.0.1:33027-7883d4")]
+    assert trace.environment.hosts == ["127.0.0.1"]
+    assert sorted(e.id for e in trace.environment.executors) == ["127.0.0.1:33027-7883d4", "127.0.0.1:42641-d2fa04"]
     assert _children(trace)["Source: src[7]"].metrics["records_out"] == 20000.0
     assert trace.samples is not None
     chain_samples = sum(count for key, count in zip(trace.samples.key, trace.samples.count, strict=True)

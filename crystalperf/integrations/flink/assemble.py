@@ -18,6 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -195,6 +196,18 @@ def task_metrics(scope: Scope, cpu: float | None, span: float, fetched: bool = F
     return metrics
 
 
+def taskmanagers(job: Part) -> dict[str, Any]:
+    """The hosts and TaskManagers the job's subtasks ran on (from their metric scopes), for the environment."""
+    hosts: list[str] = []
+    executors: dict[str, t.Executor] = {}
+    for scope in job.scopes:
+        if scope.host and scope.host not in hosts:
+            hosts.append(scope.host)
+        if scope.taskmanager and scope.taskmanager not in executors:
+            executors[scope.taskmanager] = t.Executor(id=scope.taskmanager, host=scope.host)
+    return {"hosts": hosts, "executors": list(executors.values())}
+
+
 def fetched_subtasks(job: Part) -> set[tuple[str, str]]:
     """(task name, subtask) of the subtasks whose source's fetcher threads were sampled."""
     return {(row.task_name, row.subtask) for row in job.samples if row.thread == FETCHER_ROLE}
@@ -209,7 +222,7 @@ def chain_tasks(chain: Chain, job: Part) -> list[t.Task]:
         metrics = task_metrics(scope, job.thread_cpu.get((chain.name, scope.subtask)), end - start,
                                (chain.name, scope.subtask) in fetched)
         tasks.append(t.Task(id=f"{chain.name}#{scope.subtask}", index=scope.index, start=start, end=end,
-                            metrics=metrics))
+                            metrics=metrics, host=scope.host, executor=scope.taskmanager))
     return tasks
 
 
@@ -557,7 +570,7 @@ def build_trace(job: Part) -> t.Trace:
         operations=operations,
         streaming=streaming_figures(operations, duration),
         environment=t.Environment(cpu_count=job.cpu_count or None, scaling=list(INTEGRATION.scaling),
-                                  classpath=list(job.classpath)),
+                                  classpath=list(job.classpath), **taskmanagers(job)),
         metrics={"cpu_utilization": process_cpu / duration} if process_cpu and duration else {},
         io=job_io(job),
         warnings=warnings_of(job, links is not None, samples, workers),

@@ -53,6 +53,8 @@ class Scope:
     values: dict[str, float] = field(default_factory=dict)  # metric name -> final value (finite only)
     added: float | None = None  # when its first metric was registered (a task: deployed)
     removed: float | None = None  # when its last metric went away (a task: finished); None: still live
+    host: str | None = None  # the TaskManager's host (Flink's <host> variable) and id (<tm_id>)
+    taskmanager: str | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,10 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
+def _text(value: Any) -> str | None:
+    return value[:200] if isinstance(value, str) and value else None
+
+
 def _read_json(path: Path) -> Any:
     """A file's JSON document: a regular file within ``CRYSTALPERF_MAX_PART_BYTES`` (a FIFO would block)."""
     data = limits.read_regular(path, limits.MAX_PART_BYTES, "crystalperf Flink metrics file")
@@ -160,7 +166,7 @@ def _scopes(doc: dict[str, Any]) -> list[Scope]:
         subtask = str(scope.get("subtask_index", "0"))
         scopes.append(Scope(str(scope.get("task_name") or ""), str(scope.get("operator_name") or ""), subtask,
                             int(subtask or 0), values[index], _number(scope.get("added")),
-                            _number(scope.get("removed"))))
+                            _number(scope.get("removed")), _text(scope.get("host")), _text(scope.get("tm_id"))))
     return scopes
 
 

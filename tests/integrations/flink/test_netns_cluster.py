@@ -69,6 +69,11 @@ def test_taskmanagers_in_namespaces_report_from_their_hosts(cluster: FlinkCluste
 
     trace = cpflink.read_metrics(parts[0])
     assert trace.samples is not None and sum(trace.samples.count) > 0
+    # The merged trace names the hosts and TaskManagers the subtasks ran on.
+    assert set(trace.environment.hosts) == set(cluster.hosts), trace.environment.hosts
+    assert {e.host for e in trace.environment.executors} == set(cluster.hosts)
+    ran_on = {task.host for op in trace.iter_operations() for task in op.tasks}
+    assert ran_on == set(cluster.hosts), ran_on
     cpflink.finish(parts[-1], tmp_path)
     report = json.loads((tmp_path / "crystalperf-report.json").read_text())
     assert {op["id"] for op in report["operations"]} >= {"chain0", "chain1"}
@@ -76,8 +81,8 @@ def test_taskmanagers_in_namespaces_report_from_their_hosts(cluster: FlinkCluste
 
 
 def _samples_by_host(parts: list[Path]) -> dict[str, int]:
-    """Sample rows in each TaskManager's part, by the host its scopes name (Flink's ``<host>`` variable). The
-    merged trace keeps no host, so the parts are read as the reporter wrote them."""
+    """Sample rows in each TaskManager's part, by the host its scopes name (Flink's ``<host>`` variable), read
+    as the reporter wrote them (the merged trace pools the samples of all parts)."""
     found: dict[str, int] = {}
     for part in parts:
         document = json.loads(part.read_text())

@@ -32,6 +32,12 @@ def test_demo_runs_q6_and_q9_and_leaves_the_report(tmp_path: Path) -> None:
     assert all((out / "data" / t).is_dir() for t in ("lineitem", "orders", "part", "supplier", "partsupp", "nation"))
 
     _check_sql_operators(trace, report)
+    # Advice in settings a user types, each tried one with its predicted runtime.
+    search = report["settings_search"]
+    assert search["searched"] == ["spark.master"] and search["tried"] >= 2, search
+    tried = search["candidates"][1:]
+    assert all(c["typed"][0].startswith("--master local[") and c["runtime_s"] > 0 for c in tried), tried
+    assert any(line.startswith("Settings: ") and "--master local[" in line for line in report["advice"])
 
 
 # A stage's task start-up and hand-over (its closure deserialised, its result serialised: Spark's own
