@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.cluster import SparkCluster
 from crystalperf.core.trace import load_trace
 from tests.integrations.spark.test_spark_cluster import standalone_cluster  # noqa: F401 - a fixture
 
@@ -102,7 +103,7 @@ def test_a_blkio_limit_set_after_start_up_shows_in_the_rows(run_app, tmp_path: P
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux /proc/<pid>/io")
-def test_executors_on_a_cluster_ship_their_rows(standalone_cluster: tuple, tmp_path: Path) -> None:  # noqa: F811
+def test_executors_on_a_cluster_ship_their_rows(standalone_cluster: SparkCluster, tmp_path: Path) -> None:  # noqa: F811
     """On a standalone cluster each executor's plugin counts its own process and ships the rows to the driver."""
     import subprocess
     import sys
@@ -113,7 +114,7 @@ def test_executors_on_a_cluster_ship_their_rows(standalone_cluster: tuple, tmp_p
 import time
 from pyspark.sql import SparkSession
 from crystalperf.integrations.spark import configure
-builder = (SparkSession.builder.master("{standalone_cluster[0]}").appName("crystalperf-io-cluster")
+builder = (SparkSession.builder.master("{standalone_cluster.master_url}").appName("crystalperf-io-cluster")
            .config("spark.ui.enabled", "false").config("spark.executor.memory", "512m")
            .config("spark.executor.cores", "1").config("spark.cores.max", "2")
            .config("spark.crystalperf.outputDir", "{out}").config("spark.crystalperf.analysis", "false"))
@@ -125,9 +126,8 @@ print("ROWS", spark.range(0, 2_000_000, numPartitions=8).selectExpr("id % 7 AS k
 time.sleep(1.5)
 spark.stop()
 ''')
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=400)
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=standalone_cluster.driver_env(),
+                          capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
     trace = load_trace(out / "crystalperf-trace.json.gz")
     sources = {r.source for r in trace.io}
