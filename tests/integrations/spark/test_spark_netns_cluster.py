@@ -24,8 +24,8 @@ from tests.integrations.spark.reports import assert_no_plumbing_top_functions
 pytestmark = pytest.mark.slow
 
 RATE_MBIT = 50
-ROWS = 300_000  # per side of the join
-WIDTH = 96  # bytes in each of 3 payload columns: about 180 MB of shuffle in all, half of it remote
+ROWS = 60_000  # per side of the join: few, wide rows, so that the bytes cost the link more than the CPU
+WIDTH = 1600  # bytes in each of 3 payload columns: about 580 MB of shuffle in all, half of it remote (23 s each way at 50 Mbit)
 
 APP = '''
 import sys, time
