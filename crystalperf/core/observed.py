@@ -124,6 +124,36 @@ def _source_rate(rows: Sequence[tr.IoSample], counter: str, limit_field: str | N
     return _SourceRate(moved, sum(s for _, s, _ in active), bandwidth, limit)
 
 
+def network_counted_idle(trace: tr.Trace) -> bool:
+    """True when network counters covered every host the job's tasks ran on and saw under MIN_BYTES received and
+    under MIN_BYTES sent over the run: the job moved nothing over a network (a local-mode job), so no bandwidth
+    change can touch it, whatever its sampled functions look like."""
+    rows = [r for r in trace.io if r.network_rx_bytes is not None or r.network_tx_bytes is not None]
+    if not rows:
+        return False
+    sources = {r.source for r in rows}
+    executors = {task.executor for op in trace.iter_operations() for task in op.tasks}
+    if executors - {None}:
+        # every process that ran tasks counted: the driver in local mode, each executor's plugin on a cluster
+        if not all(e is not None and (e if e == "driver" else f"executor:{e}") in sources for e in executors):
+            return False
+    elif len(sources) != 1:
+        return False  # a job of one process (a Keras fit) is its own counters; several unnamed ones: unknown
+    app = trace.application
+    by_source: dict[str, list[tr.IoSample]] = {}
+    for row in rows:
+        by_source.setdefault(row.source, []).append(row)
+    for source_rows in by_source.values():
+        span = sorted(_span_rows(source_rows, app.start, app.end), key=lambda r: r.t)
+        if len(span) < 2:
+            return False  # no interval to count over
+        for counter in ("network_rx_bytes", "network_tx_bytes"):
+            values = [getattr(r, counter) for r in span if getattr(r, counter) is not None]
+            if values and values[-1] - values[0] >= MIN_BYTES:
+                return False
+    return True
+
+
 def observed_bandwidths(trace: tr.Trace) -> dict[str, ObservedBandwidth]:
     """The network and disk bandwidth the job saw, for the resources whose counters moved enough bytes."""
     if not trace.io:

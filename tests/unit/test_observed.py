@@ -134,6 +134,37 @@ def test_a_stated_baseline_wins_over_the_observed_one():
     assert plain.crystalperf.runtime_s == pytest.approx(4 + t_p + (16 - t_p) * 0.1)
 
 
+def _local_trace(rx_rates: list[float], executor: str = "driver", source: str = "driver") -> tr.Trace:
+    """A local-mode job: its one task (16 s of its 20 s sampled as network) ran in the process whose counters the
+    trace has, unless ``executor``/``source`` say otherwise."""
+    trace = _network_trace(_rows(rx_rates, "network_rx_bytes", source=source, network_tx_bytes=0.0))
+    trace.operations[0].tasks[0].executor = executor
+    return trace
+
+
+def test_a_job_whose_counters_saw_no_network_traffic_is_untouched_by_a_bandwidth_change():
+    # 100 kB received over 20 s (heartbeats): under a MiB, so the sampled "network" time moved nothing on a link
+    predictor = _predictor(_local_trace([5_000.0] * 20))
+    assert predictor.baseline.network_idle
+    for rate in (1 * MB, 125 * MB):
+        prediction = predictor.predict(Changes({"network": rate}))
+        assert prediction.crystalperf.runtime_s == pytest.approx(20)
+        assert (prediction.crystalperf.low_s, prediction.crystalperf.high_s) == pytest.approx((20, 20))
+        assert any("saw no traffic" in n for n in prediction.notes)
+
+
+@pytest.mark.parametrize("executor, source", [("1", "driver"), ("driver", "executor:1")])
+def test_counters_of_another_process_than_the_tasks_prove_nothing(executor: str, source: str):
+    # A cluster executor without its own rows (sampling off): the driver's quiet counters say nothing of its link.
+    predictor = _predictor(_local_trace([5_000.0] * 20, executor=executor, source=source))
+    assert not predictor.baseline.network_idle
+    assert predictor.simulate(Changes({"network": 1 * MB})) > 20
+
+
+def test_a_job_that_moved_megabytes_is_not_idle():
+    assert not _predictor(_local_trace([5 * MB] * 20)).baseline.network_idle
+
+
 def test_an_assumed_bandwidth_widens_the_band():
     predictor = _predictor(_network_trace([]))
     narrow = _predictor(_network_trace(_rows([5 * MB] * 20, "network_rx_bytes")))

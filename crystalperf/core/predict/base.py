@@ -11,7 +11,7 @@ from typing import Protocol
 
 from crystalperf.core import trace as tr
 from crystalperf.core.errors import BadInputError
-from crystalperf.core.observed import ObservedBandwidth, observed_bandwidths
+from crystalperf.core.observed import ObservedBandwidth, network_counted_idle, observed_bandwidths
 from crystalperf.core.profile import ExecutionProfile, OperationProfile
 from crystalperf.core.units import format_bandwidth, format_byte_rate, parse_bandwidth, parse_size
 from crystalperf.core.vectors import metric_total, task_count, task_scale, task_seconds
@@ -212,6 +212,8 @@ class Baseline:
     # byte counters), stated (by the user, OLD:NEW) or assumed
     origins: dict[str, str] = field(default_factory=dict)
     observed: dict[str, ObservedBandwidth] = field(default_factory=dict)
+    # the job's network counters covered every host its tasks ran on and saw no traffic (a local-mode job)
+    network_idle: bool = False
 
     def bandwidth(self, key: str) -> float:
         return self.network_bandwidth if key == "network" else self.disk_bandwidth
@@ -276,7 +278,8 @@ class Baseline:
                                    f"with --set {key}=OLD:NEW)")
         device = "gpu" if any(d.kind == "gpu" for d in env.devices) else "cpu"
         return cls(slots, executors, cores, bandwidths["network"], bandwidths["disk"], env.memory_bytes,
-                   data_bytes(trace), device, assumptions, origins, observed)
+                   data_bytes(trace), device, assumptions, origins, observed,
+                   network_idle="network" not in observed and network_counted_idle(trace))
 
 
 def scaling_keys(trace: tr.Trace) -> tuple[str, ...]:

@@ -102,7 +102,12 @@ class IOModel:
             notes.append(f"network {format_bandwidth(self.network[0])} -> {format_bandwidth(self.network[1])}")
             seen = baseline.observed.get("network")
             total = unit_seconds(profile, "network")
-            if seen is not None and total > 0:
+            if baseline.network_idle:
+                # What the samples call network time moved no bytes over a network: it is no link's to speed up.
+                self.network = None
+                notes.append("network: the job's network counters saw no traffic on any host its tasks ran on "
+                             "(under 1 MiB each way): a bandwidth change leaves it as it is")
+            elif seen is not None and total > 0:
                 moved = _MovedBytes("network", seen.bytes, *self.network, "network time", total)
                 self.moved.append(moved)
                 self.network = None
