@@ -165,6 +165,11 @@ def observed_bandwidths(trace: tr.Trace) -> dict[str, ObservedBandwidth]:
         by_source.setdefault(row.source, []).append(row)
     found: dict[str, ObservedBandwidth] = {}
     for resource in RESOURCES:
+        sources = by_source
+        if resource == "network" and any(name.startswith("executor:") for name in by_source):
+            # On a cluster the executors' counters are the job's links; the driver moves no task data, and its
+            # namespace may see the workers' traffic pass (a bridge on this host), which is not another link.
+            sources = {k: v for k, v in by_source.items() if k != "driver"}
         best: ObservedBandwidth | None = None
         for counter, direction in _COUNTERS[resource]:
             limit_field = None
@@ -172,7 +177,7 @@ def observed_bandwidths(trace: tr.Trace) -> dict[str, ObservedBandwidth]:
                 limit_field = "disk_read_limit" if direction == "read" else "disk_write_limit"
             rates: list[_SourceRate] = []
             hosts: list[str | None] = []
-            for rows in by_source.values():
+            for rows in sources.values():
                 rate = _source_rate(_span_rows(rows, start, end), counter, limit_field)
                 if rate is None:
                     continue
@@ -184,7 +189,9 @@ def observed_bandwidths(trace: tr.Trace) -> dict[str, ObservedBandwidth]:
                 rates.append(rate)
             if not rates:
                 continue
-            moved = sum(r.bytes for r in rates)
+            # A disk's bytes add up; each network source counts its own namespace's interfaces, whose links run
+            # side by side: the busiest link's bytes are what a bandwidth change delays.
+            moved = max(r.bytes for r in rates) if resource == "network" else sum(r.bytes for r in rates)
             limits = [r.limit for r in rates if r.limit is not None]
             candidate = ObservedBandwidth(
                 resource=resource, direction=direction, bytes=moved,

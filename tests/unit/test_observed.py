@@ -72,9 +72,25 @@ def test_two_processes_reading_one_namespace_count_its_bytes_once():
     a = _rows([5 * MB] * 10, "network_rx_bytes", source="jobmanager:1")
     b = _rows([5 * MB] * 10, "network_rx_bytes", source="taskmanager:2")
     assert observed_bandwidths(_network_trace(a + b))["network"].bytes == pytest.approx(50 * MB)
+    # another host's link runs beside this one: a bandwidth change delays each link's 50 MB at the same time
     other_host = _rows([5 * MB] * 10, "network_rx_bytes", source="taskmanager:3", host="h2")
     both = observed_bandwidths(_network_trace(a + other_host))["network"]
-    assert both.bytes == pytest.approx(100 * MB) and both.sources == 2
+    assert both.bytes == pytest.approx(50 * MB) and both.sources == 2
+
+
+def test_on_a_cluster_the_busiest_executor_link_counts_and_not_the_drivers_namespace():
+    # Two executors, each on its own link (own namespace: the same host name, as namespaces on one machine
+    # have), receiving 40 and 50 MB at 5 MB/s; the driver's namespace saw both pass a bridge: 90 MB. A bandwidth
+    # change delays the busiest link's 50 MB, not 90 or 180.
+    rows = (_rows([4 * MB] * 10, "network_rx_bytes", source="executor:0")
+            + _rows([5 * MB] * 10, "network_rx_bytes", source="executor:1")
+            + _rows([9 * MB] * 10, "network_rx_bytes", source="driver"))
+    seen = observed_bandwidths(_network_trace(rows))["network"]
+    assert seen.bytes == pytest.approx(50 * MB)
+    assert seen.sources == 2
+    # in local mode the driver's counters are the job's own
+    assert observed_bandwidths(_network_trace(_rows([9 * MB] * 10, "network_rx_bytes")))["network"].bytes == \
+        pytest.approx(90 * MB)
 
 
 def test_rows_outside_the_job_do_not_count():
