@@ -144,6 +144,7 @@ class QueryPlan:
     codegen_nodes: dict[int, int] = field(default_factory=dict)  # codegen stage id -> node id
     depth: list[int] = field(default_factory=list)
     by_stage: dict[int, list[PlanNode]] = field(default_factory=dict)
+    compiled: dict[int, list[PlanNode]] = field(default_factory=dict)  # codegen node -> the nodes with it as codegen
 
     @classmethod
     def of(cls, query: tr.SqlQuery) -> QueryPlan:
@@ -166,6 +167,8 @@ class QueryPlan:
             plan.depth.append(0 if node.parent is None else plan.depth[node.parent] + 1)
             for stage in node.stages:
                 plan.by_stage.setdefault(stage, []).append(node)
+            if node.codegen is not None:
+                plan.compiled.setdefault(node.codegen, []).append(node)
         return plan
 
     def common_ancestor(self, ids: Sequence[int]) -> int:
@@ -220,11 +223,10 @@ def read_stack(frames: Sequence[tr.Frame], stack: Sequence[int]) -> StackReading
                 kind = _PREFIX_KINDS.get(prefix.lower(), prefix)
             return StackReading(hint, int(m.group(1)), kind)
         found = _class_hint(name)
+        # the first strong hint (else the first weak one) stands; the walk goes on for the codegen stage,
+        # which still bounds where the hint points
         if found is not None and (hint is None or (found.strong and not hint.strong)):
             hint = found
-            if found.strong:
-                # the codegen stage still bounds where the hint points: keep walking for it
-                continue
     return StackReading(hint, None, None)
 
 
@@ -240,14 +242,7 @@ class _StageScope:
 
     def _codegen_subtree(self, codegen_node: int) -> list[PlanNode]:
         """The codegen node, the operators compiled into it, and the boundary nodes it reads from."""
-        out = [self.plan.nodes[codegen_node]]
-        stack = list(self.plan.nodes[codegen_node].children)
-        while stack:
-            node = self.plan.nodes[stack.pop()]
-            out.append(node)
-            if node.kind not in _BOUNDARIES and node.kind != "WholeStageCodegen":
-                stack.extend(node.children)
-        return out
+        return [self.plan.nodes[codegen_node], *self.plan.compiled.get(codegen_node, [])]
 
     def _pick(self, candidates: Sequence[PlanNode], codegen_node: int | None) -> int | None:
         """One candidate is the node; of several, the code they were compiled into, else the smallest subtree
