@@ -29,7 +29,6 @@ only a sample of an operation's tasks, the slow tasks it names are the slowest o
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -183,14 +182,6 @@ class SkewFindings:
     flagged: set[str] = field(default_factory=set)  # paths of every skewed operation, reported or not
 
 
-def _quantile(ordered: Sequence[float], q: float) -> float:
-    """Linear interpolation between the sorted values at position ``q * (n - 1)``."""
-    position = q * (len(ordered) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
 def _counted(tasks: Sequence[tr.Task]) -> list[tr.Task]:
     return [t for t in tasks if t.status not in ("failed", "killed")]
 
@@ -218,7 +209,9 @@ def task_times(op: tr.Operation) -> TaskTimes | None:
     if read is not None:
         unit, values = read
         p50, top = statistics.median(values), max(values)
-    return TaskTimes(task_count(op), len(op.tasks), statistics.median(durations), _quantile(durations, 0.75),
+    # "inclusive": linear interpolation between the sorted durations at 0.75 * (n - 1), as numpy's default
+    p75 = statistics.quantiles(durations, n=4, method="inclusive")[2]
+    return TaskTimes(task_count(op), len(op.tasks), statistics.median(durations), p75,
                      durations[-1], statistics.fmean(durations), unit, p50, top)
 
 
