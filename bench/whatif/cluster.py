@@ -2,6 +2,9 @@
 in a network namespace of its own on a tc-shaped link, running a shuffle join whose rows are few and wide (the
 bytes cost the link more than the rows cost the CPU). One run is traced at one link rate (or worker count) and
 predicted at the others; every target is re-run for real on the same cluster, the links re-shaped in place.
+Each worker and its executor run on a CPU of their own (``SparkCluster(pin=True)``), as on hosts of their own:
+unpinned, two executors on this machine's two CPUs wait for each other's threads, and one executor runs faster
+than two for that reason alone.
 
 Two directions: traced on 1 Gbit/s and predicted on 200 and 50 Mbit/s (and on one executor), and traced on
 50 Mbit/s and predicted on 200 Mbit/s and 1 Gbit/s. The runtime is the application's, from the SparkContext's
@@ -62,7 +65,7 @@ class _Cluster:
         if cls.started is None:
             net = Network(["w0", "w1"], link=Link(rate_mbit=rate_mbit))
             net.start()
-            spark = SparkCluster(net, Path(tempfile.mkdtemp(prefix="whatif-cluster-")))
+            spark = SparkCluster(net, Path(tempfile.mkdtemp(prefix="whatif-cluster-")), pin=True)
             spark.start()
             cls.started = (net, spark)
         net, spark = cls.started

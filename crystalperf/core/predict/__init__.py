@@ -503,6 +503,12 @@ class Predictor:
                              "longer than later ones (JIT, caches and connections warming up), and more slots "
                              "put more tasks in a first wave")
                 return
+        locality = next((m.locality for m in self._active_models if isinstance(m, IOModel) and m.locality), None)
+        if locality is not None and locality.more_remote:
+            # a real cost of scaling out, not an artefact: the job may well be slower
+            notes.append(f"slower with more executors: {locality.share_after:.0%} of the shuffle crosses the network "
+                         f"instead of {locality.share_before:.0%}")
+            return
         notes.append(f"the models gave {estimate.runtime_s:.2f} s, above the traced {self.runtime:.2f} s, for more "
                      f"of every resource changed ({changes.describe()}): taken as no slower")
         estimate.runtime_s = self.runtime

@@ -15,9 +15,18 @@ modelled from those bytes instead: the device delivers them ``R/B' - R/B`` secon
 shared by the tasks that read input (by their input bytes) and by the slots they ran on side by side.
 Disk time of spill and shuffle files is left alone: written and read back within the job, it is served
 by the page cache and never waits on the device. Writes are assumed absorbed by the page cache too.
+
+A change of the executor count changes how much of a shuffle crosses the network: a reduce task fetches its
+blocks from the map outputs of every executor, and with map outputs spread evenly over ``E`` executors
+``(E-1)/E`` of them are remote (none with one executor). A task whose shuffle read was measured (remote and
+total bytes) has its network time scaled from the remote share it saw to that of the new count; a task that
+read everything locally (one executor before) gets the new remote bytes over the link, shared with the tasks
+of its executor that run beside it.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from crystalperf.core import trace as tr
 from crystalperf.core.predict.base import (
@@ -84,19 +93,21 @@ class IOModel:
     """Network and disk bandwidth changes."""
 
     name = "io"
-    keys = frozenset({"network", "disk"})
+    keys = frozenset({"network", "disk", "executors"})
 
     def __init__(self) -> None:
         self.network: tuple[float, float] | None = None
         self.disk: tuple[float, float] | None = None
         self.moved: list[_MovedBytes] = []
         self.slots = 1
+        self.locality: _ShuffleLocality | None = None
 
     def prepare(self, profile: ExecutionProfile, baseline: Baseline, changes: Changes) -> list[str]:
         self.network = self.disk = None
         self.moved = []
         self.slots = max(1, baseline.slots)
-        notes = []
+        self.locality = _ShuffleLocality.of(profile, baseline, changes)
+        notes = [self.locality.note] if self.locality is not None else []
         if "network" in changes:
             self.network = (baseline.network_bandwidth, changes.number("network", baseline.network_bandwidth))
             notes.append(f"network {format_bandwidth(self.network[0])} -> {format_bandwidth(self.network[1])}")
@@ -133,9 +144,11 @@ class IOModel:
 
     @property
     def unchanged(self) -> bool:
-        return self.network is None and self.disk is None and not self.moved
+        return self.network is None and self.disk is None and not self.moved and self.locality is None
 
     def adjust(self, ctx: OpContext, parts: list[TaskParts]) -> list[TaskParts]:
+        if self.locality is not None:
+            self.locality.adjust(parts, unit_metrics(ctx))
         for p in parts:
             if self.network:
                 p.network = scale_io_time(p.network, *self.network, NETWORK_BUFFER_BYTES, NETWORK_BUFFER_OVERHEAD_S)
@@ -146,6 +159,58 @@ class IOModel:
             moved.adjust(parts, unit_metrics(ctx), self.slots, 1 if ctx.tasks else ctx.profile.op.parallelism or 1,
                          ctx.count or len(parts))
         return parts
+
+
+def remote_share(executors: int) -> float:
+    """The share of a shuffle's blocks a reduce task fetches from other executors, map outputs spread evenly."""
+    return (executors - 1) / executors if executors > 1 else 0.0
+
+
+@dataclass(frozen=True)
+class _ShuffleLocality:
+    """A new executor count: shuffle reads remote in a new share (module docstring)."""
+
+    share_before: float  # what the traced run fetched remotely, of all it read
+    share_after: float
+    bandwidth: float  # bytes/s of one executor's link, for bytes that were local before
+    side_by_side: int  # tasks of one executor sharing its link
+    note: str
+
+    @classmethod
+    def of(cls, profile: ExecutionProfile, baseline: Baseline, changes: Changes) -> _ShuffleLocality | None:
+        if "executors" not in changes:
+            return None
+        before, after = baseline.executors, int(changes.number("executors", baseline.executors))
+        read = job_metric_total(profile, lambda m: m.get(tr.METRIC_SHUFFLE_READ_BYTES, 0.0), memo="shuffle_read")
+        if after == before or read <= 0:
+            return None
+        recorded = job_metric_total(profile, lambda m: float(tr.METRIC_SHUFFLE_REMOTE_READ_BYTES in m),
+                                    memo="shuffle_remote_recorded")
+        if not recorded:
+            return None  # a hook that does not split remote from local: the share it saw is unknown
+        remote = job_metric_total(profile, lambda m: m.get(tr.METRIC_SHUFFLE_REMOTE_READ_BYTES, 0.0),
+                                  memo="shuffle_remote_read")
+        bandwidth = changes.number("network", baseline.network_bandwidth)
+        share = remote_share(after)
+        note = (f"executors {before} -> {after}: {share:.0%} of a shuffle's blocks are fetched from other "
+                f"executors (the traced run fetched {remote / read:.0%} of {format_size(read)} remotely); "
+                f"shuffle network time scaled to that share")
+        return cls(remote / read, share, bandwidth, max(1, baseline.cores_per_executor), note)
+
+    @property
+    def more_remote(self) -> bool:
+        return self.share_after > self.share_before
+
+    def adjust(self, parts: list[TaskParts], metrics: list[dict[str, float]]) -> None:
+        for p, m in zip(parts, metrics, strict=False):
+            read = m.get(tr.METRIC_SHUFFLE_READ_BYTES, 0.0)
+            if read <= 0:
+                continue
+            seen = m.get(tr.METRIC_SHUFFLE_REMOTE_READ_BYTES, 0.0) / read
+            if seen > 0:
+                p.network *= self.share_after / seen
+            else:
+                p.network += read * self.share_after / self.bandwidth * self.side_by_side
 
 
 def device_read_bytes(profile: ExecutionProfile, baseline: Baseline) -> float | None:

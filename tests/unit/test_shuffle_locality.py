@@ -1,0 +1,69 @@
+"""A new executor count changes how much of a shuffle crosses the network (core.predict.io)."""
+
+from __future__ import annotations
+
+import pytest
+
+from crystalperf.core import trace as tr
+from crystalperf.core.classify import FixedClassifier
+from crystalperf.core.predict import Changes, Predictor
+from crystalperf.core.predict.io import remote_share
+from crystalperf.core.profile import build_profile
+
+from .helpers import make_trace, op, task
+
+MB = 1e6
+
+
+def _shuffle_trace(executors: int, remote_bytes: float, **metrics: float) -> tr.Trace:
+    """One reduce stage of ``executors`` tasks (one per executor, one core each): 10 s each, 5 s of it waiting
+    on shuffle fetches, 100 MB read of which ``remote_bytes`` remotely."""
+    tasks = [task(f"t{i}", 0, 10, run_time_s=10, cpu_time_s=5, network_wait_s=5, shuffle_read_bytes=100 * MB,
+                  shuffle_remote_read_bytes=remote_bytes, **metrics) for i in range(executors)]
+    for i, t in enumerate(tasks):
+        t.executor = str(i)
+    return make_trace([op("reduce", 0, 10, tasks=tasks)],
+                      executors=[tr.Executor(id=str(i), host=f"h{i}", cores=1) for i in range(executors)],
+                      cores_per_executor=1, total_slots=executors, network_bandwidth=10 * MB)
+
+
+def _predict(trace: tr.Trace, change: str) -> tuple[float, list[str]]:
+    prediction = Predictor(build_profile(trace, FixedClassifier({}), locators=[])).predict(
+        Changes.parse([change]), band=False)
+    return prediction.crystalperf.runtime_s, prediction.notes
+
+
+def test_remote_share_of_evenly_spread_map_outputs():
+    assert [remote_share(e) for e in (1, 2, 4)] == [0.0, 0.5, 0.75]
+
+
+def test_one_executor_fetches_nothing_over_the_network():
+    # Two executors fetched half their blocks remotely (5 s each). On one the blocks are all local: each task is
+    # its 5 s of CPU, and the two run one after the other on the one core.
+    runtime, notes = _predict(_shuffle_trace(2, 50 * MB), "executors=1")
+    assert runtime == pytest.approx(10)
+    assert any("0% of a shuffle's blocks" in n and "fetched 50%" in n for n in notes)
+
+
+def test_more_executors_fetch_a_larger_share_remotely():
+    # 2 -> 4 executors: 75 % of the blocks remote instead of 50 %, 7.5 s of fetching instead of 5 s; the two tasks
+    # still run side by side.
+    runtime, notes = _predict(_shuffle_trace(2, 50 * MB), "executors=4")
+    assert runtime == pytest.approx(5 + 7.5)
+    assert any("slower with more executors: 75% of the shuffle" in n for n in notes)  # a cost, not an artefact
+
+
+def test_a_local_shuffle_gets_the_new_remote_bytes_over_the_link():
+    # One executor read all 100 MB locally (its 5 s of "network" time is local fetching, left as it is). On two
+    # executors half of it, 50 MB, crosses a 10 MB/s link: 5 s more.
+    runtime, _ = _predict(_shuffle_trace(1, 0.0), "executors=2")
+    assert runtime == pytest.approx(10 + 5)
+
+
+def test_a_trace_without_the_remote_split_keeps_its_shuffle_time():
+    trace = _shuffle_trace(2, 0.0)
+    for t in trace.operations[0].tasks:
+        del t.metrics[tr.METRIC_SHUFFLE_REMOTE_READ_BYTES]
+    runtime, notes = _predict(trace, "executors=4")
+    assert runtime == pytest.approx(10)
+    assert not any("shuffle's blocks" in n for n in notes)
