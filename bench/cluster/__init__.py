@@ -10,8 +10,19 @@ on a veth link shaped with tc (rate, delay), for measuring what the network does
 """
 
 from .flink import FlinkCluster
-from .netns import ENV_TAG, Host, Link, Network, free_port, leftovers, netem_available, unavailable
+from .netns import (
+           ENV_TAG,
+           Host,
+           Link,
+           Network,
+           free_port,
+           host_cpus,
+           leftovers,
+           netem_available,
+           pinned,
+           unavailable,
+)
 from .spark import SparkCluster
 
-__all__ = ["ENV_TAG", "FlinkCluster", "Host", "Link", "Network", "SparkCluster", "free_port", "leftovers",
-           "netem_available", "unavailable"]
+__all__ = ["ENV_TAG", "FlinkCluster", "Host", "Link", "Network", "SparkCluster", "free_port", "host_cpus",
+           "leftovers", "netem_available", "pinned", "unavailable"]

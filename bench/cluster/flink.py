@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
-from .netns import Network, free_port
+from .netns import Network, free_port, host_cpus, pinned
 
 # In every process's configuration: the links, readable through the REST API (/jobmanager/config,
 # /taskmanagers/<id>/...); the reporter records no configuration, so they do not reach the trace.
@@ -43,10 +43,12 @@ def wheel_java_opts(home: Path) -> str:
 class FlinkCluster:
     """A JobManager and one TaskManager (``slots`` slots) per host of ``network``; files under ``workdir``.
     ``out``: where the reporter writes (None: no reporter). ``config``: more configuration for every process.
-    Starting waits until every TaskManager has registered."""
+    Starting waits until every TaskManager has registered. ``pin``: each TaskManager runs on ``slots`` CPUs of its
+    own (``host_cpus``); the JobManager and the client are not pinned."""
 
     def __init__(self, network: Network, workdir: Path, out: Path | None = None, *, slots: int = 1,
-                 memory: str = "1024m", config: Mapping[str, str] | None = None, start_timeout_s: float = 240) -> None:
+                 memory: str = "1024m", config: Mapping[str, str] | None = None, start_timeout_s: float = 240,
+                 pin: bool = False) -> None:
         self.network = network
         self.workdir = Path(workdir)
         self.out = out
@@ -54,6 +56,7 @@ class FlinkCluster:
         self.memory = memory
         self.extra = dict(config or {})
         self.start_timeout_s = start_timeout_s
+        self.cpus: list[str | None] = [*host_cpus(len(network.hosts), slots)] if pin else [None] * len(network.hosts)
         self.rest_port = 0
 
     def __enter__(self) -> FlinkCluster:
@@ -129,10 +132,10 @@ class FlinkCluster:
         jm_conf = self._conf_dir("jobmanager", home, settings)
         self.network.popen(["bash", str(home / "bin" / "jobmanager.sh"), "start-foreground"],
                            env=self._env(jm_conf, lib, "jobmanager"), log=self.workdir / "log" / "jobmanager.out")
-        for host in self.network.hosts:
+        for host, cpus in zip(self.network.hosts, self.cpus, strict=True):
             tm_settings = {**settings, "taskmanager.host": host.address, "taskmanager.bind-host": host.address}
             conf = self._conf_dir(f"taskmanager-{host.name}", home, tm_settings)
-            self.network.popen(["bash", str(home / "bin" / "taskmanager.sh"), "start-foreground"],
+            self.network.popen(pinned(["bash", str(home / "bin" / "taskmanager.sh"), "start-foreground"], cpus),
                                host=host if host.namespace else None,
                                env=self._env(conf, lib, f"taskmanager-{host.name}"),
                                log=self.workdir / "log" / f"taskmanager-{host.name}.out")

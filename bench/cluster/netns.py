@@ -138,6 +138,23 @@ def netem_available() -> bool:
         _run("ip", "netns", "del", name, check=False)
 
 
+def host_cpus(hosts: int, per_host: int) -> list[str]:
+    """A CPU list (taskset's form) for each of ``hosts`` hosts, ``per_host`` CPUs each and none shared: pinned to
+    them, a host's processes (and all they start: affinity is inherited) run as on a machine of their own.
+    Without it every host's threads share every CPU, and one host's threads wait for another's, which no real
+    cluster of separate machines does."""
+    available = sorted(os.sched_getaffinity(0))
+    if len(available) < hosts * per_host:
+        raise ValueError(f"{hosts} hosts of {per_host} CPUs each need {hosts * per_host} CPUs; this process may "
+                         f"use {len(available)}")
+    return [",".join(str(c) for c in available[i * per_host:(i + 1) * per_host]) for i in range(hosts)]
+
+
+def pinned(argv: Sequence[str], cpus: str | None) -> list[str]:
+    """``argv`` run on the CPUs ``cpus`` (None: anywhere)."""
+    return ["taskset", "-c", cpus, *argv] if cpus else list(argv)
+
+
 def free_port(address: str = "127.0.0.1") -> int:
     """A TCP port nothing listens on at ``address`` (in this process's namespace)."""
     with socket.socket() as s:

@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from .netns import Network, free_port
+from .netns import Network, free_port, host_cpus, pinned
 
 # The key under which the links reach the trace: the listener records every Spark property
 # (environment.properties), so the analysis of a trace can tell which link each executor host had.
@@ -38,10 +38,8 @@ class SparkCluster:
     """A master and one worker per host of ``network`` (``cores`` and ``memory`` each), logs in ``workdir``.
     Starting waits until every worker has registered with the master.
 
-    ``pin``: each worker (and the executors it launches, which inherit its CPU affinity) runs on CPUs of its
-    own, ``cores`` of them, as on a machine of its own; without it the workers share every CPU of this machine
-    and one executor's threads wait for another's, which no real cluster of separate hosts does. Needs
-    ``cores`` x hosts CPUs; the master and the driver are not pinned."""
+    ``pin``: each worker (and the executors it launches) runs on ``cores`` CPUs of its own (``host_cpus``); the
+    master and the driver are not pinned."""
 
     def __init__(self, network: Network, workdir: Path, *, cores: int = 1, memory: str = "1g",
                  start_timeout_s: float = 240, pin: bool = False) -> None:
@@ -50,11 +48,7 @@ class SparkCluster:
         self.cores = cores
         self.memory = memory
         self.start_timeout_s = start_timeout_s
-        self.pin = pin
-        available = sorted(os.sched_getaffinity(0))
-        if pin and len(available) < cores * len(network.hosts):
-            raise ValueError(f"pinning {len(network.hosts)} workers of {cores} cores needs "
-                             f"{cores * len(network.hosts)} CPUs; this process may use {len(available)}")
+        self.cpus: list[str | None] = [*host_cpus(len(network.hosts), cores)] if pin else [None] * len(network.hosts)
         self.master_url = ""
         self.webui_port = 0
         self.master_pid = 0
@@ -93,21 +87,13 @@ class SparkCluster:
         for i, host in enumerate(self.network.hosts):
             # a namespace has its own ports; on loopback the workers share this one's
             ui = 8081 if host.namespace else free_port(gateway)
-            pinned = self._cpus(i)
             worker = self.network.popen(
-                [*(["taskset", "-c", pinned] if pinned else []), spark_class, "org.apache.spark.deploy.worker.Worker", self.master_url, "--host", host.address,
-                 "--cores", str(self.cores), "--memory", self.memory, "--webui-port", str(ui),
-                 "--work-dir", str(self.workdir / f"work{i}")],
+                pinned([spark_class, "org.apache.spark.deploy.worker.Worker", self.master_url, "--host", host.address,
+                        "--cores", str(self.cores), "--memory", self.memory, "--webui-port", str(ui),
+                        "--work-dir", str(self.workdir / f"work{i}")], self.cpus[i]),
                 host=host if host.namespace else None, env=self._env(host.address), log=logs / f"worker-{host.name}.log")
             self.worker_pids.append(worker.pid)
         self._wait_for_workers()
-
-    def _cpus(self, worker: int) -> str:
-        """The CPU list of worker ``worker`` when pinned (taskset's form), else ""."""
-        if not self.pin:
-            return ""
-        available = sorted(os.sched_getaffinity(0))
-        return ",".join(str(c) for c in available[worker * self.cores:(worker + 1) * self.cores])
 
     def _alive_workers(self) -> list[dict]:
         url = f"http://{self.network.gateway}:{self.webui_port}/json/"
