@@ -109,11 +109,13 @@ def level_critical_path(level: LevelGraph) -> list[str]:
     order = level.topological()
     best: dict[str, float] = {}
     back: dict[str, str | None] = {}
+    predecessors = level.graph.pred
     for node in order:
         runtime = level.nodes[node].path_time
-        preds = list(level.graph.predecessors(node))
+        preds = list(predecessors[node])
         if preds:
-            pred = max(preds, key=lambda p: (best[p], level.nodes[p].op.end))
+            # one predecessor (a chain of 20,000 jobs) needs no ranking
+            pred = preds[0] if len(preds) == 1 else max(preds, key=lambda p: (best[p], level.nodes[p].op.end))
             best[node] = best[pred] + runtime
             back[node] = pred
         else:
