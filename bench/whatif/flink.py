@@ -282,16 +282,22 @@ class DownloadUpWorkload(FlinkSqlWorkload):
             return super()._run_job(command, job, config, enter)
 
 
-def workloads(data_dir: Path, quick: bool) -> list[FlinkSqlWorkload]:
-    jobs = [FlinkSqlWorkload("yahoo", rows=25_000_000)]
+def workloads(data_dir: Path, quick: bool) -> list[Any]:
+    from bench.whatif.flink_cluster import WindowClusterWorkload
+
+    jobs: list[Any] = [FlinkSqlWorkload("yahoo", rows=25_000_000)]
     if not quick:
-        jobs.append(FlinkSqlWorkload("wordcount", rows=8_000_000))
+        # traced on 1 Gbit/s links between two TaskManagers in network namespaces, predicted on slower ones
+        jobs += [FlinkSqlWorkload("wordcount", rows=8_000_000), WindowClusterWorkload(1000)]
     return jobs
 
 
-def up_workloads(data_dir: Path, quick: bool) -> list[FlinkSqlWorkload]:
+def up_workloads(data_dir: Path, quick: bool) -> list[Any]:
     """The "up" cases (none in quick mode: each traces a deliberately slow run)."""
     if quick:
         return []
+    from bench.whatif.flink_cluster import WindowClusterWorkload
+
     return [ParallelismUpWorkload("yahoo", rows=25_000_000), ParallelismUpWorkload("wordcount", rows=8_000_000),
-            CsvScanUpWorkload(data_dir), DownloadUpWorkload()]
+            CsvScanUpWorkload(data_dir), DownloadUpWorkload(), WindowClusterWorkload(50),
+            WindowClusterWorkload(1000, parallelism=1)]

@@ -25,6 +25,10 @@ ACTIVE_SHARE = 0.2  # a window moving at least this share of the fastest window'
 QUANTILE = 0.75
 
 RESOURCES = ("network", "disk")
+# Counter sources (``IoSample.source``) of the processes that run a cluster job's tasks, and of those that only
+# coordinate them.
+WORKERS = ("executor:", "taskmanager:")
+COORDINATORS = ("driver", "jobmanager:")
 _COUNTERS = {
     "network": (("network_rx_bytes", "received"), ("network_tx_bytes", "sent")),
     "disk": (("storage_read_bytes", "read"), ("storage_write_bytes", "written")),
@@ -166,10 +170,11 @@ def observed_bandwidths(trace: tr.Trace) -> dict[str, ObservedBandwidth]:
     found: dict[str, ObservedBandwidth] = {}
     for resource in RESOURCES:
         sources = by_source
-        if resource == "network" and any(name.startswith("executor:") for name in by_source):
-            # On a cluster the executors' counters are the job's links; the driver moves no task data, and its
-            # namespace may see the workers' traffic pass (a bridge on this host), which is not another link.
-            sources = {k: v for k, v in by_source.items() if k != "driver"}
+        if resource == "network" and any(name.startswith(WORKERS) for name in by_source):
+            # On a cluster the workers' counters (Spark executors, Flink TaskManagers) are the job's links; the
+            # coordinator (driver, JobManager) moves no task data, and its namespace may see the workers' traffic
+            # pass (a bridge on this host), which is not another link.
+            sources = {k: v for k, v in by_source.items() if not k.startswith(COORDINATORS)}
         best: ObservedBandwidth | None = None
         for counter, direction in _COUNTERS[resource]:
             limit_field = None

@@ -10,6 +10,7 @@ one by dropping those.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -28,7 +29,15 @@ from crystalperf.integrations.flink.assemble import (
     task_metrics,
 )
 from crystalperf.integrations.flink.finish import main as finish_main
-from crystalperf.integrations.flink.reader import Scope, find_plan, load_job, load_part, parts_ready
+from crystalperf.integrations.flink.reader import (
+    Scope,
+    find_plan,
+    job_cpus,
+    load_job,
+    load_part,
+    parts_ready,
+    sibling_parts,
+)
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 LOCAL = DATA / "flink-sql-groupby"
@@ -222,6 +231,18 @@ def test_streaming_figures(local: t.Trace) -> None:
     assert local.streaming.latency_s == pytest.approx(DURATION)
     assert local.streaming.input_rate == pytest.approx(20000 / DURATION)  # the source operator's records out
     assert local.streaming.throughput == pytest.approx(10 / DURATION)  # the sink writer's records in
+
+
+def test_the_cpus_of_a_cluster_job_are_its_taskmanager_hosts_cpus() -> None:
+    jobmanager = load_part(JM_PART)
+    taskmanagers = [load_part(p) for p in sibling_parts(jobmanager.path, jobmanager.job_id)]
+    # recorded on one machine: both TaskManagers on 127.0.0.1 share its 2 CPUs
+    assert job_cpus([jobmanager, *taskmanagers]) == 2 and load_job(JM_PART).cpu_count == 2
+    # on two hosts of 4 CPUs each the job has 8; the JobManager's process runs no task and adds none
+    apart = [dataclasses.replace(tm, cpu_count=4, scopes=[dataclasses.replace(s, host=f"10.0.0.{i}") for s in tm.scopes])
+             for i, tm in enumerate(taskmanagers)]
+    assert job_cpus([jobmanager, *apart]) == 8
+    assert job_cpus([jobmanager]) == 2  # a part without task scopes counts when it is all there is
 
 
 def test_the_three_parts_of_a_cluster_job_merge_into_one_trace() -> None:

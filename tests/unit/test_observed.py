@@ -74,7 +74,7 @@ def test_two_processes_reading_one_namespace_count_its_bytes_once():
     assert observed_bandwidths(_network_trace(a + b))["network"].bytes == pytest.approx(50 * MB)
     # another host's link runs beside this one: a bandwidth change delays each link's 50 MB at the same time
     other_host = _rows([5 * MB] * 10, "network_rx_bytes", source="taskmanager:3", host="h2")
-    both = observed_bandwidths(_network_trace(a + other_host))["network"]
+    both = observed_bandwidths(_network_trace(b + other_host))["network"]
     assert both.bytes == pytest.approx(50 * MB) and both.sources == 2
 
 
@@ -91,6 +91,19 @@ def test_on_a_cluster_the_busiest_executor_link_counts_and_not_the_drivers_names
     # in local mode the driver's counters are the job's own
     assert observed_bandwidths(_network_trace(_rows([9 * MB] * 10, "network_rx_bytes")))["network"].bytes == \
         pytest.approx(90 * MB)
+
+
+def test_on_a_flink_cluster_the_busiest_taskmanager_link_counts_and_not_the_jobmanagers_namespace():
+    # The same for Flink: two TaskManagers in namespaces of their own sending 30 and 50 MB; the JobManager's
+    # namespace (the bridge's) saw 80 MB pass.
+    rows = (_rows([3 * MB] * 10, "network_tx_bytes", source="taskmanager:7")
+            + _rows([5 * MB] * 10, "network_tx_bytes", source="taskmanager:8")
+            + _rows([8 * MB] * 10, "network_tx_bytes", source="jobmanager:6"))
+    seen = observed_bandwidths(_network_trace(rows))["network"]
+    assert seen.bytes == pytest.approx(50 * MB) and seen.sources == 2 and seen.direction == "sent"
+    # a mini cluster is one process: its counters are the job's
+    alone = _rows([8 * MB] * 10, "network_tx_bytes", source="minicluster:6")
+    assert observed_bandwidths(_network_trace(alone))["network"].bytes == pytest.approx(80 * MB)
 
 
 def test_rows_outside_the_job_do_not_count():

@@ -1,18 +1,20 @@
-"""The streaming throughput model: hand-computed limits of a two-chain pipeline."""
+"""The streaming throughput model: hand-computed limits of a two-chain pipeline (CPU, and the busiest link)."""
 
 from __future__ import annotations
 
 import pytest
 
+from crystalperf.core import trace as tr
 from crystalperf.core.predict.base import Changes
-from crystalperf.core.predict.streaming import Chain, StreamingCpu
+from crystalperf.core.predict.streaming import Chain, Link, StreamingCpu
 
 
-def pipeline(runtime_s: float = 10.0, source: tuple[float, float] = (6.0, 6.0)) -> StreamingCpu:
+def pipeline(runtime_s: float = 10.0, source: tuple[float, float] = (6.0, 6.0),
+             link: Link | None = None) -> StreamingCpu:
     # source chain 6 + 6 CPU-s, sink chain 2 + 2, 18 CPU-s for the whole process on 2 CPUs:
     # traced limit T = max(busiest thread 6, machine 18 / 2 = 9) = 9
     return StreamingCpu([Chain(list(source)), Chain([2.0, 2.0])], process_cpu_s=18.0, cpu_count=2,
-                        runtime_s=runtime_s)
+                        runtime_s=runtime_s, link=link)
 
 
 @pytest.mark.parametrize(
@@ -44,12 +46,60 @@ def test_skewed_chain_keeps_its_hot_subtask_but_one_subtask_does_all() -> None:
 
 
 def test_other_resources_are_left_to_the_resource_models() -> None:
-    assert pipeline().predict(Changes({"network": 1e6})) is None
+    assert pipeline().predict(Changes({"network": 1e6})) is None  # no link's bytes known
     assert pipeline().predict(Changes({"parallelism": 1, "disk": 1e6})) is None
+    assert pipeline(link=Link(40e6, 5e6)).predict(Changes({"network": 1e6, "disk": 1e6})) is None
+
+
+# The CPU-bound pipeline's busiest link carried 40 MB at 5 MB/s: 8 s, under the CPU's 9 s (T = 9, D = 10).
+@pytest.mark.parametrize(
+    ("network", "expected"),
+    [
+        (2.5e6, 16.0),  # 40 MB / 2.5 MB/s = 16 s: the link is the limit now, past D
+        (1e6, 40.0),  # 40 s
+        (4.5e6, 10.0),  # 8.9 s < D = 10: the slack absorbs it
+        (20e6, 10.0),  # a faster link: the CPU still needs 9 s, nothing saved
+    ],
+)
+def test_a_slower_link_becomes_the_limit_of_a_cpu_bound_job(network: float, expected: float) -> None:
+    assert pipeline(link=Link(40e6, 5e6)).predict(Changes({"network": network})) == pytest.approx(expected)
+
+
+def test_time_the_link_carried_nothing_stays_when_it_sets_the_pace() -> None:
+    # The same CPU-bound pipeline (T = 9, D = 10), its link busy for 6 of the 10 s: 4 s of deployment and
+    # draining that no bandwidth shortens. At 1 MB/s the transfer takes 40 s, and the job 44 s.
+    timed = pipeline(link=Link(40e6, 5e6, active_s=6.0))
+    assert timed.predict(Changes({"network": 1e6})) == pytest.approx(44.0)
+    assert timed.predict(Changes({"network": 4e6})) == pytest.approx(10 + 4)  # 10 s of link, past the CPU's 9
+    # where the CPU still sets the pace (8.9 s of link under its 9 s), the link's idle time is in the CPU's limit
+    assert timed.predict(Changes({"network": 4.5e6})) == pytest.approx(10.0)
+    assert timed.predict(Changes({"network": 20e6})) == pytest.approx(10.0)
+    assert timed.predict(Changes({"cpu_share": 0.5})) == pytest.approx(pipeline().predict(Changes({"cpu_share": 0.5})))
+
+
+def test_a_link_bound_job_gains_what_a_faster_link_saves_until_the_cpu_limits_it() -> None:
+    # 150 MB at 5 MB/s: 30 s, the traced runtime; the CPU needs 9 s.
+    bound = pipeline(runtime_s=34.0, link=Link(150e6, 5e6))
+    # 20 MB/s: 7.5 s of link, the CPU's 9 s the limit: 21 s saved, the 4 s the limits did not set stay
+    assert bound.predict(Changes({"network": 20e6})) == pytest.approx(13.0)
+    # 10 MB/s: 15 s of link, 15 s saved
+    assert bound.predict(Changes({"network": 10e6})) == pytest.approx(19.0)
+    assert bound.predict(Changes({"network": 2.5e6})) == pytest.approx(60.0)
+    # one subtask for the source (12 CPU-s) and the faster link: 34 - (30 - 12)
+    assert bound.predict(Changes({"parallelism": 1, "network": 20e6})) == pytest.approx(16.0)
+    # halving the CPU on a link-bound job: the machine needs 18 s, still under the link's 30
+    assert bound.predict(Changes({"cpu_share": 0.5})) == pytest.approx(34.0)
+    assert "bound by its busiest link" in bound.note()
+
+
+def test_a_stated_traced_bandwidth_replaces_the_observed_one() -> None:
+    bound = pipeline(runtime_s=30.0, link=Link(150e6, 5e6))
+    # the link was 10 MB/s (15 s), now 20 MB/s (7.5 s, under the CPU's 9): 15 - 9 = 6 s saved
+    stated = Changes({"network": 20e6}, baselines={"network": 10e6})
+    assert bound.predict(stated) == pytest.approx(24.0)
 
 
 def test_the_predictor_uses_it_for_a_flink_trace_with_cpu_times() -> None:
-    from crystalperf.core import trace as tr
     from crystalperf.core.predict import Predictor
     from crystalperf.core.profile import build_profile
     from tests.unit.helpers import make_trace, op, task
@@ -70,3 +120,38 @@ def test_the_predictor_uses_it_for_a_flink_trace_with_cpu_times() -> None:
     # the baselines stay what they are: linear scaling and replay without the CPU times
     assert prediction.linear.runtime_s == pytest.approx(20.0)
     assert predictor.predict(Changes({"network": 1e6})).crystalperf.runtime_s > 0
+
+
+def _counter_rows(source: str, rate: float, seconds: int, counter: str) -> list[tr.IoSample]:
+    """Cumulative rows every 0.25 s of one process's namespace moving ``rate`` bytes/s (all on one machine, as
+    namespaces are: one host name)."""
+    return [tr.IoSample(t=i * 0.25, source=source, host="vm", **{counter: rate * i * 0.25})
+            for i in range(seconds * 4 + 1)]
+
+
+def test_a_flink_cluster_trace_is_bound_by_its_busiest_taskmanager_link() -> None:
+    from crystalperf.core.classify import FixedClassifier
+    from crystalperf.core.predict import Predictor
+    from crystalperf.core.profile import build_profile
+    from tests.unit.helpers import make_trace, op, task
+
+    # Two TaskManagers, each sending 5 MB/s to the other for the whole 20 s (100 MB a link); the JobManager's
+    # namespace saw both links' traffic pass the bridge (10 MB/s: 200 MB, no link's). Sources 4 CPU-s a subtask,
+    # windows 3; the processes 16 CPU-s on 2 CPUs: the machine needs 8 s.
+    sources = [task(f"source#{i}", 0, 20, run_time_s=20, cpu_time_s=4.0) for i in range(2)]
+    windows = [task(f"window#{i}", 0, 20, run_time_s=20, cpu_time_s=3.0, idle_time_s=12.0) for i in range(2)]
+    trace = make_trace([op("source", 0, 20, tasks=sources, parallelism=2),
+                        op("window", 0, 20, ["source"], tasks=windows, parallelism=2)], end=20, cpu_count=2)
+    trace.application.framework = "flink"
+    trace.streaming = tr.Streaming(latency_s=20.0)
+    trace.metrics["cpu_utilization"] = 0.8
+    trace.io = (_counter_rows("taskmanager:1", 5e6, 20, "network_tx_bytes")
+                + _counter_rows("taskmanager:2", 5e6, 20, "network_tx_bytes")
+                + _counter_rows("jobmanager:3", 10e6, 20, "network_tx_bytes"))
+    predictor = Predictor(build_profile(trace, FixedClassifier({}), locators=[]))
+    # the link: 100 MB at 5 MB/s = 20 s, the whole run; at 2.5 MB/s 40 s
+    assert predictor.predict(Changes({"network": 2.5e6}), band=False).crystalperf.runtime_s == pytest.approx(40.0)
+    # 20 MB/s: 5 s of link, the machine's 8 s the limit
+    faster = predictor.predict(Changes({"network": 20e6}), band=False)
+    assert faster.crystalperf.runtime_s == pytest.approx(8.0)
+    assert any("busiest link" in note for note in faster.notes)

@@ -119,8 +119,11 @@ def test_a_framework_that_is_not_installed_skips_every_target_with_the_reason(
             monkeypatch.setattr(module, name, lambda: None)
     for workload in module.workloads(tmp_path, quick=False):
         targets = workload.targets(False)
-        assert len(targets) >= (3 if workload.name.startswith("shuffle-cluster") else 5)
-        assert len({t.kind for t in targets}) >= 2
+        if workload.name.startswith("window-cluster"):
+            assert [t.kind for t in targets] == ["network", "network"]  # the links' cases, on a cluster
+        else:
+            assert len(targets) >= (3 if workload.name.startswith("shuffle-cluster") else 5)
+            assert len({t.kind for t in targets}) >= 2
         reasons = {t.unavailable() for t in targets}
         assert all(r and "not installed" in r for r in reasons), reasons
 
@@ -141,3 +144,21 @@ def test_spark_lists_the_network_variation_it_cannot_apply_with_the_reason(
     [cluster] = [w for w in spark.workloads(tmp_path, quick=False) if w.name.startswith("shuffle-cluster")]
     assert [t.changes for t in cluster.targets(False)] == [["network=200mbit"], ["network=50mbit"], ["executors=1"]]
     assert all(t.config["rate_mbit"] < cluster.baseline["rate_mbit"] for t in cluster.targets(False)[:2])
+
+
+def test_flink_runs_its_network_and_scale_out_cases_on_a_namespaced_cluster(tmp_path: Path) -> None:
+    from bench.whatif import flink
+
+    [down] = [w for w in flink.workloads(tmp_path, quick=False) if w.name.startswith("window-cluster")]
+    assert down.name == "window-cluster-1000mbit" and down.baseline == {"rate_mbit": 1000, "parallelism": 2}
+    assert [t.changes for t in down.targets(False)] == [["network=200mbit"], ["network=50mbit"]]
+    assert [t.config["rate_mbit"] for t in down.targets(False)] == [200, 50]
+    up = {w.name: w for w in flink.up_workloads(tmp_path, quick=False) if w.name.startswith("window-cluster")}
+    assert sorted(up) == ["window-cluster-50mbit", "window-cluster-p1"]
+    assert [(t.kind, t.changes) for t in up["window-cluster-50mbit"].targets(False)] == [
+        ("network-up", ["network=200mbit"]), ("network-up", ["network=1000mbit"])]
+    [scale_out] = up["window-cluster-p1"].targets(False)
+    assert scale_out.kind == "parallelism-up" and scale_out.changes == ["parallelism=2"]
+    assert scale_out.config == {"rate_mbit": 1000, "parallelism": 2}
+    assert not [w for w in flink.workloads(tmp_path, quick=True) + flink.up_workloads(tmp_path, quick=True)
+                if w.name.startswith("window-cluster")]

@@ -34,7 +34,7 @@ from crystalperf.core.predict.base import (
 from crystalperf.core.predict.compute import ComputeModel, estimate_warmup, replay
 from crystalperf.core.predict.io import IOModel
 from crystalperf.core.predict.memory import MemoryModel
-from crystalperf.core.predict.streaming import StreamingCpu
+from crystalperf.core.predict.streaming import Link, StreamingCpu
 from crystalperf.core.profile import ExecutionProfile, LevelGraph, OperationProfile
 from crystalperf.core.resources import ResourceVector
 from crystalperf.core.trace import ATTRIBUTE_WAITS_ON, METRIC_RUN_TIME
@@ -158,7 +158,8 @@ class Predictor:
         latency = streaming.latency_s if streaming is not None else None
         self.runtime = latency if self.streaming and latency else profile.trace.application.duration
         self._path = expand(profile.top, level_critical_path(profile.top)) if self.streaming else []
-        self._stream_cpu = StreamingCpu.of(profile.trace, self.runtime) if self.streaming else None
+        self._stream_cpu = (StreamingCpu.of(profile.trace, self.runtime, self._busiest_link()) if self.streaming
+                            else None)
         self._prepared: tuple[Changes, list[str]] | None = None
         # Per operation and per level, what every simulation of every scenario reads the same way.
         self._units: dict[str, _Unit] = {}
@@ -169,6 +170,16 @@ class Predictor:
         self._draws_size = 0
         self._masks: dict[int, bytearray] = {}
         self._active_models: list[ResourceModel] = list(self.models)
+        self._all_planned = False
+        self._runs: tuple[int, float] | None = None
+
+    def _busiest_link(self) -> Link | None:
+        """The link that carried the most of the job's data, as the byte counters saw it, at the traced run's
+        bandwidth (declared by the hook, else the one observed)."""
+        seen = self.baseline.observed.get("network")
+        if seen is None or self.baseline.network_idle or self.baseline.origins.get("network") == "assumed":
+            return None
+        return Link(seen.bytes, self.baseline.network_bandwidth, seen.active_s)
 
     # -- scenario parameters -------------------------------------------------------------------
     def new_slots(self, changes: Changes) -> int:
@@ -270,21 +281,26 @@ class Predictor:
                 durations, before = unit.resample(draw.rng), None
             split = _ALL_CPU
         cpu, disk, network, fixed, input_wait = split
-        parts = [TaskParts(d * cpu, d * disk, d * network, d * fixed, d * input_wait) for d in durations]
-        ctx = unit.ctx
-        for model in sim.models:
-            parts = model.adjust(ctx, parts)
-        new = [p.cpu + p.disk + p.network + p.fixed + p.input_wait for p in parts]
+        if sim.models:
+            ctx = unit.ctx
+            parts = [TaskParts(d * cpu, d * disk, d * network, d * fixed, d * input_wait) for d in durations]
+            for model in sim.models:
+                parts = model.adjust(ctx, parts)
+            new = [p.cpu + p.disk + p.network + p.fixed + p.input_wait for p in parts]
+        else:
+            # No model to hand the parts to: the same sums, without an object per task (most of a replay's time
+            # on a job of many small operations).
+            new = [d * cpu + d * disk + d * network + d * fixed + d * input_wait for d in durations]
         if not unit.tasks:
             return max(0.0, unit.duration + sum(new) - sum(durations))
         if sim.parallelism:
-            op = ctx.profile.op
+            op = unit.ctx.profile.op
             if op.parallelism and unit.count == op.parallelism:
                 # Long-running subtasks (streaming): the operator's work is spread over the new subtasks.
                 busy_old = max(durations)
                 busy_new = sum(new) * unit.weight / sim.slots
                 return max(0.0, op.duration * busy_new / busy_old) if busy_old > 0 else op.duration
-        if unit.count <= sim.slots and unit.count <= self.baseline.slots:
+        if unit.count <= sim.one_wave:
             # One wave before and after, no task moved into or out of it: the longest task.
             before, after = max(durations), max(new)
         else:
@@ -315,6 +331,7 @@ class Predictor:
         new_end = [0.0] * len(plan.steps)
         redrawn = sim.redrawn
         leaf = self._leaf_duration
+        record_point = sim.record_point
         for i, (preds, offset, children, unit) in enumerate(plan.rows):
             if len(preds) == 1:
                 p = preds[0]
@@ -336,7 +353,7 @@ class Predictor:
                 duration = unit.point
             else:
                 duration = leaf(unit, sim)
-                if sim.record_point:
+                if record_point:
                     unit.point = duration
             new_start[i] = start
             new_end[i] = start + duration
@@ -346,6 +363,8 @@ class Predictor:
         for step in self._plan(level).steps:
             if step.children is not None:
                 self._plan_all(step.children)
+        if level is self.profile.top:
+            self._all_planned = True
 
     def _redrawn(self, draw: _Draw) -> bytearray | None:
         """Which operations (by unit index) a draw that redraws only a share of them redraws."""
@@ -410,10 +429,10 @@ class Predictor:
         # Without vectors all time counts as CPU, so only the compute model has anything to scale.
         models = [m for m in self._active_models if with_vectors or m.name == "compute"]
         warmup = draw.warmup if draw.warmup is not None else self.warmup
-        if draw.share < 1.0:
+        if draw.share < 1.0 and not self._all_planned:
             self._plan_all(self.profile.top)  # every unit exists (and has its index) before a draw picks some
         sim = _Sim(draw, with_vectors, models, slots, slots == self.baseline.slots, "parallelism" in changes, warmup,
-                   record_point, self._redrawn(draw))
+                   record_point, self._redrawn(draw), min(slots, self.baseline.slots))
 
         return self._level_duration(self.profile.top, sim)
 
@@ -482,7 +501,12 @@ class Predictor:
         """How many draws a band takes, and the share of the operations each redraws. A large job gets
         fewer draws, each redrawing at most MONTE_CARLO_OPERATIONS of its operations: a draw costs a replay
         of every task it redraws, and the band of a job of many operations is narrow anyway (their
-        deviations average out)."""
+        deviations average out). The same for every scenario: worked out once."""
+        if self._runs is None:
+            self._runs = self._count_runs()
+        return self._runs
+
+    def _count_runs(self) -> tuple[int, float]:
         units = [self._unit(p) for p in unit_profiles(self.profile)]
         work = sum(len(u.tasks) + 1 for u in units)
         if self.streaming or work <= MONTE_CARLO_FULL_WORK:
@@ -530,6 +554,7 @@ class _Sim:
     warmup: float
     record_point: bool = False
     redrawn: bytearray | None = None  # by unit index, when the draw redraws only some operations
+    one_wave: int = 0  # an operation of at most this many tasks ran, and runs, in one wave (min of the slots)
 
 
 def _same(new: Sequence[float], old: Sequence[float]) -> bool:

@@ -1,10 +1,13 @@
-"""Throughput of a pipelined (streaming) job from the CPU its operators' threads used.
+"""Throughput of a pipelined (streaming) job from the CPU its operators' threads used and the bytes its
+busiest network link carried.
 
 Every operator chain runs as one thread per subtask, all chains at once. A bounded stream therefore
-takes as long as the larger of two limits: the busiest subtask thread (a chain's CPU work spread over its
-subtasks) and the machine (all CPU the job's processes used — task threads, but also serialisation,
-network and GC threads — over the CPUs it may use). Changing the parallelism moves the first limit, a
-CPU share or a CPU count moves the second, a faster CPU moves both.
+takes as long as the largest of three limits: the busiest subtask thread (a chain's CPU work spread over its
+subtasks), the machine (all CPU the job's processes used — task threads, but also serialisation,
+network and GC threads — over the CPUs it may use) and, on a cluster, the busiest link (the bytes it carried
+in its busier direction over its bandwidth: links run side by side, each host's as fast as its own).
+Changing the parallelism moves the first limit, a CPU share or a CPU count moves the second, a faster CPU
+moves both, a bandwidth change moves the third.
 
 The traced runtime ``D`` is at least the traced limit ``T``; the part of it beyond ``T`` is time the limits
 did not set (start-up, a rate-limited source, waits). A slower configuration needs ``max(D, T')``: extra
@@ -20,8 +23,10 @@ from dataclasses import dataclass
 
 from crystalperf.core import trace as tr
 from crystalperf.core.predict.base import Changes
+from crystalperf.core.units import format_bandwidth, format_size
 
-# Changes this model answers; anything else (network, disk, memory...) is left to the resource models.
+# Changes this model answers (a network change too where it knows the busiest link); anything else (disk,
+# memory...) is left to the resource models.
 KEYS = frozenset({"parallelism", "cpu_share", "cpu_speed"})
 # Below this fraction of the runtime the limits did not set the pace (said in the note only).
 SATURATED = 0.75
@@ -35,15 +40,27 @@ class Chain:
 
 
 @dataclass(frozen=True)
+class Link:
+    """The busiest network link of the job: the bytes it carried in its busier direction, and the bandwidth
+    (bytes/s) the traced run had on it."""
+
+    bytes: float
+    bandwidth: float
+    active_s: float | None = None  # seconds in which the counters saw it move the job's data (None: unknown)
+
+
+@dataclass(frozen=True)
 class StreamingCpu:
     chains: Sequence[Chain]
     process_cpu_s: float  # all CPU the job's processes used, task threads included
     cpu_count: int
     runtime_s: float
+    link: Link | None = None  # None: no link's bytes known, network changes are left to the resource models
 
     @classmethod
-    def of(cls, trace: tr.Trace, runtime_s: float) -> StreamingCpu | None:
-        """The inputs from a trace that has them (the Flink reporter with sampling on), else None."""
+    def of(cls, trace: tr.Trace, runtime_s: float, link: Link | None = None) -> StreamingCpu | None:
+        """The inputs from a trace that has them (the Flink reporter with sampling on), else None. ``link``: the
+        busiest link, where the trace's byte counters saw one carry the job's data."""
         utilization = trace.metrics.get("cpu_utilization")
         count = trace.environment.cpu_count
         duration = trace.application.duration
@@ -57,10 +74,14 @@ class StreamingCpu:
             chains.append(Chain([float(c) for c in cpu if c is not None]))
         if not chains or not utilization or not count or duration <= 0 or runtime_s <= 0:
             return None
-        return cls(chains, utilization * duration, count, runtime_s)
+        if link is not None and (link.bytes <= 0 or link.bandwidth <= 0):
+            link = None
+        return cls(chains, utilization * duration, count, runtime_s, link)
 
-    def limit(self, parallelism: int | None = None, cpu_share: float = 1.0, cpu_speed: float = 1.0) -> float:
-        """Seconds the job needs at the given parallelism (None: as traced), CPU share and speed."""
+    def limit(self, parallelism: int | None = None, cpu_share: float = 1.0, cpu_speed: float = 1.0,
+              bandwidth: float | None = None) -> float:
+        """Seconds the job needs at the given parallelism (None: as traced), CPU share, speed and bandwidth of
+        the busiest link (bytes/s; None: as traced)."""
         # The busiest subtask keeps its share of the chain's work (its skew), and one subtask does it all.
         thread = max(
             min(sum(c.cpu_s), max(c.cpu_s) * (len(c.cpu_s) / parallelism if parallelism else 1.0))
@@ -68,21 +89,41 @@ class StreamingCpu:
             if c.cpu_s
         )
         machine = self.process_cpu_s / (self.cpu_count * cpu_share)
-        return max(thread, machine) / cpu_speed
+        network = self.link.bytes / (bandwidth or self.link.bandwidth) if self.link is not None else 0.0
+        return max(max(thread, machine) / cpu_speed, network)
 
     def predict(self, changes: Changes) -> float | None:
         """The runtime under changes, or None when they involve resources this model does not cover."""
-        if not set(changes.values) <= KEYS:
+        keys = KEYS | {"network"} if self.link is not None else KEYS
+        if not set(changes.values) <= keys:
             return None
         parallelism = int(changes.number("parallelism", 0)) or None
-        before = self.limit()
-        after = self.limit(parallelism, changes.number("cpu_share", 1.0), changes.number("cpu_speed", 1.0))
-        return max(after, self.runtime_s - max(0.0, before - after))
+        # the traced run's bandwidth as the user stated it (network=OLD:NEW), else as the trace gave it
+        old = changes.baselines.get("network", self.link.bandwidth if self.link is not None else None)
+        new = changes.number("network", old) if old is not None else None
+        before = self.limit(bandwidth=old)
+        share, speed = changes.number("cpu_share", 1.0), changes.number("cpu_speed", 1.0)
+        after = self.limit(parallelism, share, speed, new)
+        runtime = max(after, self.runtime_s - max(0.0, before - after))
+        if self.link is not None and self.link.active_s is not None and new is not None:
+            link_s = self.link.bytes / new
+            if link_s > self.limit(parallelism, share, speed, float("inf")):
+                # The link sets the pace: the job's time is the transfer's plus the time the counters saw the
+                # link carry nothing (deployment, the first records, the last window's output), which no
+                # bandwidth shortens and the slack rule above lets the slower transfer absorb.
+                runtime = max(runtime, link_s + max(0.0, self.runtime_s - self.link.active_s))
+        return runtime
 
     def note(self) -> str:
         before = self.limit()
         busiest = max(max(c.cpu_s, default=0.0) for c in self.chains)
         paced = "CPU-bound" if before >= SATURATED * self.runtime_s else "paced by its input"
-        return (f"streaming throughput: busiest subtask thread {busiest:.2f} CPU-s, the job's processes "
-                f"{self.process_cpu_s:.2f} CPU-s on {self.cpu_count} CPUs, over {self.runtime_s:.2f} s: "
-                f"{paced}; predictions assume the observed input rate")
+        text = (f"streaming throughput: busiest subtask thread {busiest:.2f} CPU-s, the job's processes "
+                f"{self.process_cpu_s:.2f} CPU-s on {self.cpu_count} CPUs")
+        if self.link is not None:
+            link_s = self.link.bytes / self.link.bandwidth
+            paced = "bound by its busiest link" if link_s >= before and before >= SATURATED * self.runtime_s \
+                else paced
+            text += (f", the busiest link {format_size(self.link.bytes)} at {format_bandwidth(self.link.bandwidth)} "
+                     f"({link_s:.2f} s)")
+        return f"{text}, over {self.runtime_s:.2f} s: {paced}; predictions assume the observed input rate"

@@ -23,7 +23,7 @@ import math
 import re
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -282,8 +282,6 @@ def _add(merged: Part, part: Part) -> None:
     merged.thread_cpu.update(part.thread_cpu)
     if part.process_cpu_s is not None:
         merged.process_cpu_s = (merged.process_cpu_s or 0.0) + part.process_cpu_s
-    # processes of one job see the same machine in local and single-host setups
-    merged.cpu_count = max(merged.cpu_count, part.cpu_count)
     merged.samples.extend(part.samples)
     # every process lists the same Flink jars; the order of the first part is kept
     known = set(merged.classpath)
@@ -297,9 +295,24 @@ def merge_parts(first: Part, others: Iterable[Path]) -> Part:
     ``first`` (its job name and sampling settings are kept)."""
     merged = replace(first, scopes=list(first.scopes), thread_cpu=dict(first.thread_cpu),
                      samples=list(first.samples), classpath=list(first.classpath), io=list(first.io), parts=1)
+    parts = [first]
     for path in others:
-        _add(merged, load_part(path))
+        part = load_part(path)
+        _add(merged, part)
+        parts.append(part)
+    merged.cpu_count = job_cpus(parts)
     return merged
+
+
+def job_cpus(parts: Sequence[Part]) -> int:
+    """CPUs the job's processes could use: each TaskManager host's own, added up over the hosts (TaskManagers of
+    one host share its CPUs, hosts do not); the JobManager's part (no task scopes) counts only alone. The
+    machine limit of the streaming model divides all the processes' CPU time by it."""
+    per_host: dict[str, int] = {}
+    for part in parts:
+        for host in {s.host for s in part.scopes if s.task_name and s.host}:
+            per_host[host] = max(per_host.get(host, 0), part.cpu_count)
+    return sum(per_host.values()) or max((p.cpu_count for p in parts), default=0)
 
 
 def load_job(path: Path) -> Part:
