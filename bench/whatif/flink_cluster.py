@@ -69,8 +69,10 @@ class _Cluster:
     interpreter exit by the network's handlers."""
 
     started: Any = None
-    # The TaskManagers outlive the jobs: the first job on them runs on cold JVMs (class loading, JIT), 1.7x as
-    # long here (11.8 s against 7.0 s), so one untraced job warms them before any run is measured.
+    # The TaskManagers outlive the jobs: the first jobs on them run on cold JVMs (class loading, JIT). With one
+    # warm-up job the first workload's runs took 5.9 s at 1 Gbit/s and the last ones 3.9 s (the first job 11.8
+    # s), so untraced jobs warm them before any run is measured.
+    WARM_UP_JOBS = 4
     warm = False
 
     @classmethod
@@ -158,7 +160,8 @@ class WindowClusterWorkload:
         job = {"conf": conf, "rows": ROWS, "width": WIDTH, "keys": KEYS,
                "out": str(cluster.out) if traced else None}
         if not _Cluster.warm:
-            self._submit({**job, "out": None}, cluster)
+            for _ in range(_Cluster.WARM_UP_JOBS):
+                self._submit({**job, "out": None}, cluster)
             _Cluster.warm = True
         started = time.perf_counter()
         result = self._submit(job, cluster)
