@@ -441,12 +441,18 @@ class Predictor:
         # a bandwidth assumption matters to the scenarios that change that bandwidth
         notes = [a for a in baseline.assumptions
                  if not any(a.startswith(f"{key} bandwidth") and key not in changes for key in STATABLE_KEYS)]
-        notes += baseline.notes_for(changes) + self.prepare(changes)
+        model_notes = self.prepare(changes)
+        streamed = self._stream_cpu is not None and self._stream_cpu.predict(changes) is not None
+        if streamed and "network" in changes:
+            # the streaming model answers the link's change: the I/O model's sharing of it over tasks is not used
+            model_notes = [n for n in model_notes if not n.startswith("network: ")]
+        notes += baseline.notes_for(changes) + model_notes
         if self.baseline.slots != self.new_slots(changes):
             notes.append(f"task slots {self.baseline.slots} -> {self.new_slots(changes)}"
                          + (f" (first-wave warm-up factor {self.warmup:.2f})" if self.warmup != 1.0 else ""))
         point = self.simulate(changes, record_point=True)
-        if self._stream_cpu is not None and self._stream_cpu.predict(changes) is not None:
+        if streamed:
+            assert self._stream_cpu is not None
             notes.append(self._stream_cpu.note())
         estimate = Estimate(point)
         if band:
