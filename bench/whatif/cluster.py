@@ -17,6 +17,7 @@ import json
 import subprocess
 import tempfile
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,25 +53,37 @@ ROWS = 60_000
 WIDTH = 1600  # 3 such columns a row: about 290 MB crosses the links, half each way
 
 
-class _Cluster:
-    """One cluster for every run of the workloads (starting one costs a minute); closed at interpreter exit by
-    the harness."""
+class SharedCluster:
+    """One cluster for every run of a benchmark's workloads (starting one costs a minute): a network of
+    ``hosts`` and what ``start(network)`` starts on it, made on the first ``get`` and re-shaped by each; closed at
+    interpreter exit by the harness."""
 
-    started: Any = None
+    def __init__(self, hosts: list[str], start: Callable[[Any], Any]) -> None:
+        self.hosts, self.start = hosts, start
+        self.started: tuple[Any, Any] | None = None
+        self.fresh = True  # nothing measured on it yet (a benchmark may warm it up first)
 
-    @classmethod
-    def get(cls, rate_mbit: float) -> Any:
-        from bench.cluster import Link, Network, SparkCluster
+    def get(self, rate_mbit: float) -> Any:
+        from bench.cluster import Link, Network
 
-        if cls.started is None:
-            net = Network(["w0", "w1"], link=Link(rate_mbit=rate_mbit))
+        if self.started is None:
+            net = Network(self.hosts, link=Link(rate_mbit=rate_mbit))
             net.start()
-            spark = SparkCluster(net, Path(tempfile.mkdtemp(prefix="whatif-cluster-")), pin=True)
-            spark.start()
-            cls.started = (net, spark)
-        net, spark = cls.started
+            cluster = self.start(net)
+            cluster.start()
+            self.started = (net, cluster)
+        net, cluster = self.started
         net.set_rate(rate_mbit)
-        return spark
+        return cluster
+
+
+def _spark_cluster(net: Any) -> Any:
+    from bench.cluster import SparkCluster
+
+    return SparkCluster(net, Path(tempfile.mkdtemp(prefix="whatif-cluster-")), pin=True)
+
+
+_CLUSTER = SharedCluster(["w0", "w1"], _spark_cluster)
 
 
 def _unavailable() -> str | None:
@@ -112,7 +125,7 @@ class ShuffleClusterWorkload:
         assert python is not None
         out_dir.mkdir(parents=True, exist_ok=True)
         traced = config is self.baseline
-        cluster = _Cluster.get(config["rate_mbit"])
+        cluster = _CLUSTER.get(config["rate_mbit"])
         conf = {**cluster.driver_conf(), "spark.ui.enabled": "false", "spark.executor.memory": "512m",
                 "spark.cores.max": str(config["executors"]), "spark.sql.shuffle.partitions": "4",
                 "spark.sql.autoBroadcastJoinThreshold": "-1", "spark.sql.adaptive.enabled": "false",

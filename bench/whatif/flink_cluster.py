@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.whatif import flink as flink_workloads
+from bench.whatif.cluster import SharedCluster
 from bench.whatif.runner import Run, Target
 
 JOB = textwrap.dedent('''
@@ -64,33 +65,22 @@ KEYS = 200
 PARTS_TIMEOUT_S = 90.0
 
 
-class _Cluster:
-    """One Flink cluster for every run of the workloads (starting one costs most of a minute), closed at
-    interpreter exit by the network's handlers."""
+# The TaskManagers outlive the jobs: the first jobs on them run on cold JVMs (class loading, JIT). With one
+# warm-up job the first workload's runs took 5.9 s at 1 Gbit/s and the last ones 3.9 s (the first job 11.8 s),
+# so untraced jobs warm them before any run is measured.
+WARM_UP_JOBS = 4
 
-    started: Any = None
-    # The TaskManagers outlive the jobs: the first jobs on them run on cold JVMs (class loading, JIT). With one
-    # warm-up job the first workload's runs took 5.9 s at 1 Gbit/s and the last ones 3.9 s (the first job 11.8
-    # s), so untraced jobs warm them before any run is measured.
-    WARM_UP_JOBS = 4
-    warm = False
 
-    @classmethod
-    def get(cls, rate_mbit: float) -> Any:
-        from bench.cluster import FlinkCluster, Link, Network
+def _flink_cluster(net: Any) -> Any:
+    from bench.cluster import FlinkCluster
 
-        if cls.started is None:
-            workdir = Path(tempfile.mkdtemp(prefix="whatif-flink-cluster-"))
-            net = Network(["t0", "t1"], link=Link(rate_mbit=rate_mbit))
-            net.start()
-            # the reporter runs in every run (it is cluster-wide): traced and re-run jobs pay the same for it; each
-            # TaskManager on a CPU of its own, as on machines of their own
-            flink = FlinkCluster(net, workdir, out=workdir / "reports", pin=True)
-            flink.start()
-            cls.started = (net, flink)
-        net, flink = cls.started
-        net.set_rate(rate_mbit)
-        return flink
+    workdir = Path(tempfile.mkdtemp(prefix="whatif-flink-cluster-"))
+    # the reporter runs in every run (it is cluster-wide): traced and re-run jobs pay the same for it; each
+    # TaskManager on a CPU of its own, as on machines of their own
+    return FlinkCluster(net, workdir, out=workdir / "reports", pin=True)
+
+
+_CLUSTER = SharedCluster(["t0", "t1"], _flink_cluster)
 
 
 def _unavailable() -> str | None:
@@ -152,17 +142,17 @@ class WindowClusterWorkload:
         assert self.python is not None
         out_dir.mkdir(parents=True, exist_ok=True)
         traced = config is self.baseline
-        cluster = _Cluster.get(config["rate_mbit"])
+        cluster = _CLUSTER.get(config["rate_mbit"])
         conf = {**cluster.client_config(), "parallelism.default": str(config["parallelism"]),
                 # one phase: a local pre-aggregation before the exchange would keep the payloads off the links
                 "table.optimizer.agg-phase-strategy": "ONE_PHASE",
                 "pipeline.name": f"whatif-{self.name}"}
         job = {"conf": conf, "rows": ROWS, "width": WIDTH, "keys": KEYS,
                "out": str(cluster.out) if traced else None}
-        if not _Cluster.warm:
-            for _ in range(_Cluster.WARM_UP_JOBS):
+        if _CLUSTER.fresh:
+            for _ in range(WARM_UP_JOBS):
                 self._submit({**job, "out": None}, cluster)
-            _Cluster.warm = True
+            _CLUSTER.fresh = False
         started = time.perf_counter()
         result = self._submit(job, cluster)
         wall = time.perf_counter() - started
