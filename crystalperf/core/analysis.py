@@ -126,10 +126,8 @@ def analyze_path(
 
 # -- the report document ---------------------------------------------------------------------------
 
-def _op_entry(prof: OperationProfile, on_path: set[str], path_total: float) -> dict[str, Any]:
-    """``path_total``: the critical path's seconds (all categories), of which an operation on it has a share."""
+def _op_entry(prof: OperationProfile, bottleneck: Bottleneck, on_path: set[str]) -> dict[str, Any]:
     op = prof.op
-    resource_seconds = prof.resource_seconds
     critical = prof.path in on_path
     entry: dict[str, Any] = {
         "id": op.id,
@@ -147,7 +145,7 @@ def _op_entry(prof: OperationProfile, on_path: set[str], path_total: float) -> d
         "measured": {k: round(v, 6) for k, v in prof.vector.measured.items()},
         "measured_share": round(prof.vector.measured_share, 6),
         "samples": prof.vector.samples,
-        "resource_seconds": {k: round(v, 6) for k, v in resource_seconds.items()},
+        "resource_seconds": {k: round(v, 6) for k, v in prof.resource_seconds.items()},
         "work_seconds": {k: round(v, 6) for k, v in prof.work_seconds.items()},
         "tasks": task_count(op),
         # fewer than the tasks when the hook kept a uniform sample of them (bounded memory)
@@ -155,9 +153,7 @@ def _op_entry(prof: OperationProfile, on_path: set[str], path_total: float) -> d
         "parents": list(op.parents),
         "children": [c.id for c in op.children],
         "on_critical_path": critical,
-        # Bottleneck.operation_share, without summing the path's seconds again for each of 20,000 operations
-        "share_of_critical_path": (round(sum(resource_seconds.values()) / path_total if path_total else 0.0, 6)
-                                   if critical else 0.0),
+        "share_of_critical_path": round(bottleneck.operation_share(prof), 6) if critical else 0.0,
         "top_functions": [
             {
                 "name": f.function.qualified_name,
@@ -236,8 +232,7 @@ def build_report(
     app = trace.application
     on_path = {p.path for p in bottleneck.path} | {p.path for p in bottleneck.top_path}
     walked = profile.walk()
-    path_total = sum(bottleneck.seconds.values())
-    operations = [_op_entry(p, on_path, path_total) for p in walked]
+    operations = [_op_entry(p, bottleneck, on_path) for p in walked]
     # Spark SQL: each stage's samples given to the plan operators that ran them (crystalperf.core.sqlplan).
     queries = sql_operators(trace, profile.resolution, {p.op.id: p.vector.vector for p in walked})
     if queries:

@@ -12,6 +12,7 @@ for (driver work, scheduling gaps) is reported apart, not given to a resource.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from crystalperf.core import trace as tr
 from crystalperf.core.profile import ExecutionProfile, LevelGraph, OperationProfile
@@ -41,7 +42,7 @@ class Bottleneck:
 
     @property
     def share(self) -> dict[str, float]:
-        total = sum(self.seconds.values())
+        total = self.path_seconds
         return {r: (self.seconds[r] / total if total else 0.0) for r in CATEGORIES}
 
     @property
@@ -49,12 +50,18 @@ class Bottleneck:
         """The largest of the three resources on the path: what more of would help most, waiting aside."""
         return max(RESOURCES, key=lambda r: self.seconds[r])
 
+    @cached_property
+    def path_seconds(self) -> float:
+        """All the critical path's seconds, every category (``seconds`` is complete once the bottleneck is built;
+        the report asks for it once per operation)."""
+        return sum(self.seconds.values())
+
     def operation_share(self, prof: OperationProfile) -> float:
-        total = sum(self.seconds.values())
+        total = self.path_seconds
         return sum(prof.resource_seconds.values()) / total if total else 0.0
 
     def sentence(self) -> str:
-        if sum(self.seconds.values()) <= 0:
+        if self.path_seconds <= 0:
             return "No operation time was recorded, so there is no bottleneck to name."
         if self.upstream_work is not None:
             return self._through_verdict()
@@ -67,7 +74,7 @@ class Bottleneck:
             top = max(self.path, key=lambda p: p.resource_seconds[self.resource], default=None)
             where = f"; most of it in {top.op.name!s} ({top.resource_seconds[self.resource]:.2f} s)" if top else ""
             verdict = (
-                f"{secs:.2f} s of the {sum(self.seconds.values()):.2f} s on its critical path ({share:.0%}) went to "
+                f"{secs:.2f} s of the {self.path_seconds:.2f} s on its critical path ({share:.0%}) went to "
                 f"{self.resource}{where}."
             )
             label = f"{self.resource}-bound"
@@ -83,7 +90,7 @@ class Bottleneck:
     def _through_verdict(self) -> str:
         assert self.upstream_work is not None
         waited = self.through_seconds
-        total = sum(self.seconds.values())
+        total = self.path_seconds
         where = f"; most in {self.waiting_op.op.name} ({self.waiting_seconds:.2f} s)" if self.waiting_op else ""
         on = f", {self.waiting_on}" if self.waiting_on else ""
         work = ", ".join(f"{r} {self.upstream_work.as_dict()[r]:.0%}" for r in RESOURCES
@@ -95,7 +102,7 @@ class Bottleneck:
         )
 
     def _waiting_verdict(self, secs: float, share: float) -> str:
-        total = sum(self.seconds.values())
+        total = self.path_seconds
         text = f"{secs:.2f} s of the {total:.2f} s on its critical path ({share:.0%}) was spent waiting, not working"
         if self.waiting_op is not None:
             text += f"; most in {self.waiting_op.op.name} ({self.waiting_seconds:.2f} s)"

@@ -442,8 +442,9 @@ class Predictor:
         notes = [a for a in baseline.assumptions
                  if not any(a.startswith(f"{key} bandwidth") and key not in changes for key in STATABLE_KEYS)]
         model_notes = self.prepare(changes)
-        streamed = self._stream_cpu is not None and self._stream_cpu.predict(changes) is not None
-        if streamed and "network" in changes:
+        # the streaming throughput model, where it answers this scenario
+        stream = self._stream_cpu if self._stream_cpu and self._stream_cpu.predict(changes) is not None else None
+        if stream is not None and "network" in changes:
             # the streaming model answers the link's change: the I/O model's sharing of it over tasks is not used
             model_notes = [n for n in model_notes if not n.startswith("network: ")]
         notes += baseline.notes_for(changes) + model_notes
@@ -451,9 +452,8 @@ class Predictor:
             notes.append(f"task slots {self.baseline.slots} -> {self.new_slots(changes)}"
                          + (f" (first-wave warm-up factor {self.warmup:.2f})" if self.warmup != 1.0 else ""))
         point = self.simulate(changes, record_point=True)
-        if streamed:
-            assert self._stream_cpu is not None
-            notes.append(self._stream_cpu.note())
+        if stream is not None:
+            notes.append(stream.note())
         estimate = Estimate(point)
         if band:
             rng = random.Random(seed)
