@@ -141,3 +141,20 @@ def test_the_sampler_takes_only_threads_running_a_bundle(tmp_path: Path, monkeyp
     assert [key.thread for key in samples.keys] == [WORKER_ROLE]
     names = {samples.frames[f].name for stack in samples.stacks for f in stack}
     assert any(name.endswith("process_bundle") for name in names)
+
+
+def test_an_unwritable_output_directory_is_reported_once_and_not_retried(tmp_path: Path, caplog: Any) -> None:
+    import logging
+
+    from crystalperf.integrations.flink.pyworkers import WorkerSampler
+
+    not_a_dir = tmp_path / "a-file"
+    not_a_dir.write_text("not a directory")
+    sampler = WorkerSampler(not_a_dir / "out")
+    with caplog.at_level(logging.WARNING, logger="crystalperf.integrations.flink.pyworkers"):
+        sampler.flush()
+        sampler._maybe_flush(force=True)
+        sampler.flush()
+    warnings = [r for r in caplog.records if "cannot write the Python workers' samples" in r.getMessage()]
+    assert len(warnings) == 1 and str(not_a_dir / "out") in warnings[0].getMessage()
+    assert not_a_dir.read_text() == "not a directory"

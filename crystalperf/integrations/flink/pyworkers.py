@@ -97,6 +97,7 @@ class WorkerSampler(PythonStackSampler):
         self._changed = False
         self._flushed_at = 0.0
         self._flush_every_s = _FLUSH_S
+        self._unwritable: str | None = None  # why the spool cannot be written; set once, then no more tries
         self.io = IoCounterSampler(f"python:{os.getpid()}", include_children=False)
         self._samples_json: str | None = None  # the samples as last serialised (rewritten when they change)
         self._io_flushed: tuple[float | None, ...] | None = None  # the counters of the last flush
@@ -164,6 +165,8 @@ class WorkerSampler(PythonStackSampler):
         self.cpu_bucket_s *= 2
 
     def _maybe_flush(self, force: bool = False) -> None:
+        if self._unwritable is not None:
+            return
         if not (force or self.clock() - self._flushed_at >= self._flush_every_s):
             return
         if self._changed or self._io_changed():
@@ -171,6 +174,8 @@ class WorkerSampler(PythonStackSampler):
 
     def flush(self) -> None:
         """Rewrite the spool file (atomically) with everything sampled so far."""
+        if self._unwritable is not None:
+            return
         if self._changed or self._samples_json is None:
             self._samples_json = json.dumps(self.table.to_samples().model_dump(mode="json"))
         self._changed = False
@@ -186,8 +191,16 @@ class WorkerSampler(PythonStackSampler):
         }
         # the samples' text is reused while they do not change: the I/O rows alone may have moved
         text = json.dumps(body)[:-1] + ', "samples": ' + self._samples_json + "}"
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        atomic.write_text(self.path, text)
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            atomic.write_text(self.path, text)
+        except OSError as exc:
+            # The output directory is the user's to fix, not a fault of ours: say so once and stop trying,
+            # instead of failing every tick (and at interpreter exit) for the rest of the job.
+            self._unwritable = f"{type(exc).__name__}: {exc}"
+            log.warning("crystalperf: cannot write the Python workers' samples to %s (the job is not affected): %s",
+                        self.out_dir, self._unwritable)
+            return
         self._flush_every_s = max(_FLUSH_S, len(text) / _BYTES_PER_FLUSH_S)
 
     def _run(self) -> None:
