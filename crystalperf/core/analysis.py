@@ -3,11 +3,9 @@ predictions -> report files. Anything the report shows is computed here from the
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ from typing import Any
 import networkx as nx
 
 from crystalperf import __version__
+from crystalperf.core import collector
 from crystalperf.core import trace as tr
 from crystalperf.core.bottleneck import Bottleneck, find_bottleneck
 from crystalperf.core.classify import ResourceClassifier, load_classifier
@@ -63,7 +62,7 @@ def analyze(
     "paper" attributes samples as the paper does (first located frame, classifier only), for comparison."""
     started = time.perf_counter()
     classifier = classifier or load_classifier()
-    with _trace_frozen():
+    with collector.paused():
         try:
             profile = build_profile(trace, classifier, locators=locators, source_roots=source_roots,
                                     reclassify=reclassify, attribution=attribution)
@@ -76,21 +75,6 @@ def analyze(
         predictions = [predictor.predict(c, band=band) for c in chosen]
         report = build_report(profile, bottleneck, predictions, predictor)
     return Analysis(trace, profile, bottleneck, predictions, report, seconds=time.perf_counter() - started)
-
-
-@contextlib.contextmanager
-def _trace_frozen() -> Iterator[None]:
-    """The objects that exist when the analysis starts (the trace: a million of them for a large job) are
-    kept out of the cyclic garbage collector's full passes while it runs; each pass would walk all of them
-    again (a third of a 20,000-operation profile's time). Left alone when the process froze objects itself."""
-    if not gc.isenabled() or gc.get_freeze_count():
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def analyze_path(
@@ -109,18 +93,19 @@ def analyze_path(
 
     trace_path = Path(trace_path)
     trace = tr.load_trace(trace_path)
-    try:
-        result = analyze(trace, classifier=classifier, scenarios=scenarios, source_roots=source_roots,
-                         reclassify=reclassify, attribution=attribution)
-    except BadInputError as exc:
-        raise BadInputError(exc.problem, trace_path) from None
     from crystalperf.core.limits import is_directory
 
     target = Path(out_dir) if out_dir is not None else (trace_path if is_directory(trace_path) else trace_path.parent)
-    try:
-        result.files = write_reports(result.report, target, formats)
-    except OSError as exc:  # a full disk, a read-only directory: the user's to fix, named in one line
-        raise BadInputError(f"cannot write the report: {exc.strerror or exc}", exc.filename or target) from None
+    with collector.paused():  # the report's files too: rendering them allocates as much as the analysis
+        try:
+            result = analyze(trace, classifier=classifier, scenarios=scenarios, source_roots=source_roots,
+                             reclassify=reclassify, attribution=attribution)
+        except BadInputError as exc:
+            raise BadInputError(exc.problem, trace_path) from None
+        try:
+            result.files = write_reports(result.report, target, formats)
+        except OSError as exc:  # a full disk, a read-only directory: the user's to fix, named in one line
+            raise BadInputError(f"cannot write the report: {exc.strerror or exc}", exc.filename or target) from None
     return result
 
 

@@ -51,6 +51,11 @@ class OperationProfile:
     vector: OperationVector
     children: LevelGraph | None = None
     pipelined: bool = False  # runs at the same time as the operations it depends on (streaming)
+    # what resource_seconds and work_seconds were computed from, and their value
+    _resource_seconds: tuple[OperationVector, bool, dict[str, float]] | None = field(
+        default=None, init=False, repr=False, compare=False)
+    _work_seconds: tuple[OperationVector, dict[str, float]] | None = field(
+        default=None, init=False, repr=False, compare=False)
 
     @property
     def id(self) -> str:
@@ -75,13 +80,21 @@ class OperationProfile:
 
     @property
     def resource_seconds(self) -> dict[str, float]:
-        """Path time split by the vector: what this operation adds to a path it lies on."""
-        return self.vector.vector.scaled(self.path_time)
+        """Path time split by the vector: what this operation adds to a path it lies on. Shared: not to be
+        changed by the caller (the analysis reads it a few times per operation, 20,000 operations at a time)."""
+        memo = self._resource_seconds
+        if memo is None or memo[0] is not self.vector or memo[1] != self.pipelined:
+            memo = self._resource_seconds = (self.vector, self.pipelined, self.vector.vector.scaled(self.path_time))
+        return memo[2]
 
     @property
     def work_seconds(self) -> dict[str, float]:
-        """Task time split by the vector: the resources consumed, summed over parallel tasks."""
-        return self.vector.vector.scaled(task_seconds(self.op))
+        """Task time split by the vector: the resources consumed, summed over parallel tasks. Shared, as
+        ``resource_seconds``."""
+        memo = self._work_seconds
+        if memo is None or memo[0] is not self.vector:
+            memo = self._work_seconds = (self.vector, self.vector.vector.scaled(task_seconds(self.op)))
+        return memo[1]
 
 
 @dataclass
@@ -285,4 +298,5 @@ def _fallback_vector(op: tr.Operation, children: LevelGraph | None, *, waiting: 
 
 
 def vector_dict(vec: ResourceVector) -> dict[str, float]:
-    return {r: round(vec[i], 6) for i, r in enumerate(CATEGORIES)}
+    cpu, disk, network, waiting = vec
+    return dict(zip(CATEGORIES, (round(cpu, 6), round(disk, 6), round(network, 6), round(waiting, 6)), strict=True))

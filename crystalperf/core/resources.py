@@ -45,7 +45,9 @@ class ResourceVector(NamedTuple):
 
     def scaled(self, seconds: float) -> dict[str, float]:
         """Resource-time: this vector times a duration."""
-        return {c: self[i] * seconds for i, c in enumerate(CATEGORIES)}
+        cpu, disk, network, waiting = self
+        return dict(zip(CATEGORIES, (cpu * seconds, disk * seconds, network * seconds, waiting * seconds),
+                        strict=True))
 
     def busy(self) -> ResourceVector:
         """The split of the time that was not waiting (pure CPU when all of it waited)."""

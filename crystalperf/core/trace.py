@@ -13,7 +13,6 @@ only add optional fields) and rejects a newer major version or a foreign documen
 
 from __future__ import annotations
 
-import gc
 import gzip
 import json
 import math
@@ -24,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from crystalperf.core import atomic, limits
+from crystalperf.core import atomic, collector, limits
 from crystalperf.core.errors import BadInputError, UnsupportedSchemaError
 
 SCHEMA_VERSION = "1.5"
@@ -583,16 +582,11 @@ def load_trace(path: str | Path) -> Trace:
 
     # Millions of small objects are made here and none is garbage: the cyclic collector's passes over them would
     # cost a third of the load of a big trace.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with collector.paused():
         # Streamed: the text is never whole in memory, and an operation's task records are bounded
         # (CRYSTALPERF_MAX_TASKS_PER_OPERATION, docs/limits.md); below that bound, what json.loads gives.
         document = load_document(path)
         return parse_trace(document, path)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def save_trace(trace: Trace, path: str | Path) -> Path:

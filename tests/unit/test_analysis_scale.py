@@ -7,6 +7,7 @@ import heapq
 import random
 import tracemalloc
 
+import numpy as np
 import pytest
 
 from crystalperf.core import trace as tr
@@ -189,3 +190,88 @@ def test_absurd_but_valid_traces_analyse_without_huge_allocations():
         tracemalloc.stop()
     assert all(p.crystalperf.runtime_s > 0 for p in result.predictions)
     assert peak < 100_000_000
+
+
+# -- re-traversal of a large level ------------------------------------------------------------------------
+
+def sequential_end(parents: list[int], offsets: list[float], durations: list[float], tail: float) -> float:
+    """The definition, one step at a time: a step starts its offset after its predecessor ended, never before
+    that predecessor started nor before the level (a root starts at its offset)."""
+    start, end = [0.0] * len(parents), [0.0] * len(parents)
+    for i, p in enumerate(parents):
+        start[i] = max(end[p] + offsets[i], start[p], 0.0) if p >= 0 else max(offsets[i], 0.0)
+        end[i] = start[i] + durations[i]
+    return max(end) + tail
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_large_forest_level_ends_when_the_step_by_step_definition_says(seed):
+    from crystalperf.core.predict import VECTOR_PROPAGATION_STEPS, _LevelPlan
+
+    rng = random.Random(seed)
+    n = VECTOR_PROPAGATION_STEPS + rng.randint(0, 3000)
+    # chains, trees and several roots; negative offsets (overlapping, pipelined) and zero durations included
+    parents = [-1 if i == 0 or rng.random() < 0.02 else rng.choice([i - 1, i - 1, rng.randrange(i)]) for i in range(n)]
+    offsets = [rng.choice([rng.uniform(0.0, 2.0), rng.uniform(-3.0, 0.0), 0.0]) for _ in range(n)]
+    durations = [rng.choice([rng.uniform(0.0, 5.0), 0.0]) for _ in range(n)]
+    plan = _LevelPlan([], 1.5, [((p,) if p >= 0 else (), o, None, None) for p, o in zip(parents, offsets, strict=True)])  # type: ignore[misc]
+    plan.parents, plan.offsets = np.array(parents), np.array(offsets)
+    assert plan.end(durations) == pytest.approx(sequential_end(parents, offsets, durations, 1.5), rel=1e-10)
+    plan.parents = None  # the step-by-step loop the level takes below the size
+    assert plan.end(durations) == pytest.approx(sequential_end(parents, offsets, durations, 1.5), rel=1e-10)
+
+
+def test_a_three_step_chain_by_hand():
+    from crystalperf.core.predict import _LevelPlan
+
+    # a: 0-2; b after a with a 1 s gap: 3-4; c overlapping b by 5 s, so it starts when b started: 3-10
+    plan = _LevelPlan([], 0.5, [((), 0.0, None, None), ((0,), 1.0, None, None), ((1,), -5.0, None, None)])  # type: ignore[misc]
+    assert plan.end([2.0, 1.0, 7.0]) == 10.5
+    plan.parents, plan.offsets = np.array([-1, 0, 1]), np.array([0.0, 1.0, -5.0])
+    assert plan.end([2.0, 1.0, 7.0]) == 10.5
+
+
+def test_many_operations_predict_as_the_step_by_step_traversal_does():
+    from crystalperf.core import predict
+    from crystalperf.core.synthetic import dag_trace
+
+    trace = dag_trace(operations=predict.VECTOR_PROPAGATION_STEPS + 100, shape="flat", seed=5)
+    profile = build_profile(trace, KeywordClassifier())
+    scenarios = [Changes({"cpu_speed": 2.0}), Changes({"disk": 1e8}), Changes({"cores": 1}), Changes({"network": 1e7})]
+    vectorised = [Predictor(profile).predict(c) for c in scenarios]
+    original = predict.VECTOR_PROPAGATION_STEPS
+    try:
+        predict.VECTOR_PROPAGATION_STEPS = 10**9
+        stepwise = [Predictor(profile).predict(c) for c in scenarios]
+    finally:
+        predict.VECTOR_PROPAGATION_STEPS = original
+    for a, b in zip(vectorised, stepwise, strict=True):
+        assert a.crystalperf.runtime_s == pytest.approx(b.crystalperf.runtime_s, rel=1e-9)
+        assert a.crystalperf.low_s == pytest.approx(b.crystalperf.low_s, rel=1e-9)
+        assert a.crystalperf.high_s == pytest.approx(b.crystalperf.high_s, rel=1e-9)
+        assert a.replay.runtime_s == pytest.approx(b.replay.runtime_s, rel=1e-9)
+
+
+def test_a_bandwidth_no_operation_used_changes_no_point_estimate_but_the_draws_may_use_it():
+    from crystalperf.core.predict.io import IOModel
+
+    stages = [op(f"s{i}", 10.0 * i, 10.0 * i + 8.0, tasks=[task(f"{i}.{k}", 10.0 * i, 10.0 * i + 8.0 - k,
+                                                                run_time_s=8.0 - k, cpu_time_s=(8.0 - k) * 0.7)
+                                                           for k in range(3)])
+              for i in range(4)]
+    profile = build_profile(make_trace(stages, end=40.0, total_slots=4), KeywordClassifier())
+    predictor = Predictor(profile)
+    network = Changes({"network": 1e6})
+    predictor.prepare(network)
+    io = next(m for m in predictor.models if isinstance(m, IOModel))
+    assert io.point_unchanged and not io.unchanged
+    calls = []
+    original = IOModel.adjust
+    try:
+        IOModel.adjust = lambda self, ctx, parts: calls.append(ctx) or original(self, ctx, parts)  # type: ignore[method-assign]
+        assert predictor.simulate(network) == pytest.approx(predictor.simulate(Changes({})))
+        assert calls == []  # the point estimate does not ask the model
+        predictor.predict(network)
+        assert calls  # the Monte Carlo draws do: a drawn vector may give the network a share
+    finally:
+        IOModel.adjust = original  # type: ignore[method-assign]

@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 
+import numpy as np
+
 from crystalperf.core import trace as tr
 from crystalperf.core.bottleneck import expand, level_critical_path
 from crystalperf.core.predict.base import (
@@ -218,8 +220,12 @@ class Predictor:
         # Waiting is fixed: no change of this operation's own resources shortens the time it waited for input.
         # So is a wait given to the work it waited on (a step's wait for its prefetching input pipeline): how
         # that wait changes is the framework model's business (it sees the work), not the step's resources'.
-        through = prof.vector.through or ResourceVector(0.0, 0.0, 0.0, 0.0)
-        cpu, disk, network = (max(0.0, vec[i] - through[i]) for i in range(3))
+        through = prof.vector.through
+        if through is None:
+            cpu, disk, network = max(0.0, vec.cpu), max(0.0, vec.disk), max(0.0, vec.network)
+        else:
+            cpu, disk, network = (max(0.0, vec.cpu - through.cpu), max(0.0, vec.disk - through.disk),
+                                  max(0.0, vec.network - through.network))
         fixed = vec.waiting + (vec.cpu - cpu) + (vec.disk - disk) + (vec.network - network)
         # a wait the hook says was for the operation's input (a source): shortened by a faster device, if at all
         input_wait = vec.waiting if prof.op.attributes.get(ATTRIBUTE_WAITS_ON) and prof.vector.through is None else 0.0
@@ -263,16 +269,24 @@ class Predictor:
             self._draws_size += len(durations)
         return result
 
+    def _point_split(self, unit: _Unit) -> _Split:
+        if unit.split is None:
+            unit.split = self._split(unit.ctx.profile, unit.ctx.profile.vector.vector)
+            unit.whole_split = abs(sum(unit.split) - 1.0) <= 1e-12
+        return unit.split
+
     def _leaf_duration(self, unit: _Unit, sim: _Sim) -> float:
         draw = sim.draw
+        if (not sim.models and draw.rng is None and unit.tasks and not sim.parallelism
+                and (unit.count <= sim.one_wave or sim.same_slots) and (not sim.with_vectors or unit.whole_split)):
+            # No model changes a task and none moves between waves: the operation keeps its traced span.
+            return unit.duration
         if draw.rng is None:
             durations, before = unit.durations, unit.before
             if not sim.with_vectors:
                 split = _ALL_CPU
-            elif unit.split is not None:
-                split = unit.split
             else:
-                split = unit.split = self._split(unit.ctx.profile, unit.ctx.profile.vector.vector)
+                split = self._point_split(unit)
         elif sim.with_vectors:
             durations, before, split = self._drawn(unit.ctx.profile, unit, draw)
         else:
@@ -308,8 +322,16 @@ class Predictor:
                 return unit.duration  # nothing changed for this operation
             if before is None:
                 before = replay(durations, self.baseline.slots, weight=unit.weight)
-            after = replay(new, sim.slots, original_slots=self.baseline.slots, warmup=sim.warmup,
-                           weight=unit.weight)
+            unmodelled = (not sim.models and draw.rng is None and (not sim.with_vectors or unit.whole_split))
+            kept = unit.replays.get((sim.slots, sim.warmup)) if unmodelled else None
+            if kept is not None:
+                after = kept
+            else:
+                after = replay(new, sim.slots, original_slots=self.baseline.slots, warmup=sim.warmup,
+                               weight=unit.weight)
+                if unmodelled:
+                    # the traced durations on these slots: the same in every scenario no model changes
+                    unit.replays[(sim.slots, sim.warmup)] = after
         duration = unit.duration + after - before
         if after < before and unit.before is not None and unit.before > unit.duration > 0:
             # The traced tasks replayed take longer than the operation did (it had more slots than the trace
@@ -327,37 +349,36 @@ class Predictor:
 
     def _level_duration(self, level: LevelGraph, sim: _Sim) -> float:
         plan = self._plan(level)
-        new_start = [0.0] * len(plan.steps)
-        new_end = [0.0] * len(plan.steps)
+        return plan.end(self._row_durations(plan, sim))
+
+    def _row_durations(self, plan: _LevelPlan, sim: _Sim) -> list[float]:
+        """Each step's new duration: its children re-traversed, or its tasks replayed. They do not depend on
+        when the step starts, so they are worked out before the level's start times are."""
         redrawn = sim.redrawn
         leaf = self._leaf_duration
-        record_point = sim.record_point
-        for i, (preds, offset, children, unit) in enumerate(plan.rows):
-            if len(preds) == 1:
-                p = preds[0]
-                start = new_end[p] + offset
-                if start < new_start[p]:
-                    start = new_start[p]
-            elif preds:
-                # Keep the offset to the last predecessor to finish (negative when they overlapped,
-                # as pipelined streaming operators do), never starting before a predecessor started.
-                start = max(new_end[p] for p in preds) + offset
-                start = max(start, max(new_start[p] for p in preds))
-            else:
-                start = offset
-            if start < 0.0:
-                start = 0.0
+        if redrawn is not None and plan.points is not None:
+            # A draw that redraws a share of the operations: the others keep the point estimate's durations.
+            durations = list(plan.points)
+            for i in plan.redrawn_rows(sim.draw.number, redrawn):
+                durations[i] = leaf(plan.rows[i][3], sim)
+            for i in plan.child_rows:
+                durations[i] = max(self._level_duration(plan.rows[i][2], sim), 0.0)  # type: ignore[arg-type]
+            return durations
+        durations = []
+        append = durations.append
+        for _preds, _offset, children, unit in plan.rows:
             if children is not None:
-                duration = max(self._level_duration(children, sim), 0.0)
+                append(max(self._level_duration(children, sim), 0.0))
             elif redrawn is not None and unit.point is not None and not redrawn[unit.index]:
-                duration = unit.point
+                append(unit.point)
             else:
                 duration = leaf(unit, sim)
-                if record_point:
+                if sim.record_point:
                     unit.point = duration
-            new_start[i] = start
-            new_end[i] = start + duration
-        return max(new_end, default=0.0) + plan.tail
+                append(duration)
+        if sim.record_point:
+            plan.points = durations
+        return durations
 
     def _plan_all(self, level: LevelGraph) -> None:
         for step in self._plan(level).steps:
@@ -426,8 +447,10 @@ class Predictor:
                         for i, p in enumerate(self._path))
             return self.runtime * after / before if before > 0 else self.runtime
 
-        # Without vectors all time counts as CPU, so only the compute model has anything to scale.
-        models = [m for m in self._active_models if with_vectors or m.name == "compute"]
+        # Without vectors all time counts as CPU, so only the compute model has anything to scale; with the
+        # measured vectors (not a draw of them), a model may know it scales nothing.
+        models = [m for m in self._active_models if (with_vectors or m.name == "compute")
+                  and not (draw.rng is None and getattr(m, "point_unchanged", False))]
         warmup = draw.warmup if draw.warmup is not None else self.warmup
         if draw.share < 1.0 and not self._all_planned:
             self._plan_all(self.profile.top)  # every unit exists (and has its index) before a draw picks some
@@ -595,6 +618,8 @@ class _Unit:
     before: float | None = None  # the traced tasks replayed on the traced slots
     mean: float = 0.0
     split: _Split | None = None  # of the operation's vector, once computed
+    whole_split: bool = False  # the split's parts add up to the whole task (they do but for rounding)
+    replays: dict[tuple[int, float], float] = field(default_factory=dict)  # traced tasks on (slots, warm-up)
     index: int = 0  # order of creation: which draws redraw it
     point: float | None = None  # its duration in the point estimate of the scenario being predicted
     duration: float = 0.0  # the operation's traced span
@@ -634,6 +659,11 @@ class _Step:
     unit: _Unit | None  # replayed (when there are no children to re-traverse)
 
 
+# A level of at least this many steps, each after at most one other, has its start times summed along its
+# tree by numpy (pointer doubling) instead of one step at a time; a smaller one gives the exact sequential sums.
+VECTOR_PROPAGATION_STEPS = 512
+
+
 @dataclass
 class _LevelPlan:
     """A level in topological order with what its re-traversal reads, worked out once per predictor."""
@@ -642,6 +672,14 @@ class _LevelPlan:
     tail: float  # traced time after the level's last operation ended
     # per step: predecessors, offset, children, unit (what a simulation reads, unpacked fast)
     rows: list[tuple[tuple[int, ...], float, LevelGraph | None, _Unit]] = field(default_factory=list)
+    child_rows: list[int] = field(default_factory=list)  # the steps re-traversed (with children)
+    # every step's duration in the point estimate of the scenario being predicted (set by that simulation)
+    points: list[float] | None = None
+    # each step's one predecessor (-1: none) and offsets, when no step has more than one: a forest
+    parents: np.ndarray | None = None
+    offsets: np.ndarray | None = None
+    _redrawn: dict[int, list[int]] = field(default_factory=dict)
+    _tour: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # of the forest, once needed
 
     @classmethod
     def of(cls, level: LevelGraph, unit: Callable[[OperationProfile], _Unit]) -> _LevelPlan:
@@ -658,7 +696,87 @@ class _LevelPlan:
             steps.append(_Step(prof, preds, offset, children, unit(prof) if children is None else None))
             last_end = max(last_end, op.end)
         rows = [(step.preds, step.offset, step.children, step.unit) for step in steps]
-        return cls(steps, max(0.0, level.end - last_end), rows)  # type: ignore[arg-type]
+        plan = cls(steps, max(0.0, level.end - last_end), rows)  # type: ignore[arg-type]
+        plan.child_rows = [i for i, step in enumerate(steps) if step.children is not None]
+        if len(steps) >= VECTOR_PROPAGATION_STEPS and all(len(step.preds) <= 1 for step in steps):
+            plan.parents = np.array([step.preds[0] if step.preds else -1 for step in steps], dtype=np.int64)
+            plan.offsets = np.array([step.offset for step in steps], dtype=np.float64)
+        return plan
+
+    def redrawn_rows(self, number: int, redrawn: bytearray) -> list[int]:
+        """The steps replayed (not re-traversed) that draw ``number`` redraws."""
+        rows = self._redrawn.get(number)
+        if rows is None:
+            rows = self._redrawn[number] = [i for i, (_p, _o, children, unit) in enumerate(self.rows)
+                                            if children is None and redrawn[unit.index]]
+        return rows
+
+    def end(self, durations: list[float]) -> float:
+        """When the level ends with these step durations: each step keeps its traced offset to the last of its
+        predecessors to finish (negative when they overlapped, as pipelined streaming operators do), never
+        starting before a predecessor started nor before the level."""
+        if self.parents is not None:
+            return self._forest_end(durations)
+        new_start = [0.0] * len(durations)
+        new_end = [0.0] * len(durations)
+        for i, (preds, offset, _children, _unit) in enumerate(self.rows):
+            if len(preds) == 1:
+                p = preds[0]
+                start = new_end[p] + offset
+                if start < new_start[p]:
+                    start = new_start[p]
+            elif preds:
+                start = max(new_end[p] for p in preds) + offset
+                start = max(start, max(new_start[p] for p in preds))
+            else:
+                start = offset
+            if start < 0.0:
+                start = 0.0
+            new_start[i] = start
+            new_end[i] = start + durations[i]
+        return max(new_end, default=0.0) + self.tail
+
+    def _forest_end(self, durations: list[float]) -> float:
+        """``end`` when every step has at most one predecessor p: it starts max(end_p + offset, start_p) =
+        start_p + max(duration_p + offset, 0), so a start is a sum along the step's path from its root: a prefix
+        sum over a walk of the forest that adds a step's term on entering it and takes it off on leaving."""
+        assert self.parents is not None and self.offsets is not None
+        if self._tour is None:
+            self._tour = _euler_tour(self.parents)
+        tour, signs, entries = self._tour
+        duration = np.asarray(durations, dtype=np.float64)
+        parent = self.parents
+        has_parent = parent >= 0
+        own = np.where(has_parent, duration[np.where(has_parent, parent, 0)] + self.offsets, self.offsets)
+        np.maximum(own, 0.0, out=own)
+        start = np.cumsum(own[tour] * signs)[entries]
+        return float((start + duration).max()) + self.tail
+
+
+def _euler_tour(parents: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A depth-first walk of a forest given by each node's parent (-1: a root; parents before children):
+    the node entered or left at each position, +1 on entering and -1 on leaving, and where each is entered."""
+    n = len(parents)
+    children: list[list[int]] = [[] for _ in range(n)]
+    roots: list[int] = []
+    for node, parent in enumerate(parents.tolist()):
+        (children[parent] if parent >= 0 else roots).append(node)
+    tour: list[int] = []
+    signs: list[float] = []
+    entries = [0] * n
+    stack = [(root, False) for root in reversed(roots)]
+    while stack:
+        node, leaving = stack.pop()
+        if leaving:
+            tour.append(node)
+            signs.append(-1.0)
+            continue
+        entries[node] = len(tour)
+        tour.append(node)
+        signs.append(1.0)
+        stack.append((node, True))
+        stack.extend((child, False) for child in reversed(children[node]))
+    return np.array(tour, dtype=np.int64), np.array(signs), np.array(entries, dtype=np.int64)
 
 
 def _quantile(values: Sequence[float], q: float) -> float:

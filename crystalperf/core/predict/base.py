@@ -433,13 +433,27 @@ def unit_seconds(profile: ExecutionProfile, resource: str) -> float:
     return total
 
 
+def any_unit_share(profile: ExecutionProfile, resource: str) -> bool:
+    """Whether any unit of the job gives a share of its time to the resource (disk or network), as the
+    prediction splits it."""
+    memo = f"any_unit_share:{resource}"
+    if memo not in profile.memo:
+        index = {"cpu": 0, "disk": 1, "network": 2}[resource]
+        profile.memo[memo] = any(
+            prof.vector.vector[index] - (prof.vector.through[index] if prof.vector.through is not None else 0.0) > 0
+            for prof in unit_profiles(profile))
+    return bool(profile.memo[memo])
+
+
 class ResourceModel(Protocol):
     """Adjusts the per-resource parts of an operation's tasks for a scenario (pluggable).
 
     A model may also propose what-ifs for the report with a method
     ``scenarios(profile, baseline) -> list[dict[str, float | str]]`` (the TensorFlow model proposes the
     other device); models without it propose nothing. A model whose attribute ``unchanged`` is true after
-    ``prepare`` changes no task in that scenario and is not asked to adjust any (it saves a call per task)."""
+    ``prepare`` changes no task in that scenario and is not asked to adjust any (it saves a call per task);
+    one whose ``point_unchanged`` is true changes none at the operations' measured vectors (only at a Monte
+    Carlo draw of them), and is asked only in the draws."""
 
     name: str
     keys: frozenset[str]

@@ -35,6 +35,7 @@ from crystalperf.core.predict.base import (
     Changes,
     OpContext,
     TaskParts,
+    any_unit_share,
     job_metric_total,
     unit_metrics,
     unit_seconds,
@@ -101,6 +102,7 @@ class IOModel:
         self.moved: list[_MovedBytes] = []
         self.slots = 1
         self.locality: _ShuffleLocality | None = None
+        self.point_unchanged = True  # changes nothing with the operations' measured vectors (prepare says)
 
     def prepare(self, profile: ExecutionProfile, baseline: Baseline, changes: Changes) -> list[str]:
         self.network = self.disk = None
@@ -140,6 +142,11 @@ class IOModel:
                 notes.append(f"disk: the job read {format_size(read)} from the storage device; at the new "
                              f"bandwidth that takes {moved.extra_s:+.2f} s, shared by the tasks reading input; "
                              f"spill/shuffle files and writes assumed served by the page cache")
+        # Algorithm 2 scales each task's own time on the resource: where no operation's vector gives it any,
+        # the point estimate has nothing to scale (a Monte Carlo draw of the vectors may still give it some).
+        self.point_unchanged = (not self.moved and self.locality is None
+                                and (self.network is None or not any_unit_share(profile, "network"))
+                                and (self.disk is None or not any_unit_share(profile, "disk")))
         return notes
 
     @property

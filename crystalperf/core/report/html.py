@@ -7,6 +7,7 @@ string that comes from the trace is escaped (:func:`crystalperf.core.report.svg.
 
 from __future__ import annotations
 
+import heapq
 import math
 from typing import Any
 
@@ -428,9 +429,8 @@ class HtmlRenderer(Renderer):
         h = Hierarchy.of(report)
         order = list(h.ops)
         if len(order) > MAX_TABLE_ROWS:
-            ranked = sorted(order, key=lambda p: (0 if h.ops[p].get("on_critical_path") else 1,
-                                                  -total(h.ops[p].get("resource_seconds"))))
-            chosen = set(ranked[:MAX_TABLE_ROWS])
+            chosen = set(heapq.nsmallest(MAX_TABLE_ROWS, order, key=lambda p: (
+                0 if h.ops[p].get("on_critical_path") else 1, -total(h.ops[p].get("resource_seconds")))))
             order = [p for p in order if p in chosen]
             note = (f"{len(order)} of {len(h.ops)} operations: the critical path first, then the largest by "
                     "resource time; crystalperf-report.json lists them all.")

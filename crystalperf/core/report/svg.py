@@ -6,6 +6,7 @@ string that comes from the trace passes through :func:`esc` before it reaches th
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -93,10 +94,22 @@ class Hierarchy:
 
     @classmethod
     def of(cls, report: dict[str, Any]) -> Hierarchy:
+        """The hierarchy of a report's operations; the one of the report last asked about is kept (the HTML
+        report asks three times, for 20,000 operations)."""
+        operations = report.get("operations", [])
+        kept = _last_hierarchy[0] if _last_hierarchy else None
+        if kept is not None and kept[0] is operations and kept[1] == len(operations):
+            return kept[2]
+        made = cls._of(operations)
+        _last_hierarchy[:] = [(operations, len(operations), made)]  # the list is held: its id is not reused
+        return made
+
+    @classmethod
+    def _of(cls, operations: list[dict[str, Any]]) -> Hierarchy:
         ops: dict[str, dict[str, Any]] = {}
         children: dict[str | None, list[str]] = {None: []}
         anchors: dict[str, str] = {}
-        for i, op in enumerate(report.get("operations", [])):
+        for i, op in enumerate(operations):
             path = str(op.get("path", op.get("id", i)))
             ops[path] = op
             anchors[path] = f"op-{i}"
@@ -118,6 +131,9 @@ class Hierarchy:
         return [p for p in self.ops if not self.children.get(p)]
 
 
+_last_hierarchy: list[tuple[list[dict[str, Any]], int, Hierarchy]] = []
+
+
 def _rank(op: dict[str, Any]) -> tuple[int, float, float]:
     return (0 if op.get("on_critical_path") else 1, -total(op.get("resource_seconds")),
             -float(op.get("runtime_s") or 0.0))
@@ -133,7 +149,7 @@ def select_nodes(h: Hierarchy, budget: int) -> set[str]:
     if len(tops) <= budget:
         keep.update(tops)
     else:
-        keep.update(sorted(tops, key=lambda p: _rank(h.ops[p]))[:budget])
+        keep.update(heapq.nsmallest(budget, tops, key=lambda p: _rank(h.ops[p])))
     depth = {p: h.depth(p) for p in h.ops}
     rest = sorted((p for p in h.ops if depth[p] > 0),
                   key=lambda p: (_rank(h.ops[p])[0], depth[p], *_rank(h.ops[p])[1:]))
@@ -385,11 +401,13 @@ def render_bars(report: dict[str, Any], limit: int = 50) -> tuple[str, int, int,
     """Stacked cpu/disk/network seconds of the finest-level operations, largest first, as one
     ``<svg id="resource-bars">``; returns (svg, drawn, total, seconds of the ones left out)."""
     h = Hierarchy.of(report)
-    leaves = sorted(h.leaves(), key=lambda p: -total(h.ops[p].get("resource_seconds")))
-    shown, left_out = leaves[:limit], leaves[limit:]
+    leaves = h.leaves()
+    leaf_seconds = {p: total(h.ops[p].get("resource_seconds")) for p in leaves}
+    shown = heapq.nsmallest(limit, leaves, key=lambda p: -leaf_seconds[p])  # in the order a stable sort gives
     if not shown:
         return "", 0, 0, 0.0
-    omitted_s = sum(total(h.ops[p].get("resource_seconds")) for p in left_out)
+    drawn = set(shown)
+    omitted_s = sum(leaf_seconds[p] for p in leaves if p not in drawn)
     biggest = max(total(h.ops[p].get("resource_seconds")) for p in shown) or 1.0
     step = _nice_step(biggest)
     axis_max = step * math.ceil(biggest / step) if biggest > 0 else 1.0
