@@ -13,7 +13,6 @@ import contextlib
 import gc
 from collections.abc import Iterator
 
-
 # Objects the interpreter itself keeps frozen (Python 3.12 starts with a few hundred): not the process's doing.
 _INTERPRETER_FROZEN = gc.get_freeze_count()
 

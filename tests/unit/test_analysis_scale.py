@@ -275,3 +275,68 @@ def test_a_bandwidth_no_operation_used_changes_no_point_estimate_but_the_draws_m
         assert calls  # the Monte Carlo draws do: a drawn vector may give the network a share
     finally:
         IOModel.adjust = original  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_models_adjusting_columns_give_what_they_give_one_operation_at_a_time(seed):
+    from crystalperf.core import predict
+
+    rng = random.Random(seed)
+    ops, clock = [], 0.0
+    for i in range(predict.COLUMNS_MIN_STEPS + 50):
+        tasks = []
+        for k in range(rng.randint(1, 3)):
+            run = rng.uniform(0.1, 3.0)
+            tasks.append(task(f"{i}.{k}", clock, clock + run, run_time_s=run, cpu_time_s=run * rng.uniform(0.2, 0.9),
+                              disk_time_s=run * rng.uniform(0.0, 0.1), input_bytes=rng.uniform(0, 1e8)))
+        longest = max(t.end for t in tasks)
+        # some spans shorter than their tasks (a trace contradicting itself), some kernels a GPU would run
+        end = clock + (longest - clock) * (0.5 if rng.random() < 0.1 else 1.0)
+        ops.append(op(f"o{i}", clock, end, tasks=tasks, kind=rng.choice(["stage", "kernel"])))
+        clock = longest + rng.uniform(0.0, 0.2)
+    profile = build_profile(make_trace(ops, total_slots=4, cores_per_executor=4), KeywordClassifier())
+    for changes in ({"cpu_speed": 2.0}, {"cpu_share": 0.25}, {"disk": 1e7}, {"network": 1e6}, {"device": "gpu"},
+                    {"cores": 1, "cpu_speed": 0.5}, {"disk": 5e9, "cpu_speed": 1.5}):
+        durations = {}
+        for columns in (True, False):
+            original = predict.COLUMNS_MIN_STEPS
+            predict.COLUMNS_MIN_STEPS = original if columns else 10**9
+            try:
+                predictor = Predictor(profile)
+                scenario = Changes(changes)
+                predictor.prepare(scenario)
+                predictor.simulate(scenario, record_point=True)
+                durations[columns] = list(predictor._plan(profile.top).points or [])
+            finally:
+                predict.COLUMNS_MIN_STEPS = original
+        assert durations[True] == durations[False], changes
+
+
+@pytest.mark.parametrize("operations", [300, 4000])
+def test_monte_carlo_draws_adjusted_as_columns_are_the_draws_one_operation_at_a_time(operations):
+    from crystalperf.core import predict
+
+    rng = random.Random(operations)
+    ops, clock = [], 0.0
+    for i in range(operations):
+        tasks = []
+        for k in range(rng.choice([0, 1, 2, 4])):  # operations without tasks; with enough to resample
+            run = rng.uniform(0.1, 3.0)
+            tasks.append(task(f"{i}.{k}", clock, clock + run, run_time_s=run, cpu_time_s=run * rng.uniform(0.2, 0.9)))
+        end = max((t.end for t in tasks), default=clock + 0.5)
+        ops.append(op(f"o{i}", clock, end, tasks=tasks))
+        clock = end + rng.uniform(0.0, 0.2)
+    profile = build_profile(make_trace(ops, total_slots=4, cores_per_executor=4), KeywordClassifier())
+    predictions = {}
+    for columns in (True, False):
+        original = predict.COLUMNS_MIN_STEPS
+        predict.COLUMNS_MIN_STEPS = original if columns else 10**9
+        try:
+            predictor = Predictor(profile)
+            predictions[columns] = [predictor.predict(Changes(c)) for c in ({"cpu_speed": 2.0}, {"disk": 1e7})]
+        finally:
+            predict.COLUMNS_MIN_STEPS = original
+    for a, b in zip(predictions[True], predictions[False], strict=True):
+        assert (a.crystalperf.runtime_s, a.crystalperf.low_s, a.crystalperf.high_s) == (
+            b.crystalperf.runtime_s, b.crystalperf.low_s, b.crystalperf.high_s)
+        assert a.crystalperf.low_s != a.crystalperf.high_s  # the draws did draw

@@ -170,6 +170,7 @@ class Predictor:
         self._replays: dict[tuple[object, ...], float] = {}
         self._draws: dict[tuple[float | None, str], tuple[list[float], float | None, _Split]] = {}
         self._draws_size = 0
+        self._drawn_columns_kept: dict[tuple[int, float | None, int], _Columns] = {}
         self._masks: dict[int, bytearray] = {}
         self._active_models: list[ResourceModel] = list(self.models)
         self._all_planned = False
@@ -323,7 +324,7 @@ class Predictor:
             if before is None:
                 before = replay(durations, self.baseline.slots, weight=unit.weight)
             unmodelled = (not sim.models and draw.rng is None and (not sim.with_vectors or unit.whole_split))
-            kept = unit.replays.get((sim.slots, sim.warmup)) if unmodelled else None
+            kept = unit.replays.get((sim.slots, sim.warmup)) if unmodelled and unit.replays is not None else None
             if kept is not None:
                 after = kept
             else:
@@ -331,6 +332,8 @@ class Predictor:
                                weight=unit.weight)
                 if unmodelled:
                     # the traced durations on these slots: the same in every scenario no model changes
+                    if unit.replays is None:
+                        unit.replays = {}
                     unit.replays[(sim.slots, sim.warmup)] = after
         duration = unit.duration + after - before
         if after < before and unit.before is not None and unit.before > unit.duration > 0:
@@ -359,26 +362,101 @@ class Predictor:
         if redrawn is not None and plan.points is not None:
             # A draw that redraws a share of the operations: the others keep the point estimate's durations.
             durations = list(plan.points)
-            for i in plan.redrawn_rows(sim.draw.number, redrawn):
-                durations[i] = leaf(plan.rows[i][3], sim)
+            rows = plan.redrawn_rows(sim.draw.number, redrawn)
+            drawn = self._drawn_columns(plan, rows, sim)
+            drawn_rows = iter(drawn) if drawn is not None else None
+            for i in rows:
+                found = next(drawn_rows) if drawn_rows is not None and plan.rows[i][3].tasks else None
+                durations[i] = found if found is not None else leaf(plan.rows[i][3], sim)
             for i in plan.child_rows:
                 durations[i] = max(self._level_duration(plan.rows[i][2], sim), 0.0)  # type: ignore[arg-type]
             return durations
+        known = None
+        if redrawn is None:
+            known = self._columns_durations(plan, sim) if sim.draw.rng is None else self._all_drawn_columns(plan, sim)
         durations = []
         append = durations.append
-        for _preds, _offset, children, unit in plan.rows:
+        for i, (_preds, _offset, children, unit) in enumerate(plan.rows):
             if children is not None:
                 append(max(self._level_duration(children, sim), 0.0))
             elif redrawn is not None and unit.point is not None and not redrawn[unit.index]:
                 append(unit.point)
             else:
-                duration = leaf(unit, sim)
+                found = known[i] if known is not None else None
+                duration = found if found is not None else leaf(unit, sim)
                 if sim.record_point:
                     unit.point = duration
                 append(duration)
         if sim.record_point:
             plan.points = durations
         return durations
+
+    def _columns_durations(self, plan: _LevelPlan, sim: _Sim) -> list[float | None] | None:
+        """The new durations of a level's one-wave operations, all at once, where the scenario's models can adjust
+        task parts as columns (None where an operation is left to ``_leaf_duration``): on a level of thousands
+        of small operations a model called per operation is most of a point estimate's time."""
+        if not sim.models or not self._columns_apply(plan, sim):  # without a model one by one is quick
+            return None
+        if plan.columns is None:
+            plan.columns = _Columns.of(plan)
+        columns = plan.columns
+        if not columns.units:
+            return None
+        if sim.with_vectors:
+            if columns.splits is None:
+                columns.splits = np.array([self._point_split(unit) for unit in columns.units], dtype=np.float64)
+            splits = columns.splits[columns.task_unit]
+        else:
+            splits = np.broadcast_to(np.array(_ALL_CPU), (len(columns.durations), 5))
+        found = columns.new_durations(splits, sim.models, sim.one_wave)
+        if found is None:
+            return None
+        known: list[float | None] = [None] * len(plan.rows)
+        for row, value in zip(columns.rows, found, strict=True):
+            known[row] = value
+        return known
+
+    def _drawn_columns(self, plan: _LevelPlan, rows: list[int], sim: _Sim) -> list[float | None] | None:
+        """``_columns_durations`` for the operations a Monte Carlo draw redraws (``rows``): their drawn durations
+        and splits, the same in every scenario, adjusted by this scenario's models."""
+        if not sim.with_vectors or not self._columns_apply(plan, sim):
+            return None
+        key = (id(plan), sim.draw.key, len(rows))
+        columns = self._drawn_columns_kept.get(key)
+        if columns is None:
+            # drawn in the order the operations are (the draw's random numbers go to the same operations as one
+            # by one), those without recorded tasks too: they are replayed one by one from what is drawn here
+            drawn = [(i, self._drawn(plan.rows[i][3].ctx.profile, plan.rows[i][3], sim.draw)) for i in rows]
+            drawn = [(i, found) for i, found in drawn if plan.rows[i][3].tasks]
+            if not drawn:
+                return None
+            columns = _Columns.of(plan, [i for i, _found in drawn], [found[0] for _i, found in drawn])
+            columns.splits = np.array([found[2] for _i, found in drawn], dtype=np.float64)
+            # the next scenario's same draw reads the same columns, where every drawn value was kept for it
+            if sim.draw.key is not None and all((sim.draw.key, plan.rows[i][3].ctx.profile.path) in self._draws
+                                                for i, _found in drawn):
+                self._drawn_columns_kept[key] = columns
+        assert columns.splits is not None
+        return columns.new_durations(columns.splits[columns.task_unit], sim.models, sim.one_wave)
+
+    def _all_drawn_columns(self, plan: _LevelPlan, sim: _Sim) -> list[float | None] | None:
+        """``_drawn_columns`` for a draw that redraws every operation."""
+        if not self._columns_apply(plan, sim):
+            return None
+        rows = [i for i, (_p, _o, children, _unit) in enumerate(plan.rows) if children is None]
+        found = self._drawn_columns(plan, rows, sim)
+        if found is None:
+            return None
+        known: list[float | None] = [None] * len(plan.rows)
+        with_tasks = (i for i in rows if plan.rows[i][3].tasks)
+        for row, value in zip(with_tasks, found, strict=True):
+            known[row] = value
+        return known
+
+    @staticmethod
+    def _columns_apply(plan: _LevelPlan, sim: _Sim) -> bool:
+        return (not sim.parallelism and len(plan.rows) >= COLUMNS_MIN_STEPS
+                and all(callable(getattr(m, "adjust_columns", None)) for m in sim.models))
 
     def _plan_all(self, level: LevelGraph) -> None:
         for step in self._plan(level).steps:
@@ -604,7 +682,11 @@ def _make_parts(durations: Sequence[float], split: _Split) -> list[TaskParts]:
     return [TaskParts(d * cpu, d * disk, d * network, d * fixed, d * input_wait) for d in durations]
 
 
-@dataclass
+def _start(task: tr.Task) -> float:
+    return task.start
+
+
+@dataclass(slots=True)
 class _Unit:
     """An operation's tasks as every simulation reads them: in start order, thinned to at most
     REPRESENTATIVE_TASKS evenly spaced ones on a large operation, each standing for ``weight`` of its
@@ -619,7 +701,7 @@ class _Unit:
     mean: float = 0.0
     split: _Split | None = None  # of the operation's vector, once computed
     whole_split: bool = False  # the split's parts add up to the whole task (they do but for rounding)
-    replays: dict[tuple[int, float], float] = field(default_factory=dict)  # traced tasks on (slots, warm-up)
+    replays: dict[tuple[int, float], float] | None = None  # the traced tasks replayed on (slots, warm-up)
     index: int = 0  # order of creation: which draws redraw it
     point: float | None = None  # its duration in the point estimate of the scenario being predicted
     duration: float = 0.0  # the operation's traced span
@@ -627,7 +709,7 @@ class _Unit:
     @classmethod
     def of(cls, prof: OperationProfile, slots: int) -> _Unit:
         op = prof.op
-        ordered = sorted(op.tasks, key=lambda t: t.start)
+        ordered = sorted(op.tasks, key=_start) if len(op.tasks) > 1 else list(op.tasks)
         count = task_count(op)
         if len(ordered) > REPRESENTATIVE_TASKS:
             step = len(ordered) / REPRESENTATIVE_TASKS
@@ -649,7 +731,7 @@ class _Unit:
         return [max(0.0, self.mean + (rng.choice(self.durations) - self.mean) * shrink) for _ in self.durations]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Step:
     prof: OperationProfile
     preds: tuple[int, ...]  # indices of the predecessors' steps
@@ -657,6 +739,71 @@ class _Step:
     offset: float
     children: LevelGraph | None  # re-traversed instead of replayed
     unit: _Unit | None  # replayed (when there are no children to re-traverse)
+
+
+# A level of at least this many steps has the tasks of its one-wave operations adjusted as columns by the models
+# that can (``adjust_columns``), instead of one operation at a time.
+COLUMNS_MIN_STEPS = 256
+
+
+@dataclass
+class _Columns:
+    """A level's operations with recorded tasks, their tasks laid end to end: what the models adjust as columns."""
+
+    rows: list[int]  # the plan's rows of these operations
+    units: list[_Unit]
+    contexts: list[OpContext]
+    durations: np.ndarray  # every task's traced duration, operation after operation
+    task_unit: np.ndarray  # each task's operation (position in units)
+    starts: np.ndarray  # where each operation's tasks start
+    counts: np.ndarray  # the tasks each operation ran
+    span: np.ndarray  # each operation's traced span
+    longest: np.ndarray  # its longest recorded task
+    replayed: np.ndarray  # its recorded tasks replayed on the traced slots (unit.before)
+    splits: np.ndarray | None = None  # each operation's split of the measured vector, once needed
+
+    @classmethod
+    def of(cls, plan: _LevelPlan, rows: Sequence[int] | None = None,
+           durations: Sequence[Sequence[float]] | None = None) -> _Columns:
+        """The plan's operations with recorded tasks (of ``rows``, else all), with their traced durations (else
+        ``durations``, one list per row: a Monte Carlo draw of them)."""
+        if rows is None:
+            rows = [i for i, (_p, _o, children, unit) in enumerate(plan.rows) if children is None and unit.tasks]
+        units = [plan.rows[i][3] for i in rows]
+        if durations is None:
+            durations = [unit.durations for unit in units]
+        sizes = [len(d) for d in durations]
+        starts = np.zeros(len(units), dtype=np.int64)
+        if units:
+            starts[1:] = np.cumsum(sizes)[:-1]
+        return cls(list(rows), units, [unit.ctx for unit in units],
+                   np.array([d for row in durations for d in row], dtype=np.float64),
+                   np.repeat(np.arange(len(units), dtype=np.int64), sizes), starts,
+                   np.array([unit.count for unit in units], dtype=np.int64),
+                   np.array([unit.duration for unit in units], dtype=np.float64),
+                   np.array([max(row) for row in durations], dtype=np.float64),
+                   np.array([unit.before if unit.before is not None else -math.inf for unit in units],
+                            dtype=np.float64))
+
+    def new_durations(self, splits: np.ndarray, models: Sequence[ResourceModel], one_wave: int) -> list[float | None] | None:
+        """Each operation's new span when its tasks, split by ``splits`` (per task), are adjusted by the models as
+        columns and it ran, and runs, in one wave (None for the others, and when a model cannot)."""
+        parts = self.durations[:, None] * splits
+        for model in models:
+            if not model.adjust_columns(self.contexts, parts, self.task_unit):  # type: ignore[attr-defined]
+                return None
+        new = parts[:, 0] + parts[:, 1] + parts[:, 2] + parts[:, 3] + parts[:, 4]
+        after = np.maximum.reduceat(new, self.starts)
+        before = self.longest
+        duration = self.span + after - before
+        # as _leaf_duration: tasks replayed longer than their operation's span shrink it in proportion at most
+        shrunk = (after < before) & (self.replayed > self.span) & (self.span > 0)
+        if shrunk.any():
+            duration = np.where(shrunk, np.maximum(duration, np.divide(
+                self.span * after, before, out=np.zeros_like(after), where=before > 0)), duration)
+        duration = np.maximum(duration, 0.0)
+        return [value if fits else None
+                for value, fits in zip(duration.tolist(), (self.counts <= one_wave).tolist(), strict=True)]
 
 
 # A level of at least this many steps, each after at most one other, has its start times summed along its
@@ -680,6 +827,7 @@ class _LevelPlan:
     offsets: np.ndarray | None = None
     _redrawn: dict[int, list[int]] = field(default_factory=dict)
     _tour: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # of the forest, once needed
+    columns: _Columns | None = None  # once a scenario's models adjust the level's tasks as columns
 
     @classmethod
     def of(cls, level: LevelGraph, unit: Callable[[OperationProfile], _Unit]) -> _LevelPlan:

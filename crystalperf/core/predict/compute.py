@@ -8,6 +8,8 @@ import itertools
 import statistics
 from collections.abc import Sequence
 
+import numpy as np
+
 from crystalperf.core.predict.base import (
     DEFAULT_GPU_SPEEDUP,
     STORAGE_READ_BYTES,
@@ -204,6 +206,21 @@ class ComputeModel:
     @property
     def unchanged(self) -> bool:
         return self.factor == 1.0 and self.gpu_factor == 1.0
+
+    def adjust_columns(self, ctxs: Sequence[OpContext], parts: np.ndarray, task_unit: np.ndarray) -> bool:
+        """``adjust`` on the tasks of many operations at once (``base.ResourceModel``)."""
+        if self.gpu_factor != 1.0:
+            device = np.array([_is_device_op(ctx) for ctx in ctxs], dtype=bool)
+            factor: np.ndarray | float = np.where(device, self.factor * self.gpu_factor, self.factor)[task_unit]
+        elif self.factor == 1.0:
+            return True
+        else:
+            factor = self.factor
+        changed = np.asarray(factor) != 1.0  # a task whose CPU keeps its speed keeps its disk time too
+        cached = parts[:, 1] * self.cached_io
+        parts[:, 1] = np.where(changed, parts[:, 1] - cached, parts[:, 1])
+        parts[:, 0] = np.where(changed, (parts[:, 0] + cached) * factor, parts[:, 0])
+        return True
 
     def adjust(self, ctx: OpContext, parts: list[TaskParts]) -> list[TaskParts]:
         factor = self.factor

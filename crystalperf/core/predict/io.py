@@ -26,7 +26,10 @@ of its executor that run beside it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from crystalperf.core import trace as tr
 from crystalperf.core.predict.base import (
@@ -57,6 +60,17 @@ def scale_io_time(t: float, bandwidth: float, new_bandwidth: float, buffer_bytes
     processing = min(t, data / buffer_bytes * overhead_s)
     communication = t - processing
     return processing + communication * bandwidth / new_bandwidth
+
+
+def scale_io_columns(t: np.ndarray, bandwidth: float, new_bandwidth: float, buffer_bytes: float,
+                     overhead_s: float) -> np.ndarray:
+    """:func:`scale_io_time` on many tasks' times at once."""
+    if bandwidth == new_bandwidth:
+        return t
+    data = t * bandwidth
+    processing = np.minimum(t, data / buffer_bytes * overhead_s)
+    communication = t - processing
+    return np.where(t > 0, processing + communication * bandwidth / new_bandwidth, t)
 
 
 class _MovedBytes:
@@ -152,6 +166,17 @@ class IOModel:
     @property
     def unchanged(self) -> bool:
         return self.network is None and self.disk is None and not self.moved and self.locality is None
+
+    def adjust_columns(self, ctxs: Sequence[OpContext], parts: np.ndarray, task_unit: np.ndarray) -> bool:
+        """``adjust`` on the tasks of many operations at once, for the bandwidth scaling of Algorithm 2 (bytes
+        moved and shuffle locality are shared between tasks: those go task by task)."""
+        if self.locality is not None or self.moved:
+            return False
+        if self.network:
+            parts[:, 2] = scale_io_columns(parts[:, 2], *self.network, NETWORK_BUFFER_BYTES, NETWORK_BUFFER_OVERHEAD_S)
+        if self.disk:
+            parts[:, 1] = scale_io_columns(parts[:, 1], *self.disk, DISK_BUFFER_BYTES, DISK_BUFFER_OVERHEAD_S)
+        return True
 
     def adjust(self, ctx: OpContext, parts: list[TaskParts]) -> list[TaskParts]:
         if self.locality is not None:
