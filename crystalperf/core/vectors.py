@@ -331,6 +331,11 @@ _MEASURES = {
 }
 
 
+# waiting first: the order in which each unit's parts are clipped to its run time
+_MEASURES_ITEMS = tuple(_MEASURES.items())
+assert _MEASURES_ITEMS[0][0] == "waiting"
+
+
 @dataclass
 class Measurement:
     """What the framework or the OS measured of some units' run time (tasks, or an operation), in seconds."""
@@ -363,8 +368,10 @@ def measure(units: Iterable[tuple[float, dict[str, float]]], *, waiting: bool = 
     not show; fetch wait and shuffle-write time are parts of the network's and the disk's); how far the
     samples may add to them is :func:`bounded_vector`'s business."""
     result = Measurement()
+    seconds = result.seconds
     any_measured = False
     cpu_in_any_unit = False
+    measures = _MEASURES_ITEMS if waiting else _MEASURES_ITEMS[1:]
     for duration, m in units:
         run = _metric(m, tr.METRIC_RUN_TIME) or duration
         if run <= 0:
@@ -372,9 +379,7 @@ def measure(units: Iterable[tuple[float, dict[str, float]]], *, waiting: bool = 
         result.run += run
         left = run
         cpu_in_any_unit = cpu_in_any_unit or tr.METRIC_CPU_TIME in m
-        for category, names in _MEASURES.items():
-            if category == "waiting" and not waiting:
-                continue
+        for category, names in measures:
             present, total = False, 0.0
             for name in names:
                 value = m.get(name)
@@ -385,8 +390,8 @@ def measure(units: Iterable[tuple[float, dict[str, float]]], *, waiting: bool = 
             if not present:
                 continue
             any_measured = True
-            part = min(total, left)
-            result.seconds[category] += part
+            part = total if total < left else left
+            seconds[category] += part
             left -= part
         result.disk_bytes += _positive_sum(m, _DISK_BYTES)
         result.network_bytes += _positive_sum(m, _NETWORK_BYTES)

@@ -453,7 +453,11 @@ class ResourceModel(Protocol):
     other device); models without it propose nothing. A model whose attribute ``unchanged`` is true after
     ``prepare`` changes no task in that scenario and is not asked to adjust any (it saves a call per task);
     one whose ``point_unchanged`` is true changes none at the operations' measured vectors (only at a Monte
-    Carlo draw of them), and is asked only in the draws."""
+    Carlo draw of them), and is asked only in the draws. A model may also offer
+    ``adjust_columns(contexts, parts, task_unit) -> bool``: ``adjust`` on the tasks of many operations at once,
+    ``parts`` a float array of one row per task (cpu, disk, network, fixed, input wait) changed in place,
+    ``task_unit`` each row's operation (an index into ``contexts``); it returns False, having changed nothing,
+    when it cannot (the operations are then adjusted one at a time). Its results must be those of ``adjust``."""
 
     name: str
     keys: frozenset[str]
