@@ -198,9 +198,11 @@ def level_graph(
     graph.add_nodes_from(op.id for op in ops)
     graph.add_edges_from((p, op.id, {"implicit": False}) for op in ops for p in op.parents)
     graph.add_edges_from((pred, op_id, {"implicit": True}) for op_id, pred in implicit_predecessors(ops).items())
-    if not nx.is_directed_acyclic_graph(graph):
+    try:
+        order = list(nx.topological_sort(graph))  # the check for a cycle is the sort the analysis reads anyway
+    except nx.NetworkXUnfeasible:
         cycle = nx.find_cycle(graph)
-        raise ValueError(f"operations form a cycle: {' -> '.join(str(e[0]) for e in cycle)}")
+        raise ValueError(f"operations form a cycle: {' -> '.join(str(e[0]) for e in cycle)}") from None
     by_id = {op.id: op for op in ops}
     # A level whose operations overlap their declared predecessors is a pipeline (streaming): its
     # operations' spans say nothing about where the time went, their busy times do.
@@ -211,7 +213,9 @@ def level_graph(
     if pipelined:
         for node in nodes.values():
             node.pipelined = True
-    return LevelGraph(graph, nodes, start, end, pipelined)
+    level = LevelGraph(graph, nodes, start, end, pipelined)
+    level._order = order
+    return level
 
 
 def build_profile(

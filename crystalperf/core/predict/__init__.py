@@ -279,7 +279,8 @@ class Predictor:
     def _leaf_duration(self, unit: _Unit, sim: _Sim) -> float:
         draw = sim.draw
         if (not sim.models and draw.rng is None and unit.tasks and not sim.parallelism
-                and (unit.count <= sim.one_wave or sim.same_slots) and (not sim.with_vectors or unit.whole_split)):
+                and (unit.count <= sim.one_wave or sim.same_slots)
+                and (not sim.with_vectors or (self._point_split(unit) and unit.whole_split))):
             # No model changes a task and none moves between waves: the operation keeps its traced span.
             return unit.duration
         if draw.rng is None:
@@ -395,20 +396,27 @@ class Predictor:
         """The new durations of a level's one-wave operations, all at once, where the scenario's models can adjust
         task parts as columns (None where an operation is left to ``_leaf_duration``): on a level of thousands
         of small operations a model called per operation is most of a point estimate's time."""
-        if not sim.models or not self._columns_apply(plan, sim):  # without a model one by one is quick
+        if not self._columns_apply(plan, sim):
             return None
         if plan.columns is None:
             plan.columns = _Columns.of(plan)
         columns = plan.columns
         if not columns.units:
             return None
-        if sim.with_vectors:
-            if columns.splits is None:
-                columns.splits = np.array([self._point_split(unit) for unit in columns.units], dtype=np.float64)
-            splits = columns.splits[columns.task_unit]
+        if sim.with_vectors and columns.splits is None:
+            columns.splits = np.array([self._point_split(unit) for unit in columns.units], dtype=np.float64)
+            columns.whole = np.array([unit.whole_split for unit in columns.units], dtype=bool)
+        found: list[float | None] | None
+        if not sim.models:
+            # as _leaf_duration: no model changes a task and none moves between waves, the traced span stays
+            kept = (columns.counts <= sim.one_wave) | sim.same_slots
+            if sim.with_vectors:
+                kept &= columns.whole
+            found = [span if keep else None for span, keep in zip(columns.span.tolist(), kept.tolist(), strict=True)]
         else:
-            splits = np.broadcast_to(np.array(_ALL_CPU), (len(columns.durations), 5))
-        found = columns.new_durations(splits, sim.models, sim.one_wave)
+            splits = (columns.splits[columns.task_unit] if sim.with_vectors and columns.splits is not None
+                      else np.broadcast_to(np.array(_ALL_CPU), (len(columns.durations), 5)))
+            found = columns.new_durations(splits, sim.models, sim.one_wave)
         if found is None:
             return None
         known: list[float | None] = [None] * len(plan.rows)
@@ -761,6 +769,7 @@ class _Columns:
     longest: np.ndarray  # its longest recorded task
     replayed: np.ndarray  # its recorded tasks replayed on the traced slots (unit.before)
     splits: np.ndarray | None = None  # each operation's split of the measured vector, once needed
+    whole: np.ndarray | None = None  # whether those splits add up to the whole task (_Unit.whole_split)
 
     @classmethod
     def of(cls, plan: _LevelPlan, rows: Sequence[int] | None = None,
