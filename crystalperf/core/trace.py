@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from crystalperf.core import atomic, collector, limits
 from crystalperf.core.errors import BadInputError, UnsupportedSchemaError
 
-SCHEMA_VERSION = "1.5"
+SCHEMA_VERSION = "1.6"
 SCHEMA_MAJOR = 1
 SCHEMA_ID = f"urn:crystalperf:trace:{SCHEMA_VERSION}"
 TRACE_FILENAMES = ("crystalperf-trace.json.gz", "crystalperf-trace.json")
@@ -117,6 +117,23 @@ class Device(_Model):
     memory_bytes: int | None = Field(None, ge=0, le=2**63)
 
 
+class ThreadCpu(_Model):
+    """CPU seconds a process used while the job ran, by the kind of thread (1.6), so that what scales with the
+    records the job processes can be told from what the process pays for running at all (the streaming model
+    counts all but other as work, ``core.predict.streaming.WORK_KINDS``); the kinds add up to the
+    process's CPU time."""
+
+    task: float = Field(0.0, ge=0, le=MAX_TIME, description="the job's task threads (Flink: subtask/mailbox threads)")
+    network: float = Field(0.0, ge=0, le=MAX_TIME, description="the threads that move the job's data (Flink: netty)")
+    gc: float = Field(0.0, ge=0, le=MAX_TIME, description="the garbage collector's threads")
+    jit: float = Field(0.0, ge=0, le=MAX_TIME, description="the JIT compilers' threads")
+    other: float = Field(0.0, ge=0, le=MAX_TIME, description="the rest: timers, heartbeats, RPC, the hook's sampler")
+
+    @property
+    def total(self) -> float:
+        return self.task + self.network + self.gc + self.jit + self.other
+
+
 class Executor(_Model):
     """A process that runs tasks: a Spark executor, a Flink TaskManager, a TF worker."""
 
@@ -126,6 +143,8 @@ class Executor(_Model):
     memory_bytes: int | None = Field(None, ge=0, le=2**63)
     added: float | None = None
     removed: float | None = None
+    thread_cpu: ThreadCpu | None = Field(
+        None, description="(1.6) the process's CPU seconds over the job by thread kind, where the hook measured them")
 
     _check_times = field_validator("added", "removed")(lambda v: _optional_time(v))
 

@@ -354,3 +354,60 @@ def test_finish_of_a_missing_part_exits_2_with_one_line(tmp_path: Path, capsys: 
     assert finish_main([str(missing), "--timeout", "1"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and str(missing) in err
+
+
+def _with_kinds(part: Path, out: Path, kinds: dict[str, object] | None) -> None:
+    doc = json.loads(part.read_text())
+    if kinds is not None:
+        doc["thread_kinds_cpu_s"] = kinds
+    (out / part.name).write_text(json.dumps(doc))
+
+
+def test_the_cpu_split_by_thread_kind_reaches_each_taskmanager(tmp_path: Path) -> None:
+    shutil.copytree(CLUSTER, tmp_path, dirs_exist_ok=True)
+    # process CPU: JobManager 0.71, TaskManagers 1.11 and 1.48 (the golden parts, written before the split)
+    _with_kinds(JM_PART, tmp_path, {"gc": 0.01, "jit": 0.2, "other": 0.5})
+    _with_kinds(TM1_PART, tmp_path, {"task": 0.38, "network": 0.13, "gc": 0.1, "jit": 0.3, "other": 0.2,
+                                     "unknown-kind": 7.0})
+    _with_kinds(TM2_PART, tmp_path, {"task": 0.6, "network": 0.2, "gc": 0.08, "jit": 0.4, "other": 0.2})
+    merged = load_job(tmp_path / JM_PART.name)
+    assert merged.thread_kinds == pytest.approx({"task": 0.98, "network": 0.33, "gc": 0.19, "jit": 0.9,
+                                                 "other": 0.9})  # a missing kind is 0, an unknown one left out
+    trace = read_metrics(tmp_path / JM_PART.name)
+    split = {e.id: e.thread_cpu for e in trace.environment.executors}
+    # 29404 is TaskManager 127.0.0.1:33027-7883d4, 30466 127.0.0.1:42641-d2fa04; the JobManager is no executor
+    assert split["127.0.0.1:33027-7883d4"] == t.ThreadCpu(task=0.38, network=0.13, gc=0.1, jit=0.3, other=0.2)
+    assert split["127.0.0.1:42641-d2fa04"] == t.ThreadCpu(task=0.6, network=0.2, gc=0.08, jit=0.4, other=0.2)
+    assert split["127.0.0.1:42641-d2fa04"].total == pytest.approx(1.48)
+    # the trace keeps it through a save and load
+    t.save_trace(trace, tmp_path / "trace.json")
+    assert t.load_trace(tmp_path / "trace.json").environment.executors == trace.environment.executors
+
+
+def test_parts_without_the_split_read_as_before(tmp_path: Path) -> None:
+    before = read_metrics(JM_PART)
+    assert all(e.thread_cpu is None for e in before.environment.executors)
+    assert load_job(JM_PART).thread_kinds is None
+    # one part without it: the job's total is unknown, the TaskManager that has it keeps it
+    shutil.copytree(CLUSTER, tmp_path, dirs_exist_ok=True)
+    _with_kinds(TM1_PART, tmp_path, {"task": 0.38, "network": 0.13, "gc": 0.1, "jit": 0.3, "other": 0.2})
+    assert load_job(tmp_path / JM_PART.name).thread_kinds is None
+    trace = read_metrics(tmp_path / JM_PART.name)
+    assert {e.id: e.thread_cpu is not None for e in trace.environment.executors} == {
+        "127.0.0.1:33027-7883d4": True, "127.0.0.1:42641-d2fa04": False}
+    # everything else is what the parts without the split gave
+    same = {"environment": True, "application": {"output_dir"}}
+    assert trace.model_dump(exclude=same) == before.model_dump(exclude=same)
+
+
+@pytest.mark.parametrize("kinds", [[1.0], {"task": -1.0}, {"task": "x"}, {"gc": float("inf")}, "task"])
+def test_a_malformed_split_is_bad_input_naming_the_file(tmp_path: Path, kinds: object) -> None:
+    doc = json.loads(TM1_PART.read_text())
+    doc["thread_kinds_cpu_s"] = kinds
+    bad = tmp_path / TM1_PART.name
+    bad.write_text(json.dumps(doc))
+    if kinds == {"task": -1.0}:
+        assert load_part(bad).thread_kinds == {"task": 0.0, "network": 0.0, "gc": 0.0, "jit": 0.0, "other": 0.0}
+        return
+    with pytest.raises(BadInputError, match=TM1_PART.name):
+        load_part(bad)

@@ -157,3 +157,82 @@ def test_a_flink_cluster_trace_is_bound_by_its_busiest_taskmanager_link() -> Non
     assert any("busiest link" in note for note in faster.notes)
     # the I/O model's sharing of the change over tasks is not what answered it, and is not shown
     assert not any(note.startswith("network: ") for note in faster.notes)
+
+
+def split(runtime_s: float = 10.0, link: Link | None = None) -> StreamingCpu:
+    # the pipeline above with its 18 CPU-s split: 14 of work, 4 of background over the 10 s (0.4 CPU-s a second),
+    # which sets no limit: traced limit T = max(busiest thread 6, machine 14 / 2 = 7) = 7
+    return StreamingCpu([Chain([6.0, 6.0]), Chain([2.0, 2.0])], process_cpu_s=18.0, cpu_count=2,
+                        runtime_s=runtime_s, link=link, work_cpu_s=14.0, background_per_s=0.4)
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({}, 10.0),
+        ({"parallelism": 1}, 12.0),  # one thread does the source's 12 CPU-s
+        ({"cpu_share": 0.75}, 10.0),  # 14 / 1.5 = 9.33: the 3 s of slack (D - T) absorb it
+        ({"cpu_share": 0.5}, 14.0),  # 14 / 1 (all 18 CPU-s as work: 18)
+        ({"cpu_share": 0.25}, 28.0),  # 14 / 0.5
+        # twice as fast: threads 3 s, machine 14 / 4 = 3.5; T' = 3.5 saves 7 - 3.5 of the runtime
+        ({"cpu_speed": 2.0}, 6.5),
+    ],
+)
+def test_only_the_work_sets_the_machine_limit(changes: dict[str, float], expected: float) -> None:
+    assert split().predict(Changes(changes)) == pytest.approx(expected)
+    assert split().machine() == pytest.approx(7.0) and pipeline().machine() == pytest.approx(9.0)
+
+
+def test_a_link_bound_run_does_not_count_its_background_as_work_a_faster_link_redoes() -> None:
+    # 250 MB at 5 MB/s: 50 s of a 54 s run; the processes used 14.8 CPU-s, 4 of them in task threads (1 CPU-s a
+    # subtask) and 10.8 of background (0.2 a second). At 250 MB/s the link needs 1 s:
+    chains = [Chain([1.0, 1.0]), Chain([1.0, 1.0])]
+    all_work = StreamingCpu(chains, 14.8, 2, 54.0, Link(250e6, 5e6))
+    with_split = StreamingCpu(chains, 14.8, 2, 54.0, Link(250e6, 5e6), work_cpu_s=4.0, background_per_s=0.2)
+    # all of it work: the machine needs 7.4 s, 54 - (50 - 7.4) = 11.4
+    assert all_work.predict(Changes({"network": 250e6})) == pytest.approx(11.4)
+    # the split: 4 / 2 = 2 s, 54 - (50 - 2) = 6
+    assert with_split.predict(Changes({"network": 250e6})) == pytest.approx(6.0)
+    # a slower link: the link sets the pace either way
+    assert with_split.predict(Changes({"network": 2.5e6})) == pytest.approx(all_work.predict(Changes({"network": 2.5e6})))
+    assert "background" in with_split.note() and "background" not in all_work.note()
+
+
+def _flink_trace(thread_cpu: list[tr.ThreadCpu | None]) -> tr.Trace:
+    from tests.unit.helpers import make_trace, op
+
+    # two TaskManagers, a chain of one subtask on each (6 CPU-s), 18 CPU-s in all processes over the 10 s
+    tasks = [tr.Task(id=f"chain#{i}", start=0, end=10, executor=f"tm{i}", metrics={"cpu_time_s": 6.0})
+             for i in range(2)]
+    trace = make_trace([op("chain", 0, 10, tasks=tasks, parallelism=2)], end=10, cpu_count=2,
+                       executors=[tr.Executor(id=f"tm{i}", thread_cpu=cpu) for i, cpu in enumerate(thread_cpu)])
+    trace.application.framework = "flink"
+    trace.metrics["cpu_utilization"] = 1.8
+    return trace
+
+
+def test_the_split_comes_from_every_taskmanager_of_the_trace() -> None:
+    # work: task + network + gc + jit of both TaskManagers, 2 * (5.5 + 0.5 + 0.5 + 0.5) = 14; the rest of the 18
+    # (their other, the JobManager's 3) is background: 4 CPU-s over the 10 s
+    kinds = tr.ThreadCpu(task=5.5, network=0.5, gc=0.5, jit=0.5, other=0.5)
+    model = StreamingCpu.of(_flink_trace([kinds, kinds]), 10.0)
+    assert model is not None
+    assert (model.work_cpu_s, model.background_per_s) == pytest.approx((14.0, 0.4))
+    # T = max(thread 6, machine 14 / 2 = 7) = 7; at half the CPU 14 / 1 (18 as before the split)
+    assert model.predict(Changes({"cpu_share": 0.5})) == pytest.approx(14.0)
+
+
+@pytest.mark.parametrize("thread_cpu", [[None, None], [tr.ThreadCpu(task=6.0, network=1.0), None]])
+def test_a_trace_without_the_whole_split_predicts_as_before(thread_cpu: list[tr.ThreadCpu | None]) -> None:
+    model = StreamingCpu.of(_flink_trace(thread_cpu), 10.0)
+    assert model is not None and model.work_cpu_s is None and model.background_per_s == 0.0
+    before = StreamingCpu([Chain([6.0, 6.0])], process_cpu_s=18.0, cpu_count=2, runtime_s=10.0)
+    for changes in ({"cpu_share": 0.5}, {"parallelism": 1}, {"cpu_speed": 2.0}, {"cpu_share": 0.3, "cpu_speed": 1.5}):
+        assert model.predict(Changes(changes)) == before.predict(Changes(changes))  # exactly
+    assert model.predict(Changes({"cpu_share": 0.5})) == pytest.approx(18.0)
+
+
+def test_work_beyond_the_processes_time_is_bounded_by_it() -> None:
+    kinds = tr.ThreadCpu(task=9.0, network=2.0)
+    model = StreamingCpu.of(_flink_trace([kinds, kinds]), 10.0)  # 22 CPU-s of work, 18 measured in all
+    assert model is not None and (model.work_cpu_s, model.background_per_s) == (18.0, 0.0)

@@ -3,11 +3,20 @@ busiest network link carried.
 
 Every operator chain runs as one thread per subtask, all chains at once. A bounded stream therefore
 takes as long as the largest of three limits: the busiest subtask thread (a chain's CPU work spread over its
-subtasks), the machine (all CPU the job's processes used — task threads, but also serialisation,
+subtasks), the machine (the CPU the job's processes need — task threads, but also serialisation,
 network and GC threads — over the CPUs it may use) and, on a cluster, the busiest link (the bytes it carried
 in its busier direction over its bandwidth: links run side by side, each host's as fast as its own).
 Changing the parallelism moves the first limit, a CPU share or a CPU count moves the second, a faster CPU
 moves both, a bandwidth change moves the third.
+
+Where the trace splits each TaskManager's CPU time by thread kind (``Executor.thread_cpu``, schema 1.6), the
+machine limit counts only the work a run must do whatever its length (``WORK_KINDS``: the task threads, the
+network threads that move the records, the collector, whose work follows what the records allocate, and the JIT
+compilers, which compile a job's code once per run). The rest (the other threads: timers, heartbeats, RPC, the
+reporter's sampler; and the JobManager) is background the processes pay per second they run, ``b`` CPU-s/s over
+the traced span: small wake-ups that yield to the work when the CPUs are busy, so they set no limit. Without
+the split all of the processes' CPU time is work, as before the split was recorded: a run traced while a slow
+link held it back then counts the background of its long wait as work a faster link would have to redo.
 
 The traced runtime ``D`` is at least the traced limit ``T``; the part of it beyond ``T`` is time the limits
 did not set (start-up, a rate-limited source, waits). A slower configuration needs ``max(D, T')``: extra
@@ -30,6 +39,11 @@ from crystalperf.core.units import format_bandwidth, format_size
 KEYS = frozenset({"parallelism", "cpu_share", "cpu_speed"})
 # Below this fraction of the runtime the limits did not set the pace (said in the note only).
 SATURATED = 0.75
+# Thread kinds (trace.ThreadCpu fields) whose CPU time a run pays whatever its length: the rest is paid per second.
+# Measured on the namespaced cluster (bench.whatif.flink_cluster), a run of 58 s behind 50 Mbit/s links against
+# one of 5-6 s at 1 Gbit/s: "other" 3.7-4.0 against 0.6-0.9 CPU-s (per second), JIT 1.6-2.3 against 1.1-3.0 (per run),
+# GC 0.75 against 0.47 (mostly per record); a CPU-bound Yahoo run compiled for 8.8 of its 62 CPU-s.
+WORK_KINDS = ("task", "network", "gc", "jit")
 
 
 @dataclass(frozen=True)
@@ -56,6 +70,10 @@ class StreamingCpu:
     cpu_count: int
     runtime_s: float
     link: Link | None = None  # None: no link's bytes known, network changes are left to the resource models
+    # The part of process_cpu_s a run pays whatever its length (WORK_KINDS) and the rest, the background, in CPU-s
+    # per second of the traced span, where the trace split the CPU time by thread kind; None: all of it is work.
+    work_cpu_s: float | None = None
+    background_per_s: float = 0.0
 
     @classmethod
     def of(cls, trace: tr.Trace, runtime_s: float, link: Link | None = None) -> StreamingCpu | None:
@@ -76,7 +94,12 @@ class StreamingCpu:
             return None
         if link is not None and (link.bytes <= 0 or link.bandwidth <= 0):
             link = None
-        return cls(chains, utilization * duration, count, runtime_s, link)
+        process = utilization * duration
+        work = work_cpu(trace)
+        if work is None:
+            return cls(chains, process, count, runtime_s, link)
+        work = min(work, process)
+        return cls(chains, process, count, runtime_s, link, work, (process - work) / duration)
 
     def limit(self, parallelism: int | None = None, cpu_share: float = 1.0, cpu_speed: float = 1.0,
               bandwidth: float | None = None) -> float:
@@ -88,9 +111,13 @@ class StreamingCpu:
             for c in self.chains
             if c.cpu_s
         )
-        machine = self.process_cpu_s / (self.cpu_count * cpu_share)
         network = self.link.bytes / (bandwidth or self.link.bandwidth) if self.link is not None else 0.0
-        return max(max(thread, machine) / cpu_speed, network)
+        return max(thread / cpu_speed, self.machine(cpu_share, cpu_speed), network)
+
+    def machine(self, cpu_share: float = 1.0, cpu_speed: float = 1.0) -> float:
+        """The machine limit: seconds the job's CPU time needs on its CPUs at that share and speed."""
+        work = self.process_cpu_s if self.work_cpu_s is None else self.work_cpu_s
+        return work / (self.cpu_count * cpu_share) / cpu_speed
 
     def predict(self, changes: Changes) -> float | None:
         """The runtime under changes, or None when they involve resources this model does not cover."""
@@ -120,6 +147,9 @@ class StreamingCpu:
         paced = "CPU-bound" if before >= SATURATED * self.runtime_s else "paced by its input"
         text = (f"streaming throughput: busiest subtask thread {busiest:.2f} CPU-s, the job's processes "
                 f"{self.process_cpu_s:.2f} CPU-s on {self.cpu_count} CPUs")
+        if self.work_cpu_s is not None:
+            text += (f" ({self.work_cpu_s:.2f} CPU-s in task, network, GC and JIT threads; the rest, "
+                     f"{self.background_per_s:.2f} CPU-s a second of background, sets no limit)")
         if self.link is not None:
             link_s = self.link.bytes / self.link.bandwidth
             paced = "bound by its busiest link" if link_s >= before and before >= SATURATED * self.runtime_s \
@@ -127,3 +157,16 @@ class StreamingCpu:
             text += (f", the busiest link {format_size(self.link.bytes)} at {format_bandwidth(self.link.bandwidth)} "
                      f"({link_s:.2f} s)")
         return f"{text}, over {self.runtime_s:.2f} s: {paced}; predictions assume the observed input rate"
+
+
+def work_cpu(trace: tr.Trace) -> float | None:
+    """CPU seconds of the job's processes that scale with its records (``WORK_KINDS``), added up over the
+    TaskManagers; None unless every process that ran a task split its CPU time by thread kind."""
+    executors = {e.id: e for e in trace.environment.executors}
+    used = {t.executor for op in trace.iter_operations() for t in op.tasks}
+    if not executors or not used or None in used or not used <= set(executors):
+        return None
+    if any(e.thread_cpu is None for e in executors.values()):
+        return None
+    return sum(getattr(e.thread_cpu, kind) for e in executors.values() for kind in WORK_KINDS
+               if e.thread_cpu is not None)

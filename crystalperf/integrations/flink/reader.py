@@ -9,8 +9,10 @@ it aggregated per (chain, subtask, 1 s bucket, thread state, thread role, stack)
 task thread (and a legacy source's thread), ``fetcher`` for the threads a FLIP-27 source reads in; since
 version 3, ``io``: the process's I/O counter rows (``crystalperf.core.trace.IoSample``) over the job's span,
 with one row before and one after; since version 4, ``stacks``: every stack once, which the sample rows name
-by index (``[other]`` stands for the stacks the reporter's byte bound left out, ``max.sample.bytes``). Version 1 parts (no thread states, lifetimes or classpath), parts without
-roles and version 2 parts (no I/O rows) are still read. :func:`crystalperf.integrations.flink.record_plan` writes the job
+by index (``[other]`` stands for the stacks the reporter's byte bound left out, ``max.sample.bytes``); since
+version 5, ``thread_kinds_cpu_s``: the process's CPU time over the job (the span of ``process_cpu_s``) split by
+thread kind, :data:`THREAD_KINDS`. Version 1 parts (no thread states, lifetimes or classpath), parts without
+roles, version 2 parts (no I/O rows) and parts without the split are still read. :func:`crystalperf.integrations.flink.record_plan` writes the job
 graph beside them as ``crystalperf-flink-plan-<hash>.json``. Standard library only: reading the files
 needs no PyFlink.
 """
@@ -39,6 +41,10 @@ FORMAT = "crystalperf-flink-metrics"
 FETCHER_ROLE = "fetcher"
 PLAN_FORMAT = "crystalperf-flink-plan"
 PLAN_PREFIX = "crystalperf-flink-plan-"
+# The kinds of thread a part splits its process's CPU time into (version 5): the job's subtask threads, Flink's
+# netty (data exchange) threads, the garbage collector's, the JIT compilers' and the rest (timers, heartbeats,
+# RPC, the reporter's sampler).
+THREAD_KINDS = ("task", "network", "gc", "jit", "other")
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,11 @@ class Part:
     classpath: list[str] = field(default_factory=list)  # jars and class directories of the job's code
     io: list[IoSample] = field(default_factory=list)  # the processes' I/O counter rows (version 3)
     parts: int = 1  # how many process parts were merged into this one
+    # The process's CPU seconds by thread kind (version 5; None: not recorded), and the same per TaskManager id
+    # for the parts whose subtasks all ran on one TaskManager (a TaskManager's process, a one-TaskManager mini
+    # cluster): after merging, one entry per such TaskManager.
+    thread_kinds: dict[str, float] | None = None
+    taskmanager_kinds: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -229,8 +240,10 @@ def load_part(path: Path) -> Part:
             raise ValueError(f"process_cpu_s {process_cpu} is out of range")
         cpu_count = min(_count(doc.get("cpu_count") or 0), 2**20)
         classpath = [str(entry) for entry in doc.get("classpath") or []]
-    except (TypeError, ValueError, OverflowError) as exc:
+        kinds = _thread_kinds(doc.get("thread_kinds_cpu_s")) if process_cpu is not None else None
+    except (TypeError, ValueError, OverflowError, AttributeError) as exc:
         raise BadInputError(f"malformed CPU times in a crystalperf Flink metrics file ({exc})", path) from None
+    taskmanagers = {s.taskmanager for s in scopes if s.task_name and s.taskmanager}
     try:
         return Part(
             path=path,
@@ -252,9 +265,21 @@ def load_part(path: Path) -> Part:
             sample_interval_s=_positive(doc.get("sample_interval_s", 0.1)),
             classpath=classpath,
             io=io,
+            thread_kinds=kinds,
+            taskmanager_kinds={next(iter(taskmanagers)): kinds} if kinds is not None and len(taskmanagers) == 1 else {},
         )
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise BadInputError(f"malformed crystalperf Flink metrics file ({exc})", path) from None
+
+
+def _thread_kinds(value: Any) -> dict[str, float] | None:
+    """A part's CPU seconds by thread kind: every kind of :data:`THREAD_KINDS` (a kind missing is 0, an unknown
+    one is ignored); None when the part has none."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError("thread_kinds_cpu_s is not an object")
+    return {kind: max(0.0, _time(value.get(kind, 0.0))) for kind in THREAD_KINDS}
 
 
 def _positive(value: Any) -> float:
@@ -282,6 +307,11 @@ def _add(merged: Part, part: Part) -> None:
     merged.thread_cpu.update(part.thread_cpu)
     if part.process_cpu_s is not None:
         merged.process_cpu_s = (merged.process_cpu_s or 0.0) + part.process_cpu_s
+    for taskmanager, kinds in part.taskmanager_kinds.items():
+        # two processes naming one TaskManager (a restart): its figures are not one process's any more
+        merged.taskmanager_kinds[taskmanager] = (
+            {k: merged.taskmanager_kinds[taskmanager][k] + kinds[k] for k in THREAD_KINDS}
+            if taskmanager in merged.taskmanager_kinds else dict(kinds))
     merged.samples.extend(part.samples)
     # every process lists the same Flink jars; the order of the first part is kept
     known = set(merged.classpath)
@@ -294,13 +324,20 @@ def merge_parts(first: Part, others: Iterable[Path]) -> Part:
     """Join the parts that the JobManager and each TaskManager wrote for the same job, starting from
     ``first`` (its job name and sampling settings are kept)."""
     merged = replace(first, scopes=list(first.scopes), thread_cpu=dict(first.thread_cpu),
-                     samples=list(first.samples), classpath=list(first.classpath), io=list(first.io), parts=1)
+                     samples=list(first.samples), classpath=list(first.classpath), io=list(first.io), parts=1,
+                     thread_kinds=dict(first.thread_kinds) if first.thread_kinds is not None else None,
+                     taskmanager_kinds={tm: dict(kinds) for tm, kinds in first.taskmanager_kinds.items()})
     parts = [first]
     for path in others:
         part = load_part(path)
         _add(merged, part)
         parts.append(part)
     merged.cpu_count = job_cpus(parts)
+    # the split stands for the merged process time only when every part with a process time has one
+    timed = [p for p in parts if p.process_cpu_s is not None]
+    merged.thread_kinds = (
+        {k: sum(p.thread_kinds[k] for p in timed if p.thread_kinds is not None) for k in THREAD_KINDS}
+        if timed and all(p.thread_kinds is not None for p in timed) else None)
     return merged
 
 

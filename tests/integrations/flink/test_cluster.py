@@ -61,6 +61,9 @@ def test_cluster_job_yields_one_merged_report(cluster: tuple[int, Path], tmp_pat
     records = {c.name: c.metrics for op in trace.operations for c in op.children}
     assert max(m["records_out"] for m in records.values()) >= 50000
     assert trace.samples is not None and sum(trace.samples.count) > 0
+    # each TaskManager's CPU time by thread kind: the shuffle between them ran in their netty threads
+    split = [e.thread_cpu for e in trace.environment.executors]
+    assert len(split) == 2 and all(kinds is not None and kinds.task > 0 and kinds.network > 0 for kinds in split)
     cpflink.finish(parts[-1], tmp_path)
     report = json.loads((tmp_path / "crystalperf-report.json").read_text())
     assert {op["id"] for op in report["operations"]} >= {"chain0", "chain1"}

@@ -67,6 +67,21 @@ def test_reporter_writes_metrics_of_every_operator(sql_job: Path) -> None:
     assert 0 < trace.metrics["cpu_utilization"] <= (trace.environment.cpu_count or 0)
 
 
+def test_the_process_cpu_time_is_split_by_thread_kind(sql_job: Path) -> None:
+    from crystalperf.integrations.flink.reader import load_part
+
+    part = load_part(cpflink.wait_for_metrics(sql_job)[0])
+    kinds = part.thread_kinds
+    assert kinds is not None and part.process_cpu_s is not None
+    # the task kind is the subtask threads' CPU time; the kinds add up to the process's time
+    assert kinds["task"] == pytest.approx(sum(part.thread_cpu.values()), rel=1e-6)
+    assert sum(kinds.values()) == pytest.approx(part.process_cpu_s, abs=0.05)
+    assert kinds["jit"] > 0 and kinds["other"] > 0  # a fresh JVM compiles; the JobManager runs in it too
+    # the one TaskManager of the mini cluster carries it in the trace
+    (executor,) = cpflink.read_metrics(part.path).environment.executors
+    assert executor.thread_cpu is not None and executor.thread_cpu.task == pytest.approx(kinds["task"])
+
+
 def test_finish_writes_a_report_naming_the_operators_and_a_bottleneck(sql_job: Path, tmp_path: Path) -> None:
     metrics_file = cpflink.wait_for_metrics(sql_job)[0]
     trace_path = cpflink.finish(metrics_file, tmp_path)

@@ -39,7 +39,9 @@ import org.crystalperf.common.IoCounters;
  * errors so the reporter never fails the job.
  *
  * <p>Each part also holds this process's I/O counter rows ({@link IoCounters}: one sampler per JVM) over the
- * job's span, with one row before and one after (part format version 3).
+ * job's span, with one row before and one after (part format version 3), and (version 5) the process's CPU time
+ * over the job split by thread kind ({@link ThreadKinds}): the job's task threads, the netty threads, the
+ * collector's, the compilers' and the rest.
  */
 public class CrystalPerfReporter implements MetricReporter {
     private static final Logger LOG = Logger.getLogger(CrystalPerfReporter.class.getName());
@@ -91,6 +93,10 @@ public class CrystalPerfReporter implements MetricReporter {
     private static IoCounters ioCounters;
     private static int ioUsers;
     private boolean usesIo;
+    /** This process's CPU time by thread kind (bounded in bytes by max.thread.bytes). */
+    private ThreadKinds threadKinds = new ThreadKinds(1L << 20);
+    /** How often the sampler re-reads the threads' CPU times (a thread that ends loses at most this much). */
+    private static final long THREAD_KINDS_INTERVAL_MS = 1000;
 
     private static final class Entry {
         final String jobId;
@@ -123,6 +129,8 @@ public class CrystalPerfReporter implements MetricReporter {
         final double firstSeen = System.currentTimeMillis() / 1000.0;
         /** CPU time of this whole process when the job was first seen (ns, -1 when unknown). */
         final long processCpuAtStart = processCpuNanos();
+        /** The process's CPU time per thread kind then ({@link ThreadKinds#totals}; null: unknown). */
+        final long[] kindsAtStart;
         /** Latest CPU time (ns) of each thread of a subtask, "task_name\u0001subtask\u0001thread id" -> ns, seen by
          * the sampler: a legacy source's subtask runs on two threads (the task's and the source's), a FLIP-27
          * source's on its task thread and its fetcher threads. */
@@ -146,8 +154,9 @@ public class CrystalPerfReporter implements MetricReporter {
         boolean changedSinceWrite() {
             return events != eventsWritten;
         }
-        Job(String id) {
+        Job(String id, long[] kindsAtStart) {
             this.id = id;
+            this.kindsAtStart = kindsAtStart;
         }
     }
 
@@ -164,6 +173,11 @@ public class CrystalPerfReporter implements MetricReporter {
                     config.getString("max.sample.bytes", String.valueOf(maxSampleBytesPerJob)).trim());
         } catch (RuntimeException e) {
             LOG.log(Level.WARNING, "crystalperf: bad reporter configuration, using the working directory", e);
+        }
+        try {
+            threadKinds = new ThreadKinds(Long.parseLong(config.getString("max.thread.bytes", String.valueOf(1L << 20)).trim()));
+        } catch (RuntimeException e) {
+            LOG.log(Level.WARNING, "crystalperf: bad max.thread.bytes, using 1 MiB", e);
         }
         analyzePython = config.getString("analyze.python", "").trim();
         try {
@@ -275,12 +289,17 @@ public class CrystalPerfReporter implements MetricReporter {
     private void sampleLoop() {
         ThreadMXBean mx = ManagementFactory.getThreadMXBean();
         long lastFlush = System.currentTimeMillis();
-        long tick = sampleIntervalMs > 0 ? sampleIntervalMs : flushIntervalMs;
+        long lastKinds = lastFlush;
+        long tick = Math.min(sampleIntervalMs > 0 ? sampleIntervalMs : flushIntervalMs, THREAD_KINDS_INTERVAL_MS);
         while (!closed) {
             try {
                 Thread.sleep(tick);
                 if (sampleIntervalMs > 0) {
                     sampleOnce(mx);
+                }
+                if (System.currentTimeMillis() - lastKinds >= THREAD_KINDS_INTERVAL_MS) {
+                    lastKinds = System.currentTimeMillis();
+                    refreshKinds();
                 }
                 if (flushIntervalMs > 0 && System.currentTimeMillis() - lastFlush >= flushIntervalMs) {
                     lastFlush = System.currentTimeMillis();
@@ -292,6 +311,31 @@ public class CrystalPerfReporter implements MetricReporter {
                 LOG.log(Level.WARNING, "crystalperf: stack sampling failed, sampling stops", e);
                 return;
             }
+        }
+    }
+
+    /** Re-reads the threads' CPU times while a job is open here, so a thread that ends keeps what it used. */
+    private void refreshKinds() {
+        boolean open;
+        synchronized (this) {
+            open = jobs.size() > finished.size();
+        }
+        if (open) {
+            try {
+                threadKinds.refresh();
+            } catch (RuntimeException e) {
+                LOG.log(Level.FINE, "crystalperf: could not read the threads' CPU times", e);
+            }
+        }
+    }
+
+    /** The process's CPU time per thread kind now; null when unknown (never throws). */
+    private long[] kindsNow() {
+        try {
+            return threadKinds.totals();
+        } catch (RuntimeException e) {
+            LOG.log(Level.FINE, "crystalperf: could not read the threads' CPU times", e);
+            return null;
         }
     }
 
@@ -486,7 +530,11 @@ public class CrystalPerfReporter implements MetricReporter {
             if (jobId == null || jobId.isEmpty()) {
                 return;  // JobManager/TaskManager-wide metrics say nothing about one job
             }
-            Job job = jobs.computeIfAbsent(jobId, Job::new);
+            Job job = jobs.get(jobId);
+            if (job == null) {
+                job = new Job(jobId, kindsNow());
+                jobs.put(jobId, job);
+            }
             finished.remove(jobId);
             String jobName = vars.get("<job_name>");
             if (jobName != null) {
@@ -707,6 +755,7 @@ public class CrystalPerfReporter implements MetricReporter {
         double firstSeen;
         double end;
         long processCpuAtStart;
+        long[] kindsAtStart;
         Map<String, Long> subtaskCpu;
         List<String> classpath;
         long dropped;
@@ -732,6 +781,7 @@ public class CrystalPerfReporter implements MetricReporter {
         s.firstSeen = job.firstSeen;
         s.end = job.lastRemoved > 0 ? job.lastRemoved : System.currentTimeMillis() / 1000.0;
         s.processCpuAtStart = job.processCpuAtStart;
+        s.kindsAtStart = job.kindsAtStart;
         // A subtask's threads (a legacy source's two, a FLIP-27 source's fetchers, restarted attempts') add up
         // to its CPU time.
         s.subtaskCpu = new LinkedHashMap<>();
@@ -777,10 +827,10 @@ public class CrystalPerfReporter implements MetricReporter {
         return s;
     }
 
-    /** The part's JSON (format version 4: stacks interned once, rows refer to them by index). */
+    /** The part's JSON (format version 5: stacks interned once, rows refer to them by index; CPU by thread kind). */
     private String render(Snapshot s) {
         StringBuilder w = new StringBuilder(4096 + 64 * s.samples.size());
-        w.append("{\"format\":\"crystalperf-flink-metrics\",\"version\":4,\"job_id\":").append(quote(s.id));
+        w.append("{\"format\":\"crystalperf-flink-metrics\",\"version\":5,\"job_id\":").append(quote(s.id));
         w.append(",\"job_name\":").append(quote(s.name));
         w.append(",\"process\":").append(PROCESS_ID);
         // complete: none of the job's metrics is left in this process; a flushed part is not
@@ -789,8 +839,12 @@ public class CrystalPerfReporter implements MetricReporter {
         // version 3: this process's I/O counter rows over the job (the trace's io)
         w.append(",\"io\":").append(ioRowsOf(s.job, s.end, s.complete));
         long processCpu = processCpuNanos();
+        long[] kinds = s.kindsAtStart == null ? null : kindsNow();
         if (processCpu >= 0 && s.processCpuAtStart >= 0) {
             w.append(",\"process_cpu_s\":").append((processCpu - s.processCpuAtStart) / 1e9);
+            if (kinds != null) {
+                w.append(",\"thread_kinds_cpu_s\":").append(kindsJson(processCpu - s.processCpuAtStart, s, kinds));
+            }
         }
         w.append(",\"cpu_count\":").append(Runtime.getRuntime().availableProcessors());
         w.append(",\"thread_cpu\":[");
@@ -852,6 +906,26 @@ public class CrystalPerfReporter implements MetricReporter {
         }
         w.append("]}\n");
         return w.toString();
+    }
+
+    /**
+     * The process's CPU time over the job by thread kind (version 5), seconds: "task" the job's subtask threads
+     * here, the kinds {@link ThreadKinds} measures (their time since the job was first seen), and "other" what is
+     * left of the process's time.
+     */
+    static String kindsJson(long processNanos, Snapshot s, long[] kindsNow) {
+        long task = 0;
+        for (long ns : s.subtaskCpu.values()) {
+            task += ns;
+        }
+        long known = task;
+        StringBuilder w = new StringBuilder("{\"task\":").append(task / 1e9);
+        for (int i = 0; i < ThreadKinds.KINDS.length; i++) {
+            long used = Math.max(0, kindsNow[i] - s.kindsAtStart[i]);
+            known += used;
+            w.append(",\"").append(ThreadKinds.KINDS[i]).append("\":").append(used / 1e9);
+        }
+        return w.append(",\"other\":").append(Math.max(0, processNanos - known) / 1e9).append('}').toString();
     }
 
     /** Snapshot under the lock, then serialise and write outside it (callers hold no lock for the write). */

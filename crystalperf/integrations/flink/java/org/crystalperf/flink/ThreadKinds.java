@@ -1,0 +1,224 @@
+package org.crystalperf.flink;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.Map;
+import java.util.Set;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+
+/**
+ * CPU time this JVM's threads used, by the kind of thread, read from {@code /proc/self/task} (Linux): Flink's
+ * netty threads (the data exchange, {@link #NETWORK}), the garbage collector's ({@link #GC}) and the JIT
+ * compilers' ({@link #JIT}). Task threads are counted by the reporter per subtask (their names are longer than
+ * the 15 characters the kernel keeps, so they are found through the ThreadMXBean), and whatever is left of the
+ * process's CPU time is the "other" kind (timers, heartbeats, RPC, the reporter's own sampler).
+ *
+ * <p>The totals are cumulative from this object's first look and never go down: a thread that ended keeps the
+ * time it was last seen to have used (a refresh every second or so loses at most that much of a short-lived
+ * compiler thread). Memory is bounded in bytes: past {@code maxBytes} new threads are not followed (their time
+ * falls to "other") and counted in {@link #untracked()}. Nothing here throws: without {@code /proc} (another OS)
+ * {@link #totals()} is null and the part simply has no split.
+ */
+final class ThreadKinds {
+    private static final Logger LOG = Logger.getLogger(ThreadKinds.class.getName());
+    static final String NETWORK = "network";
+    static final String GC = "gc";
+    static final String JIT = "jit";
+    /** The kinds this class measures, in the order of {@link #totals()}. */
+    static final String[] KINDS = {NETWORK, GC, JIT};
+    /** Estimated heap of one followed thread (map entry, boxed key, the long[] value). */
+    static final int ENTRY_BYTES = 112;
+    private static final int UNTRACKED = -1;
+    /** Kernel clock ticks per second (the stat fallback's unit; 100 on every Linux we know). */
+    private static final long TICK_NS = 10_000_000L;
+
+    private final Path taskDir;
+    private final long maxBytes;
+    /** tid -> {kind index or UNTRACKED, start time (clock ticks since boot), last CPU time (ns)}. */
+    private final Map<Integer, long[]> threads = new HashMap<>();
+    /** CPU time of ended threads, per kind. */
+    private final long[] retired = new long[KINDS.length];
+    private long untracked;
+    private boolean unavailable;
+
+    ThreadKinds(long maxBytes) {
+        this(Paths.get("/proc/self/task"), maxBytes);
+    }
+
+    ThreadKinds(Path taskDir, long maxBytes) {
+        this.taskDir = taskDir;
+        this.maxBytes = Math.max(0, maxBytes);
+    }
+
+    /**
+     * The kind of a thread by its kernel name (at most 15 characters of the Java name), or -1 for a thread this
+     * class does not measure. HotSpot names its collector threads "GC Thread#n", "G1 ...", "Z...", "Shenandoah ..."
+     * and its compilers "C1/C2 CompilerThreadN"; Flink names its data exchange threads "Flink Netty Server|Client
+     * (port) Thread n". The "VM Thread" counts as the collector's: the serial collector (which the JVM picks on one
+     * CPU or a small heap) runs in it, and the other collectors' pauses start and end there.
+     */
+    static int kindOf(String comm) {
+        if (comm.startsWith("Flink Netty")) {
+            return 0;
+        }
+        if (comm.startsWith("GC Thread") || comm.startsWith("ParGC Thread") || comm.startsWith("G1 ")
+                || comm.startsWith("ZWorker") || comm.startsWith("ZDirector") || comm.startsWith("ZDriver")
+                || comm.startsWith("ZUnmapper") || comm.startsWith("ZUncommitter") || comm.startsWith("Shenandoah")
+                || comm.startsWith("CMS ") || comm.startsWith("Conc#") || comm.equals("VM Thread")) {
+            return 1;
+        }
+        if (comm.contains("CompilerThre") || comm.startsWith("JVMCI") || comm.startsWith("Sweeper thread")) {
+            return 2;
+        }
+        return UNTRACKED;
+    }
+
+    /** The cumulative CPU nanoseconds per kind ({@link #KINDS} order), refreshed now; null without /proc. */
+    synchronized long[] totals() {
+        if (!refresh()) {
+            return null;
+        }
+        long[] sums = retired.clone();
+        for (long[] t : threads.values()) {
+            if (t[0] != UNTRACKED) {
+                sums[(int) t[0]] += t[2];
+            }
+        }
+        return sums;
+    }
+
+    /** Threads not followed because of the memory bound. */
+    synchronized long untracked() {
+        return untracked;
+    }
+
+    /** Estimated bytes held. */
+    synchronized long bytes() {
+        return (long) threads.size() * ENTRY_BYTES;
+    }
+
+    /** Reads the threads once; false when /proc is not there (then it is never tried again). */
+    synchronized boolean refresh() {
+        if (unavailable) {
+            return false;
+        }
+        try {
+            Set<Integer> alive = new HashSet<>();
+            try (DirectoryStream<Path> entries = Files.newDirectoryStream(taskDir)) {
+                for (Path entry : entries) {
+                    int tid;
+                    try {
+                        tid = Integer.parseInt(entry.getFileName().toString());
+                    } catch (NumberFormatException e) {
+                        continue;
+                    }
+                    if (see(tid, entry)) {
+                        alive.add(tid);
+                    }
+                }
+            }
+            for (Iterator<Map.Entry<Integer, long[]>> it = threads.entrySet().iterator(); it.hasNext(); ) {
+                Map.Entry<Integer, long[]> e = it.next();
+                if (!alive.contains(e.getKey())) {
+                    retire(e.getValue());
+                    it.remove();
+                }
+            }
+            return true;
+        } catch (IOException | RuntimeException e) {
+            if (threads.isEmpty()) {
+                unavailable = true;
+                LOG.log(Level.FINE, "crystalperf: no per-thread CPU times in " + taskDir + " (no split by thread kind)", e);
+                return false;
+            }
+            LOG.log(Level.FINE, "crystalperf: could not read " + taskDir, e);
+            return true;  // the last values stand
+        }
+    }
+
+    private void retire(long[] t) {
+        if (t[0] != UNTRACKED) {
+            retired[(int) t[0]] += t[2];
+        }
+    }
+
+    /** Looks at one thread; false when it is gone (or unreadable) by now. */
+    private boolean see(int tid, Path dir) {
+        long[] known = threads.get(tid);
+        if (known != null && known[0] == UNTRACKED) {
+            return true;  // a thread of no measured kind: nothing to read
+        }
+        if (known == null) {
+            String stat = read(dir.resolve("stat"));
+            if (stat == null) {
+                return false;
+            }
+            int open = stat.indexOf('(');
+            int close = stat.lastIndexOf(')');
+            if (open < 0 || close < open) {
+                return false;
+            }
+            if ((long) (threads.size() + 1) * ENTRY_BYTES > maxBytes) {
+                untracked++;
+                return false;
+            }
+            String[] fields = stat.substring(close + 2).trim().split(" ");
+            // fields[0] is the state (stat field 3): utime, stime and starttime are fields 14, 15 and 22
+            long start = fields.length > 19 ? Long.parseLong(fields[19]) : 0;
+            known = new long[] {kindOf(stat.substring(open + 1, close)), start, 0};
+            threads.put(tid, known);
+            if (known[0] == UNTRACKED) {
+                return true;
+            }
+        }
+        long cpu = cpuNanos(dir);
+        if (cpu < 0) {
+            return false;
+        }
+        if (cpu < known[2]) {
+            // the thread id was reused by a new thread: the old one ended
+            retire(known);
+        }
+        known[2] = cpu;
+        return true;
+    }
+
+    /** A thread's CPU time: schedstat's first field (ns), else stat's utime + stime (clock ticks). */
+    private static long cpuNanos(Path dir) {
+        String schedstat = read(dir.resolve("schedstat"));
+        if (schedstat != null) {
+            String first = schedstat.trim().split(" ", 2)[0];
+            try {
+                return Long.parseLong(first);
+            } catch (NumberFormatException e) {
+                // fall back to stat
+            }
+        }
+        String stat = read(dir.resolve("stat"));
+        int close = stat == null ? -1 : stat.lastIndexOf(')');
+        if (close < 0) {
+            return -1;
+        }
+        String[] fields = stat.substring(close + 2).trim().split(" ");
+        if (fields.length < 13) {
+            return -1;
+        }
+        return (Long.parseLong(fields[11]) + Long.parseLong(fields[12])) * TICK_NS;
+    }
+
+    private static String read(Path file) {
+        try {
+            return new String(Files.readAllBytes(file), StandardCharsets.UTF_8);
+        } catch (IOException | RuntimeException e) {
+            return null;  // the thread ended
+        }
+    }
+}
