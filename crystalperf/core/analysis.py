@@ -237,7 +237,7 @@ def build_report(
         counts[entry["vector_source"]] = counts.get(entry["vector_source"], 0) + 1
     resolution = profile.resolution
     # each leaf's task-seconds once (a vector times its tasks' time, for 20,000 operations)
-    leaf_work = [(sum(p.work_seconds.values()), p.vector.measured_share) for p in profile.walk() if not p.children]
+    leaf_work = [(sum(p.work_seconds.values()), p.vector.measured_share) for p in walked if not p.children]
     leaf_time = sum(work for work, _ in leaf_work)
     measured_time = sum(work * share for work, share in leaf_work)
     sources: dict[str, Any] = {

@@ -3,9 +3,11 @@ whose hook kept a sample of their tasks, and what-if values out of range."""
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import random
 import tracemalloc
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -277,6 +279,19 @@ def test_a_bandwidth_no_operation_used_changes_no_point_estimate_but_the_draws_m
         IOModel.adjust = original  # type: ignore[method-assign]
 
 
+@contextlib.contextmanager
+def columns_from(steps: int) -> Iterator[None]:
+    """Levels of at least ``steps`` steps adjusted as columns (10**9: every operation one at a time)."""
+    from crystalperf.core import predict
+
+    original = predict.COLUMNS_MIN_STEPS
+    predict.COLUMNS_MIN_STEPS = steps
+    try:
+        yield
+    finally:
+        predict.COLUMNS_MIN_STEPS = original
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_models_adjusting_columns_give_what_they_give_one_operation_at_a_time(seed):
     from crystalperf.core import predict
@@ -299,16 +314,12 @@ def test_models_adjusting_columns_give_what_they_give_one_operation_at_a_time(se
                     {"cores": 1, "cpu_speed": 0.5}, {"disk": 5e9, "cpu_speed": 1.5}):
         durations = {}
         for columns in (True, False):
-            original = predict.COLUMNS_MIN_STEPS
-            predict.COLUMNS_MIN_STEPS = original if columns else 10**9
-            try:
+            with columns_from(predict.COLUMNS_MIN_STEPS if columns else 10**9):
                 predictor = Predictor(profile)
                 scenario = Changes(changes)
                 predictor.prepare(scenario)
                 predictor.simulate(scenario, record_point=True)
                 durations[columns] = list(predictor._plan(profile.top).points or [])
-            finally:
-                predict.COLUMNS_MIN_STEPS = original
         assert durations[True] == durations[False], changes
 
 
@@ -329,13 +340,9 @@ def test_monte_carlo_draws_adjusted_as_columns_are_the_draws_one_operation_at_a_
     profile = build_profile(make_trace(ops, total_slots=4, cores_per_executor=4), KeywordClassifier())
     predictions = {}
     for columns in (True, False):
-        original = predict.COLUMNS_MIN_STEPS
-        predict.COLUMNS_MIN_STEPS = original if columns else 10**9
-        try:
+        with columns_from(predict.COLUMNS_MIN_STEPS if columns else 10**9):
             predictor = Predictor(profile)
             predictions[columns] = [predictor.predict(Changes(c)) for c in ({"cpu_speed": 2.0}, {"disk": 1e7})]
-        finally:
-            predict.COLUMNS_MIN_STEPS = original
     for a, b in zip(predictions[True], predictions[False], strict=True):
         assert (a.crystalperf.runtime_s, a.crystalperf.low_s, a.crystalperf.high_s) == (
             b.crystalperf.runtime_s, b.crystalperf.low_s, b.crystalperf.high_s)

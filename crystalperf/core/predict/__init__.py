@@ -278,10 +278,12 @@ class Predictor:
 
     def _leaf_duration(self, unit: _Unit, sim: _Sim) -> float:
         draw = sim.draw
-        if (not sim.models and draw.rng is None and unit.tasks and not sim.parallelism
-                and (unit.count <= sim.one_wave or sim.same_slots)
-                and (not sim.with_vectors or (self._point_split(unit) and unit.whole_split))):
-            # No model changes a task and none moves between waves: the operation keeps its traced span.
+        # no model changes a task: the traced durations as they are (a split of them adds up to them)
+        unmodelled = (not sim.models and draw.rng is None
+                      and (not sim.with_vectors or (self._point_split(unit) and unit.whole_split)))
+        if (unmodelled and unit.tasks and not sim.parallelism
+                and (unit.count <= sim.one_wave or sim.same_slots)):
+            # and none moves between waves: the operation keeps its traced span
             return unit.duration
         if draw.rng is None:
             durations, before = unit.durations, unit.before
@@ -324,7 +326,6 @@ class Predictor:
                 return unit.duration  # nothing changed for this operation
             if before is None:
                 before = replay(durations, self.baseline.slots, weight=unit.weight)
-            unmodelled = (not sim.models and draw.rng is None and (not sim.with_vectors or unit.whole_split))
             kept = unit.replays.get((sim.slots, sim.warmup)) if unmodelled and unit.replays is not None else None
             if kept is not None:
                 after = kept
@@ -365,16 +366,17 @@ class Predictor:
             durations = list(plan.points)
             rows = plan.redrawn_rows(sim.draw.number, redrawn)
             drawn = self._drawn_columns(plan, rows, sim)
-            drawn_rows = iter(drawn) if drawn is not None else None
             for i in rows:
-                found = next(drawn_rows) if drawn_rows is not None and plan.rows[i][3].tasks else None
+                found = drawn[i] if drawn is not None else None
                 durations[i] = found if found is not None else leaf(plan.rows[i][3], sim)
             for i in plan.child_rows:
                 durations[i] = max(self._level_duration(plan.rows[i][2], sim), 0.0)  # type: ignore[arg-type]
             return durations
         known = None
-        if redrawn is None:
-            known = self._columns_durations(plan, sim) if sim.draw.rng is None else self._all_drawn_columns(plan, sim)
+        if redrawn is None and sim.draw.rng is None:
+            known = self._columns_durations(plan, sim)
+        elif redrawn is None:  # a draw that redraws every operation
+            known = self._drawn_columns(plan, [i for i, row in enumerate(plan.rows) if row[2] is None], sim)
         durations = []
         append = durations.append
         for i, (_preds, _offset, children, unit) in enumerate(plan.rows):
@@ -417,16 +419,11 @@ class Predictor:
             splits = (columns.splits[columns.task_unit] if sim.with_vectors and columns.splits is not None
                       else np.broadcast_to(np.array(_ALL_CPU), (len(columns.durations), 5)))
             found = columns.new_durations(splits, sim.models, sim.one_wave)
-        if found is None:
-            return None
-        known: list[float | None] = [None] * len(plan.rows)
-        for row, value in zip(columns.rows, found, strict=True):
-            known[row] = value
-        return known
+        return columns.by_row(found, len(plan.rows)) if found is not None else None
 
     def _drawn_columns(self, plan: _LevelPlan, rows: list[int], sim: _Sim) -> list[float | None] | None:
-        """``_columns_durations`` for the operations a Monte Carlo draw redraws (``rows``): their drawn durations
-        and splits, the same in every scenario, adjusted by this scenario's models."""
+        """``_columns_durations`` for the operations a Monte Carlo draw redraws (``rows``, replayed ones): their drawn
+        durations and splits, the same in every scenario, adjusted by this scenario's models."""
         if not sim.with_vectors or not self._columns_apply(plan, sim):
             return None
         key = (id(plan), sim.draw.key, len(rows))
@@ -445,21 +442,8 @@ class Predictor:
                                                 for i, _found in drawn):
                 self._drawn_columns_kept[key] = columns
         assert columns.splits is not None
-        return columns.new_durations(columns.splits[columns.task_unit], sim.models, sim.one_wave)
-
-    def _all_drawn_columns(self, plan: _LevelPlan, sim: _Sim) -> list[float | None] | None:
-        """``_drawn_columns`` for a draw that redraws every operation."""
-        if not self._columns_apply(plan, sim):
-            return None
-        rows = [i for i, (_p, _o, children, _unit) in enumerate(plan.rows) if children is None]
-        found = self._drawn_columns(plan, rows, sim)
-        if found is None:
-            return None
-        known: list[float | None] = [None] * len(plan.rows)
-        with_tasks = (i for i in rows if plan.rows[i][3].tasks)
-        for row, value in zip(with_tasks, found, strict=True):
-            known[row] = value
-        return known
+        found = columns.new_durations(columns.splits[columns.task_unit], sim.models, sim.one_wave)
+        return columns.by_row(found, len(plan.rows)) if found is not None else None
 
     @staticmethod
     def _columns_apply(plan: _LevelPlan, sim: _Sim) -> bool:
@@ -814,9 +798,17 @@ class _Columns:
         return [value if fits else None
                 for value, fits in zip(duration.tolist(), (self.counts <= one_wave).tolist(), strict=True)]
 
+    def by_row(self, found: list[float | None], rows: int) -> list[float | None]:
+        """Values of these operations (in their order) at their rows of a level of ``rows`` steps; None elsewhere."""
+        known: list[float | None] = [None] * rows
+        for row, value in zip(self.rows, found, strict=True):
+            known[row] = value
+        return known
+
 
 # A level of at least this many steps, each after at most one other, has its start times summed along its
-# tree by numpy (pointer doubling) instead of one step at a time; a smaller one gives the exact sequential sums.
+# tree by numpy (a prefix sum over an Euler tour) instead of one step at a time; a smaller one gives the exact
+# sequential sums.
 VECTOR_PROPAGATION_STEPS = 512
 
 

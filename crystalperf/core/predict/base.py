@@ -417,31 +417,34 @@ def job_metric_total(profile: ExecutionProfile, weigh: Callable[[dict[str, float
     return total
 
 
+def unit_share(prof: OperationProfile, resource: str) -> float:
+    """A unit's share of its time on one resource as the prediction splits it: the vector's share, less what a
+    wait given to awaited work took from it."""
+    index = _RESOURCE_INDEX[resource]
+    through = prof.vector.through
+    return max(0.0, prof.vector.vector[index] - (through[index] if through is not None else 0.0))
+
+
+_RESOURCE_INDEX = {"cpu": 0, "disk": 1, "network": 2}
+
+
 def unit_seconds(profile: ExecutionProfile, resource: str) -> float:
-    """Time on one resource (disk or network) of every unit of the job, as the prediction splits it (the
-    vector's share, less what a wait given to awaited work took from it)."""
+    """Time on one resource (disk or network) of every unit of the job, as the prediction splits it
+    (:func:`unit_share`)."""
     memo = f"unit_seconds:{resource}"
-    if memo in profile.memo:
-        return profile.memo[memo]
-    index = {"cpu": 0, "disk": 1, "network": 2}[resource]
-    total = 0.0
-    for prof in unit_profiles(profile):
-        through = prof.vector.through
-        share = max(0.0, prof.vector.vector[index] - (through[index] if through is not None else 0.0))
-        total += share * task_seconds(prof.op)
-    profile.memo[memo] = total
-    return total
+    if memo not in profile.memo:
+        total = 0.0  # added in order (sum() compensates from Python 3.12: other last digits on other versions)
+        for prof in unit_profiles(profile):
+            total += unit_share(prof, resource) * task_seconds(prof.op)
+        profile.memo[memo] = total
+    return profile.memo[memo]
 
 
 def any_unit_share(profile: ExecutionProfile, resource: str) -> bool:
-    """Whether any unit of the job gives a share of its time to the resource (disk or network), as the
-    prediction splits it."""
+    """Whether any unit of the job gives a share of its time to the resource (:func:`unit_share`)."""
     memo = f"any_unit_share:{resource}"
     if memo not in profile.memo:
-        index = {"cpu": 0, "disk": 1, "network": 2}[resource]
-        profile.memo[memo] = any(
-            prof.vector.vector[index] - (prof.vector.through[index] if prof.vector.through is not None else 0.0) > 0
-            for prof in unit_profiles(profile))
+        profile.memo[memo] = any(unit_share(prof, resource) > 0 for prof in unit_profiles(profile))
     return bool(profile.memo[memo])
 
 

@@ -147,16 +147,17 @@ class HtmlRenderer(Renderer):
     def render(self, report: dict[str, Any]) -> str:
         app = report.get("application") or {}
         title = str(app.get("name") or app.get("id") or "application")
+        hierarchy = Hierarchy.of(report)  # the DAG, the bars and the table read it (20,000 operations at a time)
         body = "".join((
             self._verdict(report),
             self._advice(report),
-            self._dag(report),
-            self._bars(report),
+            self._dag(report, hierarchy),
+            self._bars(report, hierarchy),
             self._whatif(report),
             self._settings(report),
             self._sql(report),
             self._skew(report),
-            self._operations(report),
+            self._operations(report, hierarchy),
             self._sources(report),
             self._warnings(report),
         ))
@@ -232,8 +233,8 @@ class HtmlRenderer(Renderer):
         return ('<section id="advice"><h2>Advice</h2><ul class="advice">'
                 + "".join(f"<li>{esc(line)}</li>" for line in lines) + "</ul></section>")
 
-    def _dag(self, report: dict[str, Any]) -> str:
-        svg, drawn, count = render_dag(report, MAX_DAG_NODES)
+    def _dag(self, report: dict[str, Any], hierarchy: Hierarchy) -> str:
+        svg, drawn, count = render_dag(report, MAX_DAG_NODES, hierarchy)
         if not count:
             return '<section id="dag-section"><h2>Operations DAG</h2><p class="note">The trace has no operations.</p></section>'
         implicit = any(e.get("implicit") for e in report.get("edges", []))
@@ -250,8 +251,8 @@ class HtmlRenderer(Renderer):
             + _legend(implicit=implicit) + f'<div class="scroll">{svg}</div></section>'
         )
 
-    def _bars(self, report: dict[str, Any]) -> str:
-        svg, drawn, count, omitted = render_bars(report, MAX_BARS)
+    def _bars(self, report: dict[str, Any], hierarchy: Hierarchy) -> str:
+        svg, drawn, count, omitted = render_bars(report, MAX_BARS, hierarchy)
         if not drawn:
             return ""
         note = (f"The {count - drawn} smaller operations left out add up to {seconds(omitted)}."
@@ -425,8 +426,7 @@ class HtmlRenderer(Renderer):
             "<tbody>" + "".join(rows) + "</tbody></table></section>"
         )
 
-    def _operations(self, report: dict[str, Any]) -> str:
-        h = Hierarchy.of(report)
+    def _operations(self, report: dict[str, Any], h: Hierarchy) -> str:
         order = list(h.ops)
         if len(order) > MAX_TABLE_ROWS:
             chosen = set(heapq.nsmallest(MAX_TABLE_ROWS, order, key=lambda p: (

@@ -94,22 +94,10 @@ class Hierarchy:
 
     @classmethod
     def of(cls, report: dict[str, Any]) -> Hierarchy:
-        """The hierarchy of a report's operations; the one of the report last asked about is kept (the HTML
-        report asks three times, for 20,000 operations)."""
-        operations = report.get("operations", [])
-        kept = _last_hierarchy[0] if _last_hierarchy else None
-        if kept is not None and kept[0] is operations and kept[1] == len(operations):
-            return kept[2]
-        made = cls._of(operations)
-        _last_hierarchy[:] = [(operations, len(operations), made)]  # the list is held: its id is not reused
-        return made
-
-    @classmethod
-    def _of(cls, operations: list[dict[str, Any]]) -> Hierarchy:
         ops: dict[str, dict[str, Any]] = {}
         children: dict[str | None, list[str]] = {None: []}
         anchors: dict[str, str] = {}
-        for i, op in enumerate(operations):
+        for i, op in enumerate(report.get("operations", [])):
             path = str(op.get("path", op.get("id", i)))
             ops[path] = op
             anchors[path] = f"op-{i}"
@@ -129,9 +117,6 @@ class Hierarchy:
 
     def leaves(self) -> list[str]:
         return [p for p in self.ops if not self.children.get(p)]
-
-
-_last_hierarchy: list[tuple[list[dict[str, Any]], int, Hierarchy]] = []
 
 
 def _rank(op: dict[str, Any]) -> tuple[int, float, float]:
@@ -299,9 +284,10 @@ def _node_title(op: dict[str, Any]) -> str:
     return esc("\n".join(lines))
 
 
-def render_dag(report: dict[str, Any], budget: int = 200) -> tuple[str, int, int]:
-    """The DAG as one ``<svg id="dag">``; returns (svg, operations drawn, operations in the report)."""
-    h = Hierarchy.of(report)
+def render_dag(report: dict[str, Any], budget: int = 200, hierarchy: Hierarchy | None = None) -> tuple[str, int, int]:
+    """The DAG as one ``<svg id="dag">``; returns (svg, operations drawn, operations in the report). ``hierarchy``:
+    the report's, when the caller has it already."""
+    h = hierarchy or Hierarchy.of(report)
     if not h.ops:
         return "", 0, 0
     keep = select_nodes(h, budget)
@@ -397,10 +383,12 @@ def _nice_step(span: float, ticks: int = 6) -> float:
     return 10 * power
 
 
-def render_bars(report: dict[str, Any], limit: int = 50) -> tuple[str, int, int, float]:
+def render_bars(report: dict[str, Any], limit: int = 50,
+                hierarchy: Hierarchy | None = None) -> tuple[str, int, int, float]:
     """Stacked cpu/disk/network seconds of the finest-level operations, largest first, as one
-    ``<svg id="resource-bars">``; returns (svg, drawn, total, seconds of the ones left out)."""
-    h = Hierarchy.of(report)
+    ``<svg id="resource-bars">``; returns (svg, drawn, total, seconds of the ones left out). ``hierarchy``: as
+    :func:`render_dag`."""
+    h = hierarchy or Hierarchy.of(report)
     leaves = h.leaves()
     leaf_seconds = {p: total(h.ops[p].get("resource_seconds")) for p in leaves}
     shown = heapq.nsmallest(limit, leaves, key=lambda p: -leaf_seconds[p])  # in the order a stable sort gives
@@ -408,7 +396,7 @@ def render_bars(report: dict[str, Any], limit: int = 50) -> tuple[str, int, int,
         return "", 0, 0, 0.0
     drawn = set(shown)
     omitted_s = sum(leaf_seconds[p] for p in leaves if p not in drawn)
-    biggest = max(total(h.ops[p].get("resource_seconds")) for p in shown) or 1.0
+    biggest = max(leaf_seconds[p] for p in shown) or 1.0
     step = _nice_step(biggest)
     axis_max = step * math.ceil(biggest / step) if biggest > 0 else 1.0
     label_w, bar_w, row_h, top, value_w = 300.0, 760.0, 24.0, 28.0, 90.0
