@@ -54,7 +54,7 @@ def unit(session: nox.Session) -> None:
 @nox.session(python=None)
 def package(session: nox.Session) -> None:
     """The sdist and the wheel as a user gets them: built, installed into a fresh venv, run."""
-    session.install("pytest>=8", "build")
+    session.install("pytest>=8", "pytest-timeout>=2.3", "build")
     run_tests(session, "tests/packaging")
 
 

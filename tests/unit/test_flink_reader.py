@@ -15,6 +15,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -354,6 +355,28 @@ def test_finish_of_a_missing_part_exits_2_with_one_line(tmp_path: Path, capsys: 
     assert finish_main([str(missing), "--timeout", "1"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and str(missing) in err
+
+
+def test_a_finisher_does_not_queue_for_ever_behind_a_stuck_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    import fcntl
+
+    # the package re-exports the function finish() under the module's name
+    finish_module = sys.modules["crystalperf.integrations.flink.finish"]
+    shutil.copy(LOCAL_PART, tmp_path)
+    monkeypatch.setattr(finish_module, "LOCK_TIMEOUT_S", 0.5)
+    job = LOCAL_PART.name.removeprefix("crystalperf-flink-").split(".")[0]
+    # Another process's analysis of the same job, stuck with the lock held (an open file of its own: flock
+    # locks belong to open files, so this one conflicts with the finisher's as another process's would).
+    with open(tmp_path / f"crystalperf-flink-{job}.lock", "a+b") as stuck:
+        fcntl.flock(stuck, fcntl.LOCK_EX)
+        started = time.monotonic()
+        status = finish_main([str(tmp_path / LOCAL_PART.name), "--timeout", "1"])
+        waited = time.monotonic() - started
+    err = capsys.readouterr().err
+    assert status == 1 and waited < 30
+    assert "held this lock for more than 0.5 s" in err and f"crystalperf-flink-{job}.lock" in err
+    assert not (tmp_path / "crystalperf-trace.json.gz").exists()
 
 
 def _with_kinds(part: Path, out: Path, kinds: dict[str, object] | None) -> None:

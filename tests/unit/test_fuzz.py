@@ -11,7 +11,10 @@ Two suites:
   are zip bombs; hostile ``--set`` values and ``--out`` paths; Spark event logs for ``crystalperf import``),
   each run as ``python -m crystalperf`` in its own process, a few at a time, with a time limit (a hang) and
   its peak RSS read from ``wait4``. For every one: exit 0, or exit 2 with exactly one line on stderr; never a
-  traceback, never exit 1 (an internal error), never a hang, never more than 1 GB.
+  traceback, never exit 1 (an internal error), never a hang, never more than 1 GB. Most cases run as forks
+  of a process that already imported the CLI (``cli_zygote.py``: the same ``main()`` in a process of its own,
+  without a second of imports each); every case with an environment of its own and one in
+  ``REAL_PROCESS_EVERY`` starts a fresh interpreter.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import copy
 import gzip
 import json
 import os
+import queue
 import random
 import re
 import signal
@@ -48,6 +52,8 @@ TIMEOUT_S = 20.0  # a case still running after this long is a hang
 SLOW_CASE_TIMEOUT_S = {"-structure-20000-operations": 90.0}
 MAX_RSS_BYTES = 1 << 30
 WORKERS = 3
+REAL_PROCESS_EVERY = 8
+ZYGOTE = Path(__file__).resolve().with_name("cli_zygote.py")
 DATA = Path(__file__).resolve().parents[1] / "data"
 EVENT_LOG = DATA / "spark-eventlog.json.gz"
 # What must never reach a terminal from a trace: C0 controls but the newline, DEL, C1, bidi overrides.
@@ -170,10 +176,20 @@ class Outcome:
         return None
 
 
+def _limit_s(case: Case) -> float:
+    return next((s for suffix, s in SLOW_CASE_TIMEOUT_S.items() if case.name.endswith(suffix)), TIMEOUT_S)
+
+
+def _outcome(case: Case, status: int | None, out_path: Path, err_path: Path, rss: int, seconds: float) -> Outcome:
+    return Outcome(case, status, out_path.read_text(errors="replace"), err_path.read_text(errors="replace"),
+                   rss, seconds)
+
+
 def _run(case: Case, cwd: Path, base_env: dict[str, str]) -> Outcome:
+    """``python -m crystalperf`` in a fresh interpreter."""
     out_path, err_path = cwd / f"{case.name}.stdout", cwd / f"{case.name}.stderr"
     started = time.monotonic()
-    limit = next((s for suffix, s in SLOW_CASE_TIMEOUT_S.items() if case.name.endswith(suffix)), TIMEOUT_S)
+    limit = _limit_s(case)
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         proc = subprocess.Popen([sys.executable, "-m", "crystalperf", *case.args], stdout=out, stderr=err,
                                 stdin=subprocess.DEVNULL, cwd=cwd, env={**base_env, **case.env},
@@ -193,8 +209,33 @@ def _run(case: Case, cwd: Path, base_env: dict[str, str]) -> Outcome:
                 break
             time.sleep(0.01)
         proc.returncode = status if status is not None else -9  # reaped here: Popen must not wait again
-    return Outcome(case, status, out_path.read_text(errors="replace"), err_path.read_text(errors="replace"),
-                   rss, time.monotonic() - started)
+    return _outcome(case, status, out_path, err_path, rss, time.monotonic() - started)
+
+
+class Zygote:
+    """One ``cli_zygote.py`` process: runs cases as its forks, one at a time."""
+
+    def __init__(self, base_env: dict[str, str]) -> None:
+        self.env = base_env
+        self.proc = subprocess.Popen([sys.executable, str(ZYGOTE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     env=base_env, text=True)
+
+    def run(self, case: Case, cwd: Path) -> Outcome:
+        out_path, err_path = cwd / f"{case.name}.stdout", cwd / f"{case.name}.stderr"
+        request = {"args": case.args, "env": {**self.env, **case.env}, "cwd": str(cwd), "stdout": str(out_path),
+                   "stderr": str(err_path), "timeout_s": _limit_s(case)}
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        assert line, f"the zygote died running {case.name} (exit {self.proc.poll()})"
+        answer = json.loads(line)
+        return _outcome(case, answer["status"], out_path, err_path, answer["rss_bytes"], answer["seconds"])
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
 
 
 class Inputs:
@@ -730,15 +771,32 @@ def test_hostile_inputs_through_the_real_cli(tmp_path):
     work.mkdir()
     lock = threading.Lock()
     done: list[Outcome] = []
+    zygotes: queue.SimpleQueue[Zygote] = queue.SimpleQueue()
+    started_zygotes: list[Zygote] = []
 
-    def run(case: Case) -> None:
-        outcome = _run(case, work, env)
+    def run(indexed: tuple[int, Case]) -> None:
+        index, case = indexed
+        if case.env or index % REAL_PROCESS_EVERY == 0:
+            outcome = _run(case, work, env)
+        else:
+            try:
+                zygote = zygotes.get_nowait()
+            except queue.Empty:
+                zygote = Zygote(env)
+                with lock:
+                    started_zygotes.append(zygote)
+            outcome = zygote.run(case, work)
+            zygotes.put(zygote)
         with lock:
             done.append(outcome)
 
     started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        list(pool.map(run, cases))
+    try:
+        with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+            list(pool.map(run, enumerate(cases)))
+    finally:
+        for zygote in started_zygotes:
+            zygote.close()
     elapsed = time.monotonic() - started
     summary = Counter("hang" if o.status is None else f"exit {o.status}" for o in done)
     failures = [(o.case.name, o.problem(), o.stderr.strip()[-300:]) for o in done if o.problem()]

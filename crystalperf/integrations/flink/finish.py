@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -27,18 +28,43 @@ class TraceNotWrittenError(CrystalPerfError):
     """The trace of a finished job could not be written to its output directory."""
 
 
+# An analysis of one job that holds its lock this long is stuck: the next one gives up rather than queue behind it
+# for ever (the reporter's finishers are detached, but nobody should wait on a hung one).
+LOCK_TIMEOUT_S = 600.0
+
+
 @contextlib.contextmanager
-def job_lock(part: Path) -> Iterator[None]:
-    """Serialises the analyses of one job: on a cluster every process that saw the job end starts one."""
+def job_lock(part: Path, timeout_s: float | None = None) -> Iterator[None]:
+    """Serialises the analyses of one job: on a cluster every process that saw the job end starts one.
+    Raises :class:`TraceNotWrittenError` when another analysis held the lock for more than ``timeout_s``."""
     import fcntl  # POSIX only, like the reporter's detached finisher; reading parts works anywhere
 
     job_id = part.name.removeprefix("crystalperf-flink-").split(".")[0]
-    with open(part.parent / f"crystalperf-flink-{job_id}.lock", "a+b") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    lock = part.parent / f"crystalperf-flink-{job_id}.lock"
+    timeout_s = LOCK_TIMEOUT_S if timeout_s is None else timeout_s
+    with open(lock, "a+b") as handle:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise TraceNotWrittenError(
+                        f"{lock}: another analysis of the job held this lock for more than {timeout_s:g} s"
+                    ) from None
+                time.sleep(0.2)
         try:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _finish_locked(metrics_path: Path, out: Path) -> Path:
+    written = finish_job(read_metrics(metrics_path), out)
+    if written is None:
+        raise TraceNotWrittenError(f"{out}: the trace of {metrics_path.name} could not be written")
+    return written
 
 
 def finish(metrics_path: Path, out_dir: Path | None = None) -> Path:
@@ -47,10 +73,7 @@ def finish(metrics_path: Path, out_dir: Path | None = None) -> Path:
     metrics_path = Path(metrics_path)
     out = Path(out_dir) if out_dir is not None else metrics_path.parent
     with job_lock(metrics_path):
-        written = finish_job(read_metrics(metrics_path), out)
-    if written is None:
-        raise TraceNotWrittenError(f"{out}: the trace of {metrics_path.name} could not be written")
-    return written
+        return _finish_locked(metrics_path, out)
 
 
 def _trace_job(path: Path) -> str | None:
@@ -75,11 +98,13 @@ def finish_when_complete(part: Path, out_dir: Path | None = None, timeout_s: flo
     wait_for_spools(part.parent, first.end)
     out = Path(out_dir) if out_dir is not None else part.parent
     trace = out / TRACE_NAME
+    # One lock for the check and the analysis: two finishers that both found the trace stale would otherwise
+    # analyse the job twice, one after the other.
     with job_lock(part):
         newest = max((p.stat().st_mtime for p in parts if p.exists()), default=0.0)
         if trace.exists() and trace.stat().st_mtime > newest and _trace_job(trace) == job_id:
             return None
-    return finish(part, out)
+        return _finish_locked(part, out)
 
 
 def run(args: argparse.Namespace) -> int:
