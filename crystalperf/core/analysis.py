@@ -70,6 +70,7 @@ def analyze(
             raise BadInputError(f"inconsistent trace: {exc}") from None
         bottleneck = find_bottleneck(profile)
         predictor = Predictor(profile)
+        bottleneck.set_pace(predictor.streaming_pace())
         chosen = (list(scenarios) if scenarios is not None
                   else default_scenarios(profile, predictor.baseline, predictor.models))
         predictions = [predictor.predict(c, band=band) for c in chosen]
@@ -166,7 +167,7 @@ def _op_entry(prof: OperationProfile, bottleneck: Bottleneck, on_path: set[str])
 
 def _advice(bottleneck: Bottleneck, predictions: Sequence[Prediction], profile: ExecutionProfile) -> list[str]:
     lines: list[str] = []
-    if bottleneck.resource == WAITING or bottleneck.upstream_work is not None:
+    if bottleneck.pace is None and (bottleneck.resource == WAITING or bottleneck.upstream_work is not None):
         waiter = bottleneck.waiting_op
         lines.append(
             "Most of the critical path waited" + (f" ({waiter.op.name}: {bottleneck.waiting_on})" if waiter else "")
@@ -190,7 +191,8 @@ def _advice(bottleneck: Bottleneck, predictions: Sequence[Prediction], profile: 
     slot_changes = [p for p in predictions if any(k in p.changes for k in ("cores", "executors", "parallelism"))]
     if slot_changes and all(p.speedup < 1.1 for p in slot_changes if p.speedup >= 1.0):
         lines.append("More cores or executors buy little here: the critical path is not limited by task slots.")
-    if bottleneck.path and bottleneck.seconds[resource] > 0:
+    operators_limit = bottleneck.pace is None or bottleneck.pace.limit != "link"  # a link's pace is no operator's
+    if bottleneck.path and bottleneck.seconds[resource] > 0 and operators_limit:
         top = max(bottleneck.path, key=lambda p: p.resource_seconds[resource])
         funcs = ", ".join(f.function.qualified_name for f in top.vector.functions[:2])
         lines.append(
@@ -293,6 +295,10 @@ def build_report(
                               if bottleneck.upstream_work is not None else None),
             "waiting_operation": bottleneck.waiting_op.path if bottleneck.waiting_op is not None else None,
             "unattributed_s": round(bottleneck.unattributed_s, 6),
+            # A pipelined job's streaming limits in seconds, and the one that set its pace (``input``: none did).
+            "pace": ({"limit": bottleneck_pace.limit, "runtime_s": round(bottleneck_pace.runtime_s, 6),
+                      "limits_s": {k: round(v, 6) for k, v in bottleneck_pace.limits.items()}}
+                     if (bottleneck_pace := predictor.streaming_pace()) is not None else None),
             "sentence": bottleneck.sentence(),
         },
         "critical_path": [p.path for p in bottleneck.path],

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from crystalperf.core import trace as tr
 from crystalperf.core.profile import ExecutionProfile, LevelGraph, OperationProfile
 from crystalperf.core.resources import CATEGORIES, RESOURCES, WAITING, ResourceVector, weighted_mean
 from crystalperf.core.vectors import metric_total
+
+if TYPE_CHECKING:  # predict imports this module: the type only
+    from crystalperf.core.predict.streaming import Pace
 
 
 @dataclass
@@ -39,6 +43,21 @@ class Bottleneck:
     # Seconds on the path that waited on that work (and count as its resources, or as waiting when the
     # verdict is resolved through upstream siblings).
     through_seconds: float = 0.0
+    # A pipelined job whose streaming limits (the busiest thread, the machine's CPUs, the busiest link) set its
+    # pace: the verdict is that limit's resource, whatever the path's few busy seconds were spent on.
+    pace: Pace | None = None
+
+    def set_pace(self, pace: Pace | None) -> None:
+        """Take the verdict from a pipelined job's streaming limits where one of them set its pace.
+
+        The operators of a pipeline run side by side for the whole job, so the critical path of their own busy
+        time (seconds out of a run of minutes, the rest waiting on each other) says what they computed, not
+        what held the records back: a slow link leaves the sender backpressured and the receiver idle, and
+        neither's work names it."""
+        if pace is None or pace.resource is None:
+            return
+        self.pace = pace
+        self.resource = pace.resource
 
     @property
     def share(self) -> dict[str, float]:
@@ -61,6 +80,8 @@ class Bottleneck:
         return sum(prof.resource_seconds.values()) / total if total else 0.0
 
     def sentence(self) -> str:
+        if self.pace is not None:
+            return self._pace_verdict()
         if self.path_seconds <= 0:
             return "No operation time was recorded, so there is no bottleneck to name."
         if self.upstream_work is not None:
@@ -86,6 +107,19 @@ class Bottleneck:
                 f"operations' busy time (waiting for input, scheduling, start-up); of the rest, {verdict}"
             )
         return f"The job is {label}: {verdict}"
+
+    def _pace_verdict(self) -> str:
+        assert self.pace is not None
+        text = (f"The job is {self.resource}-bound: it runs as a pipeline, as fast as its tightest limit, and "
+                f"{self.pace.reason()}.")
+        total = self.path_seconds
+        if total > 0:
+            busiest = self.busiest_resource
+            top = max(self.path, key=lambda p: p.resource_seconds[busiest], default=None)
+            where = f", most in {top.op.name}" if top is not None and top.resource_seconds[busiest] > 0 else ""
+            text += (f" The operators' own busy time on the critical path: {total:.2f} s, "
+                     f"{self.seconds[busiest]:.2f} s of it {busiest}{where}.")
+        return text
 
     def _through_verdict(self) -> str:
         assert self.upstream_work is not None

@@ -89,7 +89,8 @@ def test_a_link_bound_job_gains_what_a_faster_link_saves_until_the_cpu_limits_it
     assert bound.predict(Changes({"parallelism": 1, "network": 20e6})) == pytest.approx(16.0)
     # halving the CPU on a link-bound job: the machine needs 18 s, still under the link's 30
     assert bound.predict(Changes({"cpu_share": 0.5})) == pytest.approx(34.0)
-    assert "bound by its busiest link" in bound.note()
+    # the note names the link only where the trace shows it held the records back (see the pace tests below)
+    assert "bound by its busiest link" in pipeline(runtime_s=34.0, link=Link(150e6, 5e6, declared=True)).note()
 
 
 def test_a_stated_traced_bandwidth_replaces_the_observed_one() -> None:
@@ -236,3 +237,91 @@ def test_work_beyond_the_processes_time_is_bounded_by_it() -> None:
     kinds = tr.ThreadCpu(task=9.0, network=2.0)
     model = StreamingCpu.of(_flink_trace([kinds, kinds]), 10.0)  # 22 CPU-s of work, 18 measured in all
     assert model is not None and (model.work_cpu_s, model.background_per_s) == (18.0, 0.0)
+
+
+# -- which limit set the traced pace (the bottleneck verdict of a pipelined job) ----------------------------------
+
+def test_a_declared_link_that_took_the_run_sets_the_pace() -> None:
+    # 150 MB at a declared 5 MB/s: 30 s of the 34; the CPU limits 9 s
+    pace = pipeline(runtime_s=34.0, link=Link(150e6, 5e6, declared=True)).pace()
+    assert (pace.limit, pace.resource) == ("link", "network")
+    assert pace.limits == pytest.approx({"link": 30.0, "thread": 6.0, "machine": 9.0})
+    assert "30.00 s of the 34.00 s run" in pace.reason()
+
+
+def test_an_observed_link_sets_the_pace_only_where_its_exchange_stalled() -> None:
+    # The same bytes at a rate the job was only seen to reach: a job held back by anything else (its source, a
+    # receiver busy elsewhere) reaches its rate too. The link is the limit when the senders were backpressured
+    # while the receivers sat idle.
+    seen = Link(150e6, 5e6)
+    unconfirmed = StreamingCpu([Chain([6.0, 6.0]), Chain([2.0, 2.0])], 18.0, 2, 34.0, seen, stalled_exchange=0.3)
+    assert unconfirmed.pace().limit == "input" and unconfirmed.pace().resource is None  # 9 s of CPU in 34 s
+    assert "did not wait on each other" in unconfirmed.note()
+    stalled = StreamingCpu([Chain([6.0, 6.0]), Chain([2.0, 2.0])], 18.0, 2, 34.0, seen, stalled_exchange=0.9)
+    assert stalled.pace().limit == "link" and "bound by its busiest link" in stalled.note()
+    # the CPU limits of a job whose unconfirmed link took the run are still judged: 9 s of a 10 s run
+    cpu = StreamingCpu([Chain([6.0, 6.0]), Chain([2.0, 2.0])], 18.0, 2, 10.0, Link(48e6, 5e6), stalled_exchange=0.1)
+    assert cpu.pace().limit == "machine" and cpu.pace().resource == "cpu"
+
+
+def test_a_job_whose_limits_took_little_of_the_run_was_paced_by_its_input() -> None:
+    pace = pipeline(runtime_s=30.0).pace()
+    assert pace.limit == "input" and pace.resource is None and pace.reason() == ""
+
+
+def _exchange_trace(sender_backpressured: float, receiver_idle: float) -> tr.Trace:
+    from tests.unit.helpers import make_trace, op, task
+
+    sources = [task(f"source#{i}", 0, 20, run_time_s=20, cpu_time_s=1.0,
+                    backpressured_time_s=sender_backpressured) for i in range(2)]
+    windows = [task(f"window#{i}", 0, 20, run_time_s=20, cpu_time_s=1.5, idle_time_s=receiver_idle)
+               for i in range(2)]
+    trace = make_trace([op("source", 0, 20, tasks=sources, parallelism=2),
+                        op("window", 0, 20, ["source"], tasks=windows, parallelism=2)], end=20, cpu_count=2)
+    trace.application.framework = "flink"
+    trace.streaming = tr.Streaming(latency_s=20.0)
+    trace.metrics["cpu_utilization"] = 0.3
+    # each TaskManager's namespace sent 5 MB/s for the whole run: 100 MB on the busiest link, seen at 5 MB/s
+    trace.io = (_counter_rows("taskmanager:1", 5e6, 20, "network_tx_bytes")
+                + _counter_rows("taskmanager:2", 5e6, 20, "network_tx_bytes"))
+    return trace
+
+
+def test_the_stall_of_an_exchange_is_the_smaller_of_its_sides_shares() -> None:
+    from crystalperf.core.predict.streaming import stalled_exchange
+
+    assert stalled_exchange(_exchange_trace(18.0, 16.0)) == pytest.approx(0.8)  # min(18/20, 16/20)
+    assert stalled_exchange(_exchange_trace(18.0, 2.0)) == pytest.approx(0.1)
+    no_times = _exchange_trace(18.0, 2.0)
+    for task in no_times.operations[1].tasks:
+        del task.metrics[tr.METRIC_IDLE_TIME]
+    assert stalled_exchange(no_times) is None
+
+
+def test_a_link_bound_pipeline_is_named_network_bound_whatever_its_operators_computed() -> None:
+    from crystalperf.core.analysis import analyze
+    from crystalperf.core.classify import FixedClassifier
+
+    # Senders backpressured 18 of their 20 s, receivers idle 17: the 100 MB between them took the run. Their own
+    # busy time (a few CPU-s) is all the critical path holds, and it is CPU.
+    result = analyze(_exchange_trace(18.0, 17.0), classifier=FixedClassifier({}), locators=[], band=False)
+    bottleneck = result.report["bottleneck"]
+    assert bottleneck["resource"] == "network"
+    assert bottleneck["pace"]["limit"] == "link"
+    assert bottleneck["pace"]["limits_s"]["link"] == pytest.approx(20.0, rel=0.05)
+    assert "busiest network link needed" in bottleneck["sentence"]
+    assert any(line.startswith("Add network") for line in result.report["advice"])
+    # the same trace without the stall: the link only carried what was sent; the verdict is the operators'
+    flowing = analyze(_exchange_trace(1.0, 17.0), classifier=FixedClassifier({}), locators=[], band=False)
+    assert flowing.report["bottleneck"]["resource"] != "network"
+    assert flowing.report["bottleneck"]["pace"]["limit"] == "input"
+
+
+def test_a_batch_job_has_no_pace() -> None:
+    from crystalperf.core.analysis import analyze
+    from crystalperf.core.classify import FixedClassifier
+    from tests.unit.helpers import make_trace, op, task
+
+    trace = make_trace([op("stage", 0, 10, tasks=[task("t", 0, 10, run_time_s=10, cpu_time_s=9.0)])], end=10)
+    result = analyze(trace, classifier=FixedClassifier({}), locators=[], band=False)
+    assert result.report["bottleneck"]["pace"] is None and result.bottleneck.pace is None

@@ -36,7 +36,7 @@ from crystalperf.core.predict.base import (
 from crystalperf.core.predict.compute import ComputeModel, estimate_warmup, replay
 from crystalperf.core.predict.io import IOModel
 from crystalperf.core.predict.memory import MemoryModel
-from crystalperf.core.predict.streaming import Link, StreamingCpu
+from crystalperf.core.predict.streaming import Link, Pace, StreamingCpu
 from crystalperf.core.profile import ExecutionProfile, LevelGraph, OperationProfile
 from crystalperf.core.resources import ResourceVector
 from crystalperf.core.trace import ATTRIBUTE_WAITS_ON, METRIC_RUN_TIME
@@ -176,13 +176,18 @@ class Predictor:
         self._all_planned = False
         self._runs: tuple[int, float] | None = None
 
+    def streaming_pace(self) -> Pace | None:
+        """What set a pipelined job's traced pace, where the trace has the streaming model's inputs."""
+        return self._stream_cpu.pace() if self._stream_cpu is not None else None
+
     def _busiest_link(self) -> Link | None:
         """The link that carried the most of the job's data, as the byte counters saw it, at the traced run's
         bandwidth (declared by the hook, else the one observed)."""
         seen = self.baseline.observed.get("network")
         if seen is None or self.baseline.network_idle or self.baseline.origins.get("network") == "assumed":
             return None
-        return Link(seen.bytes, self.baseline.network_bandwidth, seen.active_s)
+        return Link(seen.bytes, self.baseline.network_bandwidth, seen.active_s,
+                    declared=self.baseline.origins.get("network") == "declared")
 
     # -- scenario parameters -------------------------------------------------------------------
     def new_slots(self, changes: Changes) -> int:
@@ -964,6 +969,9 @@ def default_scenarios(profile: ExecutionProfile, baseline: Baseline,
     if "executors" in keys:
         scenarios += [{"executors": baseline.executors * 2}]
     scenarios += [{"cpu_speed": 2.0}, {"cpu_share": 0.5}]
+    if baseline.origins.get("network") in ("declared", "observed") and not baseline.network_idle:
+        # the job's own link, as it was declared or seen: what a faster one would buy is a question users ask
+        scenarios += [{"network": baseline.network_bandwidth * 10}]
     scenarios += [{"network": baseline.network_bandwidth / 10}, {"disk": baseline.disk_bandwidth * 2},
                   {"disk": baseline.disk_bandwidth / 2}]
     if baseline.memory_bytes and baseline.data_bytes:

@@ -39,6 +39,9 @@ from crystalperf.core.units import format_bandwidth, format_size
 KEYS = frozenset({"parallelism", "cpu_share", "cpu_speed"})
 # Below this fraction of the runtime the limits did not set the pace (said in the note only).
 SATURATED = 0.75
+# An exchange stalled this share of the run or more (senders backpressured, receivers idle) shows the link between
+# them set the pace: 0.90 behind a 50 Mbit/s link on the namespaced cluster, 0.24-0.36 at 1 Gbit/s.
+STALLED = 0.5
 # Thread kinds (trace.ThreadCpu fields) whose CPU time a run pays whatever its length: the rest is paid per second.
 # Measured on the namespaced cluster (bench.whatif.flink_cluster), a run of 58 s behind 50 Mbit/s links against
 # one of 5-6 s at 1 Gbit/s: "other" 3.7-4.0 against 0.6-0.9 CPU-s (per second), JIT 1.6-2.3 against 1.1-3.0 (per run),
@@ -61,6 +64,9 @@ class Link:
     bytes: float
     bandwidth: float
     active_s: float | None = None  # seconds in which the counters saw it move the job's data (None: unknown)
+    # The bandwidth is the link's capacity, declared by the hook; else it is the rate the job was seen to reach,
+    # which a job held back by anything else reaches too.
+    declared: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,9 @@ class StreamingCpu:
     # per second of the traced span, where the trace split the CPU time by thread kind; None: all of it is work.
     work_cpu_s: float | None = None
     background_per_s: float = 0.0
+    # The largest share of the run in which an exchange's senders were backpressured while its receivers sat
+    # idle: the records were in neither's hands but on their way (None: the trace has no such times).
+    stalled_exchange: float | None = None
 
     @classmethod
     def of(cls, trace: tr.Trace, runtime_s: float, link: Link | None = None) -> StreamingCpu | None:
@@ -95,11 +104,12 @@ class StreamingCpu:
         if link is not None and (link.bytes <= 0 or link.bandwidth <= 0):
             link = None
         process = utilization * duration
+        stalled = stalled_exchange(trace)
         work = work_cpu(trace)
         if work is None:
-            return cls(chains, process, count, runtime_s, link)
+            return cls(chains, process, count, runtime_s, link, stalled_exchange=stalled)
         work = min(work, process)
-        return cls(chains, process, count, runtime_s, link, work, (process - work) / duration)
+        return cls(chains, process, count, runtime_s, link, work, (process - work) / duration, stalled)
 
     def limit(self, parallelism: int | None = None, cpu_share: float = 1.0, cpu_speed: float = 1.0,
               bandwidth: float | None = None) -> float:
@@ -141,22 +151,102 @@ class StreamingCpu:
                 runtime = max(runtime, link_s + max(0.0, self.runtime_s - self.link.active_s))
         return runtime
 
+    def pace(self) -> Pace:
+        """Which limit set the traced run's pace, and what each limit was."""
+        # the link first: where it ties with a CPU limit, the link is what the records wait for
+        limits = {"link": self.link.bytes / self.link.bandwidth} if self.link is not None else {}
+        limits["thread"] = max(max(c.cpu_s) for c in self.chains if c.cpu_s)
+        limits["machine"] = self.machine()
+        candidates = [k for k in limits if k != "link" or self.link_confirmed()]
+        binding = max(candidates, key=lambda k: limits[k])
+        if limits[binding] < SATURATED * self.runtime_s:
+            binding = "input"
+        return Pace(binding, limits, self.runtime_s)
+
+    def link_confirmed(self) -> bool:
+        """Whether the busiest link's seconds are a limit and not merely the time the job took: its bandwidth is
+        the declared capacity, or the records sat between senders held back and receivers waiting for them for
+        most of the run (a link moving all a job sent at the rate it was sent shows no stall)."""
+        if self.link is None:
+            return False
+        return self.link.declared or (self.stalled_exchange or 0.0) >= STALLED
+
     def note(self) -> str:
-        before = self.limit()
-        busiest = max(max(c.cpu_s, default=0.0) for c in self.chains)
-        paced = "CPU-bound" if before >= SATURATED * self.runtime_s else "paced by its input"
+        pace = self.pace()
+        busiest = pace.limits["thread"]
+        paced = {"link": "bound by its busiest link", "input": "paced by its input"}.get(pace.limit, "CPU-bound")
+        if self.link is not None and pace.limit != "link" and pace.limits["link"] >= SATURATED * self.runtime_s:
+            paced += " (its busiest link was busy, but its senders and receivers did not wait on each other)"
         text = (f"streaming throughput: busiest subtask thread {busiest:.2f} CPU-s, the job's processes "
                 f"{self.process_cpu_s:.2f} CPU-s on {self.cpu_count} CPUs")
         if self.work_cpu_s is not None:
             text += (f" ({self.work_cpu_s:.2f} CPU-s in task, network, GC and JIT threads; the rest, "
                      f"{self.background_per_s:.2f} CPU-s a second of background, sets no limit)")
         if self.link is not None:
-            link_s = self.link.bytes / self.link.bandwidth
-            paced = "bound by its busiest link" if link_s >= before and before >= SATURATED * self.runtime_s \
-                else paced
             text += (f", the busiest link {format_size(self.link.bytes)} at {format_bandwidth(self.link.bandwidth)} "
-                     f"({link_s:.2f} s)")
+                     f"({pace.limits['link']:.2f} s)")
         return f"{text}, over {self.runtime_s:.2f} s: {paced}; predictions assume the observed input rate"
+
+
+@dataclass(frozen=True)
+class Pace:
+    """What set a pipelined job's traced pace: the largest of its limits (seconds: ``thread`` the busiest subtask
+    thread's CPU time, ``machine`` the processes' work over their CPUs, ``link`` the busiest link's bytes over its
+    bandwidth) where it took at least ``SATURATED`` of the runtime, else ``input`` (the operators kept up with
+    what arrived)."""
+
+    limit: str
+    limits: dict[str, float]
+    runtime_s: float
+
+    @property
+    def resource(self) -> str | None:
+        """The resource more of which would speed the job up; None when its input set the pace."""
+        return {"thread": "cpu", "machine": "cpu", "link": "network"}.get(self.limit)
+
+    @property
+    def seconds(self) -> float:
+        return self.limits.get(self.limit, 0.0)
+
+    def reason(self) -> str:
+        """The limit in words, with its seconds against the runtime (empty when the input set the pace)."""
+        share = f"{self.seconds:.2f} s of the {self.runtime_s:.2f} s run"
+        if self.limit == "link":
+            return f"its busiest network link needed {share} to carry the records between its operators"
+        if self.limit == "machine":
+            return f"its processes' CPU work needed {share} on the CPUs they had"
+        if self.limit == "thread":
+            return f"its busiest subtask thread computed for {share}"
+        return ""
+
+
+def stalled_exchange(trace: tr.Trace) -> float | None:
+    """The largest share of the run in which an exchange (a top-level operation and one it reads from) had its
+    senders backpressured and its receivers idle: the smaller of the two shares of their tasks' run time. None
+    where no exchange has both times measured."""
+    by_id = {op.id: op for op in trace.operations}
+    best: float | None = None
+    for receiver in trace.operations:
+        idle = _time_share(receiver, tr.METRIC_IDLE_TIME)
+        if idle is None:
+            continue
+        for parent in receiver.parents:
+            sender = by_id.get(parent)
+            backpressured = _time_share(sender, tr.METRIC_BACKPRESSURED_TIME) if sender is not None else None
+            if backpressured is not None:
+                best = max(best or 0.0, min(idle, backpressured))
+    return best
+
+
+def _time_share(op: tr.Operation, metric: str) -> float | None:
+    run = part = 0.0
+    for task in op.tasks:
+        waited, ran = task.metrics.get(metric), task.metrics.get(tr.METRIC_RUN_TIME)
+        if waited is None or not ran:
+            continue
+        part += waited
+        run += ran
+    return min(1.0, part / run) if run > 0 else None
 
 
 def work_cpu(trace: tr.Trace) -> float | None:
