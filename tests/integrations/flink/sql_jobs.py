@@ -3,6 +3,7 @@ a blackhole sink (the sink discards rows: collecting them back into Python would
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
@@ -21,3 +22,32 @@ def create_keyed_tables(env: Any, rows: int, *, keys: int = 10, sink_value: str 
         f"'fields.k.min'='0', 'fields.k.max'='{keys - 1}')"
     )
     env.execute_sql(f"CREATE TABLE snk (k INT, {sink_value}) WITH ('connector'='blackhole')")
+
+
+# A job of these tests ends within a minute on a 2-core machine; one still running after this long is stuck (a
+# TaskManager lost, a slot never granted) and fails with the cluster's logs, not at CI's time limit.
+CLUSTER_JOB_TIMEOUT_S = 300
+
+
+def run_on_cluster(env: Any, statement: str, logs: Callable[[], str]) -> None:
+    """Run ``statement`` on a standalone cluster and wait for it, at most ``CLUSTER_JOB_TIMEOUT_S``."""
+    import pytest
+
+    result = submit(env, statement)
+    try:
+        result.wait(CLUSTER_JOB_TIMEOUT_S * 1000)
+    except Exception as exc:  # py4j's wrapper of the TimeoutException, or the job's own failure
+        pytest.fail(f"the job did not finish in {CLUSTER_JOB_TIMEOUT_S} s: {str(exc)[:2000]}\n{logs()}")
+
+
+def submit(env: Any, statement: str) -> Any:
+    """``env.execute_sql(statement)``, once more where PyFlink's planner failed to plan it with Calcite's
+    ``NullPointerException: metadataHandlerProvider`` (its metadata provider is thread-local in the JVM and py4j
+    may serve a call from another gateway thread): seen twice in about fifteen runs of this suite, both in
+    test_faults, never in a job. Nothing was submitted then, so the retry runs the job once."""
+    try:
+        return env.execute_sql(statement)
+    except Exception as exc:
+        if "metadataHandlerProvider" not in str(exc):
+            raise
+        return env.execute_sql(statement)

@@ -15,32 +15,32 @@ from bench.cluster import FlinkCluster, Network
 from crystalperf.integrations import flink as cpflink
 
 from .reports import plumbing_top_functions
-from .sql_jobs import batch_table_env, create_keyed_tables
+from .sql_jobs import batch_table_env, create_keyed_tables, run_on_cluster
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, Path]]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FlinkCluster, Path]]:
     pytest.importorskip("pyflink")
     root = tmp_path_factory.mktemp("flink-cluster")
     out = root / "out"
     out.mkdir()
     with Network(["t0", "t1"], isolated=False) as net, FlinkCluster(net, root, out=out) as flink:
-        yield flink.rest_port, out
+        yield flink, out
 
 
-def test_cluster_job_yields_one_merged_report(cluster: tuple[int, Path], tmp_path: Path) -> None:
+def test_cluster_job_yields_one_merged_report(cluster: tuple[FlinkCluster, Path], tmp_path: Path) -> None:
     from pyflink.common import Configuration
 
-    rest_port, out = cluster
+    flink, out = cluster
     config = Configuration()
     config.set_string("execution.target", "remote")
     config.set_string("rest.address", "127.0.0.1")
-    config.set_string("rest.port", str(rest_port))
+    config.set_string("rest.port", str(flink.rest_port))
     env = batch_table_env(config, parallelism=2)
     create_keyed_tables(env, 50000, keys=100)
     statement = "INSERT INTO snk SELECT k, SUM(SQRT(v * v + 1)) FROM src GROUP BY k"
     cpflink.record_plan(env, out, statement)
-    env.execute_sql(statement).wait()
+    run_on_cluster(env, statement, flink.logs)
 
     # The JobManager and both TaskManagers each write their part; a TaskManager (re)writes its part when
     # it releases the job's metrics, seconds after the job ended.

@@ -16,7 +16,7 @@ from bench.cluster import FlinkCluster, Link, Network, leftovers, unavailable
 from crystalperf.integrations import flink as cpflink
 
 from .reports import plumbing_top_functions
-from .sql_jobs import batch_table_env, create_keyed_tables
+from .sql_jobs import batch_table_env, create_keyed_tables, run_on_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +51,7 @@ def test_taskmanagers_in_namespaces_report_from_their_hosts(cluster: FlinkCluste
     create_keyed_tables(env, 50000, keys=100)
     statement = "INSERT INTO snk SELECT k, SUM(SQRT(v * v + 1)) FROM src GROUP BY k"
     cpflink.record_plan(env, cluster.out, statement)
-    env.execute_sql(statement).wait()
+    run_on_cluster(env, statement, cluster.logs)
 
     # The JobManager and both TaskManagers write their part; a TaskManager (re)writes its part when it releases
     # the job's metrics, seconds after the job ended.
