@@ -24,6 +24,7 @@ from crystalperf.core.resources import CATEGORIES, RESOURCES, WAITING
 from crystalperf.core.settings import search_settings
 from crystalperf.core.skew import find_skew
 from crystalperf.core.sqlplan import operators_of, sql_operators
+from crystalperf.core.units import format_size
 from crystalperf.core.vectors import ATTRIBUTION_EVIDENCE, task_count
 
 log = logging.getLogger(__name__)
@@ -212,6 +213,14 @@ def _advice(bottleneck: Bottleneck, predictions: Sequence[Prediction], profile: 
     return lines
 
 
+def _storage_idle_warning(profile: ExecutionProfile) -> list[str]:
+    if profile.storage_idle is None:
+        return []
+    read, written = profile.storage_idle
+    return [f"the job's processes read {format_size(read)} from storage and wrote {format_size(written)} (OS "
+            f"counters): no disk wait, so the disk share its sampled functions suggested is counted as cpu"]
+
+
 def build_report(
     profile: ExecutionProfile, bottleneck: Bottleneck, predictions: Sequence[Prediction], predictor: Predictor
 ) -> dict[str, Any]:
@@ -329,7 +338,7 @@ def build_report(
         "sources": sources,
         "warnings": list(trace.warnings) + [
             p for p in (resolution.problems if resolution is not None else []) if p.startswith("classifier ")
-        ],
+        ] + _storage_idle_warning(profile),
     }
     if queries:
         report["sql_queries"] = queries

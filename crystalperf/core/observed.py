@@ -29,6 +29,9 @@ RESOURCES = ("network", "disk")
 # coordinate them.
 WORKERS = ("executor:", "taskmanager:")
 COORDINATORS = ("driver", "jobmanager:")
+# Sources of processes that run tasks: a cluster's workers, and Flink's local mini cluster (the JVM a PyFlink
+# program starts).
+RUNNERS = (*WORKERS, "minicluster:")
 _COUNTERS = {
     "network": (("network_rx_bytes", "received"), ("network_tx_bytes", "sent")),
     "disk": (("storage_read_bytes", "read"), ("storage_write_bytes", "written")),
@@ -132,30 +135,59 @@ def network_counted_idle(trace: tr.Trace) -> bool:
     """True when network counters covered every host the job's tasks ran on and saw under MIN_BYTES received and
     under MIN_BYTES sent over the run: the job moved nothing over a network (a local-mode job), so no bandwidth
     change can touch it, whatever its sampled functions look like."""
-    rows = [r for r in trace.io if r.network_rx_bytes is not None or r.network_tx_bytes is not None]
+    moved = _moved_per_source(trace, ("network_rx_bytes", "network_tx_bytes"), by_runner_count=False)
+    return moved is not None and all(rx < MIN_BYTES and tx < MIN_BYTES for rx, tx in moved)
+
+
+# Writes below this over a run sit in the page cache (far under any kernel's dirty limits): they never wait for
+# the device unless the job syncs them, which dataflow jobs' output and spill writers do not.
+BUFFERED_WRITE_BYTES = 64 << 20
+
+
+def storage_counted_idle(trace: tr.Trace) -> tuple[float, float] | None:
+    """(read, written) bytes where storage counters covered every process that ran the job's tasks and saw it
+    read under MIN_BYTES from storage and write under BUFFERED_WRITE_BYTES over the run: no function of the job
+    can have waited on a disk (reads served from the page cache are copies, CPU work). None otherwise."""
+    moved = _moved_per_source(trace, ("storage_read_bytes", "storage_write_bytes"))
+    if moved is None:
+        return None
+    read, written = sum(r for r, _ in moved), sum(w for _, w in moved)
+    return (read, written) if read < MIN_BYTES and written < BUFFERED_WRITE_BYTES else None
+
+
+def _moved_per_source(trace: tr.Trace, counters: tuple[str, str], *,
+                      by_runner_count: bool = True) -> list[tuple[float, float]] | None:
+    """Bytes each counter source moved over the run, by the two ``counters``; None unless counters covered
+    every process that ran the job's tasks and every source has an interval to count over. Covered: Spark's
+    driver (local mode) or each executor's plugin by name; ``by_runner_count``, as many sources of processes
+    that run tasks (``RUNNERS``: Flink TaskManagers or a local mini cluster) as the tasks name executors (their
+    ids are not the counters' names); a job of one process, a Keras fit, is its own counters."""
+    rows = [r for r in trace.io if any(getattr(r, c) is not None for c in counters)]
     if not rows:
-        return False
+        return None
     sources = {r.source for r in rows}
-    executors = {task.executor for op in trace.iter_operations() for task in op.tasks}
-    if executors - {None}:
-        # every process that ran tasks counted: the driver in local mode, each executor's plugin on a cluster
-        if not all(e is not None and (e if e == "driver" else f"executor:{e}") in sources for e in executors):
-            return False
-    elif len(sources) != 1:
-        return False  # a job of one process (a Keras fit) is its own counters; several unnamed ones: unknown
+    executors = {task.executor for op in trace.iter_operations() for task in op.tasks} - {None}
+    named = all((e if e == "driver" else f"executor:{e}") in sources for e in executors)
+    runners = sum(1 for source in sources if source.startswith(RUNNERS))
+    if executors and not named and not (by_runner_count and runners >= len(executors)):
+        return None
+    if not executors and len(sources) != 1:
+        return None  # several unnamed processes: which ran the tasks is unknown
     app = trace.application
     by_source: dict[str, list[tr.IoSample]] = {}
     for row in rows:
         by_source.setdefault(row.source, []).append(row)
+    moved = []
     for source_rows in by_source.values():
         span = sorted(_span_rows(source_rows, app.start, app.end), key=lambda r: r.t)
         if len(span) < 2:
-            return False  # no interval to count over
-        for counter in ("network_rx_bytes", "network_tx_bytes"):
+            return None  # no interval to count over
+        totals = []
+        for counter in counters:
             values = [getattr(r, counter) for r in span if getattr(r, counter) is not None]
-            if values and values[-1] - values[0] >= MIN_BYTES:
-                return False
-    return True
+            totals.append(values[-1] - values[0] if values else 0.0)
+        moved.append((totals[0], totals[1]))
+    return moved
 
 
 def observed_bandwidths(trace: tr.Trace) -> dict[str, ObservedBandwidth]:

@@ -13,6 +13,7 @@ import networkx as nx
 
 from crystalperf.core import trace as tr
 from crystalperf.core.classify import ResourceClassifier
+from crystalperf.core.observed import storage_counted_idle
 from crystalperf.core.resources import CATEGORIES, ResourceVector, weighted_mean
 from crystalperf.core.vectors import (
     ATTRIBUTION_EVIDENCE,
@@ -34,6 +35,7 @@ from crystalperf.core.vectors import (
     restrict,
     sampled_vectors,
     task_seconds,
+    without_disk_waits,
 )
 
 # Two operations are treated as one after the other when the second starts no earlier than this
@@ -126,6 +128,9 @@ class ExecutionProfile:
     resolution: SampleResolution | None = None
     classifier_version: str = ""
     attribution: str = ATTRIBUTION_EVIDENCE
+    # (read, written) storage bytes where the OS counters showed the job's processes did no disk I/O worth a wait
+    # (``observed.storage_counted_idle``): the sampled functions' disk share was counted as CPU.
+    storage_idle: tuple[float, float] | None = None
     # Figures derived from the whole profile that several scenarios read (see predict.base.unit_seconds).
     memo: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
     # Every part of the report walks the operations; the levels do not change once built (LevelGraph).
@@ -246,6 +251,7 @@ def build_profile(
             version = embedded.classifier if resolution.classified == 0 else f"{version} + {embedded.classifier}"
 
     by_path: dict[str, OperationProfile] = {}
+    storage_idle = storage_counted_idle(trace) if evidence else None
 
     def make_node(op: tr.Operation, path: str, parent_path: str | None) -> OperationProfile:
         children = (
@@ -259,6 +265,8 @@ def build_profile(
         if vec is None:
             vec = _fallback_vector(op, children, waiting=evidence)
         vec = restrict(vec, op.attributes.get(RESOURCES_ATTRIBUTE))
+        if storage_idle is not None:
+            vec = without_disk_waits(vec)
         if evidence:
             vec = resolve_awaited_work(vec, awaited_work(op, sampled.get(op.id)))
         prof = OperationProfile(op, path, parent_path, vec, children)
@@ -267,7 +275,7 @@ def build_profile(
 
     app = trace.application
     top = level_graph(trace.operations, make_node, None, app.start, app.end)
-    return ExecutionProfile(trace, top, by_path, resolution, version, attribution)
+    return ExecutionProfile(trace, top, by_path, resolution, version, attribution, storage_idle=storage_idle)
 
 
 def _fallback_vector(op: tr.Operation, children: LevelGraph | None, *, waiting: bool = True) -> OperationVector:

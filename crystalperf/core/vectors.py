@@ -609,6 +609,18 @@ def restrict(vec: OperationVector, allowed: str | None) -> OperationVector:
     return replace(vec, vector=ResourceVector.of(*masked))
 
 
+def without_disk_waits(vec: OperationVector) -> OperationVector:
+    """The vector of an operation whose processes the OS saw read nothing from storage (and write only what the
+    page cache holds): the disk share its sampled functions suggested is CPU. Those samples were running: a
+    function a classifier reads as I/O (a state map, a buffer pool) computed, or copied from the page cache.
+    What the framework measured as disk time stays."""
+    cpu, disk, network, waiting = vec.vector
+    kept = min(disk, vec.measured.get("disk", 0.0))
+    if disk <= kept:
+        return vec
+    return replace(vec, vector=ResourceVector.of(cpu + disk - kept, kept, network, waiting))
+
+
 def default_vector() -> OperationVector:
     """Nothing known about an operation: counted as CPU, and the report says so."""
     return OperationVector(CPU_ONLY, SOURCE_DEFAULT)

@@ -1,0 +1,90 @@
+"""A job whose processes the OS saw do no disk I/O has no disk share: the sampled functions a classifier reads as
+I/O computed (or copied from the page cache). Hand-built traces: io rows of the processes that ran the tasks."""
+
+from __future__ import annotations
+
+import pytest
+
+from crystalperf.core import trace as tr
+from crystalperf.core.classify import FixedClassifier
+from crystalperf.core.observed import BUFFERED_WRITE_BYTES, MIN_BYTES, storage_counted_idle
+from crystalperf.core.profile import build_profile
+from crystalperf.core.resources import ResourceVector
+
+from .helpers import make_trace, op, task
+
+DISK = ResourceVector(0.0, 1.0, 0.0)
+CPU = ResourceVector(1.0, 0.0, 0.0)
+CLASSIFIER = FixedClassifier({"state.": DISK, "calc.": CPU})
+
+
+def _rows(source: str, read: float, written: float, seconds: int = 10) -> list[tr.IoSample]:
+    """Cumulative counters every second of one process reading and writing at a steady rate over the run."""
+    return [tr.IoSample(t=float(i), source=source, host="vm", storage_read_bytes=read * i / seconds,
+                        storage_write_bytes=written * i / seconds) for i in range(seconds + 1)]
+
+
+def _trace(io: list[tr.IoSample], executors: tuple[str | None, ...] = (None,), **metrics: float) -> tr.Trace:
+    # one operation, its 4 samples: 3 in a function the classifier reads as disk, 1 computing
+    frames = [tr.Frame(name="state.Map.get", language="java"), tr.Frame(name="calc.hash", language="java")]
+    samples = tr.StackSamples(origin=0, frames=frames, stacks=[[0], [1]], keys=[tr.SampleKey(operation="agg")],
+                              key=[0, 0], bucket=[0, 0], stack=[0, 1], count=[3, 1])
+    tasks = [task(f"t{i}", 0, 10, run_time_s=10, **metrics) for i, _ in enumerate(executors)]
+    for t, executor in zip(tasks, executors, strict=True):
+        t.executor = executor
+    trace = make_trace([op("agg", 0, 10, tasks=tasks)], end=10, samples=samples)
+    trace.io = io
+    return trace
+
+
+def test_counters_that_saw_no_reads_and_buffered_writes_are_idle() -> None:
+    assert storage_counted_idle(_trace(_rows("driver", 0, 4e6))) == (0.0, pytest.approx(4e6))
+    assert storage_counted_idle(_trace(_rows("driver", MIN_BYTES, 0))) is None  # a MiB read: maybe a disk wait
+    assert storage_counted_idle(_trace(_rows("driver", 0, BUFFERED_WRITE_BYTES))) is None  # past the page cache
+    assert storage_counted_idle(_trace([])) is None  # nothing counted: unknown
+
+
+def test_every_process_that_ran_tasks_must_be_counted() -> None:
+    # Spark executors by name: executor 2 has no counters
+    assert storage_counted_idle(_trace(_rows("executor:1", 0, 0), executors=("1", "2"))) is None
+    both = _rows("executor:1", 0, 0) + _rows("executor:2", 0, 1e6)
+    assert storage_counted_idle(_trace(both, executors=("1", "2"))) == (0.0, pytest.approx(1e6))
+    # Flink TaskManagers: executor ids are not the counters' names; one source per TaskManager
+    tms = ("10.0.0.2:35959-bae0e2", "10.0.0.3:39277-9a0d83")
+    assert storage_counted_idle(_trace(_rows("taskmanager:17085", 0, 0), executors=tms)) is None
+    counted = _rows("taskmanager:17085", 0, 0) + _rows("taskmanager:17090", 0, 0) + _rows("jobmanager:1", 0, 0)
+    assert storage_counted_idle(_trace(counted, executors=tms)) == (0.0, 0.0)
+    # a local PyFlink job: the mini cluster's JVM and the Python program that started it
+    local = _rows("minicluster:1138", 0, 4e6) + _rows("python:1137", 0, 2e6)
+    assert storage_counted_idle(_trace(local, executors=("6e08e1f7",))) == (0.0, pytest.approx(6e6))
+    # several processes, none named as running tasks
+    assert storage_counted_idle(_trace(_rows("python:1", 0, 0) + _rows("python:2", 0, 0))) is None
+
+
+def test_the_disk_share_of_an_idle_job_is_cpu() -> None:
+    idle = build_profile(_trace(_rows("driver", 0, 4e6)), CLASSIFIER, locators=[])
+    vector = idle.top.nodes["agg"].vector.vector
+    assert vector.disk == 0.0 and vector.cpu == pytest.approx(1.0)
+    assert idle.storage_idle == (0.0, pytest.approx(4e6))
+    # the same samples where the process read from storage: the classifier's split stands
+    reading = build_profile(_trace(_rows("driver", 50e6, 0)), CLASSIFIER, locators=[])
+    assert reading.top.nodes["agg"].vector.vector.disk == pytest.approx(0.75)
+    assert reading.storage_idle is None
+    # the paper's method knows nothing of the counters
+    paper = build_profile(_trace(_rows("driver", 0, 0)), CLASSIFIER, locators=[], attribution="paper")
+    assert paper.top.nodes["agg"].vector.vector.disk == pytest.approx(0.75)
+
+
+def test_disk_time_the_framework_measured_stays() -> None:
+    # 2 of the task's 10 s measured as disk (a spill's write time): kept; the samples' extra disk share is cpu
+    profile = build_profile(_trace(_rows("driver", 0, 0), disk_time_s=2.0), CLASSIFIER, locators=[])
+    vector = profile.top.nodes["agg"].vector.vector
+    assert vector.disk == pytest.approx(0.2) and vector.cpu == pytest.approx(0.8)
+
+
+def test_the_report_says_so() -> None:
+    from crystalperf.core.analysis import analyze
+
+    report = analyze(_trace(_rows("driver", 0, 4e6)), classifier=CLASSIFIER, locators=[], band=False).report
+    assert any("read 0 B from storage and wrote 3.8 MiB" in w for w in report["warnings"]), report["warnings"]
+    assert report["operations"][0]["vector"]["disk"] == 0.0
