@@ -24,7 +24,6 @@ loopback clusters of the integration tests use it.
 from __future__ import annotations
 
 import atexit
-import ctypes
 import itertools
 import os
 import re
@@ -32,6 +31,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -162,13 +162,21 @@ def free_port(address: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def _set_pdeathsig() -> None:
-    # A process started here ends with the harness even when the harness is killed outright; the JVMs exec'd by
-    # the launch scripts keep the setting (it survives exec).
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+# Run before the real program, in a fresh interpreter that then becomes it: a process started here ends with the
+# harness even when the harness is killed outright (PR_SET_PDEATHSIG survives exec, so the JVMs the launch scripts
+# exec keep it). Not a ``preexec_fn``: that runs Python between fork and exec in a copy of a process with threads
+# (py4j's, the samplers'), where a lock another thread held at the fork is never released and the start hangs.
+_PDEATHSIG_EXEC = ("import ctypes, os, signal, sys\n"
+                   "try:\n"
+                   "    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"
+                   "except (OSError, AttributeError):\n"
+                   "    pass\n"
+                   "os.execvp(sys.argv[1], sys.argv[1:])\n")
+
+
+def with_pdeathsig(argv: Sequence[str]) -> list[str]:
+    """``argv`` started through a fresh interpreter that asks to be killed with its parent, then execs it."""
+    return [sys.executable, "-I", "-S", "-c", _PDEATHSIG_EXEC, *argv]
 
 
 def _tagged_pids(prefix: str | None = None) -> dict[int, str]:
@@ -419,8 +427,8 @@ class Network:
             log.parent.mkdir(parents=True, exist_ok=True)
             out = log.open("ab")
             self._files.append(out)
-        proc = subprocess.Popen(command, env=environment, stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
-                                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_set_pdeathsig)
+        proc = subprocess.Popen(with_pdeathsig(command), env=environment, stdout=out, stderr=subprocess.STDOUT,
+                                cwd=cwd, stdin=subprocess.DEVNULL, start_new_session=True)
         self._processes.append(proc)
         return proc
 
