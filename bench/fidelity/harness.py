@@ -124,9 +124,8 @@ def run_job(spec: JobSpec, python: str, data_dir: Path, out_root: Path, log: Cal
                     config["url"], config["host_if"] = link.url, link.host_if
                 machine.evict(files)
                 module = f"bench.fidelity.{spec.framework}_jobs"
-                proc = subprocess.run([python, "-m", module, json.dumps(config)], cwd=ROOT, env=environment,
-                                      capture_output=True, text=True, timeout=spec.timeout_s,
-                                      preexec_fn=groups.enter)
+                proc = subprocess.run(groups.command([python, "-m", module, json.dumps(config)]), cwd=ROOT,
+                                      env=environment, capture_output=True, text=True, timeout=spec.timeout_s)
                 stdout = proc.stdout
                 (out / "job.log").write_text(proc.stdout + "\n---- stderr ----\n" + proc.stderr)
                 if proc.returncode != 0:

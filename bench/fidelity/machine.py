@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +47,13 @@ def evict(paths: list[Path]) -> None:
                 os.close(fd)
 
 
+_JOIN_EXEC = ("import os, sys\n"
+              "for procs in sys.argv[1:3]:\n"
+              "    with open(procs, 'w') as f:\n"
+              "        f.write(str(os.getpid()))\n"
+              "os.execvp(sys.argv[3], sys.argv[3:])\n")
+
+
 @dataclass
 class Cgroups:
     """A job's cgroups (v1): ``cpuacct`` always (the process tree's CPU time, dead children included),
@@ -57,11 +64,17 @@ class Cgroups:
     device: str
 
     def enter(self) -> None:
-        """Move the calling process into both groups (used as a ``preexec_fn``: the launcher joins before it
-        starts the JVM or any worker, so every child is in them too)."""
+        """Move the calling process into both groups."""
         pid = str(os.getpid())
         for group in (self.cpuacct, self.blkio):
             (group / "cgroup.procs").write_text(pid)
+
+    def command(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` started in both groups: a fresh interpreter joins them, then execs it, before it starts the JVM
+        or any worker, so every child is in them too. (Not a ``preexec_fn``: Python between fork and exec in a
+        copy of a process with threads, py4j's, may wait for ever on a lock one of them held.)"""
+        return [sys.executable, "-I", "-S", "-c", _JOIN_EXEC, str(self.cpuacct / "cgroup.procs"),
+                str(self.blkio / "cgroup.procs"), *argv]
 
     def as_config(self) -> dict[str, str]:
         return {"cpuacct": str(self.cpuacct), "blkio": str(self.blkio), "device": self.device}
