@@ -130,25 +130,33 @@ def _counter_rows(source: str, rate: float, seconds: int, counter: str) -> list[
             for i in range(seconds * 4 + 1)]
 
 
-def test_a_flink_cluster_trace_is_bound_by_its_busiest_taskmanager_link() -> None:
-    from crystalperf.core.classify import FixedClassifier
-    from crystalperf.core.predict import Predictor
-    from crystalperf.core.profile import build_profile
+def _cluster_pipeline(source: dict[str, float], window: dict[str, float], utilization: float) -> tr.Trace:
+    """A 20 s Flink job on two TaskManagers (2 CPUs): a source chain feeding a window chain, two subtasks each
+    with these task metrics; each TaskManager's namespace sent 5 MB/s to the other for the whole run (100 MB on
+    the busiest link, seen at 5 MB/s)."""
     from tests.unit.helpers import make_trace, op, task
 
-    # Two TaskManagers, each sending 5 MB/s to the other for the whole 20 s (100 MB a link); the JobManager's
-    # namespace saw both links' traffic pass the bridge (10 MB/s: 200 MB, no link's). Sources 4 CPU-s a subtask,
-    # windows 3; the processes 16 CPU-s on 2 CPUs: the machine needs 8 s.
-    sources = [task(f"source#{i}", 0, 20, run_time_s=20, cpu_time_s=4.0) for i in range(2)]
-    windows = [task(f"window#{i}", 0, 20, run_time_s=20, cpu_time_s=3.0, idle_time_s=12.0) for i in range(2)]
+    sources = [task(f"source#{i}", 0, 20, run_time_s=20, **source) for i in range(2)]
+    windows = [task(f"window#{i}", 0, 20, run_time_s=20, **window) for i in range(2)]
     trace = make_trace([op("source", 0, 20, tasks=sources, parallelism=2),
                         op("window", 0, 20, ["source"], tasks=windows, parallelism=2)], end=20, cpu_count=2)
     trace.application.framework = "flink"
     trace.streaming = tr.Streaming(latency_s=20.0)
-    trace.metrics["cpu_utilization"] = 0.8
+    trace.metrics["cpu_utilization"] = utilization
     trace.io = (_counter_rows("taskmanager:1", 5e6, 20, "network_tx_bytes")
-                + _counter_rows("taskmanager:2", 5e6, 20, "network_tx_bytes")
-                + _counter_rows("jobmanager:3", 10e6, 20, "network_tx_bytes"))
+                + _counter_rows("taskmanager:2", 5e6, 20, "network_tx_bytes"))
+    return trace
+
+
+def test_a_flink_cluster_trace_is_bound_by_its_busiest_taskmanager_link() -> None:
+    from crystalperf.core.classify import FixedClassifier
+    from crystalperf.core.predict import Predictor
+    from crystalperf.core.profile import build_profile
+
+    # The JobManager's namespace saw both links' traffic pass the bridge (10 MB/s: 200 MB, no link's). Sources 4
+    # CPU-s a subtask, windows 3; the processes 16 CPU-s on 2 CPUs: the machine needs 8 s.
+    trace = _cluster_pipeline({"cpu_time_s": 4.0}, {"cpu_time_s": 3.0, "idle_time_s": 12.0}, utilization=0.8)
+    trace.io += _counter_rows("jobmanager:3", 10e6, 20, "network_tx_bytes")
     predictor = Predictor(build_profile(trace, FixedClassifier({}), locators=[]))
     # the link: 100 MB at 5 MB/s = 20 s, the whole run; at 2.5 MB/s 40 s
     assert predictor.predict(Changes({"network": 2.5e6}), band=False).crystalperf.runtime_s == pytest.approx(40.0)
@@ -270,21 +278,8 @@ def test_a_job_whose_limits_took_little_of_the_run_was_paced_by_its_input() -> N
 
 
 def _exchange_trace(sender_backpressured: float, receiver_idle: float) -> tr.Trace:
-    from tests.unit.helpers import make_trace, op, task
-
-    sources = [task(f"source#{i}", 0, 20, run_time_s=20, cpu_time_s=1.0,
-                    backpressured_time_s=sender_backpressured) for i in range(2)]
-    windows = [task(f"window#{i}", 0, 20, run_time_s=20, cpu_time_s=1.5, idle_time_s=receiver_idle)
-               for i in range(2)]
-    trace = make_trace([op("source", 0, 20, tasks=sources, parallelism=2),
-                        op("window", 0, 20, ["source"], tasks=windows, parallelism=2)], end=20, cpu_count=2)
-    trace.application.framework = "flink"
-    trace.streaming = tr.Streaming(latency_s=20.0)
-    trace.metrics["cpu_utilization"] = 0.3
-    # each TaskManager's namespace sent 5 MB/s for the whole run: 100 MB on the busiest link, seen at 5 MB/s
-    trace.io = (_counter_rows("taskmanager:1", 5e6, 20, "network_tx_bytes")
-                + _counter_rows("taskmanager:2", 5e6, 20, "network_tx_bytes"))
-    return trace
+    return _cluster_pipeline({"cpu_time_s": 1.0, "backpressured_time_s": sender_backpressured},
+                             {"cpu_time_s": 1.5, "idle_time_s": receiver_idle}, utilization=0.3)
 
 
 def test_the_stall_of_an_exchange_is_the_smaller_of_its_sides_shares() -> None:
