@@ -34,14 +34,14 @@ LOCK_TIMEOUT_S = 600.0
 
 
 @contextlib.contextmanager
-def job_lock(part: Path, timeout_s: float | None = None) -> Iterator[None]:
+def job_lock(part: Path) -> Iterator[None]:
     """Serialises the analyses of one job: on a cluster every process that saw the job end starts one.
-    Raises :class:`TraceNotWrittenError` when another analysis held the lock for more than ``timeout_s``."""
+    Raises :class:`TraceNotWrittenError` when another analysis held the lock for more than ``LOCK_TIMEOUT_S``."""
     import fcntl  # POSIX only, like the reporter's detached finisher; reading parts works anywhere
 
     job_id = part.name.removeprefix("crystalperf-flink-").split(".")[0]
     lock = part.parent / f"crystalperf-flink-{job_id}.lock"
-    timeout_s = LOCK_TIMEOUT_S if timeout_s is None else timeout_s
+    timeout_s = LOCK_TIMEOUT_S
     with open(lock, "a+b") as handle:
         deadline = time.monotonic() + timeout_s
         while True:
