@@ -26,7 +26,7 @@ from typing import Any
 
 from bench.fidelity.machine import evict
 from bench.whatif import machine, shaped
-from bench.whatif.machine import cgroup
+from bench.whatif.machine import cgroup, in_cgroups
 from bench.whatif.runner import Run, Target
 
 CSV_FILES = 8
@@ -180,15 +180,9 @@ class FlinkSqlWorkload:
         if config.get("csv"):
             evict([Path(config["csv"])])
         with cgroup("cpu", limits) as group, cgroup("blkio", read_limits) as io_group:
-            def enter() -> None:
-                # Before the JVM starts: every process of the job is in the groups. Its start-up reads jars
-                # that the page cache holds (only the input is evicted), and the runtime measured is the
-                # job's own, after start-up.
-                for joined in (group, io_group):
-                    if joined is not None:
-                        (joined / "cgroup.procs").write_text(str(os.getpid()))
-
-            done = self._run_job(command, job, config, enter)
+            # Before the JVM starts, every process of the job is in the groups. Its start-up reads jars that the
+            # page cache holds (only the input is evicted), and the runtime measured is the job's own, after it.
+            done = self._run_job(command, job, config, [group, io_group])
         if done.returncode != 0:
             raise RuntimeError(f"{self.name} failed: {done.stderr[-2000:]}")
         line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))
@@ -197,9 +191,9 @@ class FlinkSqlWorkload:
         return Run(runtime, trace if trace is not None and trace.exists() else None, runtime)
 
     def _run_job(self, command: list[str], job: dict[str, Any], config: dict[str, Any],
-                 enter: Any) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(command[:-1] + [json.dumps(job)], capture_output=True, text=True,
-                              preexec_fn=enter, timeout=1800)
+                 groups: list[Path | None]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(in_cgroups(command[:-1] + [json.dumps(job)], groups), capture_output=True, text=True,
+                              timeout=1800)
 
 
 class ParallelismUpWorkload(FlinkSqlWorkload):
@@ -276,10 +270,10 @@ class DownloadUpWorkload(FlinkSqlWorkload):
                        ["network=100mbit"], lambda: self.no_flink() or shaped.unavailable())]
 
     def _run_job(self, command: list[str], job: dict[str, Any], config: dict[str, Any],
-                 enter: Any) -> subprocess.CompletedProcess[str]:
+                 groups: list[Path | None]) -> subprocess.CompletedProcess[str]:
         with shaped.ShapedServer(rate_mbit=config["rate_mbit"], prefix="cpf") as server:
             job = {**job, "url": server.url(config["request_bytes"])}
-            return super()._run_job(command, job, config, enter)
+            return super()._run_job(command, job, config, groups)
 
 
 def workloads(data_dir: Path, quick: bool) -> list[Any]:
