@@ -372,13 +372,19 @@ def measure(units: Iterable[tuple[float, dict[str, float]]], *, waiting: bool = 
     any_measured = False
     cpu_in_any_unit = False
     measures = _MEASURES_ITEMS if waiting else _MEASURES_ITEMS[1:]
+    # Inlined lookups, not helper calls: a trace of 20,000 operations brings 40,000 units here.
+    run_time, cpu_time = tr.METRIC_RUN_TIME, tr.METRIC_CPU_TIME
+    disk_bytes = network_bytes = 0.0
     for duration, m in units:
-        run = _metric(m, tr.METRIC_RUN_TIME) or duration
+        run = m.get(run_time, 0.0)
+        if not run > 0:
+            run = duration
         if run <= 0:
             continue
         result.run += run
         left = run
-        cpu_in_any_unit = cpu_in_any_unit or tr.METRIC_CPU_TIME in m
+        if not cpu_in_any_unit and cpu_time in m:
+            cpu_in_any_unit = True
         for category, names in measures:
             present, total = False, 0.0
             for name in names:
@@ -393,21 +399,24 @@ def measure(units: Iterable[tuple[float, dict[str, float]]], *, waiting: bool = 
             part = total if total < left else left
             seconds[category] += part
             left -= part
-        result.disk_bytes += _positive_sum(m, _DISK_BYTES)
-        result.network_bytes += _positive_sum(m, _NETWORK_BYTES)
+        unit_bytes = 0.0  # each unit's bytes summed, then added: the same rounding as ever
+        for name in _DISK_BYTES:
+            value = m.get(name, 0.0)
+            if value > 0:
+                unit_bytes += value
+        disk_bytes += unit_bytes
+        unit_bytes = 0.0
+        for name in _NETWORK_BYTES:
+            value = m.get(name, 0.0)
+            if value > 0:
+                unit_bytes += value
+        network_bytes += unit_bytes
+    result.disk_bytes = disk_bytes
+    result.network_bytes = network_bytes
     if not any_measured or result.run <= 0:
         return None
     result.cpu_measured = cpu_in_any_unit
     return result
-
-
-def _positive_sum(metrics: dict[str, float], names: Sequence[str]) -> float:
-    total = 0.0
-    for name in names:
-        value = metrics.get(name, 0.0)
-        if value > 0:
-            total += value
-    return total
 
 
 def _open_by_bytes(measurement: Measurement) -> dict[str, float]:
