@@ -11,6 +11,9 @@ figures as JSON; asserts nothing. Targets (docs/architecture.md): 1,000,000 task
     python bench/analysis_scale.py --operations 20000 [--shape flat|deep]   # a DAG of many small operations
     python bench/analysis_scale.py --trace crystalperf-trace.json.gz        # a trace file already written
     python bench/analysis_scale.py --operations 20000 --repeat 5            # the fastest of 5 runs, and all 5 times
+
+``host_speed_s`` is what a fixed pure-Python loop took on the host just after (best of 3): the analysis's times
+compare between hosts, or hours of a shared one, in proportion to it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import math
 import os
 import resource
 import subprocess
@@ -66,6 +70,22 @@ def peak_rss_bytes() -> int:
         pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB elsewhere
+
+
+def host_speed() -> float:
+    """Seconds a fixed pure-Python workload takes here (best of 3): what the interpreter manages on this host at
+    this moment. A shared machine's speed changes through the day; figures taken at different times compare only
+    next to it."""
+    best = math.inf
+    for _ in range(3):
+        t0 = time.perf_counter()
+        table: dict[int, float] = {}
+        total = 0.0
+        for i in range(300_000):
+            table[i % 1024] = table.get(i % 1024, 0.0) + i * 0.5
+            total += round(table[i % 1024] / (i + 1), 6)
+        best = min(best, time.perf_counter() - t0)
+    return round(best, 3)
 
 
 def analyse(path: str, out: str) -> None:
@@ -137,6 +157,7 @@ def main() -> None:
         figures.update(min(runs, key=lambda run: run["analysis_s"]))
         if len(runs) > 1:
             figures["analysis_s_runs"] = [run["analysis_s"] for run in runs]
+    figures["host_speed_s"] = host_speed()
     figures["load_average"] = [round(x, 2) for x in os.getloadavg()]
     figures["cpus"] = os.cpu_count()
     print(json.dumps(figures, indent=2))
