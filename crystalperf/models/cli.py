@@ -7,6 +7,7 @@ in, ``{"id", "cpu", "disk", "network"}`` out, classified in batches through the 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import sys
@@ -151,6 +152,13 @@ def _load_split(corpus: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]
     return by["train"], by["val"], by["test"]
 
 
+# The sparse classifier's weight decay: the shipped measured-label weights keep rare words' weights small with
+# 1e-4 (a word seen in a few disk rows, "checksum", no longer outweighs the rest of a small function); the
+# module-rule weights shipped until session 15 had 1e-6.
+MEASURED_WEIGHT_DECAY = 1e-4
+MODULE_RULE_WEIGHT_DECAY = 1e-6
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from crystalperf.models import WEIGHTS_DIR
     from crystalperf.models.code import train_code_classifier
@@ -158,6 +166,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     data = Path(args.data_dir)
     weights = Path(args.weights) if args.weights else WEIGHTS_DIR
+    if args.weight_decay is None:
+        args.weight_decay = MEASURED_WEIGHT_DECAY if args.measured else MODULE_RULE_WEIGHT_DECAY
     if args.measured:
         return _train_measured(args, data, weights)
     corpus = data / "corpus.jsonl"
@@ -181,10 +191,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
         sys.stdout.write(f"corpus: {len(records)} functions -> {corpus}\n")
     train, val, test = _load_split(corpus)
     t1 = time.monotonic()
-    _train_sparse(args, train, val, weights, source=f"module-rule corpus {corpus}")
+    # The shipped sparse weights are the measured-label ones: module-rule sparse weights go into the package only
+    # when --weights names it.
+    sparse_root = Path(args.weights) if args.weights else data / "weights"
+    _train_sparse(args, train, val, sparse_root, source=f"module-rule corpus {corpus}")
     timings["sparse_s"] = time.monotonic() - t1
     if args.sparse_only:
-        return _report_sparse(args, data, weights, train, val, test, timings, "corpus_test")
+        return _report_sparse(args, data, sparse_root, train, val, test, timings, "corpus_test")
     t1 = time.monotonic()
     train_code_classifier(
         train, val, weights / "code", seed=args.seed, epochs=args.epochs, progress=not args.quiet
@@ -250,6 +263,7 @@ def _train_sparse(
     weights: Path,
     *,
     source: str,
+    extra: dict[str, Any] | None = None,
 ) -> None:
     from crystalperf.models.sparse import WEIGHTS_SUBDIR
     from crystalperf.models.sparse_train import train_sparse_classifier
@@ -261,9 +275,11 @@ def _train_sparse(
         weights / WEIGHTS_SUBDIR,
         hidden=args.hidden,
         epochs=args.sparse_epochs,
+        weight_decay=args.weight_decay,
+        class_weight_power=args.class_weight_power,
         seed=args.seed,
         progress=not args.quiet,
-        extra_config={"source": source},
+        extra_config={"source": source, **(extra or {})},
     )
 
 
@@ -357,7 +373,11 @@ def _train_measured(args: argparse.Namespace, data: Path, weights: Path) -> int:
         extra = [{**r, "weight": args.corpus_weight} for r in corpus_train if r["library"] not in held]
         train = train + extra
         source += f" + {len(extra)} module-rule functions of {args.with_corpus} (weight {args.corpus_weight})"
-    _train_sparse(args, train, val, weights, source=source)
+    # Which measurement the weights came from: the files are timings, a re-measured corpus differs a little.
+    files = {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in sorted(Path(args.measured).glob("*.jsonl"))
+    }
+    _train_sparse(args, train, val, weights, source=source, extra={"measured_files_sha256": files})
     timings = {"sparse_s": time.monotonic() - t0}
     return _report_sparse(args, data, weights, train, val, test, timings, "measured_test")
 
@@ -473,10 +493,23 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:  # type: ign
         help="with --with-corpus: each module-rule function's weight in the loss (a measured one weighs 1)",
     )
     p.add_argument(
-        "--sparse-only", action="store_true", help="train only the shipped sparse classifier, not the paper's pair"
+        "--sparse-only", action="store_true", help="train only the sparse classifier, not the paper's pair"
     )
     p.add_argument("--hidden", type=int, default=0, help="sparse classifier's hidden layer width (0: linear)")
     p.add_argument("--sparse-epochs", type=int, default=12)
+    p.add_argument(
+        "--weight-decay",
+        type=float,
+        default=None,
+        help=f"sparse classifier's L2 weight decay (Adam; default {MEASURED_WEIGHT_DECAY:g} with --measured, as the "
+        f"shipped weights, else {MODULE_RULE_WEIGHT_DECAY:g})",
+    )
+    p.add_argument(
+        "--class-weight-power",
+        type=float,
+        default=1.0,
+        help="sparse classifier's class weights: balanced to this power (1 balanced, 0 none)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_cmd_train)
