@@ -24,7 +24,6 @@ from crystalperf.core.report.svg import (
     render_dag,
     render_split,
     seconds,
-    total,
 )
 from crystalperf.core.units import format_bandwidth, format_byte_rate, format_size
 
@@ -429,8 +428,8 @@ class HtmlRenderer(Renderer):
     def _operations(self, report: dict[str, Any], h: Hierarchy) -> str:
         order = list(h.ops)
         if len(order) > MAX_TABLE_ROWS:
-            chosen = set(heapq.nsmallest(MAX_TABLE_ROWS, order, key=lambda p: (
-                0 if h.ops[p].get("on_critical_path") else 1, -total(h.ops[p].get("resource_seconds")))))
+            ranks = h.ranks  # critical path first, then by resource time (not by runtime: ties keep their order)
+            chosen = set(heapq.nsmallest(MAX_TABLE_ROWS, order, key=lambda p: ranks[p][:2]))
             order = [p for p in order if p in chosen]
             note = (f"{len(order)} of {len(h.ops)} operations: the critical path first, then the largest by "
                     "resource time; crystalperf-report.json lists them all.")

@@ -10,6 +10,7 @@ import heapq
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from html import escape
 from typing import Any
 
@@ -118,6 +119,11 @@ class Hierarchy:
     def leaves(self) -> list[str]:
         return [p for p in self.ops if not self.children.get(p)]
 
+    @cached_property
+    def ranks(self) -> dict[str, tuple[int, float, float]]:
+        """Every operation's ``_rank``, worked out once: the DAG, the bars and the table all order by it."""
+        return {path: _rank(op) for path, op in self.ops.items()}
+
 
 def _rank(op: dict[str, Any]) -> tuple[int, float, float]:
     return (0 if op.get("on_critical_path") else 1, -total(op.get("resource_seconds")),
@@ -134,10 +140,10 @@ def select_nodes(h: Hierarchy, budget: int) -> set[str]:
     if len(tops) <= budget:
         keep.update(tops)
     else:
-        keep.update(heapq.nsmallest(budget, tops, key=lambda p: _rank(h.ops[p])))
+        keep.update(heapq.nsmallest(budget, tops, key=h.ranks.__getitem__))
     depth = {p: h.depth(p) for p in h.ops}
-    rest = sorted((p for p in h.ops if depth[p] > 0),
-                  key=lambda p: (_rank(h.ops[p])[0], depth[p], *_rank(h.ops[p])[1:]))
+    ranks = h.ranks
+    rest = sorted((p for p in h.ops if depth[p] > 0), key=lambda p: (ranks[p][0], depth[p], *ranks[p][1:]))
     for path in rest:
         if len(keep) >= budget:
             break
@@ -390,7 +396,8 @@ def render_bars(report: dict[str, Any], limit: int = 50,
     :func:`render_dag`."""
     h = hierarchy or Hierarchy.of(report)
     leaves = h.leaves()
-    leaf_seconds = {p: total(h.ops[p].get("resource_seconds")) for p in leaves}
+    ranks = h.ranks
+    leaf_seconds = {p: -ranks[p][1] for p in leaves}  # the rank's negated total, negated back (exact)
     shown = heapq.nsmallest(limit, leaves, key=lambda p: -leaf_seconds[p])  # in the order a stable sort gives
     if not shown:
         return "", 0, 0, 0.0
