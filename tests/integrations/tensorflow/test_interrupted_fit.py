@@ -22,6 +22,9 @@ import keras, numpy as np
 from crystalperf.integrations.tensorflow import CrystalPerfCallback
 
 out, mode = sys.argv[1], sys.argv[2]
+# Ctrl-C raises KeyboardInterrupt, as in a terminal's Python: a test run started in the background by a
+# non-interactive shell hands its children SIGINT ignored, and Python then leaves it so.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 if mode == "user-handler":
     def users_handler(signum, frame):
         print("user handler ran", flush=True)
