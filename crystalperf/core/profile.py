@@ -8,6 +8,7 @@ import heapq
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import networkx as nx
 
@@ -131,8 +132,9 @@ class ExecutionProfile:
     # (read, written) storage bytes where the OS counters showed the job's processes did no disk I/O worth a wait
     # (``observed.storage_counted_idle``): the sampled functions' disk share was counted as CPU.
     storage_idle: tuple[float, float] | None = None
-    # Figures derived from the whole profile that several scenarios read (see predict.base.unit_seconds).
-    memo: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
+    # Figures derived from the whole profile that several scenarios read (see predict.base.unit_seconds), and what
+    # they are computed from (predict.base.job_metric_total).
+    memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     # Every part of the report walks the operations; the levels do not change once built (LevelGraph).
     _walked: list[OperationProfile] | None = field(default=None, init=False, repr=False, compare=False)
 

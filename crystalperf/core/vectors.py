@@ -440,7 +440,7 @@ def bounded_vector(measurement: Measurement, sampled: ResourceVector | None) -> 
     seconds = dict(measurement.seconds)
     open_time = measurement.open
     if open_time <= 0:
-        return ResourceVector.of(*(seconds[c] for c in CATEGORIES))
+        return ResourceVector.of(seconds["cpu"], seconds["disk"], seconds["network"], seconds["waiting"])
     weights: dict[str, float] = {}
     if sampled is not None:
         weights = {c: max(0.0, sampled[i] - measurement.seconds[c] / measurement.run)
@@ -461,7 +461,7 @@ def bounded_vector(measurement: Measurement, sampled: ResourceVector | None) -> 
         spread = {c: w / sum(others.values()) for c, w in others.items()} if others else _open_by_bytes(measurement)
         for category, weight in spread.items():
             seconds[category] += rest * weight
-    return ResourceVector.of(*(seconds[c] for c in CATEGORIES))
+    return ResourceVector.of(seconds["cpu"], seconds["disk"], seconds["network"], seconds["waiting"])
 
 
 def metrics_vector(units: Iterable[tuple[float, dict[str, float]]], *, waiting: bool = True) -> ResourceVector | None:

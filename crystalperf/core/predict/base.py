@@ -406,12 +406,19 @@ def job_metric_total(profile: ExecutionProfile, weigh: Callable[[dict[str, float
     key = f"job_metric_total:{memo}"
     if memo is not None and key in profile.memo:
         return profile.memo[key]
+    units = profile.memo.get("job_metric_units")
+    if units is None:
+        # what every total reads, gathered once: the models ask for a handful of totals over 20,000 operations
+        units = profile.memo["job_metric_units"] = [
+            (prof.op.metrics, None) if not prof.op.tasks
+            else ([t.metrics for t in prof.op.tasks], task_scale(prof.op))
+            for prof in unit_profiles(profile)]
     total = 0.0
-    for prof in unit_profiles(profile):
-        if not prof.op.tasks:
-            total += weigh(prof.op.metrics)
+    for metrics, scale in units:
+        if scale is None:
+            total += weigh(metrics)
         else:
-            total += sum(weigh(t.metrics) for t in prof.op.tasks) * task_scale(prof.op)
+            total += sum([weigh(m) for m in metrics]) * scale
     if memo is not None:
         profile.memo[key] = total
     return total
