@@ -12,8 +12,8 @@ figures as JSON; asserts nothing. Targets (docs/architecture.md): 1,000,000 task
     python bench/analysis_scale.py --trace crystalperf-trace.json.gz        # a trace file already written
     python bench/analysis_scale.py --operations 20000 --repeat 5            # the fastest of 5 runs, and all 5 times
 
-``host_speed_s`` is what a fixed pure-Python loop took on the host just after (best of 3): the analysis's times
-compare between hosts, or hours of a shared one, in proportion to it.
+``host_speed_s`` is what a fixed pure-Python loop took on the host just after (best of 3): a rough guide to how
+fast the host was at the time (the analysis, which walks far more memory, slows down more than it on a busy host).
 """
 
 from __future__ import annotations
@@ -74,8 +74,8 @@ def peak_rss_bytes() -> int:
 
 def host_speed() -> float:
     """Seconds a fixed pure-Python workload takes here (best of 3): what the interpreter manages on this host at
-    this moment. A shared machine's speed changes through the day; figures taken at different times compare only
-    next to it."""
+    this moment. A shared machine's speed changes through the day: figures taken at different times are read next
+    to it (a rough guide, not a factor to scale them by)."""
     best = math.inf
     for _ in range(3):
         t0 = time.perf_counter()
