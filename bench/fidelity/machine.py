@@ -47,11 +47,24 @@ def evict(paths: list[Path]) -> None:
                 os.close(fd)
 
 
+# Joins the cgroups whose ``cgroup.procs`` files come before "--", then execs the command after it.
 _JOIN_EXEC = ("import os, sys\n"
-              "for procs in sys.argv[1:3]:\n"
+              "split = sys.argv.index('--')\n"
+              "for procs in sys.argv[1:split]:\n"
               "    with open(procs, 'w') as f:\n"
               "        f.write(str(os.getpid()))\n"
-              "os.execvp(sys.argv[3], sys.argv[3:])\n")
+              "os.execvp(sys.argv[split + 1], sys.argv[split + 1:])\n")
+
+
+def in_cgroups(argv: Sequence[str], groups: Sequence[Path | None]) -> list[str]:
+    """``argv`` started in the groups (None: none): a fresh interpreter joins them and execs it, so the process
+    and every child it starts (a JVM, a worker) are in them from the start. Not a ``preexec_fn``: that runs
+    Python between fork and exec in a copy of this process, whose other threads (py4j's, a shaped server's) may
+    hold a lock it then waits on for ever."""
+    procs = [str(group / "cgroup.procs") for group in groups if group is not None]
+    if not procs:
+        return list(argv)
+    return [sys.executable, "-I", "-S", "-c", _JOIN_EXEC, *procs, "--", *argv]
 
 
 @dataclass
@@ -70,11 +83,8 @@ class Cgroups:
             (group / "cgroup.procs").write_text(pid)
 
     def command(self, argv: Sequence[str]) -> list[str]:
-        """``argv`` started in both groups: a fresh interpreter joins them, then execs it, before it starts the JVM
-        or any worker, so every child is in them too. (Not a ``preexec_fn``: Python between fork and exec in a
-        copy of a process with threads, py4j's, may wait for ever on a lock one of them held.)"""
-        return [sys.executable, "-I", "-S", "-c", _JOIN_EXEC, str(self.cpuacct / "cgroup.procs"),
-                str(self.blkio / "cgroup.procs"), *argv]
+        """``argv`` started in both groups (:func:`in_cgroups`)."""
+        return in_cgroups(argv, [self.cpuacct, self.blkio])
 
     def as_config(self) -> dict[str, str]:
         return {"cpuacct": str(self.cpuacct), "blkio": str(self.blkio), "device": self.device}

@@ -24,9 +24,9 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from bench.fidelity.machine import evict
+from bench.fidelity.machine import evict, in_cgroups
 from bench.whatif import machine, shaped
-from bench.whatif.machine import cgroup, in_cgroups
+from bench.whatif.machine import cgroup
 from bench.whatif.runner import Run, Target
 
 CSV_FILES = 8

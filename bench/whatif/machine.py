@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -65,25 +64,6 @@ def cgroup(controller: str, limits: dict[str, str], *, settle_s: float = 15.0) -
                 if time.monotonic() > deadline:
                     break  # left behind, empty or not: never fail a run for it
                 time.sleep(0.2)
-
-
-# Joins the cgroups whose ``cgroup.procs`` files come before "--", then execs the command after it.
-_JOIN_EXEC = ("import os, sys\n"
-              "split = sys.argv.index('--')\n"
-              "for procs in sys.argv[1:split]:\n"
-              "    with open(procs, 'w') as f:\n"
-              "        f.write(str(os.getpid()))\n"
-              "os.execvp(sys.argv[split + 1], sys.argv[split + 1:])\n")
-
-
-def in_cgroups(argv: Sequence[str], groups: Sequence[Path | None]) -> list[str]:
-    """``argv`` started in the groups (None: none): a fresh interpreter joins them and execs it, so the process
-    and all its children are in them from the start. Not a ``preexec_fn``: that runs Python between fork and
-    exec in a copy of this process, whose other threads (a shaped server's) may hold a lock it then waits on."""
-    procs = [str(group / "cgroup.procs") for group in groups if group is not None]
-    if not procs:
-        return list(argv)
-    return [sys.executable, "-I", "-S", "-c", _JOIN_EXEC, *procs, "--", *argv]
 
 
 def cpu_quota_unavailable() -> str | None:
