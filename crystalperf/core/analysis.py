@@ -113,14 +113,6 @@ def analyze_path(
 
 # -- the report document ---------------------------------------------------------------------------
 
-def _categories(values: Any) -> dict[str, float]:
-    """Four per-category figures (cpu, disk, network, waiting, in that order), rounded for the report. Written out
-    rather than a comprehension: a report of 20,000 operations makes 80,000 of these."""
-    cpu, disk, network, waiting = values
-    return {"cpu": round(cpu, 6), "disk": round(disk, 6), "network": round(network, 6) if network else 0.0,
-            "waiting": round(waiting, 6) if waiting else 0.0}
-
-
 def _op_entry(prof: OperationProfile, bottleneck: Bottleneck, on_path: set[str]) -> dict[str, Any]:
     op = prof.op
     critical = prof.path in on_path
@@ -136,14 +128,14 @@ def _op_entry(prof: OperationProfile, bottleneck: Bottleneck, on_path: set[str])
         "start": op.start,
         "end": op.end,
         "runtime_s": round(prof.runtime, 6),
-        "vector": _categories(vector.vector),
+        "vector": vector_dict(vector.vector),
         "vector_source": vector.source,
         # What of the operation's time was measured (by category) rather than inferred from its samples.
         "measured": {k: round(v, 6) for k, v in vector.measured.items()},
         "measured_share": round(vector.measured_share, 6),
         "samples": vector.samples,
-        "resource_seconds": _categories(resource_seconds.values()),
-        "work_seconds": _categories(prof.work_seconds.values()),
+        "resource_seconds": vector_dict(resource_seconds.values()),
+        "work_seconds": vector_dict(prof.work_seconds.values()),
         "tasks": task_count(op),
         # fewer than the tasks when the hook kept a uniform sample of them (bounded memory)
         "tasks_recorded": len(op.tasks),

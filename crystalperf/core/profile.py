@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +15,7 @@ import networkx as nx
 from crystalperf.core import trace as tr
 from crystalperf.core.classify import ResourceClassifier
 from crystalperf.core.observed import storage_counted_idle
-from crystalperf.core.resources import CATEGORIES, ResourceVector, weighted_mean
+from crystalperf.core.resources import weighted_mean
 from crystalperf.core.vectors import (
     ATTRIBUTION_EVIDENCE,
     ATTRIBUTIONS,
@@ -311,6 +311,8 @@ def _fallback_vector(op: tr.Operation, children: LevelGraph | None, *, waiting: 
     return default_vector()
 
 
-def vector_dict(vec: ResourceVector) -> dict[str, float]:
-    cpu, disk, network, waiting = vec
-    return dict(zip(CATEGORIES, (round(cpu, 6), round(disk, 6), round(network, 6), round(waiting, 6)), strict=True))
+def vector_dict(values: Iterable[float]) -> dict[str, float]:
+    """Four per-category figures (a vector, or its seconds: cpu, disk, network, waiting in that order) rounded for
+    the report. Spelled out: a report of 20,000 operations makes 80,000 of these."""
+    cpu, disk, network, waiting = values
+    return {"cpu": round(cpu, 6), "disk": round(disk, 6), "network": round(network, 6), "waiting": round(waiting, 6)}

@@ -140,13 +140,11 @@ class _Draw:
     def seeded(cls, seed: float, warmup: float | None, share: float = 1.0, number: int = 0) -> _Draw:
         return cls(random.Random(seed), warmup, seed, share, number)
 
-    def redraws(self, index: int) -> bool:
-        """Whether this draw redraws the operation of this index (a fixed pseudo-random choice)."""
-        return self.share >= 1.0 or (index * 0x9E3779B1 + self.number * 0x85EBCA6B) % 4096 < self.share * 4096
-
     def redraws_all(self, count: int) -> bytearray:
-        """``redraws`` of indices 0 .. count - 1 at once (a mask per draw over 20,000 operations). Only the low 12
-        bits of the sum decide, and unsigned 64-bit arithmetic wraps without changing them."""
+        """Which of the operations of index 0 .. count - 1 this draw redraws (1: redrawn), a fixed pseudo-random
+        choice: index i is when (i * 0x9E3779B1 + number * 0x85EBCA6B) % 4096 < share * 4096. Computed at once, a
+        mask per draw over 20,000 operations: only the low 12 bits of the sum decide, and unsigned 64-bit
+        arithmetic wraps without changing them."""
         if self.share >= 1.0:
             return bytearray(b"\x01" * count)
         index = np.arange(count, dtype=np.uint64)

@@ -41,9 +41,8 @@ def job_lock(part: Path) -> Iterator[None]:
 
     job_id = part.name.removeprefix("crystalperf-flink-").split(".")[0]
     lock = part.parent / f"crystalperf-flink-{job_id}.lock"
-    timeout_s = LOCK_TIMEOUT_S
     with open(lock, "a+b") as handle:
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + LOCK_TIMEOUT_S
         while True:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -51,7 +50,7 @@ def job_lock(part: Path) -> Iterator[None]:
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     raise TraceNotWrittenError(
-                        f"{lock}: another analysis of the job held this lock for more than {timeout_s:g} s"
+                        f"{lock}: another analysis of the job held this lock for more than {LOCK_TIMEOUT_S:g} s"
                     ) from None
                 time.sleep(0.2)
         try:
