@@ -100,6 +100,10 @@ def analyse(path: str, out: str) -> None:
         "analysis_cpu_s": round(time.process_time() - c0, 2),
         "analysis_inner_s": round(result.seconds, 2),
         "peak_rss_mb": round(peak_rss_bytes() / 2**20),
+        # the largest of the children it forked to work beside it (crystalperf.core.parallel), 0 if none; their
+        # pages are shared with it until written, so the two are not simply added
+        "peak_rss_child_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+                                   * (1 if sys.platform == "darwin" else 1024) / 2**20),
         "report_bytes": sum(p.stat().st_size for p in result.files),
         "predictions": len(result.predictions),
     }

@@ -18,11 +18,12 @@ from crystalperf.core import trace as tr
 from crystalperf.core.bottleneck import Bottleneck, find_bottleneck
 from crystalperf.core.classify import ResourceClassifier, load_classifier
 from crystalperf.core.errors import BadInputError
-from crystalperf.core.predict import Changes, Prediction, Predictor, default_scenarios
+from crystalperf.core.parallel import Beside
+from crystalperf.core.predict import Baseline, Changes, Prediction, Predictor, default_scenarios
 from crystalperf.core.profile import ExecutionProfile, OperationProfile, build_profile, vector_dict
 from crystalperf.core.resources import CATEGORIES, RESOURCES, WAITING
-from crystalperf.core.settings import search_settings
-from crystalperf.core.skew import find_skew
+from crystalperf.core.settings import SettingsSearch, search_settings
+from crystalperf.core.skew import SkewFindings, find_skew
 from crystalperf.core.sqlplan import operators_of, sql_operators
 from crystalperf.core.units import format_size
 from crystalperf.core.vectors import ATTRIBUTION_EVIDENCE, task_count
@@ -34,6 +35,8 @@ REPORT_JSON = "crystalperf-report.json"
 REPORT_HTML = "crystalperf-report.html"
 TOP_FUNCTIONS = 5
 INPUT_BOUND_THRESHOLD = 0.20  # TensorBoard's "highly input-bound" line
+# From this many operations the predictions are made beside the rest of the report (below it, faster alone).
+PARALLEL_MIN_OPERATIONS = 1000
 
 
 @dataclass
@@ -69,13 +72,26 @@ def analyze(
                                     reclassify=reclassify, attribution=attribution)
         except (ValueError, nx.NetworkXException) as exc:
             raise BadInputError(f"inconsistent trace: {exc}") from None
-        bottleneck = find_bottleneck(profile)
-        predictor = Predictor(profile)
-        bottleneck.set_pace(predictor.streaming_pace())
-        chosen = (list(scenarios) if scenarios is not None
-                  else default_scenarios(profile, predictor.baseline, predictor.models))
-        predictions = [predictor.predict(c, band=band) for c in chosen]
-        report = build_report(profile, bottleneck, predictions, predictor)
+        made: list[Predictor] = []  # the process's predictor, once made
+
+        def predict() -> tuple[list[Prediction], SettingsSearch]:
+            # Alone, the process's predictor; in a child forked before it was made, one of the child's own.
+            predictor = made[0] if made else Predictor(profile)
+            chosen = (list(scenarios) if scenarios is not None
+                      else default_scenarios(profile, predictor.baseline, predictor.models))
+            predictions = [predictor.predict(c, band=band) for c in chosen]
+            return predictions, search_settings(predictor, known=predictions)
+
+        # The predictions on a second core while the bottleneck is found and the report's operations are written
+        # out (crystalperf.core.parallel).
+        with Beside(predict, worth=len(profile.by_path) >= PARALLEL_MIN_OPERATIONS) as predicting:
+            bottleneck = find_bottleneck(profile)
+            predictor = Predictor(profile)
+            made.append(predictor)
+            bottleneck.set_pace(predictor.streaming_pace())
+            parts = report_parts(profile, bottleneck, predictor.baseline)
+            predictions, settings = predicting.result()
+        report = build_report(profile, bottleneck, predictions, predictor, parts=parts, settings=settings)
     return Analysis(trace, profile, bottleneck, predictions, report, seconds=time.perf_counter() - started)
 
 
@@ -223,11 +239,20 @@ def _storage_idle_warning(profile: ExecutionProfile) -> list[str]:
             f"counters): no disk wait, so the disk share its sampled functions suggested is counted as cpu"]
 
 
-def build_report(
-    profile: ExecutionProfile, bottleneck: Bottleneck, predictions: Sequence[Prediction], predictor: Predictor
-) -> dict[str, Any]:
+@dataclass
+class ReportParts:
+    """What the report shows that no prediction changes (worked out while the predictions are: ``analyze``)."""
+
+    operations: list[dict[str, Any]]
+    queries: list[dict[str, Any]]
+    skew: SkewFindings
+    sources: dict[str, Any]
+    edges: list[dict[str, Any]]
+
+
+def report_parts(profile: ExecutionProfile, bottleneck: Bottleneck, baseline: Baseline) -> ReportParts:
+    """The report's entry for every operation, its SQL operators, skew, sources and edges."""
     trace = profile.trace
-    app = trace.application
     on_path = {p.path for p in bottleneck.path} | {p.path for p in bottleneck.top_path}
     walked = profile.walk()
     operations = [_op_entry(p, bottleneck, on_path) for p in walked]
@@ -238,7 +263,7 @@ def build_report(
             found = operators_of(queries, entry["id"])
             if found:
                 entry["plan_operators"] = found
-    skew = find_skew(profile, predictor.baseline)
+    skew = find_skew(profile, baseline)
     for entry in operations:
         times = skew.times.get(entry["path"])
         if times is not None:
@@ -279,6 +304,21 @@ def build_report(
                 collect_edges(node.children)
 
     collect_edges(profile.top)
+    return ReportParts(operations, queries, skew, sources, edges)
+
+
+def build_report(
+    profile: ExecutionProfile, bottleneck: Bottleneck, predictions: Sequence[Prediction], predictor: Predictor, *,
+    parts: ReportParts | None = None, settings: SettingsSearch | None = None,
+) -> dict[str, Any]:
+    """The report document. ``parts`` and ``settings`` (the search of the framework's settings with this predictor
+    and these predictions) are worked out here unless given."""
+    trace = profile.trace
+    app = trace.application
+    resolution = profile.resolution
+    if parts is None:
+        parts = report_parts(profile, bottleneck, predictor.baseline)
+    operations, queries, skew, sources, edges = parts.operations, parts.queries, parts.skew, parts.sources, parts.edges
     report: dict[str, Any] = {
         "report_version": REPORT_VERSION,
         "producer": {"name": "crystalperf", "version": __version__},
@@ -368,7 +408,8 @@ def build_report(
         report["advice"].append(skew.skewed[0].sentence())
     # Advice in settings (crystalperf.core.settings): the framework's own keys, found by searching the what-if
     # space; the report's scenarios are reused where a setting makes the same changes.
-    settings = search_settings(predictor, known=predictions)
+    if settings is None:
+        settings = search_settings(predictor, known=predictions)
     report["settings_advice"] = [s.as_dict() for s in settings.suggestions]
     report["settings_search"] = settings.as_dict()
     report["advice"] += settings.advice()

@@ -69,6 +69,13 @@ def test_a_supported_version_is_configured_keeping_the_jars_already_listed(
     _fake_flink(monkeypatch, "2.3.0")
     assert INTEGRATION.check() == "2.3.0"
     config = cpflink.configure(FakeConfiguration(**{"pipeline.jars": "file:///other.jar"}), tmp_path)
+    # configure() with an output directory starts this process's Python worker sampler: stopped here, so that
+    # no sampling thread outlives the test (later tests fork, which a running thread forbids)
+    from crystalperf.integrations.flink import pyworkers
+
+    with pyworkers._lock:
+        sampler = pyworkers._samplers.pop(tmp_path.resolve())
+    pyworkers._stop(sampler)
     jar = cpflink.jar_path()
     assert jar.name == "crystalperf-flink.jar" and jar.is_file()
     assert config.entries == {

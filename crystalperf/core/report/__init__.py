@@ -8,12 +8,16 @@ from pathlib import Path
 from typing import Any
 
 from crystalperf.core import atomic
+from crystalperf.core.parallel import Beside
 from crystalperf.core.report.base import Renderer
 from crystalperf.core.report.html import HtmlRenderer
 from crystalperf.core.report.json import JsonRenderer
 from crystalperf.core.report.terminal import TerminalRenderer
 
 log = logging.getLogger(__name__)
+
+# From this many operations a report's formats are rendered side by side (below it, faster one after the other).
+PARALLEL_MIN_OPERATIONS = 1000
 
 RENDERERS: dict[str, type[Renderer]] = {
     "json": JsonRenderer,
@@ -36,9 +40,18 @@ def renderer_for(name_or_path: str) -> Renderer:
 def write_reports(report: dict[str, Any], out_dir: Path, formats: Sequence[str] = ("json", "html")) -> list[Path]:
     """Write ``crystalperf-report.<ext>`` for each format into out_dir, replaced as a set; returns the files."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    files: dict[Path, bytes] = {}
-    for fmt in formats:
-        renderer = renderer_for(fmt)
-        files[out_dir / f"crystalperf-report{renderer.extension}"] = renderer.render(report).encode("utf-8", "replace")
+    renderers = [renderer_for(fmt) for fmt in formats]
+
+    def render(chosen: Sequence[Renderer]) -> list[bytes]:
+        return [renderer.render(report).encode("utf-8", "replace") for renderer in chosen]
+
+    # A big report's other formats (its HTML page) are rendered on a second core while the first is
+    # (crystalperf.core.parallel).
+    worth = len(renderers) > 1 and len(report.get("operations") or ()) >= PARALLEL_MIN_OPERATIONS
+    with Beside(lambda: render(renderers[1:]), worth=worth) as rest:
+        rendered = render(renderers[:1])
+        rendered += rest.result()
+    files = {out_dir / f"crystalperf-report{renderer.extension}": data
+             for renderer, data in zip(renderers, rendered, strict=True)}
     # Renamed into place only once every format is rendered and on disk: a report's JSON and HTML always agree.
     return atomic.replace_set(files)
