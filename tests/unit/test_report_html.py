@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import random
 import re
 import shutil
 import struct
@@ -17,7 +19,7 @@ from crystalperf.core.analysis import analyze
 from crystalperf.core.classify import KeywordClassifier
 from crystalperf.core.report import renderer_for
 from crystalperf.core.report.html import MAX_BARS, MAX_DAG_NODES, HtmlRenderer
-from crystalperf.core.report.json import JsonRenderer
+from crystalperf.core.report.json import INDENT_UP_TO_OPERATIONS, JsonRenderer, dumps_in_pieces
 from crystalperf.core.report.svg import COLOURS, Hierarchy, render_bars, render_dag, select_nodes
 from crystalperf.core.synthetic import spark_like_trace
 
@@ -369,3 +371,45 @@ def test_a_real_browser_paints_the_dag_and_the_bars(small_report: dict, tmp_path
     painted = _png_pixels(shot.read_bytes())
     for resource in ("cpu", "disk", "network"):
         assert _rgb(COLOURS[resource]) in painted, f"{resource} colour not on screen in the {part} drawing"
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_large_report_is_encoded_in_pieces_to_the_same_text(seed: int) -> None:
+    rng = random.Random(seed)
+
+    def value(depth: int) -> object:
+        kind = rng.randrange(7 if depth < 3 else 4)
+        if kind == 0:
+            return rng.uniform(-1e6, 1e6)
+        if kind == 1:
+            return rng.choice(["op-1", "Stage 3 \u00e9\u4e2d", 'quote " and \\ back', "", "\n\t\x01"])
+        if kind == 2:
+            return rng.choice([None, True, False, rng.randrange(-10**20, 10**20)])
+        if kind == 3:
+            return []
+        if kind == 4:
+            return [value(depth + 1) for _ in range(rng.randrange(4))]
+        if kind == 5:
+            return {rng.choice(["a", "b\u00e9", "c d", 1, 2.5, None, True]): value(depth + 1) for _ in range(3)}
+        return (value(depth + 1), value(depth + 1))
+
+    document = {
+        "operations": [{"id": f"op-{i}", "v": value(1)} for i in range(rng.choice([0, 99, 100, 101, 250, 1000]))],
+        "edges": [value(1) for _ in range(rng.randrange(300))],
+        "partial": rng.choice([True, False]),
+        "bottleneck": {"resource": "cpu", "seconds": {"cpu": 1.25}},
+        "name": "\u00e9\u4e2d",
+    }
+    assert dumps_in_pieces(document) == json.dumps(document, allow_nan=False)
+    assert dumps_in_pieces({1: "a", "b": [1]}) == json.dumps({1: "a", "b": [1]})  # the encoder converts such keys
+    with pytest.raises(ValueError):
+        dumps_in_pieces({"operations": [{"x": 1.0}] * 150 + [{"x": math.nan}]})
+
+
+def test_a_report_past_the_indent_limit_renders_as_the_encoder_would_with_infinities_as_null() -> None:
+    operations = [{"id": f"op-{i}", "speedup": 1.5} for i in range(INDENT_UP_TO_OPERATIONS + 1)]
+    operations[1234]["speedup"] = math.inf
+    text = JsonRenderer().render({"operations": operations, "total_runtime_s": 2.0})
+    expected = [dict(o) for o in operations]
+    expected[1234]["speedup"] = None
+    assert text == json.dumps({"operations": expected, "total_runtime_s": 2.0}) + "\n"
