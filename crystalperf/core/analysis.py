@@ -18,7 +18,7 @@ from crystalperf.core import trace as tr
 from crystalperf.core.bottleneck import Bottleneck, find_bottleneck
 from crystalperf.core.classify import ResourceClassifier, load_classifier
 from crystalperf.core.errors import BadInputError
-from crystalperf.core.parallel import Beside
+from crystalperf.core.parallel import MIN_OPERATIONS, Beside
 from crystalperf.core.predict import Baseline, Changes, Prediction, Predictor, default_scenarios
 from crystalperf.core.profile import ExecutionProfile, OperationProfile, build_profile, vector_dict
 from crystalperf.core.resources import CATEGORIES, RESOURCES, WAITING
@@ -35,8 +35,6 @@ REPORT_JSON = "crystalperf-report.json"
 REPORT_HTML = "crystalperf-report.html"
 TOP_FUNCTIONS = 5
 INPUT_BOUND_THRESHOLD = 0.20  # TensorBoard's "highly input-bound" line
-# From this many operations the predictions are made beside the rest of the report (below it, faster alone).
-PARALLEL_MIN_OPERATIONS = 1000
 
 
 @dataclass
@@ -84,7 +82,7 @@ def analyze(
 
         # The predictions on a second core while the bottleneck is found and the report's operations are written
         # out (crystalperf.core.parallel).
-        with Beside(predict, worth=len(profile.by_path) >= PARALLEL_MIN_OPERATIONS) as predicting:
+        with Beside(predict, worth=len(profile.by_path) >= MIN_OPERATIONS) as predicting:
             bottleneck = find_bottleneck(profile)
             predictor = Predictor(profile)
             made.append(predictor)

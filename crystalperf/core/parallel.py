@@ -45,6 +45,8 @@ STALL_S = 5.0
 # Past this resident size the child's writes (reference counts touch most pages it reads) could take the
 # machine's memory twice over; the work is done in the process.
 FORK_MAX_RSS_BYTES = 1 << 30
+# From this many operations an analysis's parts are worth a child (below it, the fork costs more than it saves).
+MIN_OPERATIONS = 1000
 _READ_CHUNK = 1 << 20
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
@@ -56,7 +58,8 @@ def _available_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _resident_bytes() -> int | None:
+def resident_bytes() -> int | None:
+    """The process's resident memory now (/proc/self/statm), or None where unknown."""
     try:
         with open("/proc/self/statm", encoding="ascii") as statm:
             return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -72,7 +75,7 @@ def can_fork() -> bool:
         return False
     if _available_cpus() < 2 or threading.active_count() != 1:
         return False
-    resident = _resident_bytes()
+    resident = resident_bytes()
     return resident is not None and resident <= FORK_MAX_RSS_BYTES
 
 

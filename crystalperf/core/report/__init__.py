@@ -8,16 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from crystalperf.core import atomic
-from crystalperf.core.parallel import Beside
+from crystalperf.core.parallel import MIN_OPERATIONS, Beside
 from crystalperf.core.report.base import Renderer
 from crystalperf.core.report.html import HtmlRenderer
 from crystalperf.core.report.json import JsonRenderer
 from crystalperf.core.report.terminal import TerminalRenderer
 
 log = logging.getLogger(__name__)
-
-# From this many operations a report's formats are rendered side by side (below it, faster one after the other).
-PARALLEL_MIN_OPERATIONS = 1000
 
 RENDERERS: dict[str, type[Renderer]] = {
     "json": JsonRenderer,
@@ -47,7 +44,7 @@ def write_reports(report: dict[str, Any], out_dir: Path, formats: Sequence[str] 
 
     # A big report's other formats (its HTML page) are rendered on a second core while the first is
     # (crystalperf.core.parallel).
-    worth = len(renderers) > 1 and len(report.get("operations") or ()) >= PARALLEL_MIN_OPERATIONS
+    worth = len(renderers) > 1 and len(report.get("operations") or ()) >= MIN_OPERATIONS
     with Beside(lambda: render(renderers[1:]), worth=worth) as rest:
         rendered = render(renderers[:1])
         rendered += rest.result()

@@ -40,6 +40,7 @@ import tensorflow as tf
 from crystalperf.core import trace as tr
 from crystalperf.core.hooks import finish_job, guard, testing
 from crystalperf.core.iocounters import IoCounterSampler
+from crystalperf.core.parallel import resident_bytes
 from crystalperf.core.sampling import PythonStackSampler
 from crystalperf.integrations.base import run_finish
 from crystalperf.integrations.tensorflow import config
@@ -110,15 +111,6 @@ def _read_bytes() -> int | None:
     except (OSError, ValueError):
         pass
     return None
-
-
-def _resident_bytes() -> int | None:
-    """The process's resident memory now (/proc/self/statm), or None where unknown."""
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def _cpu_seconds() -> float:
@@ -225,7 +217,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         self._epoch = epoch
         with guard("crystalperf: starting an epoch", log):
             if self._profiling and self._resident_start is not None:
-                resident = _resident_bytes()
+                resident = resident_bytes()
                 if resident is not None:
                     self._epoch_rebase = (resident, len(self._steps) + GROWTH_CHECK_AFTER_STEPS)
 
@@ -290,11 +282,11 @@ class CrystalPerfCallback(keras.callbacks.Callback):
             if len(self._steps) < from_step:
                 return
             # What the new epoch's input pipeline took in its first steps is not the profiler's buffer.
-            filled = _resident_bytes()
+            filled = resident_bytes()
             if filled is not None:
                 self._resident_start += max(0, filled - at_epoch)
             self._epoch_rebase = None
-        now = _resident_bytes()
+        now = resident_bytes()
         if now is None or now - self._resident_start <= self._budget(_PROFILER_SHARE):
             return
         self._window_cut = (f"the window ended after {len(self._steps)} steps: the process grew by "
@@ -307,7 +299,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
     def _start_window(self) -> None:
         self._cpu_start = _cpu_seconds()
         self._read_start = _read_bytes()
-        self._resident_start = _resident_bytes()
+        self._resident_start = resident_bytes()
         self._epoch_rebase = None
         max_rows = max(1_000, self._budget(_SAMPLES_SHARE) // SAMPLE_ROW_BYTES)
         self._sampler = PythonStackSampler(self._key_for, interval_s=self.sample_interval_s, max_rows=max_rows).start()
