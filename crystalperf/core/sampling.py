@@ -4,8 +4,8 @@ Every integration needs Python stacks somewhere (PySpark workers, the Keras trai
 UDF workers), and every distributed one needs to merge the samples of several processes into one
 trace. Both live here, framework-free.
 
-The sampler reads ``sys._current_frames()`` from a daemon thread every ``interval_s``; each stack is
-aggregated at once into (key, time bucket, stack) -> count, with frames, stacks and keys interned once and
+The sampler reads every thread's stack from a daemon thread every ``interval_s`` (:func:`current_stacks`); each
+stack is aggregated at once into (key, time bucket, stack) -> count, with frames, stacks and keys interned once and
 referred to by id. Memory is bounded in bytes (:class:`SampleTable`): past the budget new stacks fold into an
 ``[other]`` stack, new tasks into their operation's ``[other]`` task and time buckets merge, so the count of
 samples per operation stays exact and only their detail is lost (counted in ``dropped``). Names and file
@@ -20,13 +20,18 @@ stack starts with the ``kernel.*`` frame of the system call it is blocked in, wh
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
-from types import FrameType
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
+from itertools import accumulate, chain, islice, repeat, starmap, takewhile, tee
+from operator import attrgetter, is_not, itemgetter
+from types import CodeType
+from typing import Any
 
 from crystalperf.core import trace as tr
 from crystalperf.core.syscalls import KERNEL_MODULE, BlockedCalls
@@ -37,9 +42,61 @@ log = logging.getLogger(__name__)
 KeyFunction = Callable[[int, str], "tr.SampleKey | None"]
 
 
-def _frame_identity(frame: FrameType) -> tuple[str, str, int, str | None]:
-    code = frame.f_code
-    module = frame.f_globals.get("__name__", "") if frame.f_globals else ""
+# A captured stack, innermost frame first, flat: the code of a frame, then its module's globals, then the next
+# frame's. One list per thread and nothing per frame: see current_stacks.
+CapturedStack = list[Any]
+
+_CODE_AND_GLOBALS = attrgetter("f_code", "f_globals")
+_IS_FRAME = partial(is_not, None)
+
+
+def stack_frames(stack: CapturedStack, limit: int | None = None) -> Iterator[tuple[CodeType, dict[str, Any]]]:
+    """The (code, module globals) of a captured stack's frames, innermost first; at most ``limit`` of them."""
+    end = None if limit is None else 2 * limit
+    return zip(islice(stack, 0, end, 2), islice(stack, 1, end, 2), strict=True)
+
+
+def current_stacks(max_depth: int) -> dict[int, CapturedStack]:
+    """Every thread's Python stack now, innermost frame first, at most ``max_depth`` frames each, keyed by thread
+    ident: the code and module globals of each frame (:func:`stack_frames`), never the frame objects.
+
+    The walk is one pass of C iterators with the GIL held and the collector paused, so no other thread runs
+    while it follows ``f_back``. Walking the frames of a running thread from Python code lets that thread run
+    between two steps (the interpreter hands the GIL over between bytecodes), and on CPython 3.11 a frame
+    object of another thread's stack can then lead ``f_back`` to freed memory: a walk returned a dict or a
+    ModuleSpec for a frame, or crashed the process, within a minute of PyFlink loopback jobs (the Beam
+    harness's gRPC threads starting and ending). Holding codes and globals afterwards is safe: they are
+    ordinary objects this function holds references to."""
+    if max_depth < 1:
+        return {}
+    snapshot = starmap(sys._current_frames, repeat((), 1))
+    for_idents, for_frames = tee(chain.from_iterable(map(dict.items, snapshot)))
+    firsts = zip(map(itemgetter(1), for_frames))
+    walks = map(accumulate, map(chain, firsts, map(repeat, repeat("f_back"), repeat(max_depth - 1))),
+                repeat(getattr))
+    # One flat list per thread: the walk leaves no other object behind (but frame objects the interpreter had
+    # not made yet), and the sampler's thread starts no more collections than a thread that reads a few
+    # attributes. A tuple per frame made this thread start most of the process's collections, and with them
+    # run most finalisers (py4j's, which send on the gateway's sockets).
+    flat = map(list, map(chain.from_iterable, map(map, repeat(_CODE_AND_GLOBALS),
+                                                  map(takewhile, repeat(_IS_FRAME), walks))))
+    walk: Iterator[dict[int, CapturedStack]] = starmap(dict, ((zip(map(itemgetter(0), for_idents), flat,
+                                                                   strict=True),),))
+    if not gc.isenabled():
+        return next(walk)
+    # A collection during the walk could run a finaliser's Python code (py4j's sends on a socket), and other
+    # threads with it. The collector is paused inside the same C call: no other thread runs while it is paused.
+    steps: Iterator[Any] = chain(starmap(gc.disable, ((),)), walk, starmap(gc.enable, ((),)))
+    try:
+        _, captured, _ = tuple(steps)
+    except BaseException:
+        gc.enable()
+        raise
+    return captured  # type: ignore[no-any-return]
+
+
+def _frame_identity(code: CodeType, module_globals: dict[str, Any] | None) -> tuple[str, str, int, str | None]:
+    module = module_globals.get("__name__", "") if module_globals else ""
     if not isinstance(module, str):  # a module may set __name__ to anything
         module = ""
     qualname = getattr(code, "co_qualname", code.co_name)
@@ -430,7 +487,7 @@ class PythonStackSampler:
     """Samples the Python stacks of this process's threads on a daemon thread.
 
     ``key_for(thread_id, thread_name)`` maps a thread to the operation it works for right now (or None
-    to ignore it). Never raises into the sampled program: its own errors are logged and it stops. Its table
+    to ignore it); it may look at the thread's stack in :attr:`captured` (``capture_depth`` frames deep). Never raises into the sampled program: its own errors are logged and it stops. Its table
     holds at most ``max_bytes`` (default ``CRYSTALPERF_SAMPLER_MAX_BYTES`` or 16 MiB) and stacks of at most
     ``max_depth`` frames, the innermost ones.
     """
@@ -447,10 +504,13 @@ class PythonStackSampler:
         origin: float | None = None,
         clock: Callable[[], float] = time.time,
         thread_states: ThreadStates | None = None,
+        capture_depth: int | None = None,
     ) -> None:
         self.key_for = key_for
         self.interval_s = interval_s
         self.max_depth = max_depth
+        # frames captured per thread: more than are recorded where the key function looks deeper
+        self.capture_depth = max(max_depth, capture_depth or 0)
         self.clock = clock
         self.table = SampleTable(origin if origin is not None else clock(), bucket_s, interval_s, max_rows,
                                  max_bytes=max_bytes if max_bytes is not None else max_bytes_from_env(),
@@ -460,6 +520,7 @@ class PythonStackSampler:
         self._thread: threading.Thread | None = None
         self._own_ident: int | None = None
         self._code_frames: dict[object, int] = {}
+        self.captured: dict[int, CapturedStack] = {}
         self.thread_states = thread_states if thread_states is not None else ThreadStates()
         # Thread ident -> kernel thread id, for threads whose ``threading.Thread.native_id`` is wrong: the
         # main thread of a forked process keeps its parent's (CPython 3.10-3.13; see register_thread).
@@ -506,40 +567,41 @@ class PythonStackSampler:
             found = native_id_of_pthread(ident)
         return found
 
-    def sample_once(self) -> int:
-        """Take one sample of every thread; returns how many stacks were recorded."""
+    def sample_once(self, stacks: dict[int, CapturedStack] | None = None) -> int:
+        """Take one sample of every thread (``stacks``: those :func:`current_stacks` just captured, else they are
+        captured here); returns how many stacks were recorded. While it runs, :attr:`captured` holds the
+        stacks, for a key function that decides by what a thread is running."""
         now = self.clock()
         threads = {t.ident: t for t in threading.enumerate()}
+        self.captured = stacks if stacks is not None else current_stacks(self.capture_depth)
         recorded = 0
-        for ident, frame in sys._current_frames().items():
-            if ident == self._own_ident:
-                continue
-            thread = threads.get(ident)
-            key = self.key_for(ident, thread.name if thread is not None else "")
-            if key is None:
-                continue
-            native_id = self._native_id(ident, thread)
-            state = self.thread_states.state(native_id)
-            ids: list[int] = []
-            # Python frames stop at the interpreter: what a blocked thread waits in is the kernel's to say.
-            blocked = self.thread_states.blocked_in(native_id) if state == tr.THREAD_WAITING else None
-            if blocked is not None:
-                ids.append(self.table.frame_id(blocked, None, None, "unknown", KERNEL_MODULE))
-            depth = 0
-            current: FrameType | None = frame
-            while current is not None and depth < self.max_depth:
-                code = current.f_code
-                fid = self._code_frames.get(code)
-                if fid is None:
-                    name, file, line, module = _frame_identity(current)
-                    fid = self.table.frame_id(name, file, line, "python", module)
-                    if fid != self.table.other_frame_id:  # what the budget left out is not cached: bounded too
-                        self._code_frames[code] = fid
-                ids.append(fid)
-                current = current.f_back
-                depth += 1
-            self.table.add(key, self.table.stack_id(ids, state), now)
-            recorded += 1
+        try:
+            for ident, stack in self.captured.items():
+                if ident == self._own_ident:
+                    continue
+                thread = threads.get(ident)
+                key = self.key_for(ident, thread.name if thread is not None else "")
+                if key is None:
+                    continue
+                native_id = self._native_id(ident, thread)
+                state = self.thread_states.state(native_id)
+                ids: list[int] = []
+                # Python frames stop at the interpreter: what a blocked thread waits in is the kernel's to say.
+                blocked = self.thread_states.blocked_in(native_id) if state == tr.THREAD_WAITING else None
+                if blocked is not None:
+                    ids.append(self.table.frame_id(blocked, None, None, "unknown", KERNEL_MODULE))
+                for code, module_globals in stack_frames(stack, self.max_depth):
+                    fid = self._code_frames.get(code)
+                    if fid is None:
+                        name, file, line, module = _frame_identity(code, module_globals)
+                        fid = self.table.frame_id(name, file, line, "python", module)
+                        if fid != self.table.other_frame_id:  # what the budget left out is not cached: bounded too
+                            self._code_frames[code] = fid
+                    ids.append(fid)
+                self.table.add(key, self.table.stack_id(ids, state), now)
+                recorded += 1
+        finally:
+            self.captured = {}
         self.thread_states.keep_only(self._native_id(i, t) for i, t in threads.items())
         self.samples_taken += 1
         return recorded

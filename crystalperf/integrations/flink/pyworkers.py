@@ -33,14 +33,20 @@ import sys
 import threading
 import time
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from crystalperf.core import atomic
 from crystalperf.core import trace as tr
 from crystalperf.core.hooks import guard
 from crystalperf.core.iocounters import IoCounterSampler
-from crystalperf.core.sampling import MAX_BYTES_ENV, PythonStackSampler, max_bytes_from_env
+from crystalperf.core.sampling import (
+    MAX_BYTES_ENV,
+    CapturedStack,
+    PythonStackSampler,
+    current_stacks,
+    max_bytes_from_env,
+    stack_frames,
+)
 
 log = logging.getLogger(__name__)
 
@@ -63,14 +69,13 @@ _lock = threading.Lock()
 _samplers: dict[Path, WorkerSampler] = {}
 
 
-def _in_bundle(frame: FrameType | None) -> bool:
-    depth = 0
-    while frame is not None and depth < 256:
-        if frame.f_code.co_name == _BUNDLE_FUNCTION and frame.f_globals.get("__name__") == _BUNDLE_MODULE:
-            return True
-        frame = frame.f_back
-        depth += 1
-    return False
+# How far down a stack the bundle's frame is looked for (the UDF's own calls sit above it).
+_BUNDLE_DEPTH = 256
+
+
+def _in_bundle(stack: CapturedStack) -> bool:
+    return any(code.co_name == _BUNDLE_FUNCTION and module_globals.get("__name__") == _BUNDLE_MODULE
+               for code, module_globals in stack_frames(stack))
 
 
 def _thread_cpu_s(ident: int) -> float | None:
@@ -88,7 +93,6 @@ class WorkerSampler(PythonStackSampler):
                          max_bytes=max_bytes_from_env() if os.environ.get(MAX_BYTES_ENV) else _MAX_BYTES)
         self.out_dir = out_dir
         self.path = out_dir / f"{SPOOL_PREFIX}{os.getpid()}.json"
-        self._frames: dict[int, FrameType] = {}
         self._working: set[int] = set()
         self._cpu_seen: dict[int, float] = {}
         # bucket of cpu_bucket_s (from the table's origin) -> CPU seconds the bundle threads used in it
@@ -127,12 +131,12 @@ class WorkerSampler(PythonStackSampler):
     def _key_for(self, ident: int, _name: str) -> tr.SampleKey | None:
         return tr.SampleKey(operation=WORKER_ROLE, thread=WORKER_ROLE) if ident in self._working else None
 
-    def sample_once(self) -> int:
+    def sample_once(self, stacks: dict[int, CapturedStack] | None = None) -> int:
         if _BUNDLE_MODULE not in sys.modules:  # no harness in this process (yet): nothing to look at
             self._maybe_flush()
             return 0
-        self._frames = sys._current_frames()
-        working = {ident for ident, frame in self._frames.items() if _in_bundle(frame)}
+        stacks = stacks if stacks is not None else current_stacks(_BUNDLE_DEPTH)
+        working = {ident for ident, stack in stacks.items() if _in_bundle(stack)}
         now = self.clock()
         bucket = int((now - self.table.origin) // self.cpu_bucket_s)
         # CPU of a thread between two samples counts when it ran a bundle at either end of the interval
@@ -151,9 +155,8 @@ class WorkerSampler(PythonStackSampler):
         if len(self.cpu) > _MAX_CPU_BUCKETS:
             self._merge_cpu_buckets()
         self._working = working
-        recorded = super().sample_once() if working else 0
+        recorded = super().sample_once(stacks) if working else 0
         self._changed = self._changed or recorded > 0
-        self._frames = {}
         self._maybe_flush()
         return recorded
 

@@ -41,7 +41,7 @@ from crystalperf.core import trace as tr
 from crystalperf.core.hooks import finish_job, guard, testing
 from crystalperf.core.iocounters import IoCounterSampler
 from crystalperf.core.parallel import resident_bytes
-from crystalperf.core.sampling import PythonStackSampler
+from crystalperf.core.sampling import PythonStackSampler, stack_frames
 from crystalperf.integrations.base import run_finish
 from crystalperf.integrations.tensorflow import config
 from crystalperf.integrations.tensorflow.assemble import build_trace_for
@@ -76,6 +76,8 @@ GROWTH_CHECK_AFTER_STEPS = 4
 # Python frames of these files run user input code on tf.data's threads (py_function, generators,
 # Keras PyDataset): their samples describe the input pipeline.
 _INPUT_CODE_MARKERS = ("script_ops.py", "data_adapters", "py_dataset", "generator")
+# How deep a thread's stack is searched for those markers.
+_INPUT_SEARCH_DEPTH = 256
 
 
 def _layer_names(model: Any) -> frozenset[str]:
@@ -302,7 +304,8 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         self._resident_start = resident_bytes()
         self._epoch_rebase = None
         max_rows = max(1_000, self._budget(_SAMPLES_SHARE) // SAMPLE_ROW_BYTES)
-        self._sampler = PythonStackSampler(self._key_for, interval_s=self.sample_interval_s, max_rows=max_rows).start()
+        self._sampler = PythonStackSampler(self._key_for, interval_s=self.sample_interval_s, max_rows=max_rows,
+                                           capture_depth=_INPUT_SEARCH_DEPTH).start()
         self._profiling = True
         try:
             self._logdir = Path(tempfile.mkdtemp(prefix="crystalperf-tf-"))
@@ -323,11 +326,10 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         if ident == self._main_ident:
             # With the op timeline, kernels describe the step; without it, the training thread does.
             return tr.SampleKey(operation=f"s{step.index}", thread="main") if self._profiler_error else None
-        frame = sys._current_frames().get(ident)
-        while frame is not None:
-            if any(marker in frame.f_code.co_filename for marker in _INPUT_CODE_MARKERS):
-                return tr.SampleKey(operation=f"s{step.index}/input", thread=name or "tf.data")
-            frame = frame.f_back
+        # the stack the sampler captured for this thread: walking a running thread's frames here is unsafe
+        stack = self._sampler.captured.get(ident, []) if self._sampler is not None else []
+        if any(marker in code.co_filename for code, _ in stack_frames(stack) for marker in _INPUT_CODE_MARKERS):
+            return tr.SampleKey(operation=f"s{step.index}/input", thread=name or "tf.data")
         return None
 
     def _stop_window(self) -> None:

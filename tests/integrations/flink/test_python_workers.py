@@ -166,3 +166,55 @@ def test_a_python_udf_looping_in_python_is_cpu_bound(cpu_job: Path) -> None:
     names = [f["name"] for f in operator.get("top_functions") or []]
     assert any(name.endswith("_spin") for name in names), names
     assert plumbing_top_functions(report) == []
+
+
+# A loopback job whose worker sampler samples every millisecond instead of every 100 ms, while the Beam
+# harness's gRPC threads start, run bundles and end: the job and the sampler must both come through whole.
+# (bench/frame_walk_stress.py is the sharper probe of why the samplers read stacks with current_stacks: it
+# walks 5,000 times a second, and the old f_back walk from Python code read garbage in 2 of 5 such jobs.)
+# A DataStream job: no SQL planner, whose py4j calls fail now and then on their own while another thread is
+# busy (Calcite's "NullPointerException: metadataHandlerProvider").
+FAST_SAMPLING_JOB = """
+import logging, sys
+from pathlib import Path
+from pyflink.common import Configuration, Types, WatermarkStrategy
+from pyflink.datastream import StreamExecutionEnvironment
+from pyflink.datastream.connectors.number_seq import NumberSequenceSource
+from crystalperf.integrations import flink as cpflink
+from crystalperf.integrations.flink.pyworkers import start_worker_sampler
+
+logging.basicConfig(level=logging.WARNING)
+
+def steps(i):
+    for k in range(3):
+        yield (k * 31 + i) % 7
+
+def work(i):
+    return sum(steps(i)) + sorted(range(50), key=lambda x: -x)[0]
+
+out = Path(sys.argv[1])
+sampler = start_worker_sampler(out, interval_s=0.001)
+config = cpflink.configure(Configuration(), out, analyze=False)
+config.set_string("parallelism.default", "1")
+config.set_string("python.executable", sys.executable)
+env = StreamExecutionEnvironment.get_execution_environment(config)
+numbers = env.from_source(NumberSequenceSource(1, 200000), WatermarkStrategy.no_watermarks(), "numbers")
+numbers.map(work, output_type=Types.LONG()).filter(lambda n: n < 0).print()
+env.execute("crystalperf-fast-sampling")
+print("SAMPLES", sampler.samples_taken, flush=True)
+"""
+
+
+def test_sampling_every_millisecond_never_breaks_the_job(tmp_path: Path) -> None:
+    pytest.importorskip("pyflink")
+    from crystalperf.integrations.flink.pyworkers import load_spool, spool_files
+
+    done = subprocess.run([sys.executable, "-X", "faulthandler", "-c", FAST_SAMPLING_JOB, str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "sampler stopped" not in done.stderr, done.stderr[-4000:]
+    taken = int(done.stdout.split("SAMPLES")[-1])
+    assert taken > 1000
+    loaded = [load_spool(path) for path in spool_files(tmp_path)]
+    samples = [part[0] for part in loaded if part is not None]
+    assert samples and any(key.thread == WORKER_ROLE for part in samples for key in part.keys)
