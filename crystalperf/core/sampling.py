@@ -27,10 +27,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from functools import partial
-from itertools import accumulate, chain, islice, repeat, starmap, takewhile, tee
-from operator import attrgetter, is_not, itemgetter
-from types import CodeType
+from itertools import islice
+from types import CodeType, FrameType
 from typing import Any
 
 from crystalperf.core import trace as tr
@@ -43,11 +41,9 @@ KeyFunction = Callable[[int, str], "tr.SampleKey | None"]
 
 
 # A captured stack, innermost frame first, flat: the code of a frame, then its module's globals, then the next
-# frame's. One list per thread and nothing per frame: see current_stacks.
+# frame's (one list per thread, no object per frame).
 CapturedStack = list[Any]
 
-_CODE_AND_GLOBALS = attrgetter("f_code", "f_globals")
-_IS_FRAME = partial(is_not, None)
 
 
 def stack_frames(stack: CapturedStack, limit: int | None = None) -> Iterator[tuple[CodeType, dict[str, Any]]]:
@@ -60,39 +56,31 @@ def current_stacks(max_depth: int) -> dict[int, CapturedStack]:
     """Every thread's Python stack now, innermost frame first, at most ``max_depth`` frames each, keyed by thread
     ident: the code and module globals of each frame (:func:`stack_frames`), never the frame objects.
 
-    The walk is one pass of C iterators with the GIL held and the collector paused, so no other thread runs
-    while it follows ``f_back``. Walking the frames of a running thread from Python code lets that thread run
-    between two steps (the interpreter hands the GIL over between bytecodes), and on CPython 3.11 a frame
-    object of another thread's stack can then lead ``f_back`` to freed memory: a walk returned a dict or a
-    ModuleSpec for a frame, or crashed the process, within a minute of PyFlink loopback jobs (the Beam
-    harness's gRPC threads starting and ending). Holding codes and globals afterwards is safe: they are
-    ordinary objects this function holds references to."""
+    The garbage collector is paused while the frames are walked. ``f_back`` makes the caller's frame object
+    when it has none, and that allocation may start a collection; a collection runs finalisers, and a finaliser
+    that releases the GIL (py4j's send on a socket) lets the walked thread return from the very frame being
+    wrapped. On CPython 3.11 the new frame object then points into freed memory: a walk read a dict, a bool or
+    a ModuleSpec for a frame's attribute, or crashed the process, in a third of PyFlink loopback jobs walked
+    5,000 times a second (``bench/frame_walk_stress.py``), and once in CI. With the pause: none."""
     if max_depth < 1:
         return {}
-    snapshot = starmap(sys._current_frames, repeat((), 1))
-    for_idents, for_frames = tee(chain.from_iterable(map(dict.items, snapshot)))
-    firsts = zip(map(itemgetter(1), for_frames))
-    walks = map(accumulate, map(chain, firsts, map(repeat, repeat("f_back"), repeat(max_depth - 1))),
-                repeat(getattr))
-    # One flat list per thread: the walk leaves no other object behind (but frame objects the interpreter had
-    # not made yet), and the sampler's thread starts no more collections than a thread that reads a few
-    # attributes. A tuple per frame made this thread start most of the process's collections, and with them
-    # run most finalisers (py4j's, which send on the gateway's sockets).
-    flat = map(list, map(chain.from_iterable, map(map, repeat(_CODE_AND_GLOBALS),
-                                                  map(takewhile, repeat(_IS_FRAME), walks))))
-    walk: Iterator[dict[int, CapturedStack]] = starmap(dict, ((zip(map(itemgetter(0), for_idents), flat,
-                                                                   strict=True),),))
-    if not gc.isenabled():
-        return next(walk)
-    # A collection during the walk could run a finaliser's Python code (py4j's sends on a socket), and other
-    # threads with it. The collector is paused inside the same C call: no other thread runs while it is paused.
-    steps: Iterator[Any] = chain(starmap(gc.disable, ((),)), walk, starmap(gc.enable, ((),)))
+    collecting = gc.isenabled()
+    if collecting:
+        gc.disable()
     try:
-        _, captured, _ = tuple(steps)
-    except BaseException:
-        gc.enable()
-        raise
-    return captured  # type: ignore[no-any-return]
+        captured: dict[int, CapturedStack] = {}
+        for ident, frame in sys._current_frames().items():
+            stack: CapturedStack = []
+            current: FrameType | None = frame
+            while current is not None and len(stack) < 2 * max_depth:
+                stack.append(current.f_code)
+                stack.append(current.f_globals)
+                current = current.f_back
+            captured[ident] = stack
+        return captured
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _frame_identity(code: CodeType, module_globals: dict[str, Any] | None) -> tuple[str, str, int, str | None]:

@@ -1,6 +1,6 @@
-"""current_stacks: every thread's stack captured in one step, as codes and module globals (never frame objects),
-while other threads call, yield, await, raise, start and end (what made a sampler's f_back walk read freed
-memory on CPython 3.11)."""
+"""current_stacks: every thread's stack as codes and module globals (never frame objects), walked with the
+collector paused, while other threads call, yield, await, raise, start and end (a collection inside f_back
+made a sampler's walk read freed memory on CPython 3.11)."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ The Java operator's waits for its worker are dropped, and no top function is plu
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -170,8 +171,8 @@ def test_a_python_udf_looping_in_python_is_cpu_bound(cpu_job: Path) -> None:
 
 # A loopback job whose worker sampler samples every millisecond instead of every 100 ms, while the Beam
 # harness's gRPC threads start, run bundles and end: the job and the sampler must both come through whole.
-# (bench/frame_walk_stress.py is the sharper probe of why the samplers read stacks with current_stacks: it
-# walks 5,000 times a second, and the old f_back walk from Python code read garbage in 2 of 5 such jobs.)
+# (bench/frame_walk_stress.py is the sharper probe of why current_stacks pauses the collector: it walks 5,000
+# times a second, and the f_back walk with the collector running read garbage in 2 of 5 such jobs.)
 # A DataStream job: no SQL planner, whose py4j calls fail now and then on their own while another thread is
 # busy (Calcite's "NullPointerException: metadataHandlerProvider").
 FAST_SAMPLING_JOB = """
@@ -205,12 +206,20 @@ print("SAMPLES", sampler.samples_taken, flush=True)
 """
 
 
+_WORKER_ENVIRONMENT = {"PYFLINK_GATEWAY_DISABLED", "PYFLINK_GATEWAY_PORT", "_PYFLINK_CONN_INFO_PATH", "WORKER_ID",
+                       "PIPELINE_OPTIONS", "SEMI_PERSISTENT_DIRECTORY", "LOGGING_API_SERVICE_DESCRIPTOR",
+                       "CONTROL_API_SERVICE_DESCRIPTOR", "PYTHON_LOOPBACK_SERVER_ADDRESS"}
+
+
 def test_sampling_every_millisecond_never_breaks_the_job(tmp_path: Path) -> None:
     pytest.importorskip("pyflink")
     from crystalperf.integrations.flink.pyworkers import load_spool, spool_files
 
+    # a loopback job earlier in this process left PyFlink's worker variables in its environment; the job's
+    # process is a program of its own, not a worker of that job
+    env = {k: v for k, v in os.environ.items() if k not in _WORKER_ENVIRONMENT}
     done = subprocess.run([sys.executable, "-X", "faulthandler", "-c", FAST_SAMPLING_JOB, str(tmp_path)],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "sampler stopped" not in done.stderr, done.stderr[-4000:]
     taken = int(done.stdout.split("SAMPLES")[-1])
