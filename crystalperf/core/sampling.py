@@ -45,7 +45,6 @@ KeyFunction = Callable[[int, str], "tr.SampleKey | None"]
 CapturedStack = list[Any]
 
 
-
 def stack_frames(stack: CapturedStack, limit: int | None = None) -> Iterator[tuple[CodeType, dict[str, Any]]]:
     """The (code, module globals) of a captured stack's frames, innermost first; at most ``limit`` of them."""
     end = None if limit is None else 2 * limit
