@@ -474,9 +474,10 @@ class PythonStackSampler:
     """Samples the Python stacks of this process's threads on a daemon thread.
 
     ``key_for(thread_id, thread_name)`` maps a thread to the operation it works for right now (or None
-    to ignore it); it may look at the thread's stack in :attr:`captured` (``capture_depth`` frames deep). Never raises into the sampled program: its own errors are logged and it stops. Its table
-    holds at most ``max_bytes`` (default ``CRYSTALPERF_SAMPLER_MAX_BYTES`` or 16 MiB) and stacks of at most
-    ``max_depth`` frames, the innermost ones.
+    to ignore it); it may look at the thread's stack in :attr:`captured` (``capture_depth`` frames deep). Never
+    raises into the sampled program: its own errors are logged and it stops. Its table holds at most
+    ``max_bytes`` (default ``CRYSTALPERF_SAMPLER_MAX_BYTES`` or 16 MiB) and stacks of at most ``max_depth``
+    frames, the innermost ones.
     """
 
     def __init__(

@@ -89,7 +89,7 @@ class WorkerSampler(PythonStackSampler):
     """A :class:`PythonStackSampler` of the threads that run Beam bundles, spooling to ``out_dir``."""
 
     def __init__(self, out_dir: Path, *, interval_s: float = 0.1) -> None:
-        super().__init__(self._key_for, interval_s=interval_s,
+        super().__init__(self._key_for, interval_s=interval_s, capture_depth=_BUNDLE_DEPTH,
                          max_bytes=max_bytes_from_env() if os.environ.get(MAX_BYTES_ENV) else _MAX_BYTES)
         self.out_dir = out_dir
         self.path = out_dir / f"{SPOOL_PREFIX}{os.getpid()}.json"
@@ -135,7 +135,7 @@ class WorkerSampler(PythonStackSampler):
         if _BUNDLE_MODULE not in sys.modules:  # no harness in this process (yet): nothing to look at
             self._maybe_flush()
             return 0
-        stacks = stacks if stacks is not None else current_stacks(_BUNDLE_DEPTH)
+        stacks = stacks if stacks is not None else current_stacks(self.capture_depth)
         working = {ident for ident, stack in stacks.items() if _in_bundle(stack)}
         now = self.clock()
         bucket = int((now - self.table.origin) // self.cpu_bucket_s)
