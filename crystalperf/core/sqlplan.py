@@ -4,8 +4,9 @@ stage's time splits over the operators users know from Spark's SQL tab.
 
 Where a sample goes, strongest evidence first, walking its stack from the innermost frame out:
 1. an operator's own classes (``UnsafeFixedWidthAggregationMap`` is the hash aggregate's map,
-   ``LongToUnsafeRowMap`` a hash join's relation, the Parquet reader the scan's, a shuffle writer the
-   Exchange's map side, a block fetcher its reduce side; any ``...execution.XxxExec`` class names node Xxx);
+   ``LongToUnsafeRowMap`` a hash join's relation, the Parquet reader the scan's, a shuffle writer (or a
+   range partitioner's sampling of its input) the Exchange's map side, a block fetcher its reduce side;
+   any ``...execution.XxxExec`` class names node Xxx);
 2. the innermost frame of generated code, ``GeneratedIteratorForCodegenStage<N>.<op>_<method>``: the
    whole-stage-codegen node N bounds where (1) looks, and ``<op>`` names the operator whose code the method is
    (``hashAgg_doConsume`` is the aggregate's); the methods that drive a whole pipeline
@@ -53,6 +54,7 @@ _EXEC_KINDS = {"ShuffleExchange": "Exchange:write", "FileSourceScan": "Scan", "R
                "DataSourceScan": "Scan", "BatchScan": "BatchScan", "ObjectHashAggregate": "ObjectHashAggregate",
                "BroadcastExchange": "BroadcastExchange", "ReusedExchange": "Exchange"}
 # Boundaries between stages: what is under them ran before, in another stage (or on the driver).
+_SHUFFLE_KINDS = ("Exchange", "ShuffleQueryStage", "AQEShuffleRead")
 _BOUNDARIES = ("Exchange", "BroadcastExchange", "ShuffleQueryStage", "BroadcastQueryStage", "ReusedExchange",
                "TableCacheQueryStage", "ResultQueryStage")
 
@@ -87,6 +89,7 @@ _CLASS_HINTS: tuple[tuple[str, str, bool], ...] = (
     ("org.apache.hadoop.fs.", "Scan", False),
     ("org.apache.spark.rdd.HadoopRDD", "Scan", True),
     ("org.apache.spark.shuffle.ShuffleWriteProcessor", WRITE_SIDE, True),
+    ("org.apache.spark.RangePartitioner", WRITE_SIDE, True),  # the sketch of a range-partitioned Exchange
     ("org.apache.spark.shuffle.sort.SortShuffleManager", "", False),  # hands out both readers and writers
     ("org.apache.spark.shuffle.sort.", WRITE_SIDE, True),
     ("org.apache.spark.MapOutputTracker", READ_SIDE, False),
@@ -256,10 +259,19 @@ class _StageScope:
         return self.plan.common_ancestor([c.id for c in candidates])
 
     def _side(self, kind: str, scope: Sequence[PlanNode]) -> list[PlanNode]:
-        exchanges = [n for n in scope if n.kind in ("Exchange", "ShuffleQueryStage", "AQEShuffleRead")
-                     and n.id in self.ids]
+        exchanges = [n for n in scope if n.kind in _SHUFFLE_KINDS and n.id in self.ids]
         map_side = [n for n in exchanges if any(self.stage in self.plan.nodes[c].stages for c in n.children)]
         if kind == WRITE_SIDE:
+            # A range-partitioned Exchange first samples its input in a job of its own (RangePartitioner's
+            # sketch, with the partition keys' projection): that stage updates the metrics of the nodes below
+            # the Exchange only, so the Exchange is the one above the nodes that ran there.
+            seen = {n.id for n in map_side}
+            for node in scope:
+                above = self.plan.nodes[node.parent] if node.parent is not None else None
+                if (above is not None and above.kind in _SHUFFLE_KINDS and above.id not in seen
+                        and self.stage in node.stages):
+                    seen.add(above.id)
+                    map_side.append(above)
             return map_side
         return [n for n in exchanges if n not in map_side]
 

@@ -36,9 +36,9 @@ PLAN = [
 ]
 
 
-def _query() -> tr.SqlQuery:
+def _query(plan: list = PLAN) -> tr.SqlQuery:
     return tr.SqlQuery(execution_id="1", description="Q", nodes=[
-        tr.SqlPlanNode(id=i, name=name, parent=parent, stages=stages) for i, (name, parent, stages) in enumerate(PLAN)])
+        tr.SqlPlanNode(id=i, name=name, parent=parent, stages=stages) for i, (name, parent, stages) in enumerate(plan)])
 
 
 STACKS = {  # name -> (stage, frames innermost first, samples, the node it must go to or None)
@@ -69,11 +69,11 @@ STACKS = {  # name -> (stage, frames innermost first, samples, the node it must 
 }
 
 
-def _trace() -> tr.Trace:
+def _trace(plan: list = PLAN, stacks_by_name: dict = STACKS) -> tr.Trace:
     frames: list[tr.Frame] = []
     index: dict[str, int] = {}
     stacks, keys, key, stack, count = [], [], [], [], []
-    for s, (stage, names, n, _) in enumerate(STACKS.values()):
+    for s, (stage, names, n, _) in enumerate(stacks_by_name.values()):
         ids = []
         for name in names:
             if name not in index:
@@ -91,7 +91,7 @@ def _trace() -> tr.Trace:
     stage1 = op("stage-1", 2, 3, parents=["stage-0"], tasks=[task("t1", 2, 3, run_time_s=1.0)], kind="stage")
     job = op("job-0", 0, 3, children=[stage0, stage1], kind="job", attributes={"sql_execution_id": "1"})
     trace = make_trace([job], samples=samples)
-    trace.sql_queries = [_query()]
+    trace.sql_queries = [_query(plan)]
     return trace
 
 
@@ -181,3 +181,37 @@ def test_a_plan_as_deep_as_the_schema_allows_is_analysed_in_one_pass_per_hint():
     [query] = sql_operators(trace, None)
     joined = {n["id"]: n["samples"] for n in query["nodes"] if n.get("samples")}
     assert joined[0] >= STACKS["join"][2]
+
+
+# Q9's last two stages: a sort over a range-partitioned Exchange. Before writing, the Exchange samples its input
+# in a job of its own (stage 0 here: RangePartitioner's sketch); that stage updates the metrics of the nodes
+# below the Exchange, not the Exchange's, as a real Spark 4 trace records them.
+RANGE_PLAN = [
+    ("WholeStageCodegen (2)", None, [1]),      # 0
+    ("Sort", 0, [1]),                          # 1
+    ("InputAdapter", 1, []),                   # 2
+    ("Exchange", 2, [1]),                      # 3, rangepartitioning: read in 1 (the map side is stage 0's job)
+    ("WholeStageCodegen (1)", 3, [0]),         # 4
+    ("HashAggregate", 4, [0]),                 # 5
+]
+RANGE_STACKS = {
+    "sketch": (0, ["java.util.zip.ZipFile.getEntry", "java.lang.ClassLoader.loadClass",
+                   "org.apache.spark.RangePartitioner$.$anonfun$sketch$1",
+                   "org.apache.spark.rdd.RDD.$anonfun$mapPartitionsWithIndex$2"] + THREAD, 3, 3),
+    "partition-key": (0, ["org.apache.spark.sql.catalyst.expressions.codegen.GenerateUnsafeProjection$.generate",
+                          "org.apache.spark.sql.catalyst.expressions.UnsafeProjection$.create",
+                          "org.apache.spark.sql.execution.exchange.ShuffleExchangeExec$.$anonfun$prepareShuffleDependency$1"]
+                      + THREAD, 2, 3),
+    "aggregate": (0, [GEN.format(1, "agg_doAggregateWithKeys_0$")] + THREAD, 4, 4),
+    "sort": (1, ["org.apache.spark.sql.execution.UnsafeExternalRowSorter.insertRow",
+                 GEN.format(2, "sort_addToSorter_0$")] + THREAD, 2, 1),
+}
+
+
+def test_a_range_exchange_gets_the_sketch_stage_that_recorded_only_the_nodes_below_it():
+    [query] = sql_operators(_trace(RANGE_PLAN, RANGE_STACKS), None)
+    nodes = {n["id"]: n for n in query["nodes"]}
+    assert nodes[3]["operations"] == {"stage-0": 5}
+    assert nodes[4]["operations"] == {"stage-0": 4}
+    stages = {s["operation"]: s for s in query["stages"]}
+    assert stages["stage-0"]["attributed_samples"] == 9 and stages["stage-0"]["operator_fraction"] == 1.0
