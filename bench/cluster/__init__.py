@@ -1,5 +1,5 @@
 """Multi-host Spark and Flink clusters on one machine: each worker/TaskManager in a network namespace of its own,
-on a veth link shaped with tc (rate, delay), for measuring what the network does to a job. See docs/cluster.md.
+on a veth link shaped with tc (rate, delay; a TAP relay gives the delay where the kernel has no netem), for measuring what the network does to a job. See docs/cluster.md.
 
     from bench.cluster import Link, Network, SparkCluster, unavailable
 
@@ -20,9 +20,10 @@ from .netns import (
            leftovers,
            netem_available,
            pinned,
+           relay_available,
            unavailable,
 )
 from .spark import SparkCluster
 
 __all__ = ["ENV_TAG", "FlinkCluster", "Host", "Link", "Network", "SparkCluster", "free_port", "host_cpus",
-           "leftovers", "netem_available", "pinned", "unavailable"]
+           "leftovers", "netem_available", "pinned", "relay_available", "unavailable"]

@@ -17,6 +17,11 @@ leaving the ``with`` block, also after an exception, at interpreter exit, and on
 harness was killed outright (SIGKILL) is removed by the next one that starts. ``leftovers(prefix)`` lists what
 is still there, for tests.
 
+A delay is a netem qdisc where the kernel has ``sch_netem``; elsewhere (``relay=True``, or by itself when a link
+asks for a delay that netem cannot give) each host's pair of links is two TAP devices joined by ``taprelay``, a
+small C program compiled here on first use, which holds back what the host receives by the delay. The relays are
+the network's processes too (tagged ``<prefix>:relay``), stopped last; the devices go with them.
+
 ``isolated=False`` gives the same interface on 127.0.0.1 without namespaces (no root needed, no shaping): the
 loopback clusters of the integration tests use it.
 """
@@ -24,6 +29,7 @@ loopback clusters of the integration tests use it.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import itertools
 import os
 import re
@@ -32,6 +38,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -52,6 +59,9 @@ _counter = itertools.count()
 _live: dict[str, Network] = {}
 _lock = threading.Lock()
 _previous: dict[int, Any] = {}
+RELAY_SOURCE = Path(__file__).with_name("taprelay.c")
+RELAY_TAG = ":relay"
+RELAY_PRIORITY = 10  # SCHED_FIFO, above every normal thread, below the kernel's own real-time threads
 
 
 def _run(*args: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess[str]:
@@ -73,7 +83,8 @@ def _letters(n: int) -> str:
 @dataclass(frozen=True)
 class Link:
     """How one host is connected: ``rate_mbit`` each way (tbf; None: unshaped) and a one-way ``delay_ms`` with
-    ``jitter_ms`` on what the host receives (netem; the kernel's ``sch_netem`` must be there)."""
+    ``jitter_ms`` on what the host receives (netem; without the kernel's ``sch_netem``, the TAP relay, which
+    gives a delay but no jitter)."""
 
     rate_mbit: float | None = None
     delay_ms: float = 0.0
@@ -138,6 +149,38 @@ def netem_available() -> bool:
         _run("ip", "netns", "del", name, check=False)
 
 
+def relay_binary() -> Path:
+    """``taprelay`` compiled from its source next to this file (once per source version, in a cache directory);
+    RuntimeError with the reason where it cannot be."""
+    source = RELAY_SOURCE.read_bytes()
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "crystalperf-bench"
+    binary = cache / f"taprelay-{hashlib.sha256(source).hexdigest()[:16]}"
+    if binary.is_file() and os.access(binary, os.X_OK):
+        return binary
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        raise RuntimeError("a delay without netem needs a C compiler for bench/cluster/taprelay.c (apt-get install gcc)")
+    cache.mkdir(parents=True, exist_ok=True)
+    partial = binary.with_name(f"{binary.name}.{os.getpid()}.tmp")
+    done = _run(compiler, "-O2", "-Wall", "-o", str(partial), str(RELAY_SOURCE), check=False, timeout=120)
+    if done.returncode != 0:
+        partial.unlink(missing_ok=True)
+        raise RuntimeError(f"cannot compile {RELAY_SOURCE}: {done.stderr.strip()[-500:]}")
+    os.replace(partial, binary)
+    return binary
+
+
+def relay_available() -> str | None:
+    """None when this machine can build relayed (TAP) links, else why not."""
+    if not Path("/dev/net/tun").exists():
+        return "no /dev/net/tun (the tun module) for TAP devices"
+    try:
+        relay_binary()
+    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+        return str(exc)
+    return None
+
+
 def host_cpus(hosts: int, per_host: int) -> list[str]:
     """A CPU list (taskset's form) for each of ``hosts`` hosts, ``per_host`` CPUs each and none shared: pinned to
     them, a host's processes (and all they start: affinity is inherited) run as on a machine of their own.
@@ -179,9 +222,9 @@ def with_pdeathsig(argv: Sequence[str]) -> list[str]:
     return [sys.executable, "-I", "-S", "-c", _PDEATHSIG_EXEC, *argv]
 
 
-def _tagged_pids(prefix: str | None = None) -> dict[int, str]:
-    """Processes whose environment carries ``CRYSTALPERF_CLUSTER`` (of ``prefix``; of any harness when None),
-    with the tag's value."""
+def _tagged_pids(prefix: str | None = None, relays: bool = False) -> dict[int, str]:
+    """Processes whose environment carries ``CRYSTALPERF_CLUSTER`` (of ``prefix``, its link relays too with
+    ``relays``; of any harness when None), with the tag's value."""
     found: dict[int, str] = {}
     me = os.getpid()
     for entry in Path("/proc").iterdir():
@@ -194,7 +237,7 @@ def _tagged_pids(prefix: str | None = None) -> dict[int, str]:
         for item in environ.split(b"\0"):
             if item.startswith(ENV_TAG.encode() + b"="):
                 value = item.split(b"=", 1)[1].decode(errors="replace")
-                if prefix is None or value == prefix:
+                if prefix is None or value == prefix or (relays and value == prefix + RELAY_TAG):
                     found[int(entry.name)] = value
                 break
     return found
@@ -215,7 +258,7 @@ def leftovers(prefix: str) -> list[str]:
     # upper-case sequence letters, lower-case host names: one network's names never start another's
     own = re.compile(re.escape(prefix) + r"(br|[a-z][a-z0-9]{0,2}[hn])$")
     found += [f"link {n}" for n in _link_names() if own.match(n)]
-    found += [f"process {pid}" for pid in _tagged_pids(prefix)]
+    found += [f"process {pid}" for pid in _tagged_pids(prefix, relays=True)]
     if Path("/etc/netns").is_dir():
         found += [f"/etc/netns/{p.name}" for p in Path("/etc/netns").iterdir() if p.name.startswith(prefix + "-")]
     return found
@@ -295,7 +338,7 @@ class Network:
     shaping; ``link`` must be left out)."""
 
     def __init__(self, names: Sequence[str], link: Link | Mapping[str, Link] | None = None, *,
-                 isolated: bool = True) -> None:
+                 isolated: bool = True, relay: bool | None = None) -> None:
         if not names or len(set(names)) != len(names) or not all(re.fullmatch(r"[a-z][a-z0-9]{0,2}", n) for n in names):
             raise ValueError("names: distinct, 1-3 lower-case letters/digits each, starting with a letter")
         if len(names) > 250:
@@ -313,6 +356,14 @@ class Network:
         self._processes: list[subprocess.Popen[bytes]] = []
         self._files: list[IO[bytes]] = []
         self._open = False
+        # relayed links: asked for, or needed for a delay this kernel's qdiscs cannot give
+        self.relay = bool(relay) if relay is not None else (
+            isolated and any(lk.delay_ms for lk in links.values()) and not netem_available())
+        if self.relay and not isolated:
+            raise ValueError("relayed links join namespaces (isolated=True)")
+        if self.relay and any(lk.jitter_ms for lk in links.values()):
+            raise ValueError("the TAP relay gives a delay, not jitter (jitter needs tc's netem)")
+        self._relays: dict[str, subprocess.Popen[bytes]] = {}
         for host in self.hosts:
             if isolated and len(f"{self.prefix}{host.name}h") > 15:
                 raise RuntimeError(f"interface name {self.prefix}{host.name}h is over 15 characters")
@@ -360,7 +411,10 @@ class Network:
             host.outer_if, host.inner_if = f"{self.prefix}{host.name}h", f"{self.prefix}{host.name}n"
             ns = ("ip", "netns", "exec", host.namespace)
             _run("ip", "netns", "add", host.namespace)
-            _run("ip", "link", "add", host.outer_if, "type", "veth", "peer", "name", host.inner_if)
+            if self.relay:
+                self._start_relay(host)
+            else:
+                _run("ip", "link", "add", host.outer_if, "type", "veth", "peer", "name", host.inner_if)
             _run("ip", "link", "set", host.inner_if, "netns", host.namespace)
             _run("ip", "link", "set", host.outer_if, "master", self.bridge)
             _run("ip", "link", "set", host.outer_if, "up")
@@ -369,17 +423,44 @@ class Network:
             _run(*ns, "ip", "link", "set", "lo", "up")
             self._shape(host, "add")
 
+    def _start_relay(self, host: Host) -> None:
+        """The host's two TAP devices, joined by a relay that holds back what the host receives by its delay."""
+        environment = dict(os.environ)
+        environment[ENV_TAG] = self.prefix + RELAY_TAG
+        errors = tempfile.TemporaryFile()  # a file, not a pipe: a relay must never block on its own messages
+        self._files.append(errors)
+        proc = subprocess.Popen([str(relay_binary()), host.outer_if, host.inner_if, str(round(host.link.delay_ms * 1000))],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, env=environment,
+                                start_new_session=True)
+        self._relays[host.name] = proc
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() != b"ready":
+            proc.wait(timeout=10)
+            errors.seek(0)
+            raise RuntimeError(f"taprelay for {host.name} did not start: {errors.read().decode(errors='replace')}")
+        # A wire is not late because its hosts are busy: at normal priority the relay waited for the CPUs the
+        # pinned hosts kept busy (a Flink job's credit round trips took about 4 ms more than the delay asked).
+        # Real-time priority lets it run at once; it spends little CPU (a few syscalls per frame).
+        try:
+            os.sched_setscheduler(proc.pid, os.SCHED_FIFO, os.sched_param(RELAY_PRIORITY))
+        except (OSError, AttributeError):
+            pass  # not permitted here: the delay then also holds the relay's waits for a CPU
+
     def _shape(self, host: Host, verb: str) -> None:
-        """The rate on both ends of the host's pair; the delay (netem, parent of the rate's bucket) on the outer
-        end only, so that a round trip to the host gains ``delay_ms`` once."""
+        """The rate on both ends of the host's pair; the delay (netem, parent of the rate's bucket; or the relay)
+        on the outer end only, so that a round trip to the host gains ``delay_ms`` once."""
         link = host.link
         assert host.namespace is not None
         inside = ("ip", "netns", "exec", host.namespace)
-        if link.rate_mbit is None and not link.delay_ms:
+        relay = self._relays.get(host.name)
+        if relay is not None and relay.stdin is not None:
+            relay.stdin.write(f"{round(link.delay_ms * 1000)}\n".encode())
+            relay.stdin.flush()
+        if link.rate_mbit is None and (not link.delay_ms or relay is not None):
             return
         tbf = (["tbf", "rate", f"{link.rate_mbit:g}mbit", "burst", str(tbf_burst_bytes(link.rate_mbit)),
                 "latency", "100ms"] if link.rate_mbit is not None else [])
-        if link.delay_ms:
+        if link.delay_ms and relay is None:
             netem = ["netem", "delay", f"{link.delay_ms:g}ms"] + ([f"{link.jitter_ms:g}ms"] if link.jitter_ms else [])
             done = _run("tc", "qdisc", verb, "dev", host.outer_if, "root", "handle", "1:", *netem, check=False)
             if done.returncode != 0:
@@ -410,6 +491,16 @@ class Network:
             host.link = Link(rate_mbit, old.delay_ms, old.jitter_ms)
             # tc "change" needs the same qdisc kinds in place: an unshaped link gets its qdiscs added instead
             self._shape(host, "change" if old.rate_mbit is not None else "add")
+
+    def set_delay(self, delay_ms: float) -> None:
+        """Give every host's link a one-way delay of ``delay_ms`` on what it receives (same rate), with the
+        processes running: relayed links only (a netem qdisc would have to be rebuilt under the rate's)."""
+        if not self._open or not self.relay:
+            raise RuntimeError("only a running network with relayed links (relay=True) can change its delay")
+        for host in self.hosts:
+            old = host.link
+            host.link = Link(old.rate_mbit, delay_ms, 0.0)
+            self._shape(host, "change")
 
     def popen(self, argv: Sequence[str], *, host: Host | None = None, env: Mapping[str, str] | None = None,
               log: Path | None = None, cwd: Path | None = None) -> subprocess.Popen[bytes]:
@@ -474,6 +565,22 @@ class Network:
             f.close()
         self._files.clear()
 
+    def _stop_relays(self) -> None:
+        """The relays end with their stdin (their devices with them); SIGKILL to one that does not."""
+        for proc in self._relays.values():
+            for stream in (proc.stdin, proc.stdout, proc.stderr):
+                if stream is not None:
+                    try:
+                        stream.close()
+                    except OSError:
+                        pass
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+        self._relays.clear()
+
     def close(self) -> None:
         """Stop every process, then remove the links, the bridge and the namespaces; safe to call twice."""
         if not self._open:
@@ -485,6 +592,7 @@ class Network:
             if self.isolated:
                 # Deleting the outer end deletes the pair at once; deleting only the namespace would leave the
                 # pair to vanish asynchronously, after this returns.
+                self._stop_relays()
                 for host in self.hosts:
                     _run("ip", "link", "del", host.outer_if, check=False)
                     if host.namespace is not None:

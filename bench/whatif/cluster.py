@@ -58,22 +58,28 @@ class SharedCluster:
     ``hosts`` and what ``start(network)`` starts on it, made on the first ``get`` and re-shaped by each; closed at
     interpreter exit by the harness."""
 
-    def __init__(self, hosts: list[str], start: Callable[[Any], Any]) -> None:
-        self.hosts, self.start = hosts, start
+    def __init__(self, hosts: list[str], start: Callable[[Any], Any], relay: bool = False) -> None:
+        self.hosts, self.start, self.relay = hosts, start, relay
         self.started: tuple[Any, Any] | None = None
         self.fresh = True  # nothing measured on it yet (a benchmark may warm it up first)
 
-    def get(self, rate_mbit: float) -> Any:
+    def get(self, rate_mbit: float, delay_ms: float = 0.0) -> Any:
+        """The cluster, its links re-shaped to ``rate_mbit`` and (relayed links) a one-way ``delay_ms`` on what each
+        host receives: between two hosts a round trip crosses two links, ``2 * delay_ms`` more."""
         from bench.cluster import Link, Network
 
+        if delay_ms and not self.relay:
+            raise ValueError("a delay needs the cluster's links relayed (relay=True)")
         if self.started is None:
-            net = Network(self.hosts, link=Link(rate_mbit=rate_mbit))
+            net = Network(self.hosts, link=Link(rate_mbit=rate_mbit, delay_ms=delay_ms), relay=self.relay)
             net.start()
             cluster = self.start(net)
             cluster.start()
             self.started = (net, cluster)
         net, cluster = self.started
         net.set_rate(rate_mbit)
+        if self.relay:
+            net.set_delay(delay_ms)
         return cluster
 
 
@@ -84,6 +90,10 @@ def _spark_cluster(net: Any) -> Any:
 
 
 _CLUSTER = SharedCluster(["w0", "w1"], _spark_cluster)
+# The round-trip case: links relayed (bench/cluster/taprelay.c: this kernel has no netem), traced with no delay
+# added and re-run with RTT_DELAY_MS on what each host receives, both through the same relays.
+_RELAYED = SharedCluster(["w0", "w1"], _spark_cluster, relay=True)
+RTT_DELAY_MS = 5.0  # a round trip between the workers crosses both links: +10 ms; to the driver, one: +5 ms
 
 
 def _unavailable() -> str | None:
@@ -95,21 +105,32 @@ def _unavailable() -> str | None:
     return unavailable()
 
 
+def _relay_unavailable() -> str | None:
+    from bench.cluster import relay_available
+
+    return _unavailable() or relay_available()
+
+
 class ShuffleClusterWorkload:
     """The wide-row shuffle join on two namespaced workers; ``traced_mbit`` is the link rate of the traced run."""
 
     framework = "spark"
 
-    def __init__(self, data_dir: Path, traced_mbit: int) -> None:
+    def __init__(self, data_dir: Path, traced_mbit: int, rtt: bool = False) -> None:
         self.data_dir = data_dir
         self.traced_mbit = traced_mbit
-        self.name = f"shuffle-cluster-{traced_mbit}mbit"
-        self.baseline: dict[str, Any] = {"rate_mbit": traced_mbit, "executors": 2}
+        self.rtt = rtt
+        self.name = f"shuffle-cluster-rtt-{traced_mbit}mbit" if rtt else f"shuffle-cluster-{traced_mbit}mbit"
+        self.baseline: dict[str, Any] = {"rate_mbit": traced_mbit, "executors": 2, "delay_ms": 0.0}
         from bench.whatif.spark import spark_python
 
         self.python = spark_python()
 
     def targets(self, quick: bool) -> list[Target]:
+        if self.rtt:
+            return [Target(f"RTT +{2 * RTT_DELAY_MS:g} ms", "network-rtt", {**self.baseline, "delay_ms": RTT_DELAY_MS},
+                           [f"rtt=+{2 * RTT_DELAY_MS:g}ms"], _relay_unavailable)]
+
         def rate(mbit: int) -> Target:
             kind = "network-up" if mbit > self.traced_mbit else "network"
             return Target(f"network {self.traced_mbit}->{mbit} Mbit/s", kind, {**self.baseline, "rate_mbit": mbit},
@@ -125,7 +146,7 @@ class ShuffleClusterWorkload:
         assert python is not None
         out_dir.mkdir(parents=True, exist_ok=True)
         traced = config is self.baseline
-        cluster = _CLUSTER.get(config["rate_mbit"])
+        cluster = (_RELAYED if self.rtt else _CLUSTER).get(config["rate_mbit"], config["delay_ms"])
         conf = {**cluster.driver_conf(), "spark.ui.enabled": "false", "spark.executor.memory": "512m",
                 "spark.cores.max": str(config["executors"]), "spark.sql.shuffle.partitions": "4",
                 "spark.sql.autoBroadcastJoinThreshold": "-1", "spark.sql.adaptive.enabled": "false",

@@ -282,7 +282,8 @@ def workloads(data_dir: Path, quick: bool) -> list[Any]:
     jobs: list[Any] = [FlinkSqlWorkload("yahoo", rows=25_000_000)]
     if not quick:
         # traced on 1 Gbit/s links between two TaskManagers in network namespaces, predicted on slower ones
-        jobs += [FlinkSqlWorkload("wordcount", rows=8_000_000), WindowClusterWorkload(1000)]
+        jobs += [FlinkSqlWorkload("wordcount", rows=8_000_000), WindowClusterWorkload(1000),
+                 WindowClusterWorkload(1000, rtt=True)]
     return jobs
 
 

@@ -81,6 +81,10 @@ def _flink_cluster(net: Any) -> Any:
 
 
 _CLUSTER = SharedCluster(["t0", "t1"], _flink_cluster)
+# The round-trip cases: links relayed (bench/cluster/taprelay.c: this kernel has no netem), traced with no delay
+# added and re-run with RTT_DELAY_MS on what each host receives, both through the same relays.
+_RELAYED = SharedCluster(["t0", "t1"], _flink_cluster, relay=True)
+RTT_DELAY_MS = 5.0  # a round trip between the TaskManagers crosses both links: +10 ms
 
 
 def _unavailable() -> str | None:
@@ -89,6 +93,12 @@ def _unavailable() -> str | None:
     if flink_workloads.flink_python() is None:
         return "PyFlink is not installed (set CRYSTALPERF_FLINK_PYTHON)"
     return unavailable()
+
+
+def _relay_unavailable() -> str | None:
+    from bench.cluster import relay_available
+
+    return _unavailable() or relay_available()
 
 
 def collect_trace(reports: Path, job_id: str, taskmanagers: int, out: Path) -> Path:
@@ -120,13 +130,19 @@ class WindowClusterWorkload:
 
     framework = "flink"
 
-    def __init__(self, traced_mbit: int, parallelism: int = 2) -> None:
+    def __init__(self, traced_mbit: int, parallelism: int = 2, rtt: bool = False) -> None:
         self.traced_mbit = traced_mbit
         self.name = f"window-cluster-{traced_mbit}mbit" if parallelism == 2 else f"window-cluster-p{parallelism}"
-        self.baseline: dict[str, Any] = {"rate_mbit": traced_mbit, "parallelism": parallelism}
+        if rtt:
+            self.name = f"window-cluster-rtt-{traced_mbit}mbit"
+        self.rtt = rtt
+        self.baseline: dict[str, Any] = {"rate_mbit": traced_mbit, "parallelism": parallelism, "delay_ms": 0.0}
         self.python = flink_workloads.flink_python()
 
     def targets(self, quick: bool) -> list[Target]:
+        if self.rtt:
+            return [Target(f"RTT +{2 * RTT_DELAY_MS:g} ms", "network-rtt", {**self.baseline, "delay_ms": RTT_DELAY_MS},
+                           [f"rtt=+{2 * RTT_DELAY_MS:g}ms"], _relay_unavailable)]
         if self.baseline["parallelism"] == 1:
             return [Target("parallelism 1->2", "parallelism-up", {**self.baseline, "parallelism": 2},
                            ["parallelism=2"], _unavailable)]
@@ -142,17 +158,18 @@ class WindowClusterWorkload:
         assert self.python is not None
         out_dir.mkdir(parents=True, exist_ok=True)
         traced = config is self.baseline
-        cluster = _CLUSTER.get(config["rate_mbit"])
+        shared = _RELAYED if self.rtt else _CLUSTER
+        cluster = shared.get(config["rate_mbit"], config["delay_ms"])
         conf = {**cluster.client_config(), "parallelism.default": str(config["parallelism"]),
                 # one phase: a local pre-aggregation before the exchange would keep the payloads off the links
                 "table.optimizer.agg-phase-strategy": "ONE_PHASE",
                 "pipeline.name": f"whatif-{self.name}"}
         job = {"conf": conf, "rows": ROWS, "width": WIDTH, "keys": KEYS,
                "out": str(cluster.out) if traced else None}
-        if _CLUSTER.fresh:
+        if shared.fresh:
             for _ in range(WARM_UP_JOBS):
                 self._submit({**job, "out": None}, cluster)
-            _CLUSTER.fresh = False
+            shared.fresh = False
         started = time.perf_counter()
         result = self._submit(job, cluster)
         wall = time.perf_counter() - started

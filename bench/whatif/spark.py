@@ -176,7 +176,8 @@ def workloads(data_dir: Path, quick: bool) -> list[Any]:
     queries = ("q6",) if quick else ("q6", "q9")
     found: list[Any] = [TpchWorkload(q, data_dir) for q in queries]
     # traced on 1 Gbit/s links, predicted on slower ones and on one executor
-    return found if quick else [*found, ShuffleClusterWorkload(data_dir, 1000)]
+    return found if quick else [*found, ShuffleClusterWorkload(data_dir, 1000),
+                                ShuffleClusterWorkload(data_dir, 1000, rtt=True)]
 
 
 # -- "up" cases: traced on a throttled resource, predicted on a faster one --------------------------------

@@ -53,6 +53,22 @@ def parse_bandwidth(text: str) -> float:
     return value
 
 
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(us|µs|ms|s)\s*$", re.IGNORECASE)
+_DURATION_UNITS = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def parse_duration(text: str) -> float:
+    """``10ms``, ``0.5 ms``, ``250us``, ``0.01s`` -> seconds (a unit is required: a bare number is ambiguous)."""
+    _number(text, "duration", "10ms, 250us, 0.01s")
+    match = _DURATION.match(text)
+    if not match:
+        raise ValueError(f"cannot read {text!r} as a duration (examples: 10ms, 250us, 0.01s)")
+    value = float(match.group(1)) * _DURATION_UNITS[match.group(2).lower()]
+    if not math.isfinite(value):
+        raise ValueError(f"duration {text!r} is too large")
+    return value
+
+
 def format_size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":

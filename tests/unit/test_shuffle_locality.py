@@ -67,3 +67,45 @@ def test_a_trace_without_the_remote_split_keeps_its_shuffle_time():
     runtime, notes = _predict(trace, "executors=4")
     assert runtime == pytest.approx(10)
     assert not any("shuffle's blocks" in n for n in notes)
+
+
+# Round trips between hosts (rtt): a task launched by the driver over the network waits one round trip more per
+# launch, and a reduce task one more per 48 MiB it fetched remotely (at least one).
+def test_a_longer_round_trip_costs_each_task_its_launch_and_fetch_rounds():
+    # 100 MB fetched remotely: 2 rounds of 48 MiB, plus the launch: 3 round trips of 10 ms more, side by side
+    runtime, notes = _predict(_shuffle_trace(2, 100 * MB), "rtt=+10ms")
+    assert runtime == pytest.approx(10 + 3 * 0.010)
+    assert any("round trips between hosts 0.2 -> 10.2 ms: +10 ms for each task's launch" in n for n in notes)
+    # stated as OLD:NEW, the difference counts
+    assert _predict(_shuffle_trace(2, 100 * MB), "rtt=0.5ms:20.5ms")[0] == pytest.approx(10 + 3 * 0.020)
+    # a shorter round trip saves the fetch rounds; the launches' waits between tasks are no part of the traced
+    # tasks' time (the replay runs a slot's tasks back to back), so there is none of it to save
+    assert _predict(_shuffle_trace(2, 100 * MB), "rtt=1ms:0.5ms")[0] == pytest.approx(10 - 2 * 0.0005)
+
+
+def test_a_job_in_one_process_has_no_round_trip_between_hosts_to_lengthen():
+    trace = _shuffle_trace(1, 0.0)
+    trace.environment.executors = [tr.Executor(id="driver", host="h0", cores=1)]
+    for t in trace.operations[0].tasks:
+        t.executor = "driver"
+    runtime, notes = _predict(trace, "rtt=50ms")
+    assert runtime == pytest.approx(10)
+    assert any("ran in the driver's process" in n for n in notes)
+
+
+@pytest.mark.parametrize(("given", "problem"), [("rtt=10", "as a duration"), ("rtt=0ms", "between 1us and 10s"),
+                                                ("rtt=+11s", "between 1us and 10s"), ("cores=+2", "is for rtt only"),
+                                                ("memory=1g:2g", "take OLD:NEW")])
+def test_round_trip_values_that_are_refused(given, problem):
+    from crystalperf.core.errors import BadInputError
+
+    with pytest.raises(BadInputError, match=problem):
+        Changes.parse([given])
+
+
+def test_round_trip_forms():
+    assert Changes.parse(["rtt=+10ms"]).rtt() == pytest.approx((0.0002, 0.0102))
+    assert Changes.parse(["rtt=250us"]).rtt() == pytest.approx((0.0002, 0.00025))
+    assert Changes.parse(["rtt=1ms:0.01s"]).rtt() == pytest.approx((0.001, 0.01))
+    assert Changes.parse(["rtt=+10ms"]).describe() == "rtt=+10ms"
+    assert Changes.parse(["cores=2"]).rtt() is None

@@ -320,3 +320,52 @@ def test_a_batch_job_has_no_pace() -> None:
     trace = make_trace([op("stage", 0, 10, tasks=[task("t", 0, 10, run_time_s=10, cpu_time_s=9.0)])], end=10)
     result = analyze(trace, classifier=FixedClassifier({}), locators=[], band=False)
     assert result.report["bottleneck"]["pace"] is None and result.bottleneck.pace is None
+
+
+def _placed(trace: tr.Trace, strategy: str = "HASH[k]") -> tr.Trace:
+    """Each chain's subtask i on host h<i> in TaskManager tm<i>, the window reading the source by ``strategy``."""
+    for op in trace.operations:
+        for i, t in enumerate(op.tasks):
+            t.host, t.executor = f"h{i}", f"tm{i}"
+    trace.operations[1].attributes["ship_strategy"] = f"source: {strategy}"
+    return trace
+
+
+def test_a_round_trip_bounds_a_link_by_the_credits_a_receiver_grants() -> None:
+    from crystalperf.core.classify import FixedClassifier
+    from crystalperf.core.predict import Predictor
+    from crystalperf.core.predict.streaming import credit_window
+    from crystalperf.core.profile import build_profile
+
+    # Each window subtask reads one remote channel: 2 exclusive + 8 floating buffers of 32 KiB per round trip.
+    trace = _placed(_cluster_pipeline({"cpu_time_s": 4.0}, {"cpu_time_s": 3.0, "idle_time_s": 12.0}, 0.8))
+    assert credit_window(trace) == 10 * 32 * 1024
+    predictor = Predictor(build_profile(trace, FixedClassifier({}), locators=[]))
+    # +10 ms: 327,680 B per 10.2 ms is 32 MB/s, more than the link's 5 MB/s: nothing changes
+    ten = predictor.predict(Changes.parse(["rtt=+10ms"]), band=False)
+    assert ten.crystalperf.runtime_s == pytest.approx(20.0)
+    assert any("Flink's credits let 320.0 KiB into the busiest receiving host" in n for n in ten.notes)
+    assert not any(n.startswith("round trips between hosts 0.2 -> 10.2 ms: +10") for n in ten.notes)
+    # +100 ms: 3.27 MB/s, the link's 100 MB take 30.6 s
+    slow = predictor.predict(Changes.parse(["rtt=+100ms"]), band=False)
+    assert slow.crystalperf.runtime_s == pytest.approx(100e6 / (327_680 / 0.1002))
+    # with a faster link as well, the credits are the limit
+    both = predictor.predict(Changes.parse(["rtt=+100ms", "network=1gbit"]), band=False)
+    assert both.crystalperf.runtime_s == pytest.approx(100e6 / (327_680 / 0.1002))
+
+
+def test_records_that_stay_in_their_subtask_or_host_wait_on_no_round_trip() -> None:
+    from crystalperf.core.predict.streaming import credit_window
+
+    base = _cluster_pipeline({"cpu_time_s": 4.0}, {"cpu_time_s": 3.0}, 0.8)
+    assert credit_window(_placed(base, "FORWARD")) is None
+    one_host = _placed(_cluster_pipeline({"cpu_time_s": 4.0}, {"cpu_time_s": 3.0}, 0.8))
+    for op in one_host.operations:
+        for t in op.tasks:
+            t.host = "h0"
+    assert credit_window(one_host) is None
+    # two gates on one host, each with a remote channel: their windows add up
+    four = _placed(_cluster_pipeline({"cpu_time_s": 4.0}, {"cpu_time_s": 3.0}, 0.8))
+    window = four.operations[1]
+    window.tasks.append(window.tasks[0].model_copy(update={"id": "window#2"}))
+    assert credit_window(four) == 10 * 32 * 1024  # h1 still grants one gate's window: the least of the hosts

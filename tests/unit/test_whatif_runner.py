@@ -119,7 +119,9 @@ def test_a_framework_that_is_not_installed_skips_every_target_with_the_reason(
             monkeypatch.setattr(module, name, lambda: None)
     for workload in module.workloads(tmp_path, quick=False):
         targets = workload.targets(False)
-        if workload.name.startswith("window-cluster"):
+        if "-rtt-" in workload.name:
+            assert [t.kind for t in targets] == ["network-rtt"]  # the round-trip case, on relayed links
+        elif workload.name.startswith("window-cluster"):
             assert [t.kind for t in targets] == ["network", "network"]  # the links' cases, on a cluster
         else:
             assert len(targets) >= (3 if workload.name.startswith("shuffle-cluster") else 5)
@@ -141,16 +143,24 @@ def test_spark_lists_the_network_variation_it_cannot_apply_with_the_reason(
         assert network.unavailable() == spark.NETWORK_NOT_WIRED
     assert not [t for w in spark.workloads(tmp_path, quick=True) for t in w.targets(True) if t.kind == "network"]
     # ... on a two-worker cluster in network namespaces, traced on 1 Gbit/s links and predicted on slower ones
-    [cluster] = [w for w in spark.workloads(tmp_path, quick=False) if w.name.startswith("shuffle-cluster")]
+    cluster, rtt = [w for w in spark.workloads(tmp_path, quick=False) if w.name.startswith("shuffle-cluster")]
     assert [t.changes for t in cluster.targets(False)] == [["network=200mbit"], ["network=50mbit"], ["executors=1"]]
     assert all(t.config["rate_mbit"] < cluster.baseline["rate_mbit"] for t in cluster.targets(False)[:2])
+    # ... and on relayed links, traced with no delay added and re-run with 5 ms on each link
+    [round_trip] = rtt.targets(False)
+    assert rtt.name == "shuffle-cluster-rtt-1000mbit" and round_trip.changes == ["rtt=+10ms"]
+    assert (rtt.baseline["delay_ms"], round_trip.config["delay_ms"]) == (0.0, 5.0)
 
 
 def test_flink_runs_its_network_and_scale_out_cases_on_a_namespaced_cluster(tmp_path: Path) -> None:
     from bench.whatif import flink
 
-    [down] = [w for w in flink.workloads(tmp_path, quick=False) if w.name.startswith("window-cluster")]
-    assert down.name == "window-cluster-1000mbit" and down.baseline == {"rate_mbit": 1000, "parallelism": 2}
+    down, rtt = [w for w in flink.workloads(tmp_path, quick=False) if w.name.startswith("window-cluster")]
+    assert down.name == "window-cluster-1000mbit"
+    assert down.baseline == {"rate_mbit": 1000, "parallelism": 2, "delay_ms": 0.0}
+    [round_trip] = rtt.targets(False)
+    assert rtt.name == "window-cluster-rtt-1000mbit" and round_trip.changes == ["rtt=+10ms"]
+    assert round_trip.config == {"rate_mbit": 1000, "parallelism": 2, "delay_ms": 5.0}
     assert [t.changes for t in down.targets(False)] == [["network=200mbit"], ["network=50mbit"]]
     assert [t.config["rate_mbit"] for t in down.targets(False)] == [200, 50]
     up = {w.name: w for w in flink.up_workloads(tmp_path, quick=False) if w.name.startswith("window-cluster")}
@@ -159,6 +169,6 @@ def test_flink_runs_its_network_and_scale_out_cases_on_a_namespaced_cluster(tmp_
         ("network-up", ["network=200mbit"]), ("network-up", ["network=1000mbit"])]
     [scale_out] = up["window-cluster-p1"].targets(False)
     assert scale_out.kind == "parallelism-up" and scale_out.changes == ["parallelism=2"]
-    assert scale_out.config == {"rate_mbit": 1000, "parallelism": 2}
+    assert scale_out.config == {"rate_mbit": 1000, "parallelism": 2, "delay_ms": 0.0}
     assert not [w for w in flink.workloads(tmp_path, quick=True) + flink.up_workloads(tmp_path, quick=True)
                 if w.name.startswith("window-cluster")]

@@ -13,7 +13,7 @@ import math
 import random
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 
 import numpy as np
@@ -34,7 +34,7 @@ from crystalperf.core.predict.base import (
     unit_profiles,
 )
 from crystalperf.core.predict.compute import ComputeModel, estimate_warmup, replay
-from crystalperf.core.predict.io import IOModel
+from crystalperf.core.predict.io import ROUND_TRIPS_NOTE, IOModel
 from crystalperf.core.predict.memory import MemoryModel
 from crystalperf.core.predict.streaming import Link, Pace, StreamingCpu
 from crystalperf.core.profile import ExecutionProfile, LevelGraph, OperationProfile
@@ -549,9 +549,12 @@ class Predictor:
         model_notes = self.prepare(changes)
         # the streaming throughput model, where it answers this scenario
         stream = self._stream_cpu if self._stream_cpu and self._stream_cpu.predict(changes) is not None else None
-        if stream is not None and "network" in changes:
+        if stream is not None and ("network" in changes or "rtt" in changes):
             # the streaming model answers the link's change: the I/O model's sharing of it over tasks is not used
-            model_notes = [n for n in model_notes if not n.startswith("network: ")]
+            model_notes = [n for n in model_notes if not n.startswith(("network: ", ROUND_TRIPS_NOTE))]
+            window = stream.window_note(changes)
+            if window:
+                model_notes.append(window)
         notes += baseline.notes_for(changes) + model_notes
         if self.baseline.slots != self.new_slots(changes):
             notes.append(f"task slots {self.baseline.slots} -> {self.new_slots(changes)}"
@@ -573,7 +576,7 @@ class Predictor:
             for key in STATABLE_KEYS:
                 if key in changes and baseline.origins.get(key) == "assumed":
                     for factor in ASSUMED_BANDWIDTH_RANGE:
-                        guess = Changes(changes.values, {**changes.baselines, key: baseline.bandwidth(key) * factor})
+                        guess = replace(changes, baselines={**changes.baselines, key: baseline.bandwidth(key) * factor})
                         draws.append(self.simulate(guess))
                     notes.append(f"the band spans a traced {key} bandwidth {1 / ASSUMED_BANDWIDTH_RANGE[0]:g}x "
                                  f"lower to {ASSUMED_BANDWIDTH_RANGE[1]:g}x higher than assumed")

@@ -13,7 +13,13 @@ from crystalperf.core import trace as tr
 from crystalperf.core.errors import BadInputError
 from crystalperf.core.observed import ObservedBandwidth, network_counted_idle, observed_bandwidths
 from crystalperf.core.profile import ExecutionProfile, OperationProfile
-from crystalperf.core.units import format_bandwidth, format_byte_rate, parse_bandwidth, parse_size
+from crystalperf.core.units import (
+    format_bandwidth,
+    format_byte_rate,
+    parse_bandwidth,
+    parse_duration,
+    parse_size,
+)
 from crystalperf.core.vectors import metric_total, task_count, task_scale, task_seconds
 
 # Assumed when the trace does not record them. Sources in docs/whatif.md.
@@ -21,6 +27,7 @@ DEFAULT_NETWORK_BANDWIDTH = 10e9 / 8  # 10 Gbit/s: a common data-centre NIC
 DEFAULT_DISK_BANDWIDTH = 500e6  # 500 MB/s: a SATA SSD's sequential read
 DEFAULT_MEMORY_BANDWIDTH = 10e9  # 10 GB/s: one core streaming from DRAM
 DEFAULT_GPU_SPEEDUP = 8.0  # a mid-range GPU over a few CPU cores on dense kernels
+DEFAULT_RTT_S = 0.2e-3  # a round trip between two hosts on one data-centre switch (0.1-0.3 ms)
 log = logging.getLogger(__name__)
 
 # Trace metric: bytes the job's processes read from the storage device (/proc/<pid>/io read_bytes,
@@ -35,6 +42,7 @@ SHARE_RANGE = (0.01, 64.0)  # cpu_share: a hundredth of a CPU to 64 CPUs per slo
 GPU_SPEEDUP_RANGE = (0.01, 1000.0)
 MEMORY_RANGE = (float(1 << 20), float(1 << 50))  # 1 MiB to 1 PiB
 BANDWIDTH_RANGE = (1.0, 10e12 / 8)  # 1 B/s to 10 Tbit/s
+RTT_RANGE = (1e-6, 10.0)  # a microsecond to ten seconds: beyond, a link no job runs over
 _MAX_TEXT = 40  # characters of one value: no number a person means is longer
 
 
@@ -99,6 +107,12 @@ def _bandwidth(key: str, text: str) -> float:
     return _in_range(key, value, low, high, f"1 B/s and 10 Tbit/s, not {text.strip()}")
 
 
+def _duration(key: str, text: str) -> float:
+    value = parse_duration(_text(key, text))
+    low, high = RTT_RANGE
+    return _in_range(key, value, low, high, f"1us and 10s, not {text.strip()}")
+
+
 def _device(key: str, text: str) -> str:
     value = text.strip().lower()
     if value not in ("cpu", "gpu"):
@@ -117,6 +131,8 @@ PARSERS: dict[str, tuple[Callable[[str, str], float | str], str]] = {
     "network": (_bandwidth,
                 "network bandwidth, e.g. 1gbit; OLD:NEW states the traced run's too, e.g. 40mbit:100mbit"),
     "disk": (_bandwidth, "disk bandwidth, e.g. 200MB/s; OLD:NEW states the traced run's too"),
+    "rtt": (_duration, "round-trip time between hosts, e.g. 10ms; +10ms adds to the traced run's, OLD:NEW "
+                       "states it"),
     "device": (_device, "compute device: cpu or gpu"),
     "gpu_speedup": (_ratio(*GPU_SPEEDUP_RANGE),
                     f"GPU over CPU speed for compute ops (default {DEFAULT_GPU_SPEEDUP:g})"),
@@ -124,6 +140,8 @@ PARSERS: dict[str, tuple[Callable[[str, str], float | str], str]] = {
 KNOWN_KEYS = tuple(PARSERS)
 # Keys whose traced value a user may state as OLD:NEW when the trace cannot know it.
 STATABLE_KEYS = ("network", "disk")
+# Keys that may also be stated as an addition to the traced value (``rtt=+10ms``) or as OLD:NEW.
+RELATIVE_KEYS = ("rtt",)
 
 
 @dataclass(frozen=True)
@@ -133,6 +151,8 @@ class Changes:
     values: Mapping[str, float | str] = field(default_factory=dict)
     # what the traced run had, where the user stated it (``network=40mbit:100mbit``): overrides the trace
     baselines: Mapping[str, float] = field(default_factory=dict)
+    # keys whose value is added to the traced run's (``rtt=+10ms``)
+    added: frozenset[str] = frozenset()
 
     def get(self, key: str, default: float | str | None = None) -> float | str | None:
         return self.values.get(key, default)
@@ -148,7 +168,8 @@ class Changes:
     def describe(self) -> str:
         def one(key: str, value: float | str) -> str:
             stated = self.baselines.get(key)
-            return f"{key}={_show(key, value)}" + (f" (from {_show(key, stated)})" if stated is not None else "")
+            plus = "+" if key in self.added else ""
+            return f"{key}={plus}{_show(key, value)}" + (f" (from {_show(key, stated)})" if stated is not None else "")
 
         return ", ".join(one(k, v) for k, v in self.values.items()) or "as traced"
 
@@ -157,6 +178,7 @@ class Changes:
         """``["cores=4", "network=1gbit"]`` -> Changes. Bad keys/values raise BadInputError."""
         values: dict[str, float | str] = {}
         stated: dict[str, float] = {}
+        added: set[str] = set()
         for whole in assignments:
             # Quoted back in full only when short: an error line stays one readable line.
             item = whole if len(whole) <= 60 else whole[:57] + "..."
@@ -170,17 +192,34 @@ class Changes:
                 )
             parse, _ = PARSERS[key]
             old, colon, new = raw.strip().rpartition(":")
-            if colon and key not in STATABLE_KEYS:
-                raise BadInputError(f"--set {item!r}: only {' and '.join(STATABLE_KEYS)} take OLD:NEW", source)
+            if colon and key not in STATABLE_KEYS + RELATIVE_KEYS:
+                raise BadInputError(f"--set {item!r}: only {', '.join(STATABLE_KEYS + RELATIVE_KEYS)} take OLD:NEW",
+                                    source)
+            plus = not colon and raw.strip().startswith("+")
+            if plus and key not in RELATIVE_KEYS:
+                raise BadInputError(f"--set {item!r}: +VALUE is for {', '.join(RELATIVE_KEYS)} only", source)
             try:
-                values[key] = parse(key, new.strip() if colon else raw.strip())
+                values[key] = parse(key, new.strip() if colon else raw.strip().removeprefix("+"))
+                if plus:
+                    added.add(key)
+                else:
+                    added.discard(key)
                 if colon:
                     if not old.strip():
                         raise ValueError("expected OLD:NEW, e.g. 40mbit:100mbit")
                     stated[key] = float(parse(key, old.strip()))
             except (ValueError, OverflowError) as exc:
                 raise BadInputError(f"--set {item!r}: {exc}", source) from None
-        return cls(values, stated)
+        return cls(values, stated, frozenset(added))
+
+    def rtt(self) -> tuple[float, float] | None:
+        """The traced run's round-trip time between hosts (stated, else assumed) and the scenario's, in seconds;
+        None when the scenario leaves it alone."""
+        if "rtt" not in self.values:
+            return None
+        old = self.baselines.get("rtt", DEFAULT_RTT_S)
+        value = float(self.values["rtt"])
+        return old, old + value if "rtt" in self.added else value
 
 
 def _show(key: str, value: float | str) -> str:
@@ -192,6 +231,8 @@ def _show(key: str, value: float | str) -> str:
         return format_bandwidth(float(value))
     if key == "disk":
         return format_byte_rate(float(value))
+    if key == "rtt":
+        return f"{float(value) * 1000:g}ms"
     return str(value)
 
 

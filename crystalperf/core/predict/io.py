@@ -22,10 +22,19 @@ blocks from the map outputs of every executor, and with map outputs spread evenl
 total bytes) has its network time scaled from the remote share it saw to that of the new count; a task that
 read everything locally (one executor before) gets the new remote bytes over the link, shared with the tasks
 of its executor that run beside it.
+
+A change of the round-trip time between hosts (``rtt``) costs a task the round trips on its own path: its launch
+(the driver sends it when the slot's previous task reported back: one round trip between driver and executor per
+task, where executors are processes of their own) and its shuffle fetches (a reduce task sends its block
+requests at once, at most ``FETCH_IN_FLIGHT_BYTES`` outstanding: one round trip per that many bytes it read
+remotely, at least one). Bulk transfers are not slowed: TCP's window grows to the link's bandwidth-delay
+product (Linux's default limit, 6 MiB, is 5 Gbit/s at 10 ms; this machine allows 32 MiB) and moves the bytes
+at the link's rate.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -50,6 +59,8 @@ NETWORK_BUFFER_BYTES = 212_992
 NETWORK_BUFFER_OVERHEAD_S = 25e-6  # bench/io_constants.py: 25.2 us (loopback ping-pong)
 DISK_BUFFER_BYTES = 131_072
 DISK_BUFFER_OVERHEAD_S = 0.6e-6  # bench/io_constants.py: 0.58 us (cached pread)
+FETCH_IN_FLIGHT_BYTES = 48 * 2**20  # spark.reducer.maxSizeInFlight's default
+ROUND_TRIPS_NOTE = "round trips between hosts"
 
 
 def scale_io_time(t: float, bandwidth: float, new_bandwidth: float, buffer_bytes: float, overhead_s: float) -> float:
@@ -108,7 +119,7 @@ class IOModel:
     """Network and disk bandwidth changes."""
 
     name = "io"
-    keys = frozenset({"network", "disk", "executors"})
+    keys = frozenset({"network", "disk", "executors", "rtt"})
 
     def __init__(self) -> None:
         self.network: tuple[float, float] | None = None
@@ -116,6 +127,7 @@ class IOModel:
         self.moved: list[_MovedBytes] = []
         self.slots = 1
         self.locality: _ShuffleLocality | None = None
+        self.round_trips: _RoundTrips | None = None
         self.point_unchanged = True  # changes nothing with the operations' measured vectors (prepare says)
 
     def prepare(self, profile: ExecutionProfile, baseline: Baseline, changes: Changes) -> list[str]:
@@ -124,6 +136,9 @@ class IOModel:
         self.slots = max(1, baseline.slots)
         self.locality = _ShuffleLocality.of(profile, baseline, changes)
         notes = [self.locality.note] if self.locality is not None else []
+        self.round_trips, rtt_note = _RoundTrips.of(profile, changes)
+        if rtt_note:
+            notes.append(rtt_note)
         if "network" in changes:
             self.network = (baseline.network_bandwidth, changes.number("network", baseline.network_bandwidth))
             notes.append(f"network {format_bandwidth(self.network[0])} -> {format_bandwidth(self.network[1])}")
@@ -158,19 +173,20 @@ class IOModel:
                              f"spill/shuffle files and writes assumed served by the page cache")
         # Algorithm 2 scales each task's own time on the resource: where no operation's vector gives it any,
         # the point estimate has nothing to scale (a Monte Carlo draw of the vectors may still give it some).
-        self.point_unchanged = (not self.moved and self.locality is None
+        self.point_unchanged = (not self.moved and self.locality is None and self.round_trips is None
                                 and (self.network is None or not any_unit_share(profile, "network"))
                                 and (self.disk is None or not any_unit_share(profile, "disk")))
         return notes
 
     @property
     def unchanged(self) -> bool:
-        return self.network is None and self.disk is None and not self.moved and self.locality is None
+        return (self.network is None and self.disk is None and not self.moved and self.locality is None
+                and self.round_trips is None)
 
     def adjust_columns(self, ctxs: Sequence[OpContext], parts: np.ndarray, task_unit: np.ndarray) -> bool:
         """``adjust`` on the tasks of many operations at once, for the bandwidth scaling of Algorithm 2 (bytes
         moved and shuffle locality are shared between tasks: those go task by task)."""
-        if self.locality is not None or self.moved:
+        if self.locality is not None or self.moved or self.round_trips is not None:
             return False
         if self.network:
             parts[:, 2] = scale_io_columns(parts[:, 2], *self.network, NETWORK_BUFFER_BYTES, NETWORK_BUFFER_OVERHEAD_S)
@@ -181,6 +197,8 @@ class IOModel:
     def adjust(self, ctx: OpContext, parts: list[TaskParts]) -> list[TaskParts]:
         if self.locality is not None:
             self.locality.adjust(parts, unit_metrics(ctx))
+        if self.round_trips is not None:
+            self.round_trips.adjust(parts, unit_metrics(ctx))
         for p in parts:
             if self.network:
                 p.network = scale_io_time(p.network, *self.network, NETWORK_BUFFER_BYTES, NETWORK_BUFFER_OVERHEAD_S)
@@ -243,6 +261,43 @@ class _ShuffleLocality:
                 p.network *= self.share_after / seen
             else:
                 p.network += read * self.share_after / self.bandwidth * self.side_by_side
+
+
+@dataclass(frozen=True)
+class _RoundTrips:
+    """A new round-trip time between hosts: ``delta_s`` more (or less) for every round trip on a task's path
+    (module docstring)."""
+
+    delta_s: float
+    launched_remotely: bool  # tasks ran in executors of their own, launched by a driver over the network
+
+    @classmethod
+    def of(cls, profile: ExecutionProfile, changes: Changes) -> tuple[_RoundTrips | None, str | None]:
+        rtt = changes.rtt()
+        if rtt is None or rtt[1] == rtt[0]:
+            return None, None
+        delta = rtt[1] - rtt[0]
+        executors = {t.executor for op in profile.trace.iter_operations() for t in op.tasks if t.executor}
+        remote = bool(executors - {"driver"}) and len(profile.trace.environment.executors) > 1
+        fetched = job_metric_total(profile, lambda m: m.get(tr.METRIC_SHUFFLE_REMOTE_READ_BYTES, 0.0),
+                                   memo="shuffle_remote_read")
+        shown = f"{ROUND_TRIPS_NOTE} {rtt[0] * 1000:g} -> {rtt[1] * 1000:g} ms"
+        if not remote and fetched <= 0:
+            return None, (f"{shown}: the tasks ran in the driver's process and fetched nothing from other hosts, "
+                          "so no round trip between hosts is on their path")
+        what = ["each task's launch"] if remote else []
+        if fetched > 0:
+            what.append(f"one per {format_size(FETCH_IN_FLIGHT_BYTES)} a task fetched from other executors "
+                        f"({format_size(fetched)} in all)")
+        return cls(delta, remote), f"{shown}: {delta * 1000:+g} ms for " + " and ".join(what)
+
+    def adjust(self, parts: list[TaskParts], metrics: list[dict[str, float]]) -> None:
+        for p, m in zip(parts, metrics, strict=False):
+            if self.launched_remotely:
+                p.fixed = max(0.0, p.fixed + self.delta_s)
+            fetched = m.get(tr.METRIC_SHUFFLE_REMOTE_READ_BYTES, 0.0)
+            if fetched > 0:
+                p.network = max(0.0, p.network + self.delta_s * math.ceil(fetched / FETCH_IN_FLIGHT_BYTES))
 
 
 def device_read_bytes(profile: ExecutionProfile, baseline: Baseline) -> float | None:

@@ -9,6 +9,13 @@ in its busier direction over its bandwidth: links run side by side, each host's 
 Changing the parallelism moves the first limit, a CPU share or a CPU count moves the second, a faster CPU
 moves both, a bandwidth change moves the third.
 
+A round-trip change (``rtt``) moves the third too: Flink's credit-based flow control lets a receiving subtask
+hold at most a window of buffers per remote input gate (``EXCLUSIVE_BUFFERS`` per remote channel and
+``FLOATING_BUFFERS`` shared by the gate, of ``SEGMENT_BYTES`` each: Flink's fixed numbers since 2.0 and its
+defaults before), and a sender sends only against credit it was given, so a link into a host carries at most
+that host's windows once per round trip. The link's bandwidth becomes ``min(B, window / RTT)``: nothing at a
+data centre's 0.2 ms (13 Gbit/s for one channel), a limit at 10 ms (260 Mbit/s).
+
 Where the trace splits each TaskManager's CPU time by thread kind (``Executor.thread_cpu``, schema 1.6), the
 machine limit counts only the work a run must do whatever its length (``WORK_KINDS``: the task threads, the
 network threads that move the records, the collector, whose work follows what the records allocate, and the JIT
@@ -27,6 +34,7 @@ limit past it: predictions assume the observed input rate (paper §7.1).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -47,6 +55,14 @@ STALLED = 0.5
 # one of 5-6 s at 1 Gbit/s: "other" 3.7-4.0 against 0.6-0.9 CPU-s (per second), JIT 1.6-2.3 against 1.1-3.0 (per run),
 # GC 0.75 against 0.47 (mostly per record); a CPU-bound Yahoo run compiled for 8.8 of its 62 CPU-s.
 WORK_KINDS = ("task", "network", "gc", "jit")
+# Flink's credit-based flow control (NettyShuffleEnvironmentConfiguration: fixed since 2.0, the defaults of
+# taskmanager.network.memory.buffers-per-channel / floating-buffers-per-gate / taskmanager.memory.segment-size
+# before): buffers a receiver grants a remote input channel of its own, buffers its input gate shares among them.
+EXCLUSIVE_BUFFERS = 2
+FLOATING_BUFFERS = 8
+SEGMENT_BYTES = 32 * 1024
+# Edges whose records stay in their subtask (no channel to another process).
+_LOCAL_STRATEGIES = ("FORWARD",)
 
 
 @dataclass(frozen=True)
@@ -83,6 +99,9 @@ class StreamingCpu:
     # The largest share of the run in which an exchange's senders were backpressured while its receivers sat
     # idle: the records were in neither's hands but on their way (None: the trace has no such times).
     stalled_exchange: float | None = None
+    # The credit window (bytes) into the host that grants the least of it: what crosses a link per round trip
+    # (None: no input channel crossed hosts, or the trace does not say where subtasks ran).
+    window_bytes: float | None = None
 
     @classmethod
     def of(cls, trace: tr.Trace, runtime_s: float, link: Link | None = None) -> StreamingCpu | None:
@@ -105,11 +124,12 @@ class StreamingCpu:
             link = None
         process = utilization * duration
         stalled = stalled_exchange(trace)
+        window = credit_window(trace)
         work = work_cpu(trace)
         if work is None:
-            return cls(chains, process, count, runtime_s, link, stalled_exchange=stalled)
+            return cls(chains, process, count, runtime_s, link, stalled_exchange=stalled, window_bytes=window)
         work = min(work, process)
-        return cls(chains, process, count, runtime_s, link, work, (process - work) / duration, stalled)
+        return cls(chains, process, count, runtime_s, link, work, (process - work) / duration, stalled, window)
 
     def limit(self, parallelism: int | None = None, cpu_share: float = 1.0, cpu_speed: float = 1.0,
               bandwidth: float | None = None) -> float:
@@ -131,13 +151,17 @@ class StreamingCpu:
 
     def predict(self, changes: Changes) -> float | None:
         """The runtime under changes, or None when they involve resources this model does not cover."""
-        keys = KEYS | {"network"} if self.link is not None else KEYS
+        keys = KEYS | {"network", "rtt"} if self.link is not None else KEYS
         if not set(changes.values) <= keys:
             return None
         parallelism = int(changes.number("parallelism", 0)) or None
         # the traced run's bandwidth as the user stated it (network=OLD:NEW), else as the trace gave it
         old = changes.baselines.get("network", self.link.bandwidth if self.link is not None else None)
         new = changes.number("network", old) if old is not None else None
+        rtt = changes.rtt()
+        if rtt is not None and old is not None and new is not None and self.window_bytes:
+            # what the credits let through a round trip bounds the link, before and after
+            old, new = min(old, self.window_bytes / rtt[0]), min(new, self.window_bytes / rtt[1])
         before = self.limit(bandwidth=old)
         share, speed = changes.number("cpu_share", 1.0), changes.number("cpu_speed", 1.0)
         after = self.limit(parallelism, share, speed, new)
@@ -150,6 +174,18 @@ class StreamingCpu:
                 # bandwidth shortens and the slack rule above lets the slower transfer absorb.
                 runtime = max(runtime, link_s + max(0.0, self.runtime_s - self.link.active_s))
         return runtime
+
+    def window_note(self, changes: Changes) -> str | None:
+        """What a round-trip change does to the link, in words (None: the scenario does not change it)."""
+        rtt = changes.rtt()
+        if rtt is None:
+            return None
+        shown = f"round trips between hosts {rtt[0] * 1000:g} -> {rtt[1] * 1000:g} ms"
+        if not self.window_bytes:
+            return f"{shown}: no input channel of this job crossed hosts, so no credit waits on a round trip"
+        return (f"{shown}: Flink's credits let {format_size(self.window_bytes)} into the busiest receiving host per "
+                f"round trip, at most {format_bandwidth(self.window_bytes / rtt[1])} "
+                f"(from {format_bandwidth(self.window_bytes / rtt[0])})")
 
     def pace(self) -> Pace:
         """Which limit set the traced run's pace, and what each limit was."""
@@ -260,3 +296,38 @@ def work_cpu(trace: tr.Trace) -> float | None:
         return None
     return sum(getattr(e.thread_cpu, kind) for e in executors.values() for kind in WORK_KINDS
                if e.thread_cpu is not None)
+
+
+def credit_window(trace: tr.Trace) -> float | None:
+    """The credit window (bytes) of the receiving host that grants the least of it: per input gate of a subtask,
+    ``EXCLUSIVE_BUFFERS`` for each channel from a subtask in another process on another host, and
+    ``FLOATING_BUFFERS`` shared by them, summed over the host's gates. None where no channel crossed hosts or
+    the subtasks' places are not in the trace."""
+    by_id = {op.id: op for op in trace.operations}
+    windows: dict[str, float] = {}
+    for receiver in trace.operations:
+        strategies = ship_strategies(receiver)
+        for parent in receiver.parents:
+            sender = by_id.get(parent)
+            how = strategies.get(parent, "")
+            if sender is None or how.split("[", 1)[0].strip().upper() in _LOCAL_STRATEGIES:
+                continue
+            for task in receiver.tasks:
+                if task.host is None or task.executor is None:
+                    return None
+                remote = sum(1 for s in sender.tasks
+                             if s.host is not None and s.host != task.host and s.executor != task.executor)
+                if remote:
+                    windows[task.host] = windows.get(task.host, 0.0) + (
+                        EXCLUSIVE_BUFFERS * remote + FLOATING_BUFFERS) * SEGMENT_BYTES
+    return min(windows.values()) if windows else None
+
+
+def ship_strategies(op: tr.Operation) -> dict[str, str]:
+    """Parent id -> how records reach ``op`` from it (``HASH[k]``, ``FORWARD``...), from the ``ship_strategy``
+    attribute the Flink hook writes (``chain0: HASH[k, w], chain1: FORWARD``: a strategy may hold commas)."""
+    text = op.attributes.get("ship_strategy", "")
+    if not text or not op.parents:
+        return {}
+    ids = "|".join(re.escape(p) for p in sorted(op.parents, key=len, reverse=True))
+    return dict(re.findall(rf"(?:^|, )({ids}): (.*?)(?=, (?:{ids}): |$)", text))
