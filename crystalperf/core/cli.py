@@ -314,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("trace")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="a changed resource: cores, executors, parallelism, slots, cpu_speed, cpu_share, "
-                        "memory (4g), network (1gbit), disk (200MB/s), device (cpu|gpu), gpu_speedup")
+                        "memory (4g), network (1gbit), disk (200MB/s), rtt (+10ms), device (cpu|gpu), gpu_speedup")
     p.add_argument("--json", action="store_true", help="print the prediction as JSON")
     p.add_argument("--classifier")
     p.set_defaults(func=_cmd_predict)
