@@ -438,9 +438,9 @@ class Network:
             proc.wait(timeout=10)
             errors.seek(0)
             raise RuntimeError(f"taprelay for {host.name} did not start: {errors.read().decode(errors='replace')}")
-        # A wire is not late because its hosts are busy: at normal priority the relay waited for the CPUs the
-        # pinned hosts kept busy (a Flink job's credit round trips took about 4 ms more than the delay asked).
-        # Real-time priority lets it run at once; it spends little CPU (a few syscalls per frame).
+        # A wire is not late because its hosts are busy: at normal priority the relay shares the CPUs the pinned
+        # hosts keep busy and a frame may wait for one. Real-time priority lets it run at once; it spends little
+        # CPU (a few syscalls per frame). (The Flink round-trip runs took the same time either way.)
         try:
             os.sched_setscheduler(proc.pid, os.SCHED_FIFO, os.sched_param(RELAY_PRIORITY))
         except (OSError, AttributeError):

@@ -93,7 +93,17 @@ _CLUSTER = SharedCluster(["w0", "w1"], _spark_cluster)
 # The round-trip case: links relayed (bench/cluster/taprelay.c: this kernel has no netem), traced with no delay
 # added and re-run with RTT_DELAY_MS on what each host receives, both through the same relays.
 _RELAYED = SharedCluster(["w0", "w1"], _spark_cluster, relay=True)
-RTT_DELAY_MS = 5.0  # a round trip between the workers crosses both links: +10 ms; to the driver, one: +5 ms
+RTT_DELAY_MS = 5.0  # a round trip between two workers crosses both links: +10 ms; to the driver, one: +5 ms
+
+
+def rtt_target(baseline: dict[str, Any], framework_unavailable: Callable[[], str | None]) -> Target:
+    """The round-trip case of a relayed cluster workload: re-run with ``RTT_DELAY_MS`` on every link, predicted
+    with the round trip between two hosts that gives."""
+    from bench.cluster import relay_available
+
+    added = f"{2 * RTT_DELAY_MS:g}"
+    return Target(f"RTT +{added} ms", "network-rtt", {**baseline, "delay_ms": RTT_DELAY_MS}, [f"rtt=+{added}ms"],
+                  lambda: framework_unavailable() or relay_available())
 
 
 def _unavailable() -> str | None:
@@ -103,12 +113,6 @@ def _unavailable() -> str | None:
     if spark_python() is None:
         return "pyspark is not installed (set CRYSTALPERF_SPARK_PYTHON)"
     return unavailable()
-
-
-def _relay_unavailable() -> str | None:
-    from bench.cluster import relay_available
-
-    return _unavailable() or relay_available()
 
 
 class ShuffleClusterWorkload:
@@ -128,8 +132,7 @@ class ShuffleClusterWorkload:
 
     def targets(self, quick: bool) -> list[Target]:
         if self.rtt:
-            return [Target(f"RTT +{2 * RTT_DELAY_MS:g} ms", "network-rtt", {**self.baseline, "delay_ms": RTT_DELAY_MS},
-                           [f"rtt=+{2 * RTT_DELAY_MS:g}ms"], _relay_unavailable)]
+            return [rtt_target(self.baseline, _unavailable)]
 
         def rate(mbit: int) -> Target:
             kind = "network-up" if mbit > self.traced_mbit else "network"

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.whatif import flink as flink_workloads
-from bench.whatif.cluster import SharedCluster
+from bench.whatif.cluster import SharedCluster, rtt_target
 from bench.whatif.runner import Run, Target
 
 JOB = textwrap.dedent('''
@@ -82,9 +82,8 @@ def _flink_cluster(net: Any) -> Any:
 
 _CLUSTER = SharedCluster(["t0", "t1"], _flink_cluster)
 # The round-trip cases: links relayed (bench/cluster/taprelay.c: this kernel has no netem), traced with no delay
-# added and re-run with RTT_DELAY_MS on what each host receives, both through the same relays.
+# added and re-run with bench.whatif.cluster.RTT_DELAY_MS on what each host receives, through the same relays.
 _RELAYED = SharedCluster(["t0", "t1"], _flink_cluster, relay=True)
-RTT_DELAY_MS = 5.0  # a round trip between the TaskManagers crosses both links: +10 ms
 
 
 def _unavailable() -> str | None:
@@ -93,12 +92,6 @@ def _unavailable() -> str | None:
     if flink_workloads.flink_python() is None:
         return "PyFlink is not installed (set CRYSTALPERF_FLINK_PYTHON)"
     return unavailable()
-
-
-def _relay_unavailable() -> str | None:
-    from bench.cluster import relay_available
-
-    return _unavailable() or relay_available()
 
 
 def collect_trace(reports: Path, job_id: str, taskmanagers: int, out: Path) -> Path:
@@ -141,8 +134,7 @@ class WindowClusterWorkload:
 
     def targets(self, quick: bool) -> list[Target]:
         if self.rtt:
-            return [Target(f"RTT +{2 * RTT_DELAY_MS:g} ms", "network-rtt", {**self.baseline, "delay_ms": RTT_DELAY_MS},
-                           [f"rtt=+{2 * RTT_DELAY_MS:g}ms"], _relay_unavailable)]
+            return [rtt_target(self.baseline, _unavailable)]
         if self.baseline["parallelism"] == 1:
             return [Target("parallelism 1->2", "parallelism-up", {**self.baseline, "parallelism": 2},
                            ["parallelism=2"], _unavailable)]

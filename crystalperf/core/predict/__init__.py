@@ -23,6 +23,7 @@ from crystalperf.core.bottleneck import expand, level_critical_path
 from crystalperf.core.predict.base import (
     DEFAULT_GPU_SPEEDUP,
     KNOWN_KEYS,
+    ROUND_TRIPS_NOTE,
     STATABLE_KEYS,
     Baseline,
     Changes,
@@ -34,7 +35,7 @@ from crystalperf.core.predict.base import (
     unit_profiles,
 )
 from crystalperf.core.predict.compute import ComputeModel, estimate_warmup, replay
-from crystalperf.core.predict.io import ROUND_TRIPS_NOTE, IOModel
+from crystalperf.core.predict.io import IOModel
 from crystalperf.core.predict.memory import MemoryModel
 from crystalperf.core.predict.streaming import Link, Pace, StreamingCpu
 from crystalperf.core.profile import ExecutionProfile, LevelGraph, OperationProfile

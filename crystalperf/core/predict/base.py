@@ -222,6 +222,14 @@ class Changes:
         return old, old + value if "rtt" in self.added else value
 
 
+ROUND_TRIPS_NOTE = "round trips between hosts"
+
+
+def describe_rtt(rtt: tuple[float, float]) -> str:
+    """``round trips between hosts 0.2 -> 10.2 ms``: how every note on a round-trip change begins."""
+    return f"{ROUND_TRIPS_NOTE} {rtt[0] * 1000:g} -> {rtt[1] * 1000:g} ms"
+
+
 def _show(key: str, value: float | str) -> str:
     from crystalperf.core.units import format_bandwidth, format_byte_rate, format_size
 

@@ -48,6 +48,7 @@ from crystalperf.core.predict.base import (
     OpContext,
     TaskParts,
     any_unit_share,
+    describe_rtt,
     job_metric_total,
     unit_metrics,
     unit_seconds,
@@ -60,7 +61,6 @@ NETWORK_BUFFER_OVERHEAD_S = 25e-6  # bench/io_constants.py: 25.2 us (loopback pi
 DISK_BUFFER_BYTES = 131_072
 DISK_BUFFER_OVERHEAD_S = 0.6e-6  # bench/io_constants.py: 0.58 us (cached pread)
 FETCH_IN_FLIGHT_BYTES = 48 * 2**20  # spark.reducer.maxSizeInFlight's default
-ROUND_TRIPS_NOTE = "round trips between hosts"
 
 
 def scale_io_time(t: float, bandwidth: float, new_bandwidth: float, buffer_bytes: float, overhead_s: float) -> float:
@@ -281,7 +281,7 @@ class _RoundTrips:
         remote = bool(executors - {"driver"}) and len(profile.trace.environment.executors) > 1
         fetched = job_metric_total(profile, lambda m: m.get(tr.METRIC_SHUFFLE_REMOTE_READ_BYTES, 0.0),
                                    memo="shuffle_remote_read")
-        shown = f"{ROUND_TRIPS_NOTE} {rtt[0] * 1000:g} -> {rtt[1] * 1000:g} ms"
+        shown = describe_rtt(rtt)
         if not remote and fetched <= 0:
             return None, (f"{shown}: the tasks ran in the driver's process and fetched nothing from other hosts, "
                           "so no round trip between hosts is on their path")

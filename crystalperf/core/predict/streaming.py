@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from crystalperf.core import trace as tr
-from crystalperf.core.predict.base import Changes
+from crystalperf.core.predict.base import Changes, describe_rtt
 from crystalperf.core.units import format_bandwidth, format_size
 
 # Changes this model answers (a network change too where it knows the busiest link); anything else (disk,
@@ -180,7 +180,7 @@ class StreamingCpu:
         rtt = changes.rtt()
         if rtt is None:
             return None
-        shown = f"round trips between hosts {rtt[0] * 1000:g} -> {rtt[1] * 1000:g} ms"
+        shown = describe_rtt(rtt)
         if not self.window_bytes:
             return f"{shown}: no input channel of this job crossed hosts, so no credit waits on a round trip"
         return (f"{shown}: Flink's credits let {format_size(self.window_bytes)} into the busiest receiving host per "
