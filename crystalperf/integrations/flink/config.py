@@ -71,6 +71,13 @@ def configure(config: Any, output_dir: str | Path | None = None, *, analyze: boo
             existing = [j for j in (config.get_string(key, "") or "").split(";") if j]
             value = ";".join([*existing, value]) if value not in existing else ";".join(existing)
         config.set_string(key, value)
+    from crystalperf.core.hooks import guard
+
+    with guard("flink: keep py4j's deletes off the job's connection"):
+        # our sampler's thread must not make the job's SQL calls move to a Java thread without a planner
+        from crystalperf.integrations.flink.gateway import isolate_deletes
+
+        isolate_deletes()
     if output_dir is not None:
         # A local job's Python functions run in this process (PyFlink's loopback mode): sample them here.
         from crystalperf.integrations.flink.pyworkers import start_worker_sampler
@@ -94,7 +101,7 @@ def record_plan(env: Any, output_dir: str | Path, statement: str | None = None) 
         else:
             from pyflink.table import ExplainDetail
 
-            explained = _explain(env, statement, ExplainDetail.JSON_EXECUTION_PLAN)
+            explained = str(env.explain_sql(statement, ExplainDetail.JSON_EXECUTION_PLAN))
             text = explained[explained.index("{", explained.index("== Physical Execution Plan ==")) :]
         plan = json.JSONDecoder().raw_decode(text)[0]
         body = json.dumps({"format": PLAN_FORMAT, "plan": plan}, sort_keys=True)
@@ -105,14 +112,3 @@ def record_plan(env: Any, output_dir: str | Path, statement: str | None = None) 
         target.write_text(body, encoding="utf-8")
         return target
     return None
-
-
-def _explain(env: Any, statement: str, detail: Any) -> str:
-    # Calcite's planner now and then throws a NullPointerException (its metadataHandlerProvider not yet set
-    # on the thread) on the first explain of a fresh TableEnvironment; the same call succeeds when repeated.
-    try:
-        return str(env.explain_sql(statement, detail))
-    except Exception as first:
-        if "metadataHandlerProvider" not in str(first) and "NullPointerException" not in str(first):
-            raise
-        return str(env.explain_sql(statement, detail))

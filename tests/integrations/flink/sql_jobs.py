@@ -33,21 +33,9 @@ def run_on_cluster(env: Any, statement: str, logs: Callable[[], str]) -> None:
     """Run ``statement`` on a standalone cluster and wait for it, at most ``CLUSTER_JOB_TIMEOUT_S``."""
     import pytest
 
-    result = submit(env, statement)
+    result = env.execute_sql(statement)
     try:
         result.wait(CLUSTER_JOB_TIMEOUT_S * 1000)
     except Exception as exc:  # py4j's wrapper of the TimeoutException, or the job's own failure
         pytest.fail(f"the job did not finish in {CLUSTER_JOB_TIMEOUT_S} s: {str(exc)[:2000]}\n{logs()}")
 
-
-def submit(env: Any, statement: str) -> Any:
-    """``env.execute_sql(statement)``, once more where PyFlink's planner failed to plan it with Calcite's
-    ``NullPointerException: metadataHandlerProvider`` (its metadata provider is thread-local in the JVM and py4j
-    may serve a call from another gateway thread): seen twice in about fifteen runs of this suite, both in
-    test_faults, never in a job. Nothing was submitted then, so the retry runs the job once."""
-    try:
-        return env.execute_sql(statement)
-    except Exception as exc:
-        if "metadataHandlerProvider" not in str(exc):
-            raise
-        return env.execute_sql(statement)

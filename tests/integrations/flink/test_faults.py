@@ -9,7 +9,7 @@ import pytest
 
 from crystalperf.integrations import flink as cpflink
 
-from .sql_jobs import batch_table_env, create_keyed_tables, submit
+from .sql_jobs import batch_table_env, create_keyed_tables
 
 
 def test_unwritable_output_dir_does_not_fail_the_job(tmp_path: Path) -> None:
@@ -20,7 +20,7 @@ def test_unwritable_output_dir_does_not_fail_the_job(tmp_path: Path) -> None:
     not_a_dir.write_text("the reporter cannot create its output directory here")
     env = batch_table_env(cpflink.configure(Configuration(), not_a_dir / "out"), parallelism=1)
     create_keyed_tables(env, 2000, sink_value="h STRING")
-    result = submit(env, "INSERT INTO snk SELECT k, CAST(v AS STRING) FROM src")
+    result = env.execute_sql("INSERT INTO snk SELECT k, CAST(v AS STRING) FROM src")
     result.wait()  # raises if the job failed
     assert not (not_a_dir.parent / "out").exists()
 
@@ -34,7 +34,7 @@ def test_reporter_killed_mid_job_does_not_fail_the_job(tmp_path: Path) -> None:
     config.set_string("metrics.reporter.crystalperf.sample.interval.ms", "20")
     env = batch_table_env(config, parallelism=1)
     create_keyed_tables(env, 200_000, sink_value="h STRING")
-    result = submit(env, "INSERT INTO snk SELECT k, SHA256(CAST(v AS STRING)) FROM src")
+    result = env.execute_sql("INSERT INTO snk SELECT k, SHA256(CAST(v AS STRING)) FROM src")
 
     thread_class = get_gateway().jvm.java.lang.Thread
     sampler = None

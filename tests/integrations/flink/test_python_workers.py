@@ -173,8 +173,8 @@ def test_a_python_udf_looping_in_python_is_cpu_bound(cpu_job: Path) -> None:
 # harness's gRPC threads start, run bundles and end: the job and the sampler must both come through whole.
 # (bench/frame_walk_stress.py is the sharper probe of why current_stacks pauses the collector: it walks 5,000
 # times a second, and the f_back walk with the collector running read garbage in 2 of 5 such jobs.)
-# A DataStream job: no SQL planner, whose py4j calls fail now and then on their own while another thread is
-# busy (Calcite's "NullPointerException: metadataHandlerProvider").
+# A DataStream job: the SQL planner's thread-local and py4j's connection pool have their own test
+# (test_gateway.py).
 FAST_SAMPLING_JOB = """
 import logging, sys
 from pathlib import Path
