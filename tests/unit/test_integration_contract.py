@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from crystalperf.core import trace as tr
+from crystalperf.core.analysis import analyze
 from crystalperf.core.classify import KeywordClassifier
 from crystalperf.core.errors import (
     CrystalPerfError,
@@ -158,6 +159,19 @@ def test_scenarios_follow_what_the_trace_declares() -> None:
     assert keys[:2] == ["parallelism", "parallelism"] and "cores" not in keys and "executors" not in keys
     trace = _two_tasks(scaling=["cores", "executors"], cores_per_executor=2)
     assert _scenario_keys(trace)[:3] == ["cores", "cores", "executors"]
+
+
+def test_tasks_on_several_hosts_add_a_longer_round_trip() -> None:
+    def placed(*hosts: str) -> tr.Trace:
+        tasks = [task(f"t{i}", 0, 4).model_copy(update={"host": h, "executor": f"e{i}"}) for i, h in enumerate(hosts)]
+        executors = [tr.Executor(id=f"e{i}", host=h) for i, h in enumerate(hosts)]
+        return make_trace([op("s", 0, 4, tasks=tasks)], scaling=["cores"], executors=executors)
+
+    assert "rtt" not in _scenario_keys(placed("a", "a"))
+    assert "rtt" in _scenario_keys(placed("a", "b"))
+    answered = {p["description"]: p for p in analyze(placed("a", "b"), classifier=KeywordClassifier()).report["predictions"]}
+    # each task is launched over the network: one round trip more, 10 ms
+    assert answered["rtt=+10ms"]["crystalperf"]["runtime_s"] == pytest.approx(4.01)
 
 
 def test_old_traces_take_the_scaling_their_integration_declares() -> None:

@@ -968,7 +968,7 @@ def default_scenarios(profile: ExecutionProfile, baseline: Baseline,
     """The what-ifs a report shows by default: resizing by the keys the trace declares, the generic resource
     changes the trace gives figures for, then what the resource models propose."""
     keys = scaling_keys(profile.trace)
-    scenarios: list[dict[str, float | str]] = []
+    scenarios: list[dict[str, float | str] | Changes] = []
     if "parallelism" in keys:
         scenarios += [{"parallelism": baseline.slots * 2}]
         if baseline.slots > 1:
@@ -985,6 +985,9 @@ def default_scenarios(profile: ExecutionProfile, baseline: Baseline,
         scenarios += [{"network": baseline.network_bandwidth * 10}]
     scenarios += [{"network": baseline.network_bandwidth / 10}, {"disk": baseline.disk_bandwidth * 2},
                   {"disk": baseline.disk_bandwidth / 2}]
+    if len({t.host for op in profile.trace.iter_operations() for t in op.tasks if t.host}) > 1:
+        # tasks on several hosts: what moving them apart (another zone, another site) would cost
+        scenarios += [Changes.parse(["rtt=+10ms"])]
     if baseline.memory_bytes and baseline.data_bytes:
         scenarios += [{"memory": baseline.memory_bytes * 2}, {"memory": baseline.memory_bytes / 2}]
     for model in models if models is not None else installed_models():
@@ -994,4 +997,4 @@ def default_scenarios(profile: ExecutionProfile, baseline: Baseline,
                 scenarios += list(propose(profile, baseline))
             except Exception as exc:  # a plug-in's failure costs its scenarios, not the report
                 log.warning("predictor %s could not propose scenarios: %s", model.name, exc)
-    return [Changes(s) for s in scenarios]
+    return [s if isinstance(s, Changes) else Changes(s) for s in scenarios]
