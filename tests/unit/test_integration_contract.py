@@ -172,6 +172,7 @@ def test_tasks_on_several_hosts_add_a_longer_round_trip() -> None:
     answered = {p["description"]: p for p in analyze(placed("a", "b"), classifier=KeywordClassifier()).report["predictions"]}
     # each task is launched over the network: one round trip more, 10 ms
     assert answered["rtt=+10ms"]["crystalperf"]["runtime_s"] == pytest.approx(4.01)
+    assert answered["rtt=+10ms"]["changes"] == {"rtt": 0.01} and answered["rtt=+10ms"]["added"] == ["rtt"]
 
 
 def test_old_traces_take_the_scaling_their_integration_declares() -> None:

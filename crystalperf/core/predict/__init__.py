@@ -113,7 +113,7 @@ class Prediction:
                 d["high_s"] = round(e.high_s or e.runtime_s, 6)
             return d
 
-        return {
+        shown: dict[str, object] = {
             "changes": {k: v for k, v in self.changes.values.items()},
             "description": self.changes.describe(),
             "baseline_runtime_s": round(self.baseline_runtime_s, 6),
@@ -123,6 +123,12 @@ class Prediction:
             "speedup": round(self.speedup, 4),
             "notes": self.notes,
         }
+        if self.changes.added:
+            # ``rtt=+10ms`` is {"rtt": 0.01} in "changes": these keys' values add to the traced run's
+            shown["added"] = sorted(self.changes.added)
+        if self.changes.baselines:
+            shown["stated_baselines"] = dict(self.changes.baselines)
+        return shown
 
 
 @dataclass
