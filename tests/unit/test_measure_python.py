@@ -335,7 +335,7 @@ def test_suite_run_under_the_bootstrap_writes_measured_rows(tmp_path: Path) -> N
     """A real child interpreter, profiled through the sitecustomize bootstrap, copying a real file with
     shutil; the merged row for shutil.copyfile is labelled disk with its code located from source."""
     src = tmp_path / "src.bin"
-    src.write_bytes(os.urandom(4 << 20))
+    src.write_bytes(os.urandom(12 << 20))  # 12 copies past the 10 ms evidence floor with room on a fast machine
     script = (
         "import shutil, sys\n"
         "for i in range(12):\n"
