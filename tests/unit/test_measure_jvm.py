@@ -104,6 +104,25 @@ def test_recursive_method_counts_once_per_event() -> None:
     assert attribution.methods["p.Tree.walk"].events == 1
 
 
+def test_a_class_loaded_on_first_use_is_not_its_callers_disk_time() -> None:
+    attribution = Attribution()
+    loading = [JfrFrame("java.io.RandomAccessFile", "read"), JfrFrame("java.util.zip.ZipFile$ZipFileInputStream", "read"),
+               JfrFrame("jdk.internal.loader.BuiltinClassLoader", "defineClass"),
+               JfrFrame("jdk.internal.loader.BuiltinClassLoader", "loadClassOrNull"),
+               JfrFrame("java.lang.ClassLoader", "loadClass"), JfrFrame("org.lib.Client", "connect"),
+               JfrFrame("p.Main", "main")]
+    attribution.add_event(loading, "disk", 0.05, "w")
+    attribution.add_event([JfrFrame("org.lib.Client", "connect"), JfrFrame("p.Main", "main")], "cpu", 0.01, "w")
+    assert attribution.methods["java.io.RandomAccessFile.read"].seconds["disk"] == pytest.approx(0.05)
+    assert attribution.methods["jdk.internal.loader.BuiltinClassLoader.defineClass"].seconds["disk"] == pytest.approx(0.05)
+    for caller in ("org.lib.Client.connect", "p.Main.main"):
+        assert attribution.methods[caller].seconds["disk"] == 0.0
+        assert attribution.methods[caller].seconds["cpu"] == pytest.approx(0.01)
+    # reading a file is not loading: the same reads under a plain caller are its disk time
+    attribution.add_event(loading[:2] + loading[5:], "disk", 0.05, "w")
+    assert attribution.methods["org.lib.Client.connect"].seconds["disk"] == pytest.approx(0.05)
+
+
 def test_native_samples() -> None:
     def frames(*names: str) -> list[JfrFrame]:
         return [JfrFrame(*n.rsplit(".", 1)) for n in names]
@@ -114,6 +133,8 @@ def test_native_samples() -> None:
     assert jvm.native_resource(frames("sun.nio.ch.Net.poll", "sun.nio.ch.NioSocketImpl.park",
                                       "java.net.Socket$SocketInputStream.read")) is None  # SocketRead holds it
     assert jvm.native_resource(frames("jdk.internal.misc.Unsafe.park", "java.util.concurrent.locks.LockSupport.park")) is None
+    assert jvm.native_resource(frames("sun.nio.ch.FileDispatcherImpl.write0", "sun.nio.ch.IOUtil.write",
+                                      "sun.nio.ch.SinkChannelImpl.write")) == "waiting"  # a Pipe, not a file
 
 
 def test_effective_period_follows_the_recording() -> None:
@@ -206,3 +227,14 @@ def test_real_recording(tmp_path: Path) -> None:
         row = next(r for r in rows if r["id"] == "java:java.io.FileOutputStream.write")
         assert row["origin"] == "source" and "write" in row["code"] and row["library"] == "java.base/java.io"
         assert row["licence"] == jvm.JDK_LICENCE and row["method"] == "jfr" and row["workloads"] == ["probe"]
+
+
+def test_drivers_option_rejects_unknown_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ValueError, match="Nope"):
+        jvm.run_all(tmp_path, drivers=["LibStore", "Nope"])
+    monkeypatch.setattr(jvm.shutil, "which", lambda tool: f"/usr/bin/{tool}")  # no JDK needed to get here
+    assert jvm.main(["--out", str(tmp_path), "--drivers", "LibNet2", "Nope"]) == 2
+    assert "unknown driver Nope" in capsys.readouterr().err
+    assert not (tmp_path / "jvm.jsonl").exists()
+

@@ -3,7 +3,8 @@
 ``python -m crystalperf.models.measure.jvm --out DIR [--quick]`` compiles our drivers
 (``jvm_workloads/*.java``) against the JDK, the Debian Java libraries in ``/usr/share/java`` and the Scala
 library, runs each under JFR (one JVM at a time, ``nice -n 10``, bounded by ``timeout``), and writes
-``DIR/jvm.jsonl`` in the measured-function format (docs in ``SOURCES.md``). ``--drop-caches`` (root) drops
+``DIR/jvm.jsonl`` in the measured-function format (docs in ``SOURCES.md``); ``--drivers NAME ...`` runs
+only those drivers (``WORKLOADS`` keys, all their phases). ``--drop-caches`` (root) drops
 the page cache before each driver so that first reads come from the disk; off by default because it
 slows every other process on the machine.
 
@@ -14,12 +15,17 @@ How a recording becomes labels:
   ``disk`` (``jdk.FileRead``/``FileWrite``/``FileForce`` durations; native samples in file-system calls
   no event covers: stat, open, mkdir, fsync), ``network`` (``jdk.SocketRead``/``SocketWrite`` durations;
   native samples in socket, selector and name-lookup calls: accept, epoll, UDP) or ``waiting``
-  (``jdk.ThreadPark``/``JavaMonitorWait``/``JavaMonitorEnter``/``ThreadSleep`` durations);
+  (``jdk.ThreadPark``/``JavaMonitorWait``/``JavaMonitorEnter``/``ThreadSleep`` durations; native samples
+  in ``java.nio`` Pipe reads and writes);
 * native samples inside a method JFR already times as I/O, or parked/sleeping, are dropped: the event
   holds that time, counting the sample too would count it twice;
 * JFR samples at most one native thread per period, so a native sample stands for the gap since the
   same thread's previous native sample (capped), not for one period;
-* the time goes to every distinct method on the event's stack (inclusive; a recursive method once);
+* the time goes to every distinct method on the event's stack (inclusive; a recursive method once), but
+  not below a class loader's frame: the I/O and CPU of loading a class or reading a jar's resources on
+  first use belong to the loader, not to the method that happened to touch the class first (a job's
+  steady state does not pay it again; the Python side leaves out I/O made while importing for the same
+  reason);
 * a method is labelled with its dominant resource when that share is >= 0.6 over >= 10 ms and >= 5
   events; otherwise it is written with ``"label": null``. Our own driver classes (``cpwork.``) and
   hidden frames (lambda forms) get no row.
@@ -88,6 +94,16 @@ _TIMED_IO = re.compile(
 _WAIT_NATIVE = re.compile(
     r"^(jdk\.internal\.misc\.Unsafe\.park|java\.lang\.Object\.wait|java\.lang\.Thread\.(sleep|yield|onSpinWait))"
 )
+# java.nio.channels.Pipe ends read and write through FileDispatcherImpl, like files: a hand-off between threads
+# (JeroMQ's signaller), not disk I/O; waiting, as pipes are on the Python side.
+# A class loader at work (loading, defining, finding a class or a resource, iterating service providers): the
+# frames below it, its callers, get none of the event's time.
+_CLASS_LOADING = re.compile(
+    r"^(java\.lang\.ClassLoader|java\.security\.SecureClassLoader|java\.net\.URLClassLoader"
+    r"|jdk\.internal\.loader\.[\w$]+)\.(loadClass\w*|findClass\w*|defineClass\w*|getResource\w*|findResource\w*)$"
+    r"|^java\.util\.ServiceLoader[\w$]*\.(hasNext\w*|next\w*|parse\w*)$"
+)
+_PIPE_NATIVE = re.compile(r"^sun\.nio\.ch\.(SourceChannelImpl|SinkChannelImpl)\.")
 _DISK_NATIVE = re.compile(
     r"^(sun\.nio\.fs\.UnixNativeDispatcher|java\.io\.(UnixFileSystem|FileDescriptor|FileInputStream"
     r"|FileOutputStream|RandomAccessFile|FileCleanable)|sun\.nio\.ch\.(FileDispatcherImpl|FileChannelImpl"
@@ -274,6 +290,8 @@ def native_resource(frames: Sequence[JfrFrame]) -> str | None:
         return None
     if any(_TIMED_IO.match(n) for n in names) or _WAIT_NATIVE.match(names[0]):
         return None
+    if any(_PIPE_NATIVE.match(n) for n in names):
+        return "waiting"
     top = names[0]
     if _DISK_NATIVE.match(top):
         return "disk"
@@ -305,7 +323,9 @@ class Attribution:
         self.events += 1
         self.totals[resource] += seconds
         seen: set[str] = set()
-        for frame in frames:
+        for depth, frame in enumerate(frames):
+            if depth and _CLASS_LOADING.match(frames[depth - 1].qualified_name):
+                break  # the loader's callers: first use, not what they do
             name = frame.qualified_name
             if name in seen:
                 continue  # recursion: the event's time counts once per method
@@ -453,6 +473,21 @@ DEBIAN_JARS = (
     LibraryJar("liblucene8-java", "lucene-core-8*.jar"),
     LibraryJar("liblucene8-java", "lucene-analyzers-common-8*.jar"),
     LibraryJar("liblucene8-java", "lucene-queryparser-8*.jar"),
+    LibraryJar("libleveldb-java", "leveldb.jar"),
+    LibraryJar("libleveldb-api-java", "leveldb-api.jar"),
+    LibraryJar("libsqljet-java", "sqljet.jar"),
+    LibraryJar("libantlr3-runtime-java", "antlr3-runtime.jar"),
+    LibraryJar("liblz4-java", "lz4-java.jar"),
+    LibraryJar("libcommons-dbcp2-java", "commons-dbcp2.jar"),
+    LibraryJar("libcommons-pool2-java", "commons-pool2.jar"),
+    LibraryJar("libmina2-java", "mina2-core.jar"),
+    LibraryJar("libslf4j-java", "slf4j-api.jar"),
+    LibraryJar("libjeromq-java", "jeromq.jar"),
+    LibraryJar("libcommons-net-java", "commons-net.jar"),
+    LibraryJar("libjakarta-mail-java", "jakarta-mail.jar"),
+    LibraryJar("libjakarta-activation-java", "jakarta-activation.jar"),
+    LibraryJar("libhttpasyncclient-java", "httpasyncclient.jar"),
+    LibraryJar("libhttpcore-java", "httpcore-nio.jar"),
 )
 DEBIAN_JAR_DIR = Path("/usr/share/java")
 
@@ -469,6 +504,8 @@ WORKLOADS: dict[str, tuple[str, ...]] = {
     "LibNet": ("all",),
     "Lucene": ("all",),
     "ScalaLib": ("all",),
+    "LibStore": ("leveldb", "sqljet", "lz4", "dbcp2-h2"),
+    "LibNet2": ("mina", "jeromq", "commons-net-mail", "commons-net", "jakarta-mail", "httpasyncclient"),
 }
 QUICK_WORKLOADS = {"JdkFiles": ("streams",), "JdkCpu": ("regex",), "JdkNet": ("socket",),
                    "JdkConcurrent": ("queues",)}
@@ -621,8 +658,8 @@ class Toolchain:
     compiled: list[str]
 
 
-def build_toolchain(work: Path) -> Toolchain:
-    """Compile the converter and every driver that compiles against the jars present."""
+def build_toolchain(work: Path, drivers: Iterable[str] | None = None) -> Toolchain:
+    """Compile the converter and every driver (or only ``drivers``) that compiles against the jars present."""
     jars: list[tuple[str, Path, str]] = []
     for item in DEBIAN_JARS:
         for jar in sorted(DEBIAN_JAR_DIR.glob(item.jar))[:1]:  # some packages ship versioned names only
@@ -637,7 +674,7 @@ def build_toolchain(work: Path) -> Toolchain:
     base = [str(WORKLOAD_DIR / "Work.java"), str(WORKLOAD_DIR / "JfrLines.java")]
     subprocess.run(["javac", "-nowarn", "-d", str(classes), *base], check=True, capture_output=True, timeout=300)
     compiled = []
-    for name in WORKLOADS:
+    for name in WORKLOADS if drivers is None else drivers:
         cp = os.pathsep.join([str(classes), *classpath])
         done = subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", cp, str(WORKLOAD_DIR / f"{name}.java")],
                               capture_output=True, text=True, timeout=300)
@@ -693,20 +730,24 @@ def recording_events(jfr: Path, converter_classes: Path) -> Iterator[JfrEvent]:
 
 def run_all(
     out: Path, quick: bool = False, scale: int = 1, timeout_s: float = 300, work: Path | None = None,
-    drop_caches: bool = False,
+    drop_caches: bool = False, drivers: Sequence[str] | None = None,
 ) -> dict:
-    """Run every driver, attribute, write ``out/jvm.jsonl``; returns a summary (counts per library/class)."""
+    """Run every driver (or only the ``drivers`` named, each with all its phases), attribute, write
+    ``out/jvm.jsonl``; returns a summary (counts per library/class)."""
+    unknown = [name for name in drivers or () if name not in WORKLOADS]
+    if unknown:
+        raise ValueError(f"unknown driver(s): {', '.join(unknown)} (known: {', '.join(WORKLOADS)})")
     started = time.monotonic()
     own_work = work is None
     work = Path(tempfile.mkdtemp(prefix="crystalperf-jfr-")) if work is None else work
     try:
-        tools = build_toolchain(work)
+        plan = {name: WORKLOADS[name] for name in drivers} if drivers else QUICK_WORKLOADS if quick else WORKLOADS
+        tools = build_toolchain(work, list(plan) if drivers else None)
         settings = work / "measure.jfc"
         settings.write_text(jfc_settings())
         store = make_keystore(work)
         attribution = Attribution()
         runs: dict[str, dict] = {}
-        plan = QUICK_WORKLOADS if quick else WORKLOADS
         for name, phases in plan.items():
             if name not in tools.compiled:
                 runs[name] = {"skipped": "does not compile"}
@@ -768,6 +809,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, help="keep compiled drivers and data here (default: a temp dir)")
     parser.add_argument("--drop-caches", action="store_true",
                         help="drop the page cache before each driver (root; slows everything else on the machine)")
+    parser.add_argument("--drivers", nargs="+", metavar="NAME",
+                        help=f"run only these drivers, all their phases (overrides --quick); one of: {', '.join(WORKLOADS)}")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     for tool in ("java", "javac", "keytool"):
@@ -777,8 +820,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.scale < 1 or args.timeout <= 0:
         sys.stderr.write("crystalperf: --scale must be >= 1 and --timeout > 0\n")
         return 2
+    unknown = [name for name in args.drivers or () if name not in WORKLOADS]
+    if unknown:
+        sys.stderr.write(f"crystalperf: unknown driver {', '.join(unknown)} (known: {', '.join(WORKLOADS)})\n")
+        return 2
     summary = run_all(args.out, quick=args.quick, scale=args.scale, timeout_s=args.timeout, work=args.work,
-                      drop_caches=args.drop_caches)
+                      drop_caches=args.drop_caches, drivers=args.drivers)
     sys.stdout.write(json.dumps({k: summary[k] for k in ("rows", "methods", "classes", "wall_s")}) + "\n")
     return 0
 
