@@ -8,6 +8,7 @@ import inspect
 import json
 import os
 import select
+import signal
 import socket
 import sys
 import threading
@@ -359,6 +360,28 @@ def test_suite_run_under_the_bootstrap_writes_measured_rows(tmp_path: Path) -> N
     out = tmp_path / "out" / "python.jsonl"
     assert measure.write_jsonl(rows.values(), out) == len(rows)
     assert json.loads(out.read_text().splitlines()[0])["id"].startswith("python:")
+
+
+def test_suite_stopped_at_its_timeout_still_writes_its_measurements(tmp_path: Path) -> None:
+    """A runner that catches SystemExit in a test (as pytest does) must not swallow the timeout: the
+    bootstrap dumps on SIGTERM and the process then dies of the signal."""
+    script = (
+        "import time\n"
+        "def work():\n"
+        "    sum(i * i for i in range(200_000))\n"
+        "while True:\n"
+        "    try:\n"
+        "        work()\n"
+        "        time.sleep(0.05)\n"
+        "    except BaseException:\n"
+        "        pass\n"
+    )
+    boot = measure.write_bootstrap(tmp_path / "boot")
+    status, seconds = measure.run_measured(
+        [sys.executable, "-c", script], tmp_path / "raw" / "loop", boot, timeout_s=3
+    )
+    assert status == -signal.SIGTERM and seconds < 30
+    assert list((tmp_path / "raw" / "loop").glob("raw-*.json"))
 
 
 def test_strace_comparison_counts_agreement(tmp_path: Path) -> None:

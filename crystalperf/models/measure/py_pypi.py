@@ -2,8 +2,9 @@
 
 Each package is downloaded as an sdist (``pip download --no-deps --no-binary :all:``), installed from it
 into ``VENVS/<name>`` with pytest and the test dependencies listed here, and its tests are run from the
-unpacked sdist with the profiler's bootstrap on ``PYTHONPATH``. Suites that need the internet fail or skip
-their tests; what runs offline (local files, loopback servers) is what gets measured.
+unpacked sdist (with the suite's own pytest options) with the profiler's bootstrap and the sdist's root on
+``PYTHONPATH``. Suites that need the internet fail or skip their tests; what runs offline (local files,
+loopback servers, child processes, ptys, file locks) is what gets measured.
 """
 
 from __future__ import annotations
@@ -23,31 +24,72 @@ class PypiSuite:
     spec: str  # pinned, as in crystalperf.models.corpus.PYPI_PACKAGES
     test_deps: tuple[str, ...] = ()
     test_path: str = ""  # relative to the unpacked sdist; empty: the first of tests/, test/ found
+    pytest_args: tuple[str, ...] = ()  # e.g. ("-o", "addopts=") to drop a config's coverage or xdist options
 
     @property
     def name(self) -> str:
         return re.split(r"[=<>!~\[]", self.spec, maxsplit=1)[0]
 
 
-# I/O-heavy first (loopback servers, sqlite, files); then computation. Not here: sortedcontainers 2.4.0 and
-# rsa 4.9.1 (their sdists ship no tests), cbor2 6.3.0 (its sdist builds a Rust extension: no toolchain here).
+# I/O-heavy first: loopback servers and clients (network), child processes, ptys and locks (waiting), files and
+# sqlite (disk); then computation. Suite options drop what needs plugins not installed or would skew the timing
+# (coverage, xdist: ``-o addopts=``), and deselect tests that hang or crawl under the profiler (cheroot's
+# keep-alive stress test, diskcache's 20 MiB values: 4 s plain, minutes profiled). Not here: sortedcontainers
+# 2.4.0 and rsa 4.9.1 (their sdists ship no tests), fsspec 2026.9.0 (only tests/abstract, nothing to collect),
+# pyaes 1.6.1 (its tests are scripts, test-aes.py, not pytest tests), cbor2 6.3.0 (its sdist builds a Rust
+# extension: no toolchain here); werkzeug 3.1.9 (its dev server runs in a child given PYTHONPATH of its own,
+# so the server side is never measured, and its reloader tests hang); dnslib 0.9.26 (three doctest queries).
+# filelock and portalocker are pinned below their newest releases, whose build dependencies (hatchling >= 1.29,
+# uv_build) need Rust when pip builds them from source (``--no-binary :all:``).
 PYPI_SUITES = (
-    PypiSuite("pyftpdlib==2.2.0", ("pytest", "psutil", "pyopenssl")),
-    PypiSuite("tftpy==0.8.7", ("pytest",)),
+    PypiSuite("fs==2.4.16", ("pytest", "pyftpdlib<2", "psutil", "parameterized", "setuptools<81")),
+    PypiSuite("pyftpdlib==2.2.0", ("pytest", "psutil", "pyopenssl"), pytest_args=("-o", "addopts=")),
+    PypiSuite("cheroot==11.1.2", ("pytest", "pytest-mock", "pytest-rerunfailures", "jaraco.context", "jaraco.text",
+                                  "portend", "pyopenssl", "pypytools", "requests", "requests-unixsocket",
+                                  "requests_toolbelt", "trustme"),
+              "cheroot/test", ("-o", "addopts=-p cheroot.test._pytest_plugin", "-W", "ignore::DeprecationWarning",
+                               "--deselect", "cheroot/test/test_wsgi.py::test_connection_keepalive")),
+    PypiSuite("urllib3==2.8.0", ("pytest", "pytest-timeout", "pytest-socket", "anyio[trio]", "h2", "httpx",
+                                 "hypercorn", "pysocks", "quart", "quart-trio", "trio", "trustme", "cryptography",
+                                 "idna"),
+              "test/with_dummyserver"),
+    PypiSuite("requests==2.34.2", ("pytest", "pytest-httpbin==2.1.0", "httpbin~=0.10.0", "pytest-mock", "trustme",
+                                   "pysocks")),
+    PypiSuite("paho-mqtt==2.2.0", ("pytest",)),
+    PypiSuite("waitress==3.0.2", ("pytest",), pytest_args=("-o", "addopts=")),
+    PypiSuite("httplib2==0.32.1", ("pytest", "pytest-timeout", "pysocks", "cryptography"),
+              pytest_args=("-o", "addopts=--ignore=tests/_TODO_legacy/ --noconftest --timeout=17")),
+    PypiSuite("tftpy==0.8.7", ("pytest",), "tests/test.py"),  # named test.py: pytest collects it only by path
+    PypiSuite("pexpect==4.9.0", ("pytest",)),
+    PypiSuite("sh==2.4.0", ("pytest",)),
+    PypiSuite("plumbum==2.0.2", ("pytest", "pytest-timeout", "pytest-mock", "pytest-asyncio", "psutil"),
+              pytest_args=("-o", "addopts=", "-W", "ignore::DeprecationWarning")),
+    PypiSuite("ptyprocess==0.7.0", ("pytest",)),
+    PypiSuite("pyserial==3.5", ("pytest",), "test"),  # loop:// ports
+    PypiSuite("watchdog==7.1.0", ("pytest", "pytest-timeout", "flaky")),
+    PypiSuite("fasteners==0.20", ("pytest", "diskcache", "more_itertools", "eventlet")),
+    PypiSuite("portalocker==3.2.0", ("pytest", "pytest-timeout", "pytest-rerunfailures", "redis"), "portalocker_tests",
+              ("-o", "addopts=")),
+    PypiSuite("filelock==4.2.9", ("pytest", "pytest-asyncio", "pytest-mock", "pytest-timeout", "virtualenv",
+                                  "coverage")),
+    PypiSuite("diskcache==5.6.3", ("pytest",),
+              pytest_args=("--ignore=tests/test_djangocache.py", "--ignore=tests/test_doctest.py",  # need Django
+                           "--deselect", "tests/test_core.py::test_getsetdel")),
     PypiSuite("sqlitedict==2.1.0", ("pytest",)),
+    PypiSuite("atomicwrites==1.4.1", ("pytest",)),
+    PypiSuite("tinydb==4.9.0", ("pytest",)),
     PypiSuite("aiofiles==25.1.0", ("pytest", "pytest-asyncio")),
     PypiSuite("jsonlines==4.0.0", ("pytest",)),
-    PypiSuite("fsspec==2026.9.0", ("pytest", "pytest-asyncio", "pytest-mock"), "fsspec/tests"),
-    PypiSuite("zipp==4.1.2", ("pytest", "jaraco.itertools", "jaraco.functools", "more_itertools", "big-O")),
+    PypiSuite("zipp==4.1.2", ("pytest", "jaraco.itertools", "jaraco.functools", "jaraco.test", "more_itertools",
+                              "big-O", "pytest-ignore-flaky")),
     PypiSuite("paramiko==5.1.0", ("pytest", "pytest-relaxed", "icecream", "invoke")),
     PypiSuite("websocket_client==1.9.2", ("pytest",), "websocket/tests"),
     PypiSuite("h11==0.16.0", ("pytest",), "h11/tests"),
     PypiSuite("simplejson==4.3.0", ("pytest",), "simplejson/tests"),
     PypiSuite("pyasn1==0.6.5", ("pytest",)),
     PypiSuite("ecdsa==0.19.2", ("pytest", "hypothesis"), "src/ecdsa"),
-    PypiSuite("pyaes==1.6.1", ("pytest",)),
-    PypiSuite("mpmath==1.4.1", ("pytest",), "mpmath/tests"),
-)
+    PypiSuite("mpmath==1.4.1", ("pytest", "hypothesis", "pexpect"), "mpmath/tests"),
+)  # fmt: skip
 QUICK_PYPI = ("sqlitedict", "jsonlines")
 
 

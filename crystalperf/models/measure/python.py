@@ -71,7 +71,8 @@ HARNESS_MODULES = frozenset(
     {"test", "unittest", "doctest", "pytest", "_pytest", "pluggy", "runpy", "site", "sitecustomize",
      "_crystalperf_pyprofile", "crystalperf", "__main__", "faulthandler", "_pydev_bundle", "coverage",
      "hypothesis", "_hypothesis_pytestplugin", "xdist", "execnet", "iniconfig", "setuptools", "pip",
-     "_distutils_hack", "pkg_resources"}
+     "_distutils_hack", "pkg_resources", "py", "pytest_asyncio", "pytest_mock", "pytest_timeout",
+     "pytest_rerunfailures", "pytest_socket", "pytest_httpbin", "pytest_relaxed", "flaky"}
 )  # fmt: skip
 TEST_DIRS = frozenset({"test", "tests", "testing", "testsuite", "idle_test"})
 
@@ -84,7 +85,7 @@ def is_test_file(path: str) -> bool:
         any(p in TEST_DIRS for p in parts[:-1])
         or name.startswith("test_")
         or name.endswith("_test.py")
-        or name in {"conftest.py", "__main__.py"}
+        or name in {"conftest.py", "__main__.py", "test.py", "tests.py"}  # e.g. fs.test: test cases it ships
     )
 
 
@@ -138,20 +139,27 @@ class Measurement:
 
 def write_bootstrap(directory: Path) -> Path:
     """A ``sitecustomize.py`` that loads the profiler by path (the measured interpreter need not have
-    crystalperf installed) and turns SIGTERM into a normal exit, so a suite stopped at its timeout
-    still writes what it measured."""
+    crystalperf installed) and, on SIGTERM, writes what was measured and then dies of the signal as it
+    would unprofiled: a suite stopped at its timeout keeps its measurements even when its runner would
+    catch an exception raised in a test (pytest and unittest report a ``SystemExit`` there as a failure
+    and go on), and a child process that a test terminates still reports the signal to its parent."""
     directory.mkdir(parents=True, exist_ok=True)
     boot = directory / "sitecustomize.py"
     boot.write_text(
-        "import importlib.util, signal, sys\n"
+        "import importlib.util, os, signal, sys\n"
         f"_spec = importlib.util.spec_from_file_location('_crystalperf_pyprofile', {str(PROFILER_FILE)!r})\n"
         "_mod = importlib.util.module_from_spec(_spec)\n"
         "sys.modules[_spec.name] = _mod\n"
         "_spec.loader.exec_module(_mod)\n"
+        "_crystalperf_profiler = _mod.start_from_environment(__file__)\n"
         "def _crystalperf_term(signum, frame):\n"
-        "    raise SystemExit(128 + signum)\n"
-        "signal.signal(signal.SIGTERM, _crystalperf_term)\n"
-        "_mod.start_from_environment(__file__)\n",
+        "    try:\n"
+        "        if _crystalperf_profiler is not None:\n"
+        "            _mod.dump(_crystalperf_profiler, os.environ[_mod.ENV_OUT_DIR])\n"
+        "    finally:\n"
+        "        signal.signal(signum, signal.SIG_DFL)\n"
+        "        os.kill(os.getpid(), signum)\n"
+        "signal.signal(signal.SIGTERM, _crystalperf_term)\n",
         encoding="utf-8",
     )
     return directory
@@ -168,8 +176,8 @@ def run_measured(
 ) -> tuple[int, float]:
     """Run ``command`` (a Python command line) with the profiler on; returns (exit status, seconds).
 
-    At the timeout the process group gets SIGTERM (the bootstrap makes that an exit that dumps), then
-    SIGKILL after a grace period."""
+    At the timeout the process group gets SIGTERM (the bootstrap dumps, then dies of it), then SIGKILL
+    after a grace period."""
     env = dict(os.environ)
     env.update(extra_env or {})
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(boot_dir), env.get("PYTHONPATH", "")) if p)
@@ -235,9 +243,14 @@ def run_pypi_suites(
         if prepared is None:
             continue
         python, root, tests = prepared
+        # The sdist's root on PYTHONPATH too: ``python -m pytest`` already has it (the working directory) on
+        # sys.path, and child interpreters the tests start (scripts importing ``tests.helpers``, or with
+        # PYTHONPATH=extra:$PYTHONPATH, whose empty entry is the working directory only when it was unset)
+        # then see what the tests see.
         status, seconds = run_measured(
-            [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests)], raw_root / f"pypi:{suite.name}",
-            boot_dir, timeout_s=timeout_s, cwd=root,
+            [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *suite.pytest_args, str(tests)],
+            raw_root / f"pypi:{suite.name}", boot_dir, timeout_s=timeout_s, cwd=root,
+            extra_env={"PYTHONPATH": str(root)},
         )  # fmt: skip
         results[suite.name] = (status, seconds)
         log.write(f"{suite.name}: exit {status}, {seconds:.0f} s\n")
