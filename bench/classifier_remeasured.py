@@ -17,6 +17,7 @@ from pathlib import Path
 from crystalperf.core.classify import KeywordClassifier
 from crystalperf.models import framework_eval as fe
 from crystalperf.models.evaluate import _padded4, keyword_proba, measured_scores, to_function
+from crystalperf.models.measure.python import MIN_SHARE
 from crystalperf.models.measured import read_measured, split_by_library
 from crystalperf.models.sparse import FourClassView, SparseClassifier, default_weights_dir
 from crystalperf.models.sparse_train import train_sparse_classifier
@@ -44,7 +45,7 @@ nonew_train = [r for r in train if r["library"] not in NEW]
 nonew_val = [r for r in val if r["library"] not in NEW]
 variants["retrained-without-new-libs"] = out / "nonew"
 train_sparse_classifier(nonew_train, nonew_val, variants["retrained-without-new-libs"], weight_decay=1e-4, seed=0)
-# Thin rows: the dominant share >= 0.6 but under the evidence floor (< 10 ms or < 5 events), at half weight,
+# Thin rows: the dominant share >= MIN_SHARE but under the evidence floor (< 10 ms or < 5 events), at half weight,
 # from the training libraries only.
 train_libs = {r["library"] for r in train}
 thin = []
@@ -57,7 +58,7 @@ for f in sorted(measured.glob("*.jsonl")):
         if not sh:
             continue
         top = max(sh, key=sh.get)
-        if sh[top] >= 0.6 and r.get("events", 0) >= 1:
+        if sh[top] >= MIN_SHARE and r.get("events", 0) >= 1:
             thin.append({**r, "label": top, "weight": 0.5, "split": "train"})
 print("thin rows", Counter(r["label"] for r in thin))
 variants["plus-thin"] = out / "thin"
@@ -89,7 +90,7 @@ for name in ("test", "new-libraries"):
     for w, s in report[name].items():
         if isinstance(s, dict) and "4-class" in s:
             f4, f3 = s["4-class"], s["3-class"]
-            print(f"  {w:28s} 4cl acc {f4['accuracy']:.3f} mF1 {f4['macro_f1']:.3f} | 3cl acc {f3['accuracy']:.3f} mF1 {f3['macro_f1']:.3f} | F1 {json.dumps({k: round(v,3) for k,v in {c: v['f1'] for c, v in f4['per_class'].items()}.items()})}")
+            print(f"  {w:28s} 4cl acc {f4['accuracy']:.3f} mF1 {f4['macro_f1']:.3f} | 3cl acc {f3['accuracy']:.3f} mF1 {f3['macro_f1']:.3f} | F1 {json.dumps({c: round(v['f1'], 3) for c, v in f4['per_class'].items()})}")
 print("== frameworks (4-class acc, macro-F1)")
 for w, s in report["frameworks"].items():
     print(f"  {w:28s} {s}")

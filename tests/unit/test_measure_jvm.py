@@ -237,4 +237,3 @@ def test_drivers_option_rejects_unknown_names(tmp_path: Path, monkeypatch: pytes
     assert jvm.main(["--out", str(tmp_path), "--drivers", "LibNet2", "Nope"]) == 2
     assert "unknown driver Nope" in capsys.readouterr().err
     assert not (tmp_path / "jvm.jsonl").exists()
-

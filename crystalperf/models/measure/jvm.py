@@ -728,15 +728,20 @@ def recording_events(jfr: Path, converter_classes: Path) -> Iterator[JfrEvent]:
             raise RuntimeError(f"JfrLines failed on {jfr}")
 
 
+def check_drivers(drivers: Sequence[str] | None) -> None:
+    """Raise ValueError naming the drivers that are not ``WORKLOADS`` keys."""
+    unknown = [name for name in drivers or () if name not in WORKLOADS]
+    if unknown:
+        raise ValueError(f"unknown driver {', '.join(unknown)} (known: {', '.join(WORKLOADS)})")
+
+
 def run_all(
     out: Path, quick: bool = False, scale: int = 1, timeout_s: float = 300, work: Path | None = None,
     drop_caches: bool = False, drivers: Sequence[str] | None = None,
 ) -> dict:
     """Run every driver (or only the ``drivers`` named, each with all its phases), attribute, write
     ``out/jvm.jsonl``; returns a summary (counts per library/class)."""
-    unknown = [name for name in drivers or () if name not in WORKLOADS]
-    if unknown:
-        raise ValueError(f"unknown driver(s): {', '.join(unknown)} (known: {', '.join(WORKLOADS)})")
+    check_drivers(drivers)
     started = time.monotonic()
     own_work = work is None
     work = Path(tempfile.mkdtemp(prefix="crystalperf-jfr-")) if work is None else work
@@ -820,9 +825,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.scale < 1 or args.timeout <= 0:
         sys.stderr.write("crystalperf: --scale must be >= 1 and --timeout > 0\n")
         return 2
-    unknown = [name for name in args.drivers or () if name not in WORKLOADS]
-    if unknown:
-        sys.stderr.write(f"crystalperf: unknown driver {', '.join(unknown)} (known: {', '.join(WORKLOADS)})\n")
+    try:
+        check_drivers(args.drivers)
+    except ValueError as exc:
+        sys.stderr.write(f"crystalperf: {exc}\n")
         return 2
     summary = run_all(args.out, quick=args.quick, scale=args.scale, timeout_s=args.timeout, work=args.work,
                       drop_caches=args.drop_caches, drivers=args.drivers)

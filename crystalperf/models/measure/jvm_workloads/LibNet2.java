@@ -20,22 +20,22 @@ public final class LibNet2 {
         Work w = new Work(args);
         w.phase("mina", () -> mina(w));
         w.phase("jeromq", () -> jeromq(w));
-        w.phase("commons-net-mail", () -> {
+        w.phase("commons-net-mail", withServers(open -> commonsNetMail(w, open)));
+        w.phase("commons-net", withServers(open -> commonsNet(w, open)));
+        w.phase("jakarta-mail", withServers(open -> jakartaMail(w, open)));
+        w.phase("httpasyncclient", withServers(open -> httpAsync(w, open)));
+    }
+
+    interface ServedStep {
+        void run(List<Closeable> open) throws Exception;
+    }
+
+    /** A phase whose servers and clients, registered in {@code open}, are closed when it ends, failed or not. */
+    static Work.Step withServers(ServedStep step) {
+        return () -> {
             List<Closeable> open = new ArrayList<>();
-            try { commonsNetMail(w, open); } finally { for (Closeable c : open) c.close(); }
-        });
-        w.phase("commons-net", () -> {
-            List<Closeable> open = new ArrayList<>();
-            try { commonsNet(w, open); } finally { for (Closeable c : open) c.close(); }
-        });
-        w.phase("jakarta-mail", () -> {
-            List<Closeable> open = new ArrayList<>();
-            try { jakartaMail(w, open); } finally { for (Closeable c : open) c.close(); }
-        });
-        w.phase("httpasyncclient", () -> {
-            List<Closeable> open = new ArrayList<>();
-            try { httpAsync(w, open); } finally { for (Closeable c : open) c.close(); }
-        });
+            try { step.run(open); } finally { for (Closeable c : open) c.close(); }
+        };
     }
 
     // ---------------------------------------------------------------------------------------------
