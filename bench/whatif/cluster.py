@@ -106,7 +106,11 @@ def rtt_target(baseline: dict[str, Any], framework_unavailable: Callable[[], str
     from bench.cluster import relay_available
 
     added = f"{2 * RTT_DELAY_MS:g}"
-    return Target(f"RTT +{added} ms", "network-rtt", {**baseline, "delay_ms": RTT_DELAY_MS}, [f"rtt=+{added}ms"],
+    # the links' capacity, as their owner knows it (the trace holds only the rate the job reached): where a
+    # receiver's credits queue behind its own records, the wait is that queue drained at the capacity
+    capacity = f"{baseline['rate_mbit']}mbit"
+    return Target(f"RTT +{added} ms", "network-rtt", {**baseline, "delay_ms": RTT_DELAY_MS},
+                  [f"rtt=+{added}ms", f"network={capacity}:{capacity}"],
                   lambda: framework_unavailable() or relay_available())
 
 

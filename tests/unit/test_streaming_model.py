@@ -93,6 +93,20 @@ def test_a_link_bound_job_gains_what_a_faster_link_saves_until_the_cpu_limits_it
     assert "bound by its busiest link" in pipeline(runtime_s=34.0, link=Link(150e6, 5e6, declared=True)).note()
 
 
+def test_a_faster_link_that_hands_the_pace_to_the_cpus_counts_the_link_idle_time_once() -> None:
+    # 150 MB at 5 MB/s, the link busy for 30 s of a 34 s run: 4 s in which it carried nothing; the CPUs need 9 s
+    # of the whole run's CPU time, those 4 s included.
+    bound = pipeline(runtime_s=34.0, link=Link(150e6, 5e6, active_s=30.0))
+    # 20 MB/s: 7.5 s of link plus its 4 idle seconds, 11.5 s, above the CPUs' 9 (not 9 + 4)
+    assert bound.predict(Changes({"network": 20e6})) == pytest.approx(11.5)
+    # 50 MB/s: 3 + 4 = 7 s, under the CPUs' 9
+    assert bound.predict(Changes({"network": 50e6})) == pytest.approx(9.0)
+    # 10 MB/s: the link still sets the pace, 15 + 4
+    assert bound.predict(Changes({"network": 10e6})) == pytest.approx(19.0)
+    # without the link's active time, the slack rule: 34 - (30 - 9)
+    assert pipeline(runtime_s=34.0, link=Link(150e6, 5e6)).predict(Changes({"network": 50e6})) == pytest.approx(13.0)
+
+
 def test_a_stated_traced_bandwidth_replaces_the_observed_one() -> None:
     bound = pipeline(runtime_s=30.0, link=Link(150e6, 5e6))
     # the link was 10 MB/s (15 s), now 20 MB/s (7.5 s, under the CPU's 9): 15 - 9 = 6 s saved
@@ -352,6 +366,33 @@ def test_a_round_trip_bounds_a_link_by_the_credits_a_receiver_grants() -> None:
     # with a faster link as well, the credits are the limit
     both = predictor.predict(Changes.parse(["rtt=+100ms", "network=1gbit"]), band=False)
     assert both.crystalperf.runtime_s == pytest.approx(100e6 / (327_680 / 0.1002))
+
+
+def test_credits_that_leave_behind_the_receivers_own_records_wait_for_them_where_the_capacity_is_known() -> None:
+    from crystalperf.core.classify import FixedClassifier
+    from crystalperf.core.predict import Predictor
+    from crystalperf.core.predict.streaming import credits_share_a_queue
+    from crystalperf.core.profile import build_profile
+
+    # Both hosts receive (each window subtask reads the other host's source) and both send: each host's credits
+    # queue behind up to a window of its own records, 327,680 B / 5 MB/s = 65.5 ms a round trip.
+    trace = _placed(_cluster_pipeline({"cpu_time_s": 4.0}, {"cpu_time_s": 3.0, "idle_time_s": 12.0}, 0.8))
+    assert credits_share_a_queue(trace)
+    predictor = Predictor(build_profile(trace, FixedClassifier({}), locators=[]))
+    stated = predictor.predict(Changes.parse(["rtt=+100ms", "network=40mbit:40mbit"]), band=False)
+    assert stated.crystalperf.runtime_s == pytest.approx(100e6 / (327_680 / (0.1002 + 327_680 / 5e6)))
+    assert any("wait 65.5 ms a round trip behind the records it sends" in n for n in stated.notes)
+    # the capacity not stated: only the rate the job reached is known, the wait is left out and said so
+    unstated = predictor.predict(Changes.parse(["rtt=+100ms"]), band=False)
+    assert unstated.crystalperf.runtime_s == pytest.approx(100e6 / (327_680 / 0.1002))
+    assert any("state the link's capacity" in n for n in unstated.notes)
+    # one way only (every source on h0, every window on h1): h1's credits have no records of h1's ahead of them
+    one_way = _placed(_cluster_pipeline({"cpu_time_s": 4.0}, {"cpu_time_s": 3.0}, 0.8))
+    for t in one_way.operations[0].tasks:
+        t.host = "h0"
+    for t in one_way.operations[1].tasks:
+        t.host = "h1"
+    assert not credits_share_a_queue(one_way)
 
 
 def test_records_that_stay_in_their_subtask_or_host_wait_on_no_round_trip() -> None:

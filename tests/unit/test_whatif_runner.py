@@ -148,7 +148,7 @@ def test_spark_lists_the_network_variation_it_cannot_apply_with_the_reason(
     assert all(t.config["rate_mbit"] < cluster.baseline["rate_mbit"] for t in cluster.targets(False)[:2])
     # ... and on relayed links, traced with no delay added and re-run with 5 ms on each link
     [round_trip] = rtt.targets(False)
-    assert rtt.name == "shuffle-cluster-rtt-1000mbit" and round_trip.changes == ["rtt=+10ms"]
+    assert rtt.name == "shuffle-cluster-rtt-1000mbit" and round_trip.changes == ["rtt=+10ms", "network=1000mbit:1000mbit"]
     assert (rtt.baseline["delay_ms"], round_trip.config["delay_ms"]) == (0.0, 5.0)
 
 
@@ -159,7 +159,7 @@ def test_flink_runs_its_network_and_scale_out_cases_on_a_namespaced_cluster(tmp_
     assert down.name == "window-cluster-1000mbit"
     assert down.baseline == {"rate_mbit": 1000, "parallelism": 2, "delay_ms": 0.0}
     [round_trip] = rtt.targets(False)
-    assert rtt.name == "window-cluster-rtt-1000mbit" and round_trip.changes == ["rtt=+10ms"]
+    assert rtt.name == "window-cluster-rtt-1000mbit" and round_trip.changes == ["rtt=+10ms", "network=1000mbit:1000mbit"]
     assert round_trip.config == {"rate_mbit": 1000, "parallelism": 2, "delay_ms": 5.0}
     assert [t.changes for t in down.targets(False)] == [["network=200mbit"], ["network=50mbit"]]
     assert [t.config["rate_mbit"] for t in down.targets(False)] == [200, 50]
