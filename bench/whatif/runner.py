@@ -84,8 +84,11 @@ def run_workload(workload: Workload, out_dir: Path, *, repetitions: int, quick: 
     out_dir.mkdir(parents=True, exist_ok=True)
     log(f"[{workload.framework}/{workload.name}] baseline {workload.baseline}")
     baseline_runs = [workload.run(workload.baseline, out_dir / "baseline" / f"rep{i}") for i in range(repetitions)]
-    traced = next(r for r in baseline_runs if r.trace is not None)
     baseline_s = statistics.median(r.runtime_s for r in baseline_runs)
+    # Where several runs were traced (a cluster's reporter runs in every job), predict from the one nearest the
+    # median: the scaling to the median below is then close to 1, and it is wrong for the parts of a prediction
+    # that do not scale with the traced run's noise (a transfer at a link's rate).
+    traced = min((r for r in baseline_runs if r.trace is not None), key=lambda r: abs(r.runtime_s - baseline_s))
     log(f"  baseline runtime {baseline_s:.2f} s (trace {traced.trace})")
     results: list[CaseResult] = []
     for target in workload.targets(quick):

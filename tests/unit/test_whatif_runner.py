@@ -108,6 +108,29 @@ def test_predictions_are_expressed_against_the_measured_baseline(runner: Any, tm
     assert case.deviation["crystalperf"] == 0.0 and case.deviation["replay"] == pytest.approx(0.5)
 
 
+def test_of_several_traced_baseline_runs_the_one_nearest_the_median_is_predicted_from(
+        runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runtimes = iter([12.0, 9.0, 10.0, 20.0, 20.0, 20.0])
+
+    class Workload:
+        name = "toy"
+        framework = "flink"
+        baseline: dict[str, Any] = {"parallelism": 2}
+
+        def targets(self, quick: bool) -> list[Any]:
+            return [runner.Target("parallelism 2->1", "parallelism", {"parallelism": 1}, ["parallelism=1"])]
+
+        def run(self, config: dict[str, Any], out_dir: Path) -> Any:
+            return runner.Run(runtime_s=next(runtimes), trace=out_dir / "trace.json.gz")
+
+    asked: list[Path] = []
+    monkeypatch.setattr(runner, "predict", lambda trace, changes: asked.append(trace) or {
+        "baseline_runtime_s": 10.0, "crystalperf": {"runtime_s": 20.0}, "linear": {"runtime_s": 20.0},
+        "replay": {"runtime_s": 10.0}})
+    [case] = runner.run_workload(Workload(), tmp_path, repetitions=3, quick=True, log=lambda _: None)
+    assert asked == [tmp_path / "baseline" / "rep2" / "trace.json.gz"] and case.trace == str(asked[0])
+
+
 @pytest.mark.parametrize("module_name", ["spark", "tensorflow", "flink"])
 def test_a_framework_that_is_not_installed_skips_every_target_with_the_reason(
         module_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
