@@ -346,45 +346,44 @@ def credit_window(trace: tr.Trace) -> float | None:
     ``EXCLUSIVE_BUFFERS`` for each channel from a subtask in another process on another host, and
     ``FLOATING_BUFFERS`` shared by them, summed over the host's gates. None where no channel crossed hosts or
     the subtasks' places are not in the trace."""
-    by_id = {op.id: op for op in trace.operations}
     windows: dict[str, float] = {}
-    for receiver in trace.operations:
-        strategies = ship_strategies(receiver)
-        for parent in receiver.parents:
-            sender = by_id.get(parent)
-            how = strategies.get(parent, "")
-            if sender is None or how.split("[", 1)[0].strip().upper() in _LOCAL_STRATEGIES:
-                continue
-            for task in receiver.tasks:
-                if task.host is None or task.executor is None:
-                    return None
-                remote = sum(1 for s in sender.tasks
-                             if s.host is not None and s.host != task.host and s.executor != task.executor)
-                if remote:
-                    windows[task.host] = windows.get(task.host, 0.0) + (
-                        EXCLUSIVE_BUFFERS * remote + FLOATING_BUFFERS) * SEGMENT_BYTES
+    for sender, receiver in _shipping_exchanges(trace):
+        for task in receiver.tasks:
+            if task.host is None or task.executor is None:
+                return None
+            remote = sum(1 for s in sender.tasks
+                         if s.host is not None and s.host != task.host and s.executor != task.executor)
+            if remote:
+                windows[task.host] = windows.get(task.host, 0.0) + (
+                    EXCLUSIVE_BUFFERS * remote + FLOATING_BUFFERS) * SEGMENT_BYTES
     return min(windows.values()) if windows else None
 
 
 def credits_share_a_queue(trace: tr.Trace) -> bool:
     """Whether every host that receives records over a link also sends records over one: the credits it returns
     then leave in the same queue as its own records (a keyed exchange between hosts, both ways)."""
-    by_id = {op.id: op for op in trace.operations}
     receiving: set[str] = set()
     sending: set[str] = set()
+    for sender, receiver in _shipping_exchanges(trace):
+        for task in receiver.tasks:
+            for source in sender.tasks:
+                if task.host is not None and source.host is not None and source.host != task.host:
+                    receiving.add(task.host)
+                    sending.add(source.host)
+    return bool(receiving) and receiving <= sending
+
+
+def _shipping_exchanges(trace: tr.Trace) -> list[tuple[tr.Operation, tr.Operation]]:
+    """(sender, receiver) of every edge whose records may leave their subtask (not ``FORWARD``)."""
+    by_id = {op.id: op for op in trace.operations}
+    edges = []
     for receiver in trace.operations:
         strategies = ship_strategies(receiver)
         for parent in receiver.parents:
             sender = by_id.get(parent)
-            if sender is None or strategies.get(parent, "").split("[", 1)[0].strip().upper() in _LOCAL_STRATEGIES:
-                continue
-            for task in receiver.tasks:
-                for source in sender.tasks:
-                    if task.host is None or source.host is None or source.host == task.host:
-                        continue
-                    receiving.add(task.host)
-                    sending.add(source.host)
-    return bool(receiving) and receiving <= sending
+            if sender is not None and strategies.get(parent, "").split("[", 1)[0].strip().upper() not in _LOCAL_STRATEGIES:
+                edges.append((sender, receiver))
+    return edges
 
 
 def ship_strategies(op: tr.Operation) -> dict[str, str]:
