@@ -195,13 +195,19 @@ def work(i):
 
 out = Path(sys.argv[1])
 sampler = start_worker_sampler(out, interval_s=0.001)
+SAMPLES, MAX_JOBS = 1000, 4
 config = cpflink.configure(Configuration(), out, analyze=False)
 config.set_string("parallelism.default", "1")
 config.set_string("python.executable", sys.executable)
 env = StreamExecutionEnvironment.get_execution_environment(config)
-numbers = env.from_source(NumberSequenceSource(1, 200000), WatermarkStrategy.no_watermarks(), "numbers")
-numbers.map(work, output_type=Types.LONG()).filter(lambda n: n < 0).print()
-env.execute("crystalperf-fast-sampling")
+# jobs until the sampler has sampled a thousand times (one took 0.85-1.1 thousand samples here): how many
+# samples a job's length allows is the machine's speed, not the behaviour under test
+for _ in range(MAX_JOBS):
+    numbers = env.from_source(NumberSequenceSource(1, 200000), WatermarkStrategy.no_watermarks(), "numbers")
+    numbers.map(work, output_type=Types.LONG()).filter(lambda n: n < 0).print()
+    env.execute("crystalperf-fast-sampling")
+    if sampler.samples_taken >= SAMPLES:
+        break
 print("SAMPLES", sampler.samples_taken, flush=True)
 """
 
@@ -223,7 +229,7 @@ def test_sampling_every_millisecond_never_breaks_the_job(tmp_path: Path) -> None
     assert done.returncode == 0, done.stderr[-4000:]
     assert "sampler stopped" not in done.stderr, done.stderr[-4000:]
     taken = int(done.stdout.split("SAMPLES")[-1])
-    assert taken > 1000
+    assert taken >= 1000
     loaded = [load_spool(path) for path in spool_files(tmp_path)]
     samples = [part[0] for part in loaded if part is not None]
     assert samples and any(key.thread == WORKER_ROLE for part in samples for key in part.keys)
