@@ -82,27 +82,36 @@ def test_run_workload_reports_an_unavailable_target_as_skipped(runner: Any, tmp_
     assert tmp_path / "whatif-results.md" in written
 
 
-def test_predictions_are_expressed_against_the_measured_baseline(runner: Any, tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    # The traced run took 12 s, the three baseline runs 9, 10 and 11 s (median 10): a prediction of
-    # 24 s from the trace (twice as slow) is 20 s against the measured baseline.
-    runtimes = iter([12.0, 10.0, 9.0, 19.0, 21.0, 20.0])
+def _timed_workload(runner: Any, baseline: dict[str, Any], target: Any, runtimes: list[float]) -> Any:
+    """A workload of one target whose runs take ``runtimes`` in turn, each traced into its run directory."""
+    times = iter(runtimes)
 
     class Workload:
         name = "toy"
         framework = "spark"
-        baseline: dict[str, Any] = {"cores": 2}
+
+        def __init__(self) -> None:
+            self.baseline = baseline
 
         def targets(self, quick: bool) -> list[Any]:
-            return [runner.Target("cores 2->1", "cores", {"cores": 1}, ["cores=1"])]
+            return [target]
 
         def run(self, config: dict[str, Any], out_dir: Path) -> Any:
-            return runner.Run(runtime_s=next(runtimes), trace=tmp_path / "trace.json.gz")
+            return runner.Run(runtime_s=next(times), trace=out_dir / "trace.json.gz")
 
+    return Workload()
+
+
+def test_predictions_are_expressed_against_the_measured_baseline(runner: Any, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # The traced run took 12 s, the three baseline runs 9, 10 and 11 s (median 10): a prediction of
+    # 24 s from the trace (twice as slow) is 20 s against the measured baseline.
+    workload = _timed_workload(runner, {"cores": 2}, runner.Target("cores 2->1", "cores", {"cores": 1}, ["cores=1"]),
+                               [12.0, 10.0, 9.0, 19.0, 21.0, 20.0])
     monkeypatch.setattr(runner, "predict", lambda trace, changes: {
         "baseline_runtime_s": 12.0, "crystalperf": {"runtime_s": 24.0, "low_s": 18.0, "high_s": 30.0},
         "linear": {"runtime_s": 24.0}, "replay": {"runtime_s": 12.0}})
-    [case] = runner.run_workload(Workload(), tmp_path, repetitions=3, quick=True, log=lambda _: None)
+    [case] = runner.run_workload(workload, tmp_path, repetitions=3, quick=True, log=lambda _: None)
     assert case.predicted_s == {"crystalperf": 20.0, "linear": 20.0, "replay": 10.0}
     assert case.band_s == (15.0, 25.0) and case.actual_s == 20.0
     assert case.deviation["crystalperf"] == 0.0 and case.deviation["replay"] == pytest.approx(0.5)
@@ -110,24 +119,15 @@ def test_predictions_are_expressed_against_the_measured_baseline(runner: Any, tm
 
 def test_of_several_traced_baseline_runs_the_one_nearest_the_median_is_predicted_from(
         runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    runtimes = iter([12.0, 9.0, 10.0, 20.0, 20.0, 20.0])
-
-    class Workload:
-        name = "toy"
-        framework = "flink"
-        baseline: dict[str, Any] = {"parallelism": 2}
-
-        def targets(self, quick: bool) -> list[Any]:
-            return [runner.Target("parallelism 2->1", "parallelism", {"parallelism": 1}, ["parallelism=1"])]
-
-        def run(self, config: dict[str, Any], out_dir: Path) -> Any:
-            return runner.Run(runtime_s=next(runtimes), trace=out_dir / "trace.json.gz")
-
+    workload = _timed_workload(
+        runner, {"parallelism": 2},
+        runner.Target("parallelism 2->1", "parallelism", {"parallelism": 1}, ["parallelism=1"]),
+        [12.0, 9.0, 10.0, 20.0, 20.0, 20.0])
     asked: list[Path] = []
     monkeypatch.setattr(runner, "predict", lambda trace, changes: asked.append(trace) or {
         "baseline_runtime_s": 10.0, "crystalperf": {"runtime_s": 20.0}, "linear": {"runtime_s": 20.0},
         "replay": {"runtime_s": 10.0}})
-    [case] = runner.run_workload(Workload(), tmp_path, repetitions=3, quick=True, log=lambda _: None)
+    [case] = runner.run_workload(workload, tmp_path, repetitions=3, quick=True, log=lambda _: None)
     assert asked == [tmp_path / "baseline" / "rep2" / "trace.json.gz"] and case.trace == str(asked[0])
 
 

@@ -365,11 +365,11 @@ def credits_share_a_queue(trace: tr.Trace) -> bool:
     receiving: set[str] = set()
     sending: set[str] = set()
     for sender, receiver in _shipping_exchanges(trace):
-        for task in receiver.tasks:
-            for source in sender.tasks:
-                if task.host is not None and source.host is not None and source.host != task.host:
-                    receiving.add(task.host)
-                    sending.add(source.host)
+        senders = {t.host for t in sender.tasks if t.host is not None}
+        receivers = {t.host for t in receiver.tasks if t.host is not None}
+        # a host receives over a link where a sender runs on another host, and sends where a receiver does
+        receiving |= {h for h in receivers if senders - {h}}
+        sending |= {h for h in senders if receivers - {h}}
     return bool(receiving) and receiving <= sending
 
 
