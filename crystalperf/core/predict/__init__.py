@@ -34,7 +34,7 @@ from crystalperf.core.predict.base import (
     scaling_keys,
     unit_profiles,
 )
-from crystalperf.core.predict.compute import ComputeModel, estimate_warmup, replay
+from crystalperf.core.predict.compute import ComputeModel, SharedHostModel, estimate_warmup, replay
 from crystalperf.core.predict.io import IOModel
 from crystalperf.core.predict.memory import MemoryModel
 from crystalperf.core.predict.streaming import Link, Pace, StreamingCpu
@@ -79,7 +79,8 @@ def installed_models() -> list[ResourceModel]:
             seen.add(ep.name)
         except Exception as exc:
             log.warning("predictor %s could not be loaded: %s", ep.name, exc)
-    for name, cls in (("compute", ComputeModel), ("memory", MemoryModel), ("io", IOModel)):
+    for name, cls in (("compute", ComputeModel), ("memory", MemoryModel), ("io", IOModel),
+                      ("contention", SharedHostModel)):
         if name not in seen:
             models.append(cls())
     return models

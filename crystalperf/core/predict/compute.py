@@ -5,11 +5,13 @@ from __future__ import annotations
 import functools
 import heapq
 import itertools
+import math
 import statistics
 from collections.abc import Sequence
 
 import numpy as np
 
+from crystalperf.core import trace as tr
 from crystalperf.core.predict.base import (
     DEFAULT_GPU_SPEEDUP,
     STORAGE_READ_BYTES,
@@ -259,3 +261,128 @@ def _is_device_op(ctx: OpContext) -> bool:
     if placement is not None:
         return placement.lower() in ("device", "true", "gpu")
     return ctx.profile.op.kind in ("op", "kernel", "compute")
+
+
+# Below this run-queue delay (a share of the CPU time) a host's CPUs were not measurably saturated: how far below
+# saturation they were is unknown, so more tasks side by side are not taken to wait for a core.
+SATURATED_WAIT_SHARE = 0.10
+
+
+class SharedHostModel:
+    """More or fewer task slots on the same hosts: the tasks side by side on a host share its CPUs and its
+    storage device.
+
+    A thread that needs ``c`` seconds of CPU on cores loaded ``L`` times over (processor sharing) is runnable
+    ``c * L`` seconds and waits ``c * (L - 1)`` of them for a core: the run-queue delay the hook measured
+    (``cpu_wait_s``) gives ``L = 1 + wait / cpu``. The load comes from the tasks and the work they cause (the
+    collector, compression, the kernel filling the page cache), so it scales with the tasks side by side: ``L' =
+    L * k' / k``, and a task's CPU part (CPU time plus run-queue delay) scales by ``max(L', 1) / L``. Where the
+    trace measured no saturation (a delay under ``SATURATED_WAIT_SHARE`` of the CPU time) more tasks are taken
+    to find cores enough: how far below saturation the cores were is not in the trace.
+
+    The device part of the disk time (what ``storage_read_bytes`` at the bandwidth the job saw accounts for)
+    scales by ``k' / k`` as well: tasks reading side by side share the device's bandwidth, which is what the
+    disk what-ifs assume too. Page-cache copies stay CPU work and follow the CPU part.
+
+    ``k`` is the tasks of one operation that ran side by side on a host: its tasks per executor, at most the
+    slots per executor. ``executors`` alone (the same slots per executor, on hosts of their own) changes
+    neither."""
+
+    name = "contention"
+    keys = frozenset({"cores", "slots", "executors"})
+
+    def __init__(self) -> None:
+        self.before = self.after = 1.0  # task slots per host
+        self.executors = (1, 1)
+        self.device_share = 0.0
+        self._factors: dict[str, tuple[float, float]] = {}
+
+    def prepare(self, profile: ExecutionProfile, baseline: Baseline, changes: Changes) -> list[str]:
+        self._factors = {}
+        executors = max(1, baseline.executors)
+        new_executors = max(1, int(changes.number("executors", executors)))
+        if "slots" in changes:
+            slots = max(1.0, changes.number("slots", baseline.slots))
+        elif "cores" in changes or "executors" in changes:
+            slots = max(1.0, changes.number("cores", baseline.cores_per_executor) * new_executors)
+        else:
+            slots = float(baseline.slots)
+        self.executors = (executors, new_executors)
+        self.before = max(1.0, baseline.slots / executors)
+        self.after = max(1.0, slots / new_executors)
+        if self.unchanged:
+            return []
+        read = profile.trace.metrics.get(STORAGE_READ_BYTES)
+        self.device_share = 1.0 - _page_cache_share(profile, baseline) if read else 0.0
+        waited, cpu = _run_queue_delay(profile)
+        notes = [f"task slots per host {self.before:g} -> {self.after:g}: the tasks side by side share their host's "
+                 f"CPUs and storage device"]
+        if cpu > 0:
+            notes.append(f"the traced tasks waited {waited:.2f} s for a core (run-queue delay, {waited / cpu:.0%} of "
+                         f"their {cpu:.2f} s of CPU time): the load on the cores scales with the tasks side by side")
+        else:
+            notes.append("the trace measured no run-queue delay (cpu_wait_s): the tasks' CPU time is left as it is")
+        if self.device_share > 0:
+            notes.append(f"{self.device_share:.0%} of the disk time waited on the storage device, shared by the tasks "
+                         "reading side by side")
+        return notes
+
+    @property
+    def unchanged(self) -> bool:
+        return self.before == self.after
+
+    def _op_factors(self, ctx: OpContext) -> tuple[float, float]:
+        key = ctx.profile.path
+        found = self._factors.get(key)
+        if found is not None:
+            return found
+        old_executors, new_executors = self.executors
+        count = max(1, ctx.count)
+        side_by_side = min(self.before, math.ceil(count / old_executors))
+        new_side_by_side = min(self.after, math.ceil(count / new_executors))
+        ratio = new_side_by_side / side_by_side
+        cpu_factor = 1.0
+        waited, cpu = _run_queue_delay_of(ctx.profile.op)
+        if cpu > 0 and ratio != 1.0:
+            load = 1.0 + waited / cpu
+            if ratio < 1.0 or waited / cpu >= SATURATED_WAIT_SHARE:
+                cpu_factor = max(1.0, load * ratio) / load
+        disk_factor = 1.0 + self.device_share * (ratio - 1.0)
+        found = self._factors[key] = (cpu_factor, disk_factor)
+        return found
+
+    def adjust(self, ctx: OpContext, parts: list[TaskParts]) -> list[TaskParts]:
+        cpu_factor, disk_factor = self._op_factors(ctx)
+        if cpu_factor == 1.0 and disk_factor == 1.0:
+            return parts
+        for p in parts:
+            p.cpu *= cpu_factor
+            p.disk *= disk_factor
+        return parts
+
+    def adjust_columns(self, ctxs: Sequence[OpContext], parts: np.ndarray, task_unit: np.ndarray) -> bool:
+        """``adjust`` on the tasks of many operations at once (``base.ResourceModel``)."""
+        factors = np.array([self._op_factors(ctx) for ctx in ctxs], dtype=float).reshape(-1, 2)
+        parts[:, 0] *= factors[task_unit, 0]
+        parts[:, 1] *= factors[task_unit, 1]
+        return True
+
+
+def _run_queue_delay_of(op: tr.Operation) -> tuple[float, float]:
+    """Run-queue delay and CPU time of an operation's recorded tasks (0, 0 where the delay was not measured)."""
+    waited = cpu = 0.0
+    for task in op.tasks:
+        wait = task.metrics.get(tr.METRIC_CPU_WAIT_TIME)
+        if wait is None:
+            continue
+        waited += max(0.0, wait)
+        cpu += max(0.0, task.metrics.get(tr.METRIC_CPU_TIME, 0.0))
+    return waited, cpu
+
+
+def _run_queue_delay(profile: ExecutionProfile) -> tuple[float, float]:
+    waited = cpu = 0.0
+    for prof in profile.walk():
+        w, c = _run_queue_delay_of(prof.op)
+        waited, cpu = waited + w, cpu + c
+    return waited, cpu
