@@ -5,6 +5,7 @@ import pytest
 from crystalperf.core import trace as tr
 from crystalperf.core.classify import FixedClassifier
 from crystalperf.core.predict import Changes, Predictor
+from crystalperf.core.predict.compute import SharedHostModel
 from crystalperf.core.profile import build_profile
 
 from .helpers import make_trace, op, task
@@ -76,3 +77,13 @@ def test_more_executors_with_the_same_cores_each_change_nothing_on_a_host():
     assert predictor.simulate(Changes({"executors": 4})) == pytest.approx(2.0)
     # 1 core each: one task per host, no waiting: 1.2 s each, four in a row on each of the 2 executors.
     assert predictor.simulate(Changes({"cores": 1})) == pytest.approx(4.8)
+
+
+def test_a_job_whose_operations_ran_no_tasks_side_by_side_is_left_to_its_own_model():
+    # A training step is one unit (no tasks): TensorFlow's `cores` are threads inside it, not tasks side by side.
+    trace = make_trace([op("step", 0, 2, metrics={"run_time_s": 2.0, "cpu_time_s": 1.0, "cpu_wait_s": 1.0})],
+                       total_slots=2)
+    predictor = Predictor(build_profile(trace, FixedClassifier({}), locators=[]), models=[SharedHostModel()])
+    notes = predictor.predict(Changes({"cores": 1}), band=False).notes
+    assert predictor.simulate(Changes({"cores": 1})) == pytest.approx(2.0)
+    assert not any("side by side" in n for n in notes)

@@ -310,6 +310,8 @@ class SharedHostModel:
         self.executors = (executors, new_executors)
         self.before = max(1.0, baseline.slots / executors)
         self.after = max(1.0, slots / new_executors)
+        if not self.unchanged and not any(len(prof.op.tasks) > 1 for prof in profile.walk()):
+            self.after = self.before  # no operation ran tasks side by side (a TensorFlow step is one unit)
         if self.unchanged:
             return []
         read = profile.trace.metrics.get(STORAGE_READ_BYTES)
