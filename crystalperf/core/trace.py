@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from crystalperf.core import atomic, collector, limits
 from crystalperf.core.errors import BadInputError, UnsupportedSchemaError
 
-SCHEMA_VERSION = "1.6"
+SCHEMA_VERSION = "1.7"
 SCHEMA_MAJOR = 1
 SCHEMA_ID = f"urn:crystalperf:trace:{SCHEMA_VERSION}"
 TRACE_FILENAMES = ("crystalperf-trace.json.gz", "crystalperf-trace.json")
@@ -131,13 +131,33 @@ class ThreadCpu(_Model):
 
     task: float = Field(0.0, ge=0, le=MAX_TIME, description="the job's task threads (Flink: subtask/mailbox threads)")
     network: float = Field(0.0, ge=0, le=MAX_TIME, description="the threads that move the job's data (Flink: netty)")
-    gc: float = Field(0.0, ge=0, le=MAX_TIME, description="the garbage collector's threads")
+    gc: float = Field(0.0, ge=0, le=MAX_TIME, description="the garbage collector's threads (since 1.7 those that "
+                      "work while the job is stopped, where the hook tells them apart: gc_concurrent)")
     jit: float = Field(0.0, ge=0, le=MAX_TIME, description="the JIT compilers' threads")
     other: float = Field(0.0, ge=0, le=MAX_TIME, description="the rest: timers, heartbeats, RPC, the hook's sampler")
+    gc_concurrent: float = Field(
+        0.0, ge=0, le=MAX_TIME,
+        description="(1.7) the collector's threads that work beside the job (G1's refinement and marking)")
 
     @property
     def total(self) -> float:
-        return self.task + self.network + self.gc + self.jit + self.other
+        return self.task + self.network + self.gc + self.jit + self.other + self.gc_concurrent
+
+
+# The collector families a JVM may run, by the names of its collector beans (java.lang.management).
+GC_FAMILIES = ("serial", "parallel", "g1", "z", "shenandoah", "cms")
+
+
+class GarbageCollector(_Model):
+    """The garbage collector a JVM ran (1.7): what a change of its CPUs may change, where the JVM chose it."""
+
+    family: str | None = Field(
+        None, max_length=32, description="the collector, one of GC_FAMILIES (another name: one a later version "
+        "knows); None: unknown")
+    option: str | None = Field(
+        None, max_length=64, description="the command-line option that chose it (-XX:+UseG1GC...); None: the JVM's "
+        "ergonomics did, which pick the serial collector on fewer than two processors")
+    processors: int | None = Field(None, ge=1, le=MAX_SLOTS, description="the processors the JVM saw")
 
 
 class Executor(_Model):
@@ -151,6 +171,7 @@ class Executor(_Model):
     removed: float | None = None
     thread_cpu: ThreadCpu | None = Field(
         None, description="(1.6) the process's CPU seconds over the job by thread kind, where the hook measured them")
+    garbage_collector: GarbageCollector | None = Field(None, description="(1.7) the JVM's collector, where known")
 
     _check_times = field_validator("added", "removed")(lambda v: _optional_time(v))
 

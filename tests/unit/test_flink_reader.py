@@ -395,7 +395,7 @@ def test_the_cpu_split_by_thread_kind_reaches_each_taskmanager(tmp_path: Path) -
     _with_kinds(TM2_PART, tmp_path, {"task": 0.6, "network": 0.2, "gc": 0.08, "jit": 0.4, "other": 0.2})
     merged = load_job(tmp_path / JM_PART.name)
     assert merged.thread_kinds == pytest.approx({"task": 0.98, "network": 0.33, "gc": 0.19, "jit": 0.9,
-                                                 "other": 0.9})  # a missing kind is 0, an unknown one left out
+                                                 "other": 0.9, "gc_concurrent": 0.0})  # a missing kind is 0, an unknown one left out
     trace = read_metrics(tmp_path / JM_PART.name)
     split = {e.id: e.thread_cpu for e in trace.environment.executors}
     # 29404 is TaskManager 127.0.0.1:33027-7883d4, 30466 127.0.0.1:42641-d2fa04; the JobManager is no executor
@@ -430,7 +430,49 @@ def test_a_malformed_split_is_bad_input_naming_the_file(tmp_path: Path, kinds: o
     bad = tmp_path / TM1_PART.name
     bad.write_text(json.dumps(doc))
     if kinds == {"task": -1.0}:
-        assert load_part(bad).thread_kinds == {"task": 0.0, "network": 0.0, "gc": 0.0, "jit": 0.0, "other": 0.0}
+        assert load_part(bad).thread_kinds == {"task": 0.0, "network": 0.0, "gc": 0.0, "jit": 0.0, "other": 0.0,
+                                               "gc_concurrent": 0.0}
         return
     with pytest.raises(BadInputError, match=TM1_PART.name):
         load_part(bad)
+
+
+def _with_collector(part: Path, out: Path, collector: object, cpu_count: int = 2) -> None:
+    doc = json.loads(part.read_text())
+    doc["collector"], doc["cpu_count"] = collector, cpu_count
+    doc["thread_kinds_cpu_s"] = {"task": 0.38, "gc": 0.05, "gc_concurrent": 0.04, "other": 0.2}
+    (out / part.name).write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize(
+    ("collector", "cpu_count", "expected"),
+    [
+        ({"names": ["G1 Young Generation", "G1 Concurrent GC", "G1 Old Generation"], "option": None}, 2,
+         t.GarbageCollector(family="g1", option=None, processors=2)),
+        ({"names": ["Copy", "MarkSweepCompact"], "option": None}, 1, t.GarbageCollector(family="serial", processors=1)),
+        ({"names": ["PS Scavenge", "PS MarkSweep"], "option": "-XX:+UseParallelGC"}, 8,
+         t.GarbageCollector(family="parallel", option="-XX:+UseParallelGC", processors=8)),
+        # beans of no known family, or of two; an option that is not one is dropped
+        ({"names": ["Epsilon Heap"], "option": "rm -rf /"}, 2, t.GarbageCollector(processors=2)),
+        ({"names": ["G1 Young Generation", "Copy"]}, 0, t.GarbageCollector()),
+    ],
+)
+def test_the_collector_reaches_its_taskmanager(tmp_path: Path, collector: dict[str, object], cpu_count: int,
+                                               expected: t.GarbageCollector) -> None:
+    shutil.copytree(CLUSTER, tmp_path, dirs_exist_ok=True)
+    _with_collector(TM1_PART, tmp_path, collector, cpu_count)
+    trace = read_metrics(tmp_path / JM_PART.name)
+    found = {e.id: e for e in trace.environment.executors}
+    tm = found["127.0.0.1:33027-7883d4"]
+    assert tm.garbage_collector == expected
+    assert tm.thread_cpu is not None and (tm.thread_cpu.gc, tm.thread_cpu.gc_concurrent) == (0.05, 0.04)
+    assert found["127.0.0.1:42641-d2fa04"].garbage_collector is None  # its part does not say
+    t.save_trace(trace, tmp_path / "trace.json")
+    assert t.load_trace(tmp_path / "trace.json").environment.executors == trace.environment.executors
+
+
+@pytest.mark.parametrize("collector", ["G1", {"names": "G1 Young Generation"}, ["Copy"]])
+def test_a_malformed_collector_is_bad_input_naming_the_file(tmp_path: Path, collector: object) -> None:
+    _with_collector(TM1_PART, tmp_path, collector)
+    with pytest.raises(BadInputError, match=TM1_PART.name):
+        load_part(tmp_path / TM1_PART.name)

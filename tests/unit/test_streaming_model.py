@@ -255,6 +255,41 @@ def test_a_trace_without_the_whole_split_predicts_as_before(thread_cpu: list[tr.
     assert model.predict(Changes({"cpu_share": 0.5})) == pytest.approx(18.0)
 
 
+def _g1_trace(option: str | None = None, processors: int = 2, family: str = "g1") -> tr.Trace:
+    # per TaskManager: task 5, gc 1 (pauses), gc_concurrent 1.5 (refinement): 15 CPU-s of work, 10 s traced
+    kinds = tr.ThreadCpu(task=5.0, gc=1.0, gc_concurrent=1.5)
+    trace = _flink_trace([kinds, kinds])
+    for executor in trace.environment.executors:
+        executor.garbage_collector = tr.GarbageCollector(family=family, option=option, processors=processors)
+    return trace
+
+
+@pytest.mark.parametrize(
+    ("trace", "share", "expected"),
+    [
+        # one processor of two: serial, G1's 3 CPU-s of concurrent work are not spent: 12 / 1
+        (_g1_trace(), 0.5, 12.0),
+        (_g1_trace(), 0.3, 12.0 / 0.6),
+        # ceil(2 * 0.75) = 2 processors: G1 stays, 15 / 1.5 = 10
+        (_g1_trace(), 0.75, 10.0),
+        # chosen on the command line, or not G1, or 4 processors (2 at half): no switch, 15 / (2 * 0.5)
+        (_g1_trace(option="-XX:+UseG1GC"), 0.5, 15.0),
+        (_g1_trace(family="parallel"), 0.5, 15.0),
+        (_g1_trace(processors=4), 0.5, 15.0),
+    ],
+)
+def test_one_processor_takes_the_serial_collector_without_g1s_concurrent_work(
+        trace: tr.Trace, share: float, expected: float) -> None:
+    model = StreamingCpu.of(trace, 10.0)
+    assert model is not None and model.work_cpu_s == pytest.approx(15.0)
+    assert model.predict(Changes({"cpu_share": share})) == pytest.approx(expected)
+    assert model.predict(Changes({"parallelism": 1})) == pytest.approx(12.0)  # one thread: 12 CPU-s; G1 stays
+    note = model.collector_note(Changes({"cpu_share": share}))
+    assert (note is not None) == (expected * share * 2 < 15.0 - 1e-9)
+    if note:
+        assert "serial garbage collector" in note and "3.00 CPU-s" in note
+
+
 def test_work_beyond_the_processes_time_is_bounded_by_it() -> None:
     kinds = tr.ThreadCpu(task=9.0, network=2.0)
     model = StreamingCpu.of(_flink_trace([kinds, kinds]), 10.0)  # 22 CPU-s of work, 18 measured in all

@@ -25,6 +25,16 @@ the traced span: small wake-ups that yield to the work when the CPUs are busy, s
 the split all of the processes' CPU time is work, as before the split was recorded: a run traced while a slow
 link held it back then counts the background of its long wait as work a faster link would have to redo.
 
+A JVM whose collector its ergonomics chose takes the serial collector when it sees fewer than two processors
+(HotSpot's server-class test): a CPU share or a CPU mask of one CPU. Where the trace names the collector and splits
+its threads (schema 1.7), a G1 JVM's concurrent threads (remembered-set refinement, marking: ``gc_concurrent``) then
+have nothing to do, and the machine limit drops their CPU time; the pause work stays, done by one thread. Measured on
+the word count job (``python -m bench.whatif.jvm_threads``): G1's pause workers 11.8 / 18.2 CPU-s and its concurrent
+threads 11.1 / 12.1 CPU-s at two CPUs; the serial collector 17.6 / 20.7 CPU-s on one. The serial collector does
+more than G1's pauses (it scans its card table in each pause, where G1 refined the cards beside the job) and less
+than G1 in all, so this predicts somewhat less work than the run does: the share of G1's concurrent work that
+becomes pause work depends on the job's old-to-young references, which the trace does not show.
+
 The traced runtime ``D`` is at least the traced limit ``T``; the part of it beyond ``T`` is time the limits
 did not set (start-up, a rate-limited source, waits). A slower configuration needs ``max(D, T')``: extra
 work first fills that slack. A faster one saves what the limit saves, ``D - (T - T')``. Both in one:
@@ -34,6 +44,7 @@ limit past it: predictions assume the observed input rate (paper §7.1).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -54,7 +65,10 @@ STALLED = 0.5
 # Measured on the namespaced cluster (bench.whatif.flink_cluster), a run of 58 s behind 50 Mbit/s links against
 # one of 5-6 s at 1 Gbit/s: "other" 3.7-4.0 against 0.6-0.9 CPU-s (per second), JIT 1.6-2.3 against 1.1-3.0 (per run),
 # GC 0.75 against 0.47 (mostly per record); a CPU-bound Yahoo run compiled for 8.8 of its 62 CPU-s.
-WORK_KINDS = ("task", "network", "gc", "jit")
+WORK_KINDS = ("task", "network", "gc", "jit", "gc_concurrent")
+# HotSpot takes a machine for a server, and lets its ergonomics pick G1 (JDK 9+) rather than the serial collector,
+# from this many processors (os::is_server_class_machine; the memory half of the test, 1792 MB, every host meets).
+SERVER_CLASS_PROCESSORS = 2
 # Flink's credit-based flow control (NettyShuffleEnvironmentConfiguration: fixed since 2.0, the defaults of
 # taskmanager.network.memory.buffers-per-channel / floating-buffers-per-gate / taskmanager.memory.segment-size
 # before): buffers a receiver grants a remote input channel of its own, buffers its input gate shares among them.
@@ -105,6 +119,8 @@ class StreamingCpu:
     # The host granting that window also sends records to another host: its credits leave through the same
     # queue as its own records and wait behind them (see ``predict``).
     window_shares_queue: bool = False
+    # The JVMs whose ergonomics chose G1: (processors each saw, CPU-s of its collector's concurrent threads).
+    ergonomic_g1: Sequence[tuple[int, float]] = ()
 
     @classmethod
     def of(cls, trace: tr.Trace, runtime_s: float, link: Link | None = None) -> StreamingCpu | None:
@@ -134,7 +150,7 @@ class StreamingCpu:
                        window_shares_queue=shares_queue)
         work = min(work, process)
         return cls(chains, process, count, runtime_s, link, work, (process - work) / duration, stalled, window,
-                   shares_queue)
+                   shares_queue, ergonomic_g1(trace))
 
     def limit(self, parallelism: int | None = None, cpu_share: float = 1.0, cpu_speed: float = 1.0,
               bandwidth: float | None = None) -> float:
@@ -151,8 +167,26 @@ class StreamingCpu:
 
     def machine(self, cpu_share: float = 1.0, cpu_speed: float = 1.0) -> float:
         """The machine limit: seconds the job's CPU time needs on its CPUs at that share and speed."""
-        work = self.process_cpu_s if self.work_cpu_s is None else self.work_cpu_s
+        work = self.process_cpu_s if self.work_cpu_s is None else self.work_cpu_s - self.serial_savings(cpu_share)
         return work / (self.cpu_count * cpu_share) / cpu_speed
+
+    def serial_savings(self, cpu_share: float) -> float:
+        """CPU-s of G1's concurrent threads in the JVMs that would take the serial collector at that CPU share: those
+        whose ergonomics chose G1 and that would see fewer than ``SERVER_CLASS_PROCESSORS`` processors (a quota or a
+        mask of ``share`` of them, rounded up as the JVM's container support does)."""
+        return sum(concurrent for processors, concurrent in self.ergonomic_g1
+                   if serial_at(processors, cpu_share))
+
+    def collector_note(self, changes: Changes) -> str | None:
+        """The collector change a CPU share brings, in words (None: none)."""
+        share = changes.number("cpu_share", 1.0)
+        saved = self.serial_savings(share)
+        if not saved:
+            return None
+        return (f"cpu share {share:g}: the JVM sees one processor and its ergonomics take the serial garbage "
+                f"collector instead of G1: {saved:.2f} CPU-s of G1's concurrent threads (refinement, marking) are not "
+                "spent, its pause work is (a serial pause also scans the cards G1 refined beside the job, which this "
+                "leaves out)")
 
     def predict(self, changes: Changes) -> float | None:
         """The runtime under changes, or None when they involve resources this model does not cover."""
@@ -339,6 +373,23 @@ def work_cpu(trace: tr.Trace) -> float | None:
         return None
     return sum(getattr(e.thread_cpu, kind) for e in executors.values() for kind in WORK_KINDS
                if e.thread_cpu is not None)
+
+
+def serial_at(processors: int, cpu_share: float) -> bool:
+    """Whether a JVM that saw ``processors`` would see fewer than ``SERVER_CLASS_PROCESSORS`` at that share."""
+    return math.ceil(processors * cpu_share - 1e-9) < SERVER_CLASS_PROCESSORS <= processors
+
+
+def ergonomic_g1(trace: tr.Trace) -> list[tuple[int, float]]:
+    """(processors, concurrent collector CPU-s) of every process whose trace entry says its JVM ran G1 by the
+    ergonomics' choice (no collector option) and splits its collector's threads."""
+    found = []
+    for executor in trace.environment.executors:
+        collector, cpu = executor.garbage_collector, executor.thread_cpu
+        if (collector is not None and cpu is not None and collector.family == "g1" and collector.option is None
+                and collector.processors and cpu.gc_concurrent > 0):
+            found.append((collector.processors, cpu.gc_concurrent))
+    return found
 
 
 def credit_window(trace: tr.Trace) -> float | None:

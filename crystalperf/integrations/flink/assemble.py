@@ -198,8 +198,8 @@ def task_metrics(scope: Scope, cpu: float | None, span: float, fetched: bool = F
 
 def taskmanagers(job: Part) -> dict[str, Any]:
     """The hosts and TaskManagers the job's subtasks ran on (from their metric scopes), for the environment, each
-    with its process's CPU time by thread kind where its part split it; the JobManager's own scope (no TaskManager
-    id) runs no subtask and is not listed."""
+    with its process's CPU time by thread kind where its part split it and its garbage collector where it named it;
+    the JobManager's own scope (no TaskManager id) runs no subtask and is not listed."""
     hosts: list[str] = []
     executors: dict[str, t.Executor] = {}
     for scope in job.scopes:
@@ -207,8 +207,10 @@ def taskmanagers(job: Part) -> dict[str, Any]:
             hosts.append(scope.host)
         if scope.taskmanager and scope.taskmanager not in executors:
             kinds = job.taskmanager_kinds.get(scope.taskmanager)
+            collector = job.taskmanager_collectors.get(scope.taskmanager)
             executors[scope.taskmanager] = t.Executor(
-                id=scope.taskmanager, host=scope.host, thread_cpu=t.ThreadCpu(**kinds) if kinds is not None else None)
+                id=scope.taskmanager, host=scope.host, thread_cpu=t.ThreadCpu(**kinds) if kinds is not None else None,
+                garbage_collector=t.GarbageCollector(**collector) if collector is not None else None)
     return {"hosts": hosts, "executors": list(executors.values())}
 
 

@@ -11,7 +11,9 @@ version 3, ``io``: the process's I/O counter rows (``crystalperf.core.trace.IoSa
 with one row before and one after; since version 4, ``stacks``: every stack once, which the sample rows name
 by index (``[other]`` stands for the stacks the reporter's byte bound left out, ``max.sample.bytes``); since
 version 5, ``thread_kinds_cpu_s``: the process's CPU time over the job (the span of ``process_cpu_s``) split by
-thread kind, :data:`THREAD_KINDS`. Version 1 parts (no thread states, lifetimes or classpath), parts without
+thread kind, :data:`THREAD_KINDS` (``gc_concurrent`` since the reporter split the collector's threads; a part without
+it counts them in ``gc``), and ``collector``: the JVM's garbage collector beans and the option that chose it
+(:func:`garbage_collector`). Version 1 parts (no thread states, lifetimes or classpath), parts without
 roles, version 2 parts (no I/O rows) and parts without the split are still read. :func:`crystalperf.integrations.flink.record_plan` writes the job
 graph beside them as ``crystalperf-flink-plan-<hash>.json``. Standard library only: reading the files
 needs no PyFlink.
@@ -44,7 +46,11 @@ PLAN_PREFIX = "crystalperf-flink-plan-"
 # The kinds of thread a part splits its process's CPU time into (version 5): the job's subtask threads, Flink's
 # netty (data exchange) threads, the garbage collector's, the JIT compilers' and the rest (timers, heartbeats,
 # RPC, the reporter's sampler).
-THREAD_KINDS = ("task", "network", "gc", "jit", "other")
+THREAD_KINDS = ("task", "network", "gc", "jit", "other", "gc_concurrent")
+# A collector bean's name (java.lang.management.GarbageCollectorMXBean) -> the collector family it belongs to.
+_COLLECTOR_BEANS = (("G1 ", "g1"), ("Copy", "serial"), ("MarkSweepCompact", "serial"), ("PS ", "parallel"),
+                    ("ZGC", "z"), ("Shenandoah", "shenandoah"), ("ParNew", "cms"), ("ConcurrentMarkSweep", "cms"))
+_COLLECTOR_OPTION = re.compile(r"-XX:\+Use[A-Za-z]{1,30}GC")
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,10 @@ class Part:
     # cluster): after merging, one entry per such TaskManager.
     thread_kinds: dict[str, float] | None = None
     taskmanager_kinds: dict[str, dict[str, float]] = field(default_factory=dict)
+    # The JVM's garbage collector (trace.GarbageCollector fields: family, option, processors), per TaskManager id
+    # as taskmanager_kinds (None / absent: the part does not say).
+    collector: dict[str, Any] | None = None
+    taskmanager_collectors: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -241,6 +251,7 @@ def load_part(path: Path) -> Part:
         cpu_count = min(_count(doc.get("cpu_count") or 0), 2**20)
         classpath = [str(entry) for entry in doc.get("classpath") or []]
         kinds = _thread_kinds(doc.get("thread_kinds_cpu_s")) if process_cpu is not None else None
+        collector = garbage_collector(doc.get("collector"), cpu_count)
     except (TypeError, ValueError, OverflowError, AttributeError) as exc:
         raise BadInputError(f"malformed CPU times in a crystalperf Flink metrics file ({exc})", path) from None
     taskmanagers = {s.taskmanager for s in scopes if s.task_name and s.taskmanager}
@@ -267,6 +278,9 @@ def load_part(path: Path) -> Part:
             io=io,
             thread_kinds=kinds,
             taskmanager_kinds={next(iter(taskmanagers)): kinds} if kinds is not None and len(taskmanagers) == 1 else {},
+            collector=collector,
+            taskmanager_collectors=(
+                {next(iter(taskmanagers)): collector} if collector is not None and len(taskmanagers) == 1 else {}),
         )
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise BadInputError(f"malformed crystalperf Flink metrics file ({exc})", path) from None
@@ -280,6 +294,22 @@ def _thread_kinds(value: Any) -> dict[str, float] | None:
     if not isinstance(value, dict):
         raise ValueError("thread_kinds_cpu_s is not an object")
     return {kind: max(0.0, _time(value.get(kind, 0.0))) for kind in THREAD_KINDS}
+
+
+def garbage_collector(value: Any, processors: int) -> dict[str, Any] | None:
+    """A part's ``collector`` (``{"names": [bean names], "option": "-XX:+UseG1GC" or null}``) as
+    ``trace.GarbageCollector`` fields; None when the part has none. Bean names of no family this version knows give
+    family None."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("names", []), list):
+        raise ValueError("collector is not an object with a list of names")
+    families = {family for name in value.get("names", [])[:16] for prefix, family in _COLLECTOR_BEANS
+                if str(name).startswith(prefix)}
+    option = value.get("option")
+    return {"family": families.pop() if len(families) == 1 else None,
+            "option": option if isinstance(option, str) and _COLLECTOR_OPTION.fullmatch(option) else None,
+            "processors": processors or None}
 
 
 def _positive(value: Any) -> float:
@@ -312,6 +342,8 @@ def _add(merged: Part, part: Part) -> None:
         merged.taskmanager_kinds[taskmanager] = (
             {k: merged.taskmanager_kinds[taskmanager][k] + kinds[k] for k in THREAD_KINDS}
             if taskmanager in merged.taskmanager_kinds else dict(kinds))
+    for taskmanager, collector in part.taskmanager_collectors.items():
+        merged.taskmanager_collectors.setdefault(taskmanager, collector)
     merged.samples.extend(part.samples)
     # every process lists the same Flink jars; the order of the first part is kept
     known = set(merged.classpath)
@@ -326,7 +358,8 @@ def merge_parts(first: Part, others: Iterable[Path]) -> Part:
     merged = replace(first, scopes=list(first.scopes), thread_cpu=dict(first.thread_cpu),
                      samples=list(first.samples), classpath=list(first.classpath), io=list(first.io), parts=1,
                      thread_kinds=dict(first.thread_kinds) if first.thread_kinds is not None else None,
-                     taskmanager_kinds={tm: dict(kinds) for tm, kinds in first.taskmanager_kinds.items()})
+                     taskmanager_kinds={tm: dict(kinds) for tm, kinds in first.taskmanager_kinds.items()},
+                     taskmanager_collectors=dict(first.taskmanager_collectors))
     parts = [first]
     for path in others:
         part = load_part(path)

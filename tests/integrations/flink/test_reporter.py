@@ -80,6 +80,10 @@ def test_the_process_cpu_time_is_split_by_thread_kind(sql_job: Path) -> None:
     # the one TaskManager of the mini cluster carries it in the trace
     (executor,) = cpflink.read_metrics(part.path).environment.executors
     assert executor.thread_cpu is not None and executor.thread_cpu.task == pytest.approx(kinds["task"])
+    # and the collector the JVM's ergonomics chose: the serial one below two processors, G1 from two
+    collector = executor.garbage_collector
+    assert collector is not None and collector.option is None and collector.processors == part.cpu_count
+    assert collector.family == ("g1" if part.cpu_count >= 2 else "serial")
 
 
 def test_finish_writes_a_report_naming_the_operators_and_a_bottleneck(sql_job: Path, tmp_path: Path) -> None:

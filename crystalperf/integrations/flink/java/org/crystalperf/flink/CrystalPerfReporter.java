@@ -847,6 +847,7 @@ public class CrystalPerfReporter implements MetricReporter {
             }
         }
         w.append(",\"cpu_count\":").append(Runtime.getRuntime().availableProcessors());
+        w.append(",\"collector\":").append(collectorJson());
         w.append(",\"thread_cpu\":[");
         int t = 0;
         for (Map.Entry<String, Long> e : s.subtaskCpu.entrySet()) {
@@ -926,6 +927,37 @@ public class CrystalPerfReporter implements MetricReporter {
             w.append(",\"").append(ThreadKinds.KINDS[i]).append("\":").append(used / 1e9);
         }
         return w.append(",\"other\":").append(Math.max(0, processNanos - known) / 1e9).append('}').toString();
+    }
+
+    /** Command-line options that choose the garbage collector (the JVM's ergonomics then stay out of it). */
+    private static final String[] COLLECTOR_OPTIONS = {"-XX:+UseSerialGC", "-XX:+UseParallelGC", "-XX:+UseG1GC",
+        "-XX:+UseZGC", "-XX:+UseShenandoahGC", "-XX:+UseConcMarkSweepGC", "-XX:+UseEpsilonGC"};
+
+    /**
+     * Which garbage collector this JVM runs (version 5, optional): the names of its collector beans ("G1 Young
+     * Generation", "Copy"...) and the option that chose it, null where the JVM's ergonomics did (which pick the
+     * serial collector on fewer than two processors). A what-if on fewer CPUs needs both to know whether the
+     * collector, and the work it does, would change.
+     */
+    static String collectorJson() {
+        StringBuilder w = new StringBuilder("{\"names\":[");
+        String chosen = null;
+        try {
+            int i = 0;
+            for (java.lang.management.GarbageCollectorMXBean bean : ManagementFactory.getGarbageCollectorMXBeans()) {
+                w.append(i++ > 0 ? "," : "").append(quote(bean.getName()));
+            }
+            for (String argument : ManagementFactory.getRuntimeMXBean().getInputArguments()) {
+                for (String option : COLLECTOR_OPTIONS) {
+                    if (argument.equals(option)) {
+                        chosen = option;  // the last one given wins, as in the JVM
+                    }
+                }
+            }
+        } catch (RuntimeException | LinkageError e) {
+            LOG.log(Level.FINE, "crystalperf: no garbage collector names", e);
+        }
+        return w.append("],\"option\":").append(chosen == null ? "null" : quote(chosen)).append('}').toString();
     }
 
     /** Snapshot under the lock, then serialise and write outside it (callers hold no lock for the write). */

@@ -16,8 +16,8 @@ import java.util.logging.Logger;
 
 /**
  * CPU time this JVM's threads used, by the kind of thread, read from {@code /proc/self/task} (Linux): Flink's
- * netty threads (the data exchange, {@link #NETWORK}), the garbage collector's ({@link #GC}) and the JIT
- * compilers' ({@link #JIT}). Task threads are counted by the reporter per subtask (their names are longer than
+ * netty threads (the data exchange, {@link #NETWORK}), the garbage collector's pause workers ({@link #GC}), its
+ * concurrent threads ({@link #GC_CONCURRENT}) and the JIT compilers' ({@link #JIT}). Task threads are counted by the reporter per subtask (their names are longer than
  * the 15 characters the kernel keeps, so they are found through the ThreadMXBean), and whatever is left of the
  * process's CPU time is the "other" kind (timers, heartbeats, RPC, the reporter's own sampler).
  *
@@ -32,8 +32,9 @@ final class ThreadKinds {
     static final String NETWORK = "network";
     static final String GC = "gc";
     static final String JIT = "jit";
+    static final String GC_CONCURRENT = "gc_concurrent";
     /** The kinds this class measures, in the order of {@link #totals()}. */
-    static final String[] KINDS = {NETWORK, GC, JIT};
+    static final String[] KINDS = {NETWORK, GC, JIT, GC_CONCURRENT};
     /** Estimated heap of one followed thread (map entry, boxed key, the long[] value). */
     static final int ENTRY_BYTES = 112;
     private static final int UNTRACKED = -1;
@@ -60,19 +61,30 @@ final class ThreadKinds {
 
     /**
      * The kind of a thread by its kernel name (at most 15 characters of the Java name), or -1 for a thread this
-     * class does not measure. HotSpot names its collector threads "GC Thread#n", "G1 ...", "Z...", "Shenandoah ..."
-     * and its compilers "C1/C2 CompilerThreadN"; Flink names its data exchange threads "Flink Netty Server|Client
-     * (port) Thread n". The "VM Thread" counts as the collector's: the serial collector (which the JVM picks on one
-     * CPU or a small heap) runs in it, and the other collectors' pauses start and end there.
+     * class does not measure. HotSpot names its compilers "C1/C2 CompilerThreadN"; Flink names its data exchange
+     * threads "Flink Netty Server|Client (port) Thread n". The collector's threads are split in two, because a JVM
+     * given fewer CPUs may pick another collector that keeps one kind of work and not the other:
+     * <ul>
+     * <li>{@link #GC}: the work done while the application is stopped: the parallel pause workers ("GC Thread#n",
+     * "ParGC Thread#n") and the "VM Thread", in which the serial collector (the JVM's pick on one CPU) runs and
+     * the other collectors' pauses start and end; and the collectors whose threads do all kinds of work at once
+     * (ZGC's "Z...", "Shenandoah ...").
+     * <li>{@link #GC_CONCURRENT}: G1's and CMS's threads that run beside the application: remembered-set
+     * refinement ("G1 Refine#n"), concurrent marking ("G1 Conc#n", "G1 Main Marker", "CMS Main Thread",
+     * "Conc#n") and G1's service threads. The serial collector has none of them.
+     * </ul>
      */
     static int kindOf(String comm) {
         if (comm.startsWith("Flink Netty")) {
             return 0;
         }
-        if (comm.startsWith("GC Thread") || comm.startsWith("ParGC Thread") || comm.startsWith("G1 ")
+        if (comm.startsWith("G1 ") || comm.startsWith("CMS ") || comm.startsWith("Conc#")) {
+            return 3;
+        }
+        if (comm.startsWith("GC Thread") || comm.startsWith("ParGC Thread")
                 || comm.startsWith("ZWorker") || comm.startsWith("ZDirector") || comm.startsWith("ZDriver")
                 || comm.startsWith("ZUnmapper") || comm.startsWith("ZUncommitter") || comm.startsWith("Shenandoah")
-                || comm.startsWith("CMS ") || comm.startsWith("Conc#") || comm.equals("VM Thread")) {
+                || comm.equals("VM Thread")) {
             return 1;
         }
         if (comm.contains("CompilerThre") || comm.startsWith("JVMCI") || comm.startsWith("Sweeper thread")) {
