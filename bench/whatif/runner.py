@@ -3,7 +3,8 @@
 For each workload: run the baseline configuration with the hook (one trace), predict every target
 configuration from that one trace with ``crystalperf predict --json`` (crystalperf and its two
 baselines, linear scaling and task replay without vectors), re-run the job for real at each target
-(several repetitions, median) and compare: deviation = |predicted - actual| / actual (paper §7).
+(several repetitions, median; interleaved with the baseline's, see ``run_workload``) and compare:
+deviation = |predicted - actual| / actual (paper §7).
 
 A workload supplies ``run(config, out_dir) -> Run`` (it runs the job with the hook and returns the
 measured runtime and the trace) and its targets. A target the machine cannot apply (no cgroup write
@@ -13,6 +14,7 @@ access, no ``tc``...) says why in ``unavailable()`` and is reported as skipped, 
 from __future__ import annotations
 
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -81,16 +83,16 @@ def predict(trace: Path, changes: Sequence[str]) -> dict[str, Any]:
 
 def run_workload(workload: Workload, out_dir: Path, *, repetitions: int, quick: bool,
                  log: Callable[[str], None] = print) -> list[CaseResult]:
+    """Every configuration of a workload, the baseline (traced) and its targets, ``repetitions`` times.
+
+    The repetitions are interleaved: each round runs the baseline and every target once, the odd rounds in reverse
+    order. A machine whose speed drifts over the hour a workload takes (a VM's neighbours: the same Flink job took
+    25 s one afternoon and 34 s the next) then slows the baseline and its targets alike, where running each
+    configuration's repetitions back to back compared a baseline of one period with targets of another."""
     out_dir.mkdir(parents=True, exist_ok=True)
     log(f"[{workload.framework}/{workload.name}] baseline {workload.baseline}")
-    baseline_runs = [workload.run(workload.baseline, out_dir / "baseline" / f"rep{i}") for i in range(repetitions)]
-    baseline_s = statistics.median(r.runtime_s for r in baseline_runs)
-    # Where several runs were traced (a cluster's reporter runs in every job), predict from the one nearest the
-    # median: the scaling to the median below is then close to 1, and it is wrong for the parts of a prediction
-    # that do not scale with the traced run's noise (a transfer at a link's rate).
-    traced = min((r for r in baseline_runs if r.trace is not None), key=lambda r: abs(r.runtime_s - baseline_s))
-    log(f"  baseline runtime {baseline_s:.2f} s (trace {traced.trace})")
     results: list[CaseResult] = []
+    measured: list[tuple[Target, CaseResult]] = []
     for target in workload.targets(quick):
         case = CaseResult(workload.framework, workload.name, target.name, target.kind)
         results.append(case)
@@ -98,18 +100,44 @@ def run_workload(workload: Workload, out_dir: Path, *, repetitions: int, quick: 
         if reason:
             case.skipped = reason
             log(f"  {target.name}: skipped ({reason})")
-            continue
+        else:
+            measured.append((target, case))
+    baseline_runs: list[Run] = []
+    runs: dict[str, list[Run]] = {target.name: [] for target, _ in measured}
+    for i in range(repetitions):
+        order: list[Target | None] = [None, *(target for target, _ in measured)]
+        for target in order if i % 2 == 0 else reversed(order):
+            if target is None:
+                baseline_runs.append(workload.run(workload.baseline, fresh(out_dir / "baseline" / f"rep{i}")))
+                log(f"  round {i + 1}: baseline {baseline_runs[-1].runtime_s:.2f} s")
+            else:
+                run_dir = fresh(out_dir / target.name.replace(" ", "_") / f"rep{i}")
+                runs[target.name].append(workload.run(target.config, run_dir))
+                log(f"  round {i + 1}: {target.name} {runs[target.name][-1].runtime_s:.2f} s")
+    baseline_s = statistics.median(r.runtime_s for r in baseline_runs)
+    # Where several runs were traced (a cluster's reporter runs in every job), predict from the one nearest the
+    # median: the scaling to the median below is then close to 1, and it is wrong for the parts of a prediction
+    # that do not scale with the traced run's noise (a transfer at a link's rate).
+    traced = min((r for r in baseline_runs if r.trace is not None), key=lambda r: abs(r.runtime_s - baseline_s))
+    log(f"  baseline runtime {baseline_s:.2f} s (trace {traced.trace})")
+    for target, case in measured:
         case.baseline_s, case.trace = baseline_s, str(traced.trace)
         apply_prediction(case, predict(traced.trace, target.changes))  # type: ignore[arg-type]
-        started = time.perf_counter()
-        runs = [workload.run(target.config, out_dir / target.name.replace(" ", "_") / f"rep{i}")
-                for i in range(repetitions)]
-        case.actual_runs_s = [r.runtime_s for r in runs]
+        case.actual_runs_s = [r.runtime_s for r in runs[target.name]]
         case.actual_s = statistics.median(case.actual_runs_s)
         case.deviation = deviations(case)
-        log(f"  {target.name}: actual {case.actual_s:.2f} s ({time.perf_counter() - started:.0f} s to measure); "
+        log(f"  {target.name}: actual {case.actual_s:.2f} s; "
             + ", ".join(f"{n} {case.predicted_s[n]:.2f} s ({case.deviation[n]:.1%})" for n in PREDICTORS))
     return results
+
+
+def fresh(run_dir: Path) -> Path:
+    """An empty directory for one run: a hook's files left by an earlier benchmark must not be taken for this run's
+    (the Flink reporter's parts carry the job id, so an old part sat beside the new one and, sorting first, was read
+    as the new run's trace)."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
+    return run_dir
 
 
 def apply_prediction(case: CaseResult, doc: dict[str, Any]) -> None:

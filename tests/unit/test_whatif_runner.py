@@ -82,9 +82,11 @@ def test_run_workload_reports_an_unavailable_target_as_skipped(runner: Any, tmp_
     assert tmp_path / "whatif-results.md" in written
 
 
-def _timed_workload(runner: Any, baseline: dict[str, Any], target: Any, runtimes: list[float]) -> Any:
-    """A workload of one target whose runs take ``runtimes`` in turn, each traced into its run directory."""
-    times = iter(runtimes)
+def _timed_workload(runner: Any, baseline: dict[str, Any], target: Any, baseline_runtimes: list[float],
+                    target_runtimes: list[float]) -> Any:
+    """A workload of one target whose baseline and target runs take those runtimes in turn, each traced into its run
+    directory."""
+    times = {id(baseline): iter(baseline_runtimes), id(target.config): iter(target_runtimes)}
 
     class Workload:
         name = "toy"
@@ -97,7 +99,7 @@ def _timed_workload(runner: Any, baseline: dict[str, Any], target: Any, runtimes
             return [target]
 
         def run(self, config: dict[str, Any], out_dir: Path) -> Any:
-            return runner.Run(runtime_s=next(times), trace=out_dir / "trace.json.gz")
+            return runner.Run(runtime_s=next(times[id(config)]), trace=out_dir / "trace.json.gz")
 
     return Workload()
 
@@ -107,7 +109,7 @@ def test_predictions_are_expressed_against_the_measured_baseline(runner: Any, tm
     # The traced run took 12 s, the three baseline runs 9, 10 and 11 s (median 10): a prediction of
     # 24 s from the trace (twice as slow) is 20 s against the measured baseline.
     workload = _timed_workload(runner, {"cores": 2}, runner.Target("cores 2->1", "cores", {"cores": 1}, ["cores=1"]),
-                               [12.0, 10.0, 9.0, 19.0, 21.0, 20.0])
+                               [12.0, 10.0, 9.0], [19.0, 21.0, 20.0])
     monkeypatch.setattr(runner, "predict", lambda trace, changes: {
         "baseline_runtime_s": 12.0, "crystalperf": {"runtime_s": 24.0, "low_s": 18.0, "high_s": 30.0},
         "linear": {"runtime_s": 24.0}, "replay": {"runtime_s": 12.0}})
@@ -122,13 +124,43 @@ def test_of_several_traced_baseline_runs_the_one_nearest_the_median_is_predicted
     workload = _timed_workload(
         runner, {"parallelism": 2},
         runner.Target("parallelism 2->1", "parallelism", {"parallelism": 1}, ["parallelism=1"]),
-        [12.0, 9.0, 10.0, 20.0, 20.0, 20.0])
+        [12.0, 9.0, 10.0], [20.0, 20.0, 20.0])
     asked: list[Path] = []
     monkeypatch.setattr(runner, "predict", lambda trace, changes: asked.append(trace) or {
         "baseline_runtime_s": 10.0, "crystalperf": {"runtime_s": 20.0}, "linear": {"runtime_s": 20.0},
         "replay": {"runtime_s": 10.0}})
     [case] = runner.run_workload(workload, tmp_path, repetitions=3, quick=True, log=lambda _: None)
     assert asked == [tmp_path / "baseline" / "rep2" / "trace.json.gz"] and case.trace == str(asked[0])
+
+
+def test_the_repetitions_of_the_baseline_and_its_targets_are_interleaved(runner: Any, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[str] = []
+
+    class Workload:
+        name = "toy"
+        framework = "flink"
+        baseline: dict[str, Any] = {"share": 1.0}
+
+        def targets(self, quick: bool) -> list[Any]:
+            return [runner.Target(f"share {s}", "cpu_share", {"share": s}, [f"cpu_share={s}"]) for s in (0.5, 0.75)]
+
+        def run(self, config: dict[str, Any], out_dir: Path) -> Any:
+            assert out_dir.is_dir() and not any(out_dir.iterdir())  # each run starts in an empty directory
+            (out_dir / "part.json").write_text("{}")
+            ran.append(f"{config['share']}:{out_dir.name}")
+            return runner.Run(runtime_s=10.0 / config["share"], trace=out_dir / "trace.json.gz")
+
+    monkeypatch.setattr(runner, "predict", lambda trace, changes: {
+        "baseline_runtime_s": 10.0, "crystalperf": {"runtime_s": 20.0}, "linear": {"runtime_s": 20.0},
+        "replay": {"runtime_s": 10.0}})
+    (tmp_path / "baseline" / "rep0").mkdir(parents=True)
+    (tmp_path / "baseline" / "rep0" / "old-part.json").write_text("{}")  # an earlier benchmark's
+    cases = runner.run_workload(Workload(), tmp_path, repetitions=3, quick=True, log=lambda _: None)
+    # each round runs every configuration once, every other round in reverse
+    assert ran == ["1.0:rep0", "0.5:rep0", "0.75:rep0", "0.75:rep1", "0.5:rep1", "1.0:rep1",
+                   "1.0:rep2", "0.5:rep2", "0.75:rep2"]
+    assert [c.actual_runs_s for c in cases] == [[20.0] * 3, [10.0 / 0.75] * 3]
 
 
 @pytest.mark.parametrize("module_name", ["spark", "tensorflow", "flink"])
