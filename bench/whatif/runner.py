@@ -107,13 +107,10 @@ def run_workload(workload: Workload, out_dir: Path, *, repetitions: int, quick: 
     for i in range(repetitions):
         order: list[Target | None] = [None, *(target for target, _ in measured)]
         for target in order if i % 2 == 0 else reversed(order):
-            if target is None:
-                baseline_runs.append(workload.run(workload.baseline, fresh(out_dir / "baseline" / f"rep{i}")))
-                log(f"  round {i + 1}: baseline {baseline_runs[-1].runtime_s:.2f} s")
-            else:
-                run_dir = fresh(out_dir / target.name.replace(" ", "_") / f"rep{i}")
-                runs[target.name].append(workload.run(target.config, run_dir))
-                log(f"  round {i + 1}: {target.name} {runs[target.name][-1].runtime_s:.2f} s")
+            name, config = ("baseline", workload.baseline) if target is None else (target.name, target.config)
+            run = workload.run(config, fresh(out_dir / name.replace(" ", "_") / f"rep{i}"))
+            (baseline_runs if target is None else runs[name]).append(run)
+            log(f"  round {i + 1}: {name} {run.runtime_s:.2f} s")
     baseline_s = statistics.median(r.runtime_s for r in baseline_runs)
     # Where several runs were traced (a cluster's reporter runs in every job), predict from the one nearest the
     # median: the scaling to the median below is then close to 1, and it is wrong for the parts of a prediction

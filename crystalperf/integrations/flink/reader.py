@@ -112,9 +112,8 @@ class Part:
     # cluster): after merging, one entry per such TaskManager.
     thread_kinds: dict[str, float] | None = None
     taskmanager_kinds: dict[str, dict[str, float]] = field(default_factory=dict)
-    # The JVM's garbage collector (trace.GarbageCollector fields: family, option, processors), per TaskManager id
-    # as taskmanager_kinds (None / absent: the part does not say).
-    collector: dict[str, Any] | None = None
+    # The JVM's garbage collector (trace.GarbageCollector fields: family, option, processors) per TaskManager id,
+    # for the same parts as taskmanager_kinds (absent: the part does not say).
     taskmanager_collectors: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
@@ -251,9 +250,12 @@ def load_part(path: Path) -> Part:
         cpu_count = min(_count(doc.get("cpu_count") or 0), 2**20)
         classpath = [str(entry) for entry in doc.get("classpath") or []]
         kinds = _thread_kinds(doc.get("thread_kinds_cpu_s")) if process_cpu is not None else None
-        collector = garbage_collector(doc.get("collector"), cpu_count)
     except (TypeError, ValueError, OverflowError, AttributeError) as exc:
         raise BadInputError(f"malformed CPU times in a crystalperf Flink metrics file ({exc})", path) from None
+    try:
+        collector = garbage_collector(doc.get("collector"), cpu_count)
+    except ValueError as exc:
+        raise BadInputError(f"malformed garbage collector in a crystalperf Flink metrics file ({exc})", path) from None
     taskmanagers = {s.taskmanager for s in scopes if s.task_name and s.taskmanager}
     try:
         return Part(
@@ -278,7 +280,6 @@ def load_part(path: Path) -> Part:
             io=io,
             thread_kinds=kinds,
             taskmanager_kinds={next(iter(taskmanagers)): kinds} if kinds is not None and len(taskmanagers) == 1 else {},
-            collector=collector,
             taskmanager_collectors=(
                 {next(iter(taskmanagers)): collector} if collector is not None and len(taskmanagers) == 1 else {}),
         )

@@ -17,9 +17,10 @@ import java.util.logging.Logger;
 /**
  * CPU time this JVM's threads used, by the kind of thread, read from {@code /proc/self/task} (Linux): Flink's
  * netty threads (the data exchange, {@link #NETWORK}), the garbage collector's pause workers ({@link #GC}), its
- * concurrent threads ({@link #GC_CONCURRENT}) and the JIT compilers' ({@link #JIT}). Task threads are counted by the reporter per subtask (their names are longer than
- * the 15 characters the kernel keeps, so they are found through the ThreadMXBean), and whatever is left of the
- * process's CPU time is the "other" kind (timers, heartbeats, RPC, the reporter's own sampler).
+ * concurrent threads ({@link #GC_CONCURRENT}) and the JIT compilers' ({@link #JIT}). Task threads are counted by
+ * the reporter per subtask (their names are longer than the 15 characters the kernel keeps, so they are found
+ * through the ThreadMXBean), and whatever is left of the process's CPU time is the "other" kind (timers,
+ * heartbeats, RPC, the reporter's own sampler).
  *
  * <p>The totals are cumulative from this object's first look and never go down: a thread that ended keeps the
  * time it was last seen to have used (a refresh every second or so loses at most that much of a short-lived
