@@ -445,3 +445,46 @@ def test_records_that_stay_in_their_subtask_or_host_wait_on_no_round_trip() -> N
     window = four.operations[1]
     window.tasks.append(window.tasks[0].model_copy(update={"id": "window#2"}))
     assert credit_window(four) == 10 * 32 * 1024  # h1 still grants one gate's window: the least of the hosts
+
+
+def test_a_credit_loop_by_mean_value_analysis() -> None:
+    from crystalperf.core.predict.streaming import SEGMENT_BYTES, credit_loop_rate, credit_loop_service
+
+    # Two buffers, a delay of 3 s and a server of 1 s a buffer. One buffer: it goes round in 4 s (0.25 a second)
+    # and sits at the server a quarter of the time. Two: the second finds the first there a quarter of the time,
+    # so a visit takes 1.25 s, the round 4.25 s, and 2 / 4.25 buffers go round a second.
+    window = 2 * SEGMENT_BYTES
+    assert credit_loop_rate(window, 3.0, 1.0) == pytest.approx(2 / 4.25 * SEGMENT_BYTES)
+    # below both bounds: the delay's 2 / (3 + 1) and the server's 1 a second
+    assert credit_loop_rate(window, 3.0, 1.0) < min(2 / 4.0, 1.0) * SEGMENT_BYTES
+    # no server time: the window per delay; and back from a rate to the server's time
+    assert credit_loop_rate(window, 3.0, 0.0) == pytest.approx(window / 3.0)
+    assert credit_loop_service(window, 3.0, 2 / 4.25 * SEGMENT_BYTES) == pytest.approx(1.0, rel=1e-6)
+    assert credit_loop_service(window, 3.0, window / 3.0) == 0.0
+
+
+def test_senders_that_waited_for_credit_queue_their_buffers_at_the_path_under_a_longer_round_trip() -> None:
+    from crystalperf.core.classify import FixedClassifier
+    from crystalperf.core.predict import Predictor
+    from crystalperf.core.predict.streaming import credit_loop_rate, credit_loop_service, credit_waits
+    from crystalperf.core.profile import build_profile
+
+    # The sources were backpressured 16 of their 20 s: the credit loop set the link's 5 MB/s. At the traced 0.2 ms
+    # the round trip explains none of it (10 buffers per 0.2 ms is 1.6 GB/s): the path took ~6.5 ms a buffer.
+    waited = _placed(_cluster_pipeline({"cpu_time_s": 4.0, "backpressured_time_s": 16.0},
+                                       {"cpu_time_s": 3.0, "idle_time_s": 12.0}, 0.8))
+    assert credit_waits(waited) == pytest.approx(0.8)
+    service = credit_loop_service(327_680, 0.0002, 5e6)
+    assert service == pytest.approx(32_768 / 5e6, rel=0.01)
+    predictor = Predictor(build_profile(waited, FixedClassifier({}), locators=[]))
+    slow = predictor.predict(Changes.parse(["rtt=+100ms"]), band=False)
+    looped = 100e6 / credit_loop_rate(327_680, 0.1002, service)
+    assert slow.crystalperf.runtime_s == pytest.approx(looped)
+    # slower than the round trip's bound alone (30.6 s), which the same trace without the waits predicts
+    assert looped > 100e6 / (327_680 / 0.1002) + 1.0
+    assert any("its senders waited for credit 80 % of their time" in n for n in slow.notes)
+    unwaited = _placed(_cluster_pipeline({"cpu_time_s": 4.0, "backpressured_time_s": 4.0},
+                                         {"cpu_time_s": 3.0, "idle_time_s": 12.0}, 0.8))
+    bound = Predictor(build_profile(unwaited, FixedClassifier({}), locators=[]))
+    assert bound.predict(Changes.parse(["rtt=+100ms"]), band=False).crystalperf.runtime_s == pytest.approx(
+        100e6 / (327_680 / 0.1002))

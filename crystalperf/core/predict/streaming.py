@@ -14,7 +14,16 @@ hold at most a window of buffers per remote input gate (``EXCLUSIVE_BUFFERS`` pe
 ``FLOATING_BUFFERS`` shared by the gate, of ``SEGMENT_BYTES`` each: Flink's fixed numbers since 2.0 and its
 defaults before), and a sender sends only against credit it was given, so a link into a host carries at most
 that host's windows once per round trip. The link's bandwidth becomes ``min(B, window / RTT)``: nothing at a
-data centre's 0.2 ms (13 Gbit/s for one channel), a limit at 10 ms (260 Mbit/s).
+data centre's 0.2 ms (13 Gbit/s for one channel), a limit at 10 ms (260 Mbit/s). That bound holds where only the
+round trip holds a credit back. Where the traced run's senders waited for credit most of the time, something on the
+path also took time per buffer (the senders' Netty threads, the links, the receivers' stacks and task threads, which
+return a credit only once they consumed its buffer), and a buffer may queue there behind others: the window's
+buffers circulate through a closed loop of a delay (the round trip, which every buffer spends at once) and a server
+(the path, one buffer at a time). Exact mean-value analysis of that loop (``credit_loop_rate``) gives its
+throughput at any round trip from the window and the path's time per buffer, which the traced rate gives back at
+the traced round trip. Near the knee, where the round trip alone would just let the path's rate through, a buffer
+waits at the server the bound leaves out: measured on the namespaced cluster (``docs/accuracy.md``) at +5 ms the
+job took 11.8 s where both bounds said 9.7 s, and the loop 11.1 s.
 
 Where the trace splits each TaskManager's CPU time by thread kind (``Executor.thread_cpu``, schema 1.6), the
 machine limit counts only the work a run must do whatever its length (``WORK_KINDS``: the task threads, the
@@ -119,6 +128,9 @@ class StreamingCpu:
     # The host granting that window also sends records to another host: its credits leave through the same
     # queue as its own records and wait behind them (see ``predict``).
     window_shares_queue: bool = False
+    # The largest share of their run time an exchange's senders over a link waited for buffers to send into: its
+    # credits held them back (None: the trace has no such times).
+    credit_waits: float | None = None
     # The JVMs whose ergonomics chose G1: (processors each saw, CPU-s of its collector's concurrent threads).
     ergonomic_g1: Sequence[tuple[int, float]] = ()
 
@@ -144,13 +156,14 @@ class StreamingCpu:
         process = utilization * duration
         stalled = stalled_exchange(trace)
         window, shares_queue = credit_window(trace), credits_share_a_queue(trace)
+        waits = credit_waits(trace)
         work = work_cpu(trace)
         if work is None:
             return cls(chains, process, count, runtime_s, link, stalled_exchange=stalled, window_bytes=window,
-                       window_shares_queue=shares_queue)
+                       window_shares_queue=shares_queue, credit_waits=waits)
         work = min(work, process)
         return cls(chains, process, count, runtime_s, link, work, (process - work) / duration, stalled, window,
-                   shares_queue, ergonomic_g1(trace))
+                   shares_queue, waits, ergonomic_g1(trace))
 
     def limit(self, parallelism: int | None = None, cpu_share: float = 1.0, cpu_speed: float = 1.0,
               bandwidth: float | None = None) -> float:
@@ -200,9 +213,7 @@ class StreamingCpu:
         rtt = changes.rtt()
         if rtt is not None and old is not None and new is not None and self.window_bytes:
             # what the credits let through a round trip bounds the link, before and after
-            queued = self.credit_queueing(changes)
-            old = min(old, self.window_bytes / (rtt[0] + (queued[0] if queued else 0.0)))
-            new = min(new, self.window_bytes / (rtt[1] + (queued[1] if queued else 0.0)))
+            old, new = self.credit_rates(changes, rtt, old, new)
         before = self.limit(bandwidth=old)
         share, speed = changes.number("cpu_share", 1.0), changes.number("cpu_speed", 1.0)
         after = self.limit(parallelism, share, speed, new)
@@ -222,6 +233,35 @@ class StreamingCpu:
                 # those seconds included (the first records' serialisation, JIT, the last window): counted once.
                 runtime = max(cpu, link_s + idle)
         return runtime
+
+    def credit_rates(self, changes: Changes, rtt: tuple[float, float], old: float, new: float) -> tuple[float, float]:
+        """The busiest link's rate (bytes/s) as the credits leave it, traced and under the changes, from its bandwidth
+        before and after (``old``, ``new``) and the round trips."""
+        assert self.window_bytes
+        delay_old, delay_new = self.credit_delays(changes, rtt)
+        service = self.buffer_service_s(delay_old)
+        if service is None:
+            return min(old, self.window_bytes / delay_old), min(new, self.window_bytes / delay_new)
+        # a bandwidth change changes the path's time per buffer by the buffer's time on the wire
+        changed = max(0.0, service + SEGMENT_BYTES / new - SEGMENT_BYTES / old)
+        return (min(old, credit_loop_rate(self.window_bytes, delay_old, service)),
+                min(new, credit_loop_rate(self.window_bytes, delay_new, changed)))
+
+    def credit_delays(self, changes: Changes, rtt: tuple[float, float]) -> tuple[float, float]:
+        """Seconds a credit takes to come back, traced and under the changes: the round trip, plus its wait behind
+        the receiver's own records where that is counted (``credit_queueing``)."""
+        queued = self.credit_queueing(changes)
+        return (rtt[0] + queued[0], rtt[1] + queued[1]) if queued else rtt
+
+    def buffer_service_s(self, delay_s: float) -> float | None:
+        """Seconds the path took per buffer in the traced run, where its senders waited for credit for at least
+        ``STALLED`` of their time (the credit loop set the traced rate): the time per buffer at which the loop, at the
+        traced round trip, moves the link's bytes at the rate the counters saw while it carried them. None where the
+        loop did not set the rate (the round trip's bound is all that is known), or the rate is not known."""
+        if (self.link is None or not self.window_bytes or not self.link.active_s
+                or (self.credit_waits or 0.0) < STALLED):
+            return None
+        return credit_loop_service(self.window_bytes, delay_s, self.link.bytes / self.link.active_s)
 
     def capacity(self, changes: Changes) -> float | None:
         """The busiest link's capacity (bytes/s) in the traced run: stated by the user (``network=OLD:NEW``) or
@@ -252,10 +292,15 @@ class StreamingCpu:
         if not self.window_bytes:
             return f"{shown}: no input channel of this job crossed hosts, so no credit waits on a round trip"
         queued = self.credit_queueing(changes)
-        old, new = (rtt[0] + queued[0], rtt[1] + queued[1]) if queued else rtt
+        old, new = self.credit_delays(changes, rtt)
         text = (f"{shown}: Flink's credits let {format_size(self.window_bytes)} into the busiest receiving host per "
                 f"round trip, at most {format_bandwidth(self.window_bytes / new)} "
                 f"(from {format_bandwidth(self.window_bytes / old)})")
+        service = self.buffer_service_s(old)
+        if service is not None:
+            loop = credit_loop_rate(self.window_bytes, new, service)
+            text += (f"; its senders waited for credit {100 * (self.credit_waits or 0.0):.0f} % of their time and the path "
+                     f"took {service * 1000:.2f} ms a buffer, where the buffers queue: {format_bandwidth(loop)}")
         if queued:
             text += (f"; its credits wait {queued[1] * 1000:.1f} ms a round trip behind the records it sends the "
                      "other way")
@@ -349,6 +394,48 @@ def stalled_exchange(trace: tr.Trace) -> float | None:
             if backpressured is not None:
                 best = max(best or 0.0, min(idle, backpressured))
     return best
+
+
+def credit_waits(trace: tr.Trace) -> float | None:
+    """The largest share of their run time the senders of an exchange over a link (``_shipping_exchanges``) were
+    backpressured: their output buffers were full, waiting for credit. None where no such sender has the time."""
+    shares = [_time_share(sender, tr.METRIC_BACKPRESSURED_TIME) for sender, _ in _shipping_exchanges(trace)]
+    known = [share for share in shares if share is not None]
+    return max(known) if known else None
+
+
+def credit_loop_rate(window_bytes: float, delay_s: float, service_s: float) -> float:
+    """Bytes/s through a credit loop: the window's buffers (``SEGMENT_BYTES`` each) circulate between a delay that
+    every buffer spends at once (``delay_s``: the round trip and a credit's queueing) and a server that takes
+    ``service_s`` a buffer, one at a time. Exact mean-value analysis of the closed network (Reiser and Lavenberg),
+    service times exponential: between the bounds ``window / (delay + service)`` (the round trip holds the
+    buffers) and ``SEGMENT_BYTES / service`` (the server is never idle), below both near the knee, where buffers
+    queue at the server. ``service_s`` 0: the first bound."""
+    buffers = max(1, round(window_bytes / SEGMENT_BYTES))
+    if service_s <= 0:
+        return window_bytes / delay_s
+    queue = rate = 0.0
+    for circulating in range(1, buffers + 1):
+        response = service_s * (1.0 + queue)
+        rate = circulating / (delay_s + response)
+        queue = rate * response
+    return rate * SEGMENT_BYTES
+
+
+def credit_loop_service(window_bytes: float, delay_s: float, rate: float) -> float:
+    """The server's seconds a buffer at which ``credit_loop_rate`` gives ``rate`` (bytes/s) at ``delay_s``; 0 where
+    the delay alone explains the rate (it reached the round trip's bound)."""
+    if rate >= window_bytes / delay_s:
+        return 0.0
+    # the loop's rate falls as the server slows, from the bound at 0 to nothing: bisect on a log scale
+    low, high = 1e-9, SEGMENT_BYTES / rate
+    for _ in range(100):
+        middle = math.sqrt(low * high)
+        if credit_loop_rate(window_bytes, delay_s, middle) > rate:
+            low = middle
+        else:
+            high = middle
+    return math.sqrt(low * high)
 
 
 def _time_share(op: tr.Operation, metric: str) -> float | None:
