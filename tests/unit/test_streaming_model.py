@@ -488,3 +488,19 @@ def test_senders_that_waited_for_credit_queue_their_buffers_at_the_path_under_a_
     bound = Predictor(build_profile(unwaited, FixedClassifier({}), locators=[]))
     assert bound.predict(Changes.parse(["rtt=+100ms"]), band=False).crystalperf.runtime_s == pytest.approx(
         100e6 / (327_680 / 0.1002))
+
+
+def test_a_large_credit_loop_is_approximated_within_a_per_cent_of_the_exact_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from crystalperf.core.predict import streaming
+    from crystalperf.core.predict.streaming import SEGMENT_BYTES, credit_loop_rate
+
+    # a host granting 2,000 buffers (hundreds of remote channels): near the knee, and at both ends
+    window = 2_000 * SEGMENT_BYTES
+    for delay, service in ((0.02, 1e-5), (0.01, 5e-6), (0.001, 1e-3)):
+        approximated = credit_loop_rate(window, delay, service)
+        monkeypatch.setattr(streaming, "EXACT_LOOP_BUFFERS", 10_000)
+        exact = credit_loop_rate(window, delay, service)
+        monkeypatch.setattr(streaming, "EXACT_LOOP_BUFFERS", 1024)
+        assert approximated == pytest.approx(exact, rel=0.01)
+        assert approximated <= min(window / (delay + service), SEGMENT_BYTES / service) * 1.0001
