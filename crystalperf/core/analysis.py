@@ -166,6 +166,7 @@ def _op_entry(prof: OperationProfile, bottleneck: Bottleneck, on_path: set[str])
                 "samples": f.samples,
                 "share": round(f.samples / prof.vector.samples, 4) if prof.vector.samples else 0.0,
                 "vector": vector_dict(f.vector),
+                "classified": vector_dict(f.classified if f.classified is not None else f.vector),
             }
             for f in prof.vector.functions[:TOP_FUNCTIONS]
         ],
@@ -211,7 +212,11 @@ def _advice(bottleneck: Bottleneck, predictions: Sequence[Prediction], profile: 
     operators_limit = bottleneck.pace is None or bottleneck.pace.limit != "link"  # a link's pace is no operator's
     if bottleneck.path and bottleneck.seconds[resource] > 0 and operators_limit:
         top = max(bottleneck.path, key=lambda p: p.resource_seconds[resource])
-        funcs = ", ".join(f.function.qualified_name for f in top.vector.functions[:2])
+        # the functions whose samples spent the most on that resource (the most sampled one may have waited)
+        index = CATEGORIES.index(resource)
+        spending = sorted((f for f in top.vector.functions if f.vector[index] > 0),
+                          key=lambda f: -f.samples * f.vector[index])
+        funcs = ", ".join(f.function.qualified_name for f in spending[:2])
         lines.append(
             f"Look at {top.op.name} first: it spends {top.resource_seconds[resource]:.2f} s on {resource} on "
             f"the critical path" + (f", mostly in {funcs}." if funcs else ".")
@@ -235,6 +240,14 @@ def _storage_idle_warning(profile: ExecutionProfile) -> list[str]:
     read, written = profile.storage_idle
     return [f"the job's processes read {format_size(read)} from storage and wrote {format_size(written)} (OS "
             f"counters): no disk wait, so the disk share its sampled functions suggested is counted as cpu"]
+
+
+def _network_idle_warning(profile: ExecutionProfile) -> list[str]:
+    if not profile.network_idle:
+        return []
+    return ["the network counters of the job's processes saw no traffic (under 1 MiB each way, loopback aside): "
+            "the network share of its running samples is counted as cpu (copies, not transfers); a thread blocked "
+            "on a socket keeps its share (a slow peer's latency moves few bytes)"]
 
 
 @dataclass
@@ -378,7 +391,7 @@ def build_report(
         "sources": sources,
         "warnings": list(trace.warnings) + [
             p for p in (resolution.problems if resolution is not None else []) if p.startswith("classifier ")
-        ] + _storage_idle_warning(profile),
+        ] + _storage_idle_warning(profile) + _network_idle_warning(profile),
     }
     if queries:
         report["sql_queries"] = queries

@@ -29,9 +29,9 @@ RESOURCES = ("network", "disk")
 # coordinate them.
 WORKERS = ("executor:", "taskmanager:")
 COORDINATORS = ("driver", "jobmanager:")
-# Sources of processes that run tasks: a cluster's workers, and Flink's local mini cluster (the JVM a PyFlink
-# program starts).
-RUNNERS = (*WORKERS, "minicluster:")
+# Sources of Flink's processes that run tasks, whose names are not the tasks' executor ids: TaskManagers, and the
+# local mini cluster (the JVM a PyFlink program starts). Spark's executors are named by their ids.
+FLINK_RUNNERS = ("taskmanager:", "minicluster:")
 _COUNTERS = {
     "network": (("network_rx_bytes", "received"), ("network_tx_bytes", "sent")),
     "disk": (("storage_read_bytes", "read"), ("storage_write_bytes", "written")),
@@ -135,7 +135,7 @@ def network_counted_idle(trace: tr.Trace) -> bool:
     """True when network counters covered every host the job's tasks ran on and saw under MIN_BYTES received and
     under MIN_BYTES sent over the run: the job moved nothing over a network (a local-mode job), so no bandwidth
     change can touch it, whatever its sampled functions look like."""
-    moved = _moved_per_source(trace, ("network_rx_bytes", "network_tx_bytes"), by_runner_count=False)
+    moved = _moved_per_source(trace, ("network_rx_bytes", "network_tx_bytes"))
     return moved is not None and all(rx < MIN_BYTES and tx < MIN_BYTES for rx, tx in moved)
 
 
@@ -155,25 +155,32 @@ def storage_counted_idle(trace: tr.Trace) -> tuple[float, float] | None:
     return (read, written) if read < MIN_BYTES and written < BUFFERED_WRITE_BYTES else None
 
 
-def _moved_per_source(trace: tr.Trace, counters: tuple[str, str], *,
-                      by_runner_count: bool = True) -> list[tuple[float, float]] | None:
+def _moved_per_source(trace: tr.Trace, counters: tuple[str, str]) -> list[tuple[float, float]] | None:
     """Bytes each counter source moved over the run, by the two ``counters``; None unless counters covered
     every process that ran the job's tasks and every source has an interval to count over. Covered: Spark's
-    driver (local mode) or each executor's plugin by name; ``by_runner_count``, as many sources of processes
-    that run tasks (``RUNNERS``: Flink TaskManagers or a local mini cluster) as the tasks name executors (their
+    driver (local mode) or each executor's plugin by name; or as many sources of processes
+    that run tasks (``FLINK_RUNNERS``: TaskManagers or a local mini cluster) as the tasks name executors (their
     ids are not the counters' names); a job of one process, a Keras fit, is its own counters."""
+    app = trace.application
     rows = [r for r in trace.io if any(getattr(r, c) is not None for c in counters)]
+    # a source whose every reading precedes the job (or follows it) counted another run: a Python program's
+    # file left in a reused output directory
+    first: dict[str, float] = {}
+    last: dict[str, float] = {}
+    for row in rows:
+        first[row.source] = min(first.get(row.source, row.t), row.t)
+        last[row.source] = max(last.get(row.source, row.t), row.t)
+    rows = [r for r in rows if last[r.source] >= app.start and first[r.source] <= app.end]
     if not rows:
         return None
     sources = {r.source for r in rows}
     executors = {task.executor for op in trace.iter_operations() for task in op.tasks} - {None}
     named = all((e if e == "driver" else f"executor:{e}") in sources for e in executors)
-    runners = sum(1 for source in sources if source.startswith(RUNNERS))
-    if executors and not named and not (by_runner_count and runners >= len(executors)):
+    runners = sum(1 for source in sources if source.startswith(FLINK_RUNNERS))
+    if executors and not named and runners < len(executors):
         return None
     if not executors and len(sources) != 1:
         return None  # several unnamed processes: which ran the tasks is unknown
-    app = trace.application
     by_source: dict[str, list[tr.IoSample]] = {}
     for row in rows:
         by_source.setdefault(row.source, []).append(row)

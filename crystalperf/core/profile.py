@@ -14,8 +14,8 @@ import networkx as nx
 
 from crystalperf.core import trace as tr
 from crystalperf.core.classify import ResourceClassifier
-from crystalperf.core.observed import storage_counted_idle
-from crystalperf.core.resources import weighted_mean
+from crystalperf.core.observed import network_counted_idle, storage_counted_idle
+from crystalperf.core.resources import ResourceVector, weighted_mean
 from crystalperf.core.vectors import (
     ATTRIBUTION_EVIDENCE,
     ATTRIBUTIONS,
@@ -132,6 +132,9 @@ class ExecutionProfile:
     # (read, written) storage bytes where the OS counters showed the job's processes did no disk I/O worth a wait
     # (``observed.storage_counted_idle``): the sampled functions' disk share was counted as CPU.
     storage_idle: tuple[float, float] | None = None
+    # Whether the network counters of every process that ran the job's tasks saw no traffic
+    # (``observed.network_counted_idle``): the sampled functions' network share was counted as CPU.
+    network_idle: bool = False
     # Figures derived from the whole profile that several scenarios read (see predict.base.unit_seconds), and what
     # they are computed from (predict.base.job_metric_total).
     memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -243,17 +246,19 @@ def build_profile(
     resolution: SampleResolution | None = None
     sampled: dict[str, OperationVector] = {}
     version = str(getattr(classifier, "version", type(classifier).__name__))
+    storage_idle = storage_counted_idle(trace) if evidence else None
+    network_idle = network_counted_idle(trace) if evidence else False
+    idle = ("disk",) * (storage_idle is not None) + ("network",) * network_idle
     if trace.samples is not None and trace.samples.count:
         resolver = resolver_for(trace, locators, source_roots)
         resolution = resolve_samples(trace.samples, classifier, resolver, use_embedded=not reclassify,
                                      attribution=attribution)
-        sampled = sampled_vectors(trace.samples, resolution)
+        sampled = sampled_vectors(trace.samples, resolution, idle)
         embedded = trace.samples.resolution
         if embedded is not None and not reclassify and evidence:
             version = embedded.classifier if resolution.classified == 0 else f"{version} + {embedded.classifier}"
 
     by_path: dict[str, OperationProfile] = {}
-    storage_idle = storage_counted_idle(trace) if evidence else None
 
     def make_node(op: tr.Operation, path: str, parent_path: str | None) -> OperationProfile:
         children = (
@@ -262,7 +267,7 @@ def build_profile(
         vec = sampled.get(op.id)
         prefer_metrics = op.attributes.get(VECTOR_SOURCE_ATTRIBUTE) == SOURCE_METRICS
         if evidence and (vec is not None or not children):
-            vec = bound_by_measurement(op, vec, prefer_metrics)
+            vec = bound_by_measurement(op, vec, prefer_metrics, idle)
         # The paper's method knows nothing of a hook's measured split: its samples, else native metrics.
         if vec is None:
             vec = _fallback_vector(op, children, waiting=evidence)
@@ -277,7 +282,8 @@ def build_profile(
 
     app = trace.application
     top = level_graph(trace.operations, make_node, None, app.start, app.end)
-    return ExecutionProfile(trace, top, by_path, resolution, version, attribution, storage_idle=storage_idle)
+    return ExecutionProfile(trace, top, by_path, resolution, version, attribution, storage_idle=storage_idle,
+                            network_idle=network_idle)
 
 
 def _fallback_vector(op: tr.Operation, children: LevelGraph | None, *, waiting: bool = True) -> OperationVector:
@@ -288,12 +294,16 @@ def _fallback_vector(op: tr.Operation, children: LevelGraph | None, *, waiting: 
         vec = weighted_mean((c.vector.vector, sum(c.work_seconds.values())) for c in kids)
         if vec is not None:
             merged: dict[str, FunctionStat] = {}
+            pairs: dict[str, list[tuple[ResourceVector, float]]] = {}
             for stat in (f for c in kids for f in c.vector.functions):
                 key = stat.function.key
+                pairs.setdefault(key, []).append((stat.vector, float(stat.samples)))
                 if key in merged:
                     merged[key].samples += stat.samples
                 else:
-                    merged[key] = FunctionStat(stat.function, stat.vector, stat.samples)
+                    merged[key] = FunctionStat(stat.function, stat.vector, stat.samples, stat.classified)
+            for key, stat in merged.items():
+                stat.vector = weighted_mean(pairs[key]) or stat.vector
             functions = sorted(merged.values(), key=lambda f: -f.samples)
             waiting_in: Counter[str] = Counter()
             measured: dict[str, float] = {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from crystalperf.core import trace as tr
@@ -49,11 +49,14 @@ ATTRIBUTIONS = (ATTRIBUTION_EVIDENCE, ATTRIBUTION_PAPER)
 
 @dataclass
 class FunctionStat:
-    """A located function and how much of an operation's sampled time it accounts for."""
+    """A located function and how much of an operation's sampled time it accounts for: ``vector`` is what its
+    samples did (a thread parked in it waited, whatever the classifier reads its code as), ``classified`` the
+    classifier's vector of its code (None: the same as ``vector``)."""
 
     function: FunctionSource
     vector: ResourceVector
     samples: int
+    classified: ResourceVector | None = None
 
 
 @dataclass
@@ -98,6 +101,8 @@ class SampleResolution:
     # stacks that only read back what another sampled process computes (a Spark task and its Python worker)
     delegating: set[int] = field(default_factory=set)
     attribution: str = ATTRIBUTION_EVIDENCE
+    # stacks whose thread was off CPU (parked, blocked, sleeping) when sampled
+    off_cpu: set[int] = field(default_factory=set)
 
 
 def _name_only(frames: Sequence[tr.Frame], stack: Sequence[int], skip_plumbing: bool) -> FunctionSource | None:
@@ -223,6 +228,7 @@ def resolve_samples(
     stack_vectors: dict[int, ResourceVector] = {}
     stack_waiting_in: dict[int, str] = {}
     delegating: set[int] = set()
+    parked: set[int] = set()
     for s, f in stack_function.items():
         vector = function_vectors[f.key] if f is not None else None
         if not evidence:
@@ -235,6 +241,8 @@ def resolve_samples(
             # Waiting on the worker whatever the socket read under it is classified as.
             delegating.add(s)
             off_cpu, vector = True, None
+        if off_cpu:
+            parked.add(s)
         stack_vectors[s] = WAITING_ONLY if sleeps(samples.frames, stack) else sample_vector(vector, off_cpu)
         if stack_vectors[s].waiting > 0:
             stack_waiting_in[s] = wait_label(samples.frames, stack)
@@ -256,11 +264,17 @@ def resolve_samples(
     if classifier_problem:
         problems.append(classifier_problem)
     return SampleResolution(stack_function, function_vectors, located, total, by_origin, problems, len(functions),
-                            stack_vectors, stack_waiting_in, delegating, attribution)
+                            stack_vectors, stack_waiting_in, delegating, attribution, parked)
 
 
-def sampled_vectors(samples: tr.StackSamples, resolution: SampleResolution) -> dict[str, OperationVector]:
-    """Operation id -> vector from its samples (paper §4.1), keyed by the sample keys' operation."""
+def sampled_vectors(samples: tr.StackSamples, resolution: SampleResolution,
+                    idle: Collection[str] = ()) -> dict[str, OperationVector]:
+    """Operation id -> vector from its samples (paper §4.1), keyed by the sample keys' operation. ``idle``: the
+    resources ("disk", "network") the OS counters saw the job's processes not use; a sample's share of them is
+    CPU where its thread ran (a buffer pool, a state map, a local channel computed); see ``_without_idle``."""
+    stack_vectors = resolution.stack_vectors
+    if idle:
+        stack_vectors = {s: _without_idle(v, idle, s in resolution.off_cpu) for s, v in stack_vectors.items()}
     # (operation, bucket) -> stack -> count
     per_interval: dict[tuple[str, int], Counter[int]] = defaultdict(Counter)
     roles: dict[str, set[str | None]] = defaultdict(set)
@@ -276,18 +290,20 @@ def sampled_vectors(samples: tr.StackSamples, resolution: SampleResolution) -> d
 
     interval_vectors: dict[str, list[tuple[ResourceVector, float]]] = defaultdict(list)
     function_samples: dict[str, Counter[str]] = defaultdict(Counter)
+    function_vectors: dict[str, dict[str, list[tuple[ResourceVector, float]]]] = defaultdict(lambda: defaultdict(list))
     functions_by_key: dict[str, FunctionSource] = {}
     waiting_in: dict[str, Counter[str]] = defaultdict(Counter)
     for (op, _bucket), stacks in per_interval.items():
         pairs = []
         for stack, count in stacks.items():
-            vec = resolution.stack_vectors.get(stack)
+            vec = stack_vectors.get(stack)
             if vec is None:
                 continue
             pairs.append((vec, float(count)))
             f = resolution.stack_function.get(stack)
             if f is not None:
                 function_samples[op][f.key] += count
+                function_vectors[op][f.key].append((vec, float(count)))
                 functions_by_key[f.key] = f
             if stack in resolution.stack_waiting_in:
                 waiting_in[op][resolution.stack_waiting_in[stack]] += count
@@ -307,7 +323,8 @@ def sampled_vectors(samples: tr.StackSamples, resolution: SampleResolution) -> d
             sum(w * sum((v[i] - vec[i]) ** 2 for i in range(len(CATEGORIES))) for v, w in pairs) / total
         ) ** 0.5 if total else 0.0
         stats = [
-            FunctionStat(functions_by_key[k], resolution.function_vectors[k], n)
+            FunctionStat(functions_by_key[k], weighted_mean(function_vectors[op][k]) or resolution.function_vectors[k],
+                         n, resolution.function_vectors[k])
             for k, n in function_samples[op].most_common()
         ]
         result[op] = OperationVector(vec, SOURCE_SAMPLES, int(total), stats, spread, waiting_in[op])
@@ -418,16 +435,19 @@ def _positive_sum(metrics: dict[str, float], names: Sequence[str]) -> float:
     return total
 
 
-def _open_by_bytes(measurement: Measurement) -> dict[str, float]:
+def _open_by_bytes(measurement: Measurement, idle: Collection[str] = ()) -> dict[str, float]:
     """How to split time nothing else explains: between disk and network by the bytes each moved, else CPU
-    (the paper's reading of a task that moved nothing)."""
-    total = measurement.disk_bytes + measurement.network_bytes
-    if total > 0:
-        return {"disk": measurement.disk_bytes / total, "network": measurement.network_bytes / total}
+    (the paper's reading of a task that moved nothing). Bytes of an ``idle`` resource (a local channel's, which
+    a framework counts as sent) crossed no device."""
+    disk = 0.0 if "disk" in idle else measurement.disk_bytes
+    network = 0.0 if "network" in idle else measurement.network_bytes
+    if disk + network > 0:
+        return {"disk": disk / (disk + network), "network": network / (disk + network)}
     return {"cpu": 1.0}
 
 
-def bounded_vector(measurement: Measurement, sampled: ResourceVector | None) -> ResourceVector:
+def bounded_vector(measurement: Measurement, sampled: ResourceVector | None,
+                   idle: Collection[str] = ()) -> ResourceVector:
     """The split of a measured operation: measured parts as they are, the open rest split by the samples.
 
     The samples' share of a measured category is first reduced by what was measured of it (the samples of an
@@ -435,7 +455,9 @@ def bounded_vector(measurement: Measurement, sampled: ResourceVector | None) -> 
     wants CPU its CPU time does not show, so CPU samples may claim open time — but no more than the CPU time
     measured (a load that halves each thread's share): a scan blocked on a slow disk under frames that look
     like computing must not be called CPU-bound against the framework's own counters. What CPU cannot claim
-    goes to the other categories the samples saw, else follows the bytes moved (CPU when none)."""
+    goes to the other categories the samples saw, else follows the bytes moved (CPU when none). A resource the OS
+    counters saw the job not use (``idle``) takes none of it: a sample blocked on a socket is one wait, not the
+    open time of a thread that waited for a core."""
     seconds = dict(measurement.seconds)
     open_time = measurement.open
     if open_time <= 0:
@@ -456,8 +478,9 @@ def bounded_vector(measurement: Measurement, sampled: ResourceVector | None) -> 
     rest = open_time - assigned
     if rest > 1e-9:
         # What CPU could not claim goes to what else the samples saw, else by the bytes moved.
-        others = {c: w for c, w in weights.items() if c != "cpu" and w > 0}
-        spread = {c: w / sum(others.values()) for c, w in others.items()} if others else _open_by_bytes(measurement)
+        others = {c: w for c, w in weights.items() if c != "cpu" and c not in idle and w > 0}
+        spread = ({c: w / sum(others.values()) for c, w in others.items()} if others
+                  else _open_by_bytes(measurement, idle))
         for category, weight in spread.items():
             seconds[category] += rest * weight
     return ResourceVector.of(seconds["cpu"], seconds["disk"], seconds["network"], seconds["waiting"])
@@ -523,14 +546,14 @@ def operation_metrics_vector(op: tr.Operation, *, waiting: bool = True) -> Resou
 
 
 def bound_by_measurement(op: tr.Operation, sampled: OperationVector | None,
-                         prefer_metrics: bool = False) -> OperationVector | None:
+                         prefer_metrics: bool = False, idle: Collection[str] = ()) -> OperationVector | None:
     """The operation's vector with what was measured of it taken as it is (ARCHITECTURE: the order of
     evidence), the samples splitting only the rest; the samples still name its functions. ``prefer_metrics``
     (the hook measured the split itself) leaves the samples out of the split."""
     measurement = measure(operation_units(op))
     if measurement is None:
         return sampled
-    vector = bounded_vector(measurement, None if prefer_metrics or sampled is None else sampled.vector)
+    vector = bounded_vector(measurement, None if prefer_metrics or sampled is None else sampled.vector, idle)
     if sampled is None:
         return OperationVector(vector, SOURCE_METRICS, measured=measurement.fractions())
     source = SOURCE_METRICS if prefer_metrics else sampled.source
@@ -629,6 +652,20 @@ def without_disk_waits(vec: OperationVector) -> OperationVector:
     if disk <= kept:
         return vec
     return replace(vec, vector=ResourceVector.of(cpu + disk - kept, kept, network, waiting))
+
+
+def _without_idle(vector: ResourceVector, idle: Collection[str], off_cpu: bool) -> ResourceVector:
+    """A sample's vector with its share of the ``idle`` resources moved: to CPU where its thread ran (it computed
+    or copied). Off CPU, a disk share is waiting (nothing was read from the device); a network share stays, as
+    a thread blocked on a socket may wait for a slow peer that sends next to nothing (latency moves no bytes)."""
+    cpu, disk, network, waiting = vector
+    moved_disk = disk if "disk" in idle else 0.0
+    moved_network = network if "network" in idle and not off_cpu else 0.0
+    if not moved_disk and not moved_network:
+        return vector
+    if off_cpu:
+        return ResourceVector.of(cpu, disk - moved_disk, network, waiting + moved_disk)
+    return ResourceVector.of(cpu + moved_disk + moved_network, disk - moved_disk, network - moved_network, waiting)
 
 
 def default_vector() -> OperationVector:

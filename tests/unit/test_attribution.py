@@ -360,3 +360,26 @@ def test_in_a_pipeline_waiting_for_the_upstream_on_the_path_is_not_counted_twice
     # path: src (cpu 9, waiting... none: idle 0; open 1 s -> CPU) then sink (cpu 1, waiting 9 dropped)
     assert bottleneck.resource == "cpu"
     assert bottleneck.seconds == pytest.approx({"cpu": 11.0, "disk": 0.0, "network": 0.0, "waiting": 0.0})
+
+
+def test_a_function_a_thread_was_parked_in_shows_what_its_samples_did() -> None:
+    # pool.Buffers.request: 6 samples parked (waiting), 2 running; app.Hash: 4 running. The classifier reads the
+    # pool as cpu 0.5 / network 0.5, so its running samples are half cpu: 1 sample of cpu against Hash's 4.
+    frames = [tr.Frame(name="pool.Buffers.request", language="java"), tr.Frame(name="app.Hash.run", language="java")]
+    samples = tr.StackSamples(origin=0, frames=frames, stacks=[[0], [0], [1]], keys=[tr.SampleKey(operation="calc")],
+                              key=[0, 0, 0], bucket=[0, 0, 0], stack=[0, 1, 2], count=[6, 2, 4],
+                              states=[tr.THREAD_WAITING, tr.THREAD_RUNNABLE, tr.THREAD_RUNNABLE])
+    trace = make_trace([op("calc", 0, 10, tasks=[task("t0", 0, 10)])], end=10, samples=samples)
+    classifier = FixedClassifier({"pool.": ResourceVector.of(0.5, 0.0, 0.5), "app.": ResourceVector.of(1.0)})
+    report = analyze(trace, classifier=classifier, locators=[EveryFrame()], band=False).report
+    [calc] = report["operations"]
+    pool = next(f for f in calc["top_functions"] if f["name"] == "pool.Buffers.request")
+    # parked: cpu -> waiting, network stays; running: as classified. 8 samples: (6 * 0.5 + 2 * 0.5) / 8 network
+    assert pool["samples"] == 8 and calc["top_functions"][0]["name"] == "pool.Buffers.request"
+    assert pool["vector"]["waiting"] == pytest.approx(0.375) and pool["vector"]["cpu"] == pytest.approx(0.125)
+    assert pool["classified"]["cpu"] == pytest.approx(0.5) and pool["classified"]["waiting"] == 0.0
+    # cpu-bound (5 of 12 samples' worth of cpu): the advice names Hash first (4 samples of cpu against the pool's 1),
+    # though the pool was sampled twice as often
+    assert report["bottleneck"]["resource"] == "cpu"
+    advice = next(a for a in report["advice"] if a.startswith("Look at"))
+    assert advice.endswith("mostly in app.Hash.run, pool.Buffers.request."), advice

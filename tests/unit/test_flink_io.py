@@ -99,6 +99,16 @@ def test_rows_of_an_empty_span_keep_the_neighbours_only() -> None:
     assert [r.t - START for r in kept] == [1, 5] and [r.storage_read_bytes for r in kept] == [0.0, 4.0]
 
 
+def test_a_source_that_counted_only_before_or_after_the_job_is_another_runs() -> None:
+    from crystalperf.core.trace import IoSample
+
+    # a Python program's spool file left in the output directory by an earlier job, and one started after
+    earlier = [IoSample.model_validate(_row("python:1", START - 3600 + dt, dt)) for dt in (0, 1)]
+    later = [IoSample.model_validate(_row("python:3", START + 100 + dt, dt)) for dt in (0, 1)]
+    this = [IoSample.model_validate(_row("python:2", START + dt, dt)) for dt in (0, 1, 2)]
+    assert {r.source for r in rows_of_span(earlier + this + later, START, START + 2)} == {"python:2"}
+
+
 def test_the_worker_sampler_spools_its_process_rows(tmp_path: Path) -> None:
     import os
 

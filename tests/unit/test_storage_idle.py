@@ -1,5 +1,6 @@
-"""A job whose processes the OS saw do no disk I/O has no disk share: the sampled functions a classifier reads as
-I/O computed (or copied from the page cache). Hand-built traces: io rows of the processes that ran the tasks."""
+"""A job whose processes the OS saw do no disk I/O has no disk share, and one whose processes moved nothing over a
+network interface no network share: the sampled functions a classifier reads as I/O computed (or copied from the
+page cache, or from a local channel). Hand-built traces: io rows of the processes that ran the tasks."""
 
 from __future__ import annotations
 
@@ -88,3 +89,56 @@ def test_the_report_says_so() -> None:
     report = analyze(_trace(_rows("driver", 0, 4e6)), classifier=CLASSIFIER, locators=[], band=False).report
     assert any("read 0 B from storage and wrote 3.8 MiB" in w for w in report["warnings"]), report["warnings"]
     assert report["operations"][0]["vector"]["disk"] == 0.0
+
+
+NETWORK = ResourceVector(0.0, 0.0, 1.0)
+
+
+def _network_rows(source: str, received: float, start: float = 0.0) -> list[tr.IoSample]:
+    return [tr.IoSample(t=start + i, source=source, host="vm", network_rx_bytes=received * i / 10,
+                        network_tx_bytes=0.0) for i in range(11)]
+
+
+def test_the_network_share_of_a_job_that_moved_nothing_over_a_network_is_cpu() -> None:
+    from crystalperf.core.analysis import analyze
+
+    exchanging = FixedClassifier({"state.": NETWORK, "calc.": CPU})  # a local channel's buffer pool read as network
+    local = _trace(_network_rows("minicluster:7", 50_000.0), executors=("6e08e1f7",))
+    idle = build_profile(local, exchanging, locators=[])
+    assert idle.network_idle
+    assert idle.top.nodes["agg"].vector.vector.network == 0.0
+    assert idle.top.nodes["agg"].vector.vector.cpu == pytest.approx(1.0)
+    report = analyze(local, classifier=exchanging, locators=[], band=False).report
+    assert any("network counters of the job's processes saw no traffic" in w for w in report["warnings"])
+    # 50 MB received: the classifier's split stands
+    busy = build_profile(_trace(_network_rows("minicluster:7", 50e6), executors=("6e08e1f7",)), exchanging,
+                         locators=[])
+    assert not busy.network_idle and busy.top.nodes["agg"].vector.vector.network == pytest.approx(0.75)
+    # network time the framework measured stays
+    measured = build_profile(_trace(_network_rows("driver", 0.0), network_wait_s=2.0), exchanging, locators=[])
+    assert measured.top.nodes["agg"].vector.vector.network == pytest.approx(0.2)
+
+
+def test_a_counter_source_of_another_run_is_left_out() -> None:
+    # the mini cluster counted the job; a Python program's file from a run an hour earlier has one reading
+    rows = _rows("minicluster:7", 0, 1e6) + _rows("python:5", 0, 0)[:1]
+    for row in rows[-1:]:
+        row.t -= 3600
+    assert storage_counted_idle(_trace(rows, executors=("6e08e1f7",))) == (0.0, pytest.approx(1e6))
+
+
+def test_a_blocked_thread_keeps_its_network_share_and_loses_its_disk_share() -> None:
+    # 3 samples blocked in a function read as half network, half disk, 1 running in it; no bytes on any interface
+    # and none read from storage
+    frames = [tr.Frame(name="client.Fetcher.read", language="java")]
+    samples = tr.StackSamples(origin=0, frames=frames, stacks=[[0], [0]], keys=[tr.SampleKey(operation="agg")],
+                              key=[0, 0], bucket=[0, 0], stack=[0, 1], count=[3, 1],
+                              states=[tr.THREAD_WAITING, tr.THREAD_RUNNABLE])
+    trace = make_trace([op("agg", 0, 10, tasks=[task("t0", 0, 10, run_time_s=10)])], end=10, samples=samples)
+    trace.io = [tr.IoSample(t=float(i), source="driver", host="vm", network_rx_bytes=0.0, network_tx_bytes=0.0,
+                            storage_read_bytes=0.0, storage_write_bytes=0.0) for i in range(11)]
+    half = FixedClassifier({"client.": ResourceVector(0.0, 0.5, 0.5)})
+    vector = build_profile(trace, half, locators=[]).top.nodes["agg"].vector.vector
+    # blocked: network 0.5 stays (a slow peer), disk 0.5 waits; running: all cpu
+    assert vector.network == pytest.approx(0.375) and vector.disk == 0.0
+    assert vector.waiting == pytest.approx(0.375) and vector.cpu == pytest.approx(0.25)

@@ -499,9 +499,9 @@ def rows_of_span(rows: Iterable[t.IoSample], start: float, end: float) -> list[t
         inside = [i for i, row in enumerate(ordered) if start <= row.t <= end]
         before = [i for i, row in enumerate(ordered) if row.t < start][-1:]
         after = [i for i, row in enumerate(ordered) if row.t > end][:1]
+        if not inside and not (before and after):
+            continue  # every reading before the job, or after it: another run's (a file left in the directory)
         chosen = [ordered[i] for i in before + inside + after]
-        if not chosen:
-            continue
         base = chosen[0]
         for row in chosen:
             update = {}
