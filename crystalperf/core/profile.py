@@ -133,7 +133,7 @@ class ExecutionProfile:
     # (``observed.storage_counted_idle``): the sampled functions' disk share was counted as CPU.
     storage_idle: tuple[float, float] | None = None
     # Whether the network counters of every process that ran the job's tasks saw no traffic
-    # (``observed.network_counted_idle``): the sampled functions' network share was counted as CPU.
+    # (``observed.network_counted_idle``): the running samples' network share was counted as CPU.
     network_idle: bool = False
     # Figures derived from the whole profile that several scenarios read (see predict.base.unit_seconds), and what
     # they are computed from (predict.base.job_metric_total).
