@@ -162,31 +162,24 @@ def _moved_per_source(trace: tr.Trace, counters: tuple[str, str]) -> list[tuple[
     that run tasks (``FLINK_RUNNERS``: TaskManagers or a local mini cluster) as the tasks name executors (their
     ids are not the counters' names); a job of one process, a Keras fit, is its own counters."""
     app = trace.application
-    rows = [r for r in trace.io if any(getattr(r, c) is not None for c in counters)]
-    # a source whose every reading precedes the job (or follows it) counted another run: a Python program's
-    # file left in a reused output directory
-    first: dict[str, float] = {}
-    last: dict[str, float] = {}
-    for row in rows:
-        first[row.source] = min(first.get(row.source, row.t), row.t)
-        last[row.source] = max(last.get(row.source, row.t), row.t)
-    rows = [r for r in rows if last[r.source] >= app.start and first[r.source] <= app.end]
-    if not rows:
+    by_source: dict[str, list[tr.IoSample]] = {}
+    for row in trace.io:
+        if any(getattr(row, c) is not None for c in counters):
+            by_source.setdefault(row.source, []).append(row)
+    # a source with no reading in or around the job (all before it, or all after) counted another run: a Python
+    # program's file left in a reused output directory
+    spans = {source: span for source, rows in by_source.items() if (span := _span_rows(rows, app.start, app.end))}
+    if not spans:
         return None
-    sources = {r.source for r in rows}
     executors = {task.executor for op in trace.iter_operations() for task in op.tasks} - {None}
-    named = all((e if e == "driver" else f"executor:{e}") in sources for e in executors)
-    runners = sum(1 for source in sources if source.startswith(FLINK_RUNNERS))
+    named = all((e if e == "driver" else f"executor:{e}") in spans for e in executors)
+    runners = sum(1 for source in spans if source.startswith(FLINK_RUNNERS))
     if executors and not named and runners < len(executors):
         return None
-    if not executors and len(sources) != 1:
+    if not executors and len(spans) != 1:
         return None  # several unnamed processes: which ran the tasks is unknown
-    by_source: dict[str, list[tr.IoSample]] = {}
-    for row in rows:
-        by_source.setdefault(row.source, []).append(row)
     moved = []
-    for source_rows in by_source.values():
-        span = sorted(_span_rows(source_rows, app.start, app.end), key=lambda r: r.t)
+    for span in spans.values():
         if len(span) < 2:
             return None  # no interval to count over
         totals = []
