@@ -25,6 +25,7 @@ from crystalperf.core.waiting import (
     is_off_cpu,
     is_plumbing,
     is_plumbing_frame,
+    parks,
     primitive_vector,
     sample_vector,
     sleeps,
@@ -101,8 +102,10 @@ class SampleResolution:
     # stacks that only read back what another sampled process computes (a Spark task and its Python worker)
     delegating: set[int] = field(default_factory=set)
     attribution: str = ATTRIBUTION_EVIDENCE
-    # stacks whose thread was off CPU (parked, blocked, sleeping) when sampled
+    # stacks whose thread was off CPU (parked, blocked, sleeping) when sampled, and those of them parked on a
+    # synchroniser (waiting for another thread, not in a read of its own)
     off_cpu: set[int] = field(default_factory=set)
+    parked: set[int] = field(default_factory=set)
 
 
 def _name_only(frames: Sequence[tr.Frame], stack: Sequence[int], skip_plumbing: bool) -> FunctionSource | None:
@@ -228,6 +231,7 @@ def resolve_samples(
     stack_vectors: dict[int, ResourceVector] = {}
     stack_waiting_in: dict[int, str] = {}
     delegating: set[int] = set()
+    off_cpu_stacks: set[int] = set()
     parked: set[int] = set()
     for s, f in stack_function.items():
         vector = function_vectors[f.key] if f is not None else None
@@ -242,7 +246,9 @@ def resolve_samples(
             delegating.add(s)
             off_cpu, vector = True, None
         if off_cpu:
-            parked.add(s)
+            off_cpu_stacks.add(s)
+            if parks(samples.frames, stack):
+                parked.add(s)
         stack_vectors[s] = WAITING_ONLY if sleeps(samples.frames, stack) else sample_vector(vector, off_cpu)
         if stack_vectors[s].waiting > 0:
             stack_waiting_in[s] = wait_label(samples.frames, stack)
@@ -264,7 +270,7 @@ def resolve_samples(
     if classifier_problem:
         problems.append(classifier_problem)
     return SampleResolution(stack_function, function_vectors, located, total, by_origin, problems, len(functions),
-                            stack_vectors, stack_waiting_in, delegating, attribution, parked)
+                            stack_vectors, stack_waiting_in, delegating, attribution, off_cpu_stacks, parked)
 
 
 def sampled_vectors(samples: tr.StackSamples, resolution: SampleResolution,
@@ -274,7 +280,8 @@ def sampled_vectors(samples: tr.StackSamples, resolution: SampleResolution,
     CPU where its thread ran (a buffer pool, a state map, a local channel computed); see ``_without_idle``."""
     stack_vectors = resolution.stack_vectors
     if idle:
-        stack_vectors = {s: _without_idle(v, idle, s in resolution.off_cpu) for s, v in stack_vectors.items()}
+        stack_vectors = {s: _without_idle(v, idle, s in resolution.off_cpu, s in resolution.parked)
+                         for s, v in stack_vectors.items()}
     # (operation, bucket) -> stack -> count
     per_interval: dict[tuple[str, int], Counter[int]] = defaultdict(Counter)
     roles: dict[str, set[str | None]] = defaultdict(set)
@@ -654,17 +661,19 @@ def without_disk_waits(vec: OperationVector) -> OperationVector:
     return replace(vec, vector=ResourceVector.of(cpu + disk - kept, kept, network, waiting))
 
 
-def _without_idle(vector: ResourceVector, idle: Collection[str], off_cpu: bool) -> ResourceVector:
+def _without_idle(vector: ResourceVector, idle: Collection[str], off_cpu: bool, parked: bool) -> ResourceVector:
     """A sample's vector with its share of the ``idle`` resources moved: to CPU where its thread ran (it computed
-    or copied). Off CPU, a disk share is waiting (nothing was read from the device); a network share stays, as
-    a thread blocked on a socket may wait for a slow peer that sends next to nothing (latency moves no bytes)."""
+    or copied). Off CPU, a disk share is waiting (nothing was read from the device), and so is the network share
+    of a thread parked on a synchroniser (a buffer pool, a lock: another thread of its process); a thread blocked
+    in a read or a poll of its own keeps its network share, as a slow peer that sends next to nothing may hold it
+    (latency moves no bytes)."""
     cpu, disk, network, waiting = vector
     moved_disk = disk if "disk" in idle else 0.0
-    moved_network = network if "network" in idle and not off_cpu else 0.0
+    moved_network = network if "network" in idle and (parked or not off_cpu) else 0.0
     if not moved_disk and not moved_network:
         return vector
     if off_cpu:
-        return ResourceVector.of(cpu, disk - moved_disk, network, waiting + moved_disk)
+        return ResourceVector.of(cpu, disk - moved_disk, network - moved_network, waiting + moved_disk + moved_network)
     return ResourceVector.of(cpu + moved_disk + moved_network, disk - moved_disk, network - moved_network, waiting)
 
 

@@ -135,15 +135,35 @@ def is_wait_primitive(name: str) -> bool:
     return bool(_WAIT_PRIMITIVES.match(name))
 
 
+def _innermost(frames: Sequence[tr.Frame], stack: Sequence[int]) -> tr.Frame | None:
+    """The stack's innermost frame that is not native (None: all are)."""
+    for index in stack:
+        frame = frames[index]
+        if not (frame.language == "native" or frame.name.startswith(("<native>", "[native]"))):
+            return frame
+    return None
+
+
 def sleeps(frames: Sequence[tr.Frame], stack: Sequence[int]) -> bool:
     """Whether the stack's innermost non-native frame is a sleep (or a wait for a local process): then the sample
     is waiting and nothing else, not the share of a resource the function below might use at other times."""
-    for index in stack:
-        frame = frames[index]
-        if frame.language == "native" or frame.name.startswith(("<native>", "[native]")):
-            continue
-        return bool(_SLEEPS.match(frame.name))
-    return False
+    frame = _innermost(frames, stack)
+    return frame is not None and bool(_SLEEPS.match(frame.name))
+
+
+# A thread parked on a synchroniser waits for another thread of its process (a lock, a condition, a future, a
+# buffer pool), not in a read or a poll of its own.
+_PARKS = re.compile(
+    r"^(?:java\.lang\.Object\.wait\d*|java\.lang\.Thread\.join|jdk\.internal\.misc\.Unsafe\.park|sun\.misc\.Unsafe\.park"
+    r"|java\.util\.concurrent\.locks\.LockSupport\.park\w*"
+    r"|threading\.(?:Condition\.wait|Event\.wait|Thread\.join|Semaphore\.acquire|Barrier\.wait))$"
+)
+
+
+def parks(frames: Sequence[tr.Frame], stack: Sequence[int]) -> bool:
+    """Whether the stack's innermost non-native frame parks the thread on a synchroniser (``_PARKS``)."""
+    frame = _innermost(frames, stack)
+    return frame is not None and bool(_PARKS.match(frame.name))
 
 
 WAITING_STATES = frozenset({tr.THREAD_BLOCKED, tr.THREAD_WAITING, tr.THREAD_TIMED_WAITING})
@@ -154,12 +174,8 @@ def is_off_cpu(state: str, frames: Sequence[tr.Frame], stack: Sequence[int]) -> 
     wait primitive (epoll_wait is RUNNABLE to the JVM; old traces carry no state)."""
     if state in WAITING_STATES:
         return True
-    for index in stack:
-        frame = frames[index]
-        if frame.language == "native" or frame.name.startswith(("<native>", "[native]")):
-            continue
-        return is_wait_primitive(frame.name)
-    return False
+    frame = _innermost(frames, stack)
+    return frame is not None and is_wait_primitive(frame.name)
 
 
 def sample_vector(function_vector: ResourceVector | None, off_cpu: bool) -> ResourceVector:

@@ -142,3 +142,17 @@ def test_a_blocked_thread_keeps_its_network_share_and_loses_its_disk_share() -> 
     # blocked: network 0.5 stays (a slow peer), disk 0.5 waits; running: all cpu
     assert vector.network == pytest.approx(0.375) and vector.disk == 0.0
     assert vector.waiting == pytest.approx(0.375) and vector.cpu == pytest.approx(0.25)
+
+
+def test_a_thread_parked_on_a_synchroniser_waits_whatever_its_function_reads_as() -> None:
+    # Flink's LocalBufferPool.requestMemorySegmentBlocking parks for a buffer under a package named io.network:
+    # with no traffic on any interface, its network share is waiting, where a blocked read's stays
+    frames = [tr.Frame(name="jdk.internal.misc.Unsafe.park", language="java"),
+              tr.Frame(name="pool.io.network.Buffers.request", language="java")]
+    samples = tr.StackSamples(origin=0, frames=frames, stacks=[[0, 1]], keys=[tr.SampleKey(operation="agg")],
+                              key=[0], bucket=[0], stack=[0], count=[4], states=[tr.THREAD_WAITING])
+    trace = make_trace([op("agg", 0, 10, tasks=[task("t0", 0, 10, run_time_s=10)])], end=10, samples=samples)
+    trace.io = _network_rows("driver", 0.0)
+    read_as_network = FixedClassifier({"pool.": ResourceVector(0.5, 0.0, 0.5)})
+    vector = build_profile(trace, read_as_network, locators=[]).top.nodes["agg"].vector.vector
+    assert vector.network == 0.0 and vector.waiting == pytest.approx(1.0)
