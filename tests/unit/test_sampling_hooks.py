@@ -106,6 +106,20 @@ def _sample_until(sampler: PythonStackSampler, done, limit_s: float = 20.0) -> N
         time.sleep(0.02)
 
 
+def _wait_until_asleep(native_id: int | None, limit_s: float = 20.0) -> None:
+    """Until the thread has slept ('S') with an unchanged CPU time for three reads 50 ms apart."""
+    deadline = time.monotonic() + limit_s
+    seen: list[tuple[bytes, bytes]] = []
+    while time.monotonic() < deadline:
+        with open(f"/proc/self/task/{native_id}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        seen = [*seen[-2:], (fields[0], fields[11] + b"+" + fields[12])]
+        if len(seen) == 3 and all(state == b"S" and cpu == seen[0][1] for state, cpu in seen):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"thread {native_id} never settled asleep: {seen}")
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="thread CPU time is read from Linux's /proc")
 def test_a_spinning_thread_samples_runnable_and_a_parked_one_waiting():
     stop = StopFlag()
@@ -113,6 +127,9 @@ def test_a_spinning_thread_samples_runnable_and_a_parked_one_waiting():
     parked = threading.Thread(target=stop.wait, name="parked")
     spinning.start()
     parked.start()
+    # On a loaded machine the parked thread may still be on its way into the wait (runnable, or burning the
+    # CPU tick that starting a thread costs) when it is first sampled: sample it only once it sleeps.
+    _wait_until_asleep(parked.native_id)
     sampler = PythonStackSampler(
         lambda ident, name: tr.SampleKey(operation=name) if name in ("spinning", "parked") else None)
     try:
