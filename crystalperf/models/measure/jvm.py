@@ -488,6 +488,24 @@ DEBIAN_JARS = (
     LibraryJar("libjakarta-activation-java", "jakarta-activation.jar"),
     LibraryJar("libhttpasyncclient-java", "httpasyncclient.jar"),
     LibraryJar("libhttpcore-java", "httpcore-nio.jar"),
+    LibraryJar("libthrift-java", "thrift.jar"),
+    LibraryJar("libzookeeper-java", "zookeeper.jar"),
+    LibraryJar("libzookeeper-java", "zookeeper-jute.jar"),
+    LibraryJar("libdisruptor-java", "disruptor.jar"),
+    LibraryJar("libxerial-sqlite-jdbc-java", "sqlite-jdbc.jar"),
+    LibraryJar("libhikaricp-java", "HikariCP.jar"),
+    LibraryJar("libavro-java", "avro.jar"),
+    LibraryJar("libavro-java", "avro-guava-dependencies.jar"),
+    LibraryJar("libjackson-json-java", "jackson-core-asl.jar"),
+    LibraryJar("libjackson-json-java", "jackson-mapper-asl.jar"),
+    LibraryJar("libparanamer-java", "paranamer.jar"),
+    LibraryJar("libkryo-java", "kryo.jar"),
+    LibraryJar("libminlog-java", "minlog.jar"),
+    LibraryJar("libobjenesis-java", "objenesis.jar"),
+    LibraryJar("libreflectasm-java", "reflectasm.jar"),
+    LibraryJar("libasm-java", "asm.jar"),
+    LibraryJar("libehcache-java", "ehcache.jar"),
+    LibraryJar("libcommons-collections3-java", "commons-collections3.jar"),
 )
 DEBIAN_JAR_DIR = Path("/usr/share/java")
 
@@ -506,6 +524,8 @@ WORKLOADS: dict[str, tuple[str, ...]] = {
     "ScalaLib": ("all",),
     "LibStore": ("leveldb", "sqljet", "lz4", "dbcp2-h2"),
     "LibNet2": ("mina", "jeromq", "commons-net-mail", "commons-net", "jakarta-mail", "httpasyncclient"),
+    "LibRpc": ("thrift", "thrift-hsha", "thrift-file", "zookeeper", "disruptor"),
+    "LibData": ("sqlite-hikari", "avro", "avro-stream", "kryo", "ehcache"),
 }
 QUICK_WORKLOADS = {"JdkFiles": ("streams",), "JdkCpu": ("regex",), "JdkNet": ("socket",),
                    "JdkConcurrent": ("queues",)}
