@@ -237,3 +237,11 @@ def test_drivers_option_rejects_unknown_names(tmp_path: Path, monkeypatch: pytes
     assert jvm.main(["--out", str(tmp_path), "--drivers", "LibNet2", "Nope"]) == 2
     assert "unknown driver Nope" in capsys.readouterr().err
     assert not (tmp_path / "jvm.jsonl").exists()
+
+
+def test_every_driver_has_its_source_and_options_name_drivers() -> None:
+    for name in jvm.WORKLOADS:
+        assert (jvm.WORKLOAD_DIR / f"{name}.java").is_file(), name
+    assert set(jvm.DRIVER_JVM_OPTIONS) <= set(jvm.WORKLOADS)
+    sources = (jvm.WORKLOAD_DIR.parent / "SOURCES.md").read_text(encoding="utf-8")
+    assert all(f"| `{name}` |" in sources for name in jvm.WORKLOADS)  # each driver documented

@@ -506,6 +506,11 @@ DEBIAN_JARS = (
     LibraryJar("libasm-java", "asm.jar"),
     LibraryJar("libehcache-java", "ehcache.jar"),
     LibraryJar("libcommons-collections3-java", "commons-collections3.jar"),
+    LibraryJar("libhessian-java", "hessian.jar"),
+    LibraryJar("libspymemcached-java", "spymemcached.jar"),
+    LibraryJar("libjgroups-java", "jgroups.jar"),
+    LibraryJar("libcommons-vfs-java", "commons-vfs2.jar"),
+    LibraryJar("libprotobuf-java", "protobuf.jar"),
 )
 DEBIAN_JAR_DIR = Path("/usr/share/java")
 
@@ -526,6 +531,12 @@ WORKLOADS: dict[str, tuple[str, ...]] = {
     "LibNet2": ("mina", "jeromq", "commons-net-mail", "commons-net", "jakarta-mail", "httpasyncclient"),
     "LibRpc": ("thrift", "thrift-hsha", "thrift-file", "zookeeper", "disruptor"),
     "LibData": ("sqlite-hikari", "avro", "avro-stream", "kryo", "ehcache"),
+    "LibWire": ("hessian", "memcached", "jgroups", "vfs", "protobuf"),
+}
+# JVM options a driver needs: Hessian 4's serializer factory reflects into java.lang (StackTraceElement) when
+# it is created, which JDK 17 refuses unless the package is opened.
+DRIVER_JVM_OPTIONS: dict[str, tuple[str, ...]] = {
+    "LibWire": ("--add-opens", "java.base/java.lang=ALL-UNNAMED"),
 }
 QUICK_WORKLOADS = {"JdkFiles": ("streams",), "JdkCpu": ("regex",), "JdkNet": ("socket",),
                    "JdkConcurrent": ("queues",)}
@@ -786,7 +797,8 @@ def run_all(
                 jfr = work / f"{name}-{phase}.jfr"
                 t0 = time.monotonic()
                 done = record(f"cpwork.{name}", [str(tools.classes), *tools.classpath], [str(data), phase, str(scale)],
-                              jfr, settings, timeout_s, [f"-Dcpwork.keystore={store}", "-Djava.awt.headless=true"])
+                              jfr, settings, timeout_s, [f"-Dcpwork.keystore={store}", "-Djava.awt.headless=true",
+                                                         *DRIVER_JVM_OPTIONS.get(name, ())])
                 phases_out = [line for line in done.stdout.splitlines() if line.startswith("phase ")]
                 used = attribution.add_recording(recording_events(jfr, tools.classes), tag) if jfr.exists() else 0
                 runs[tag] = {"rc": done.returncode, "seconds": round(time.monotonic() - t0, 1), "events": used,
