@@ -327,6 +327,7 @@ def test_test_code_harness_and_forbidden_frameworks_get_no_library(tmp_path: Pat
     assert lib("test.test_json", f"{stdlib}/test/test_json/test_decode.py") is None
     assert lib("unittest.case", f"{stdlib}/unittest/case.py") is None
     assert lib("mypkg.tests.helpers", f"{site}/mypkg/tests/helpers.py") is None
+    assert lib("requests._tests.utils", f"{site}/requests/_tests/utils.py") is None  # trio keeps its tests so
     assert lib("pyspark.rdd", f"{site}/pyspark/rdd.py") is None
     assert lib("json", f"{stdlib}/json/__init__.py", "<listcomp>") is None
     assert lib("elsewhere", "/home/user/elsewhere.py") is None

@@ -41,6 +41,11 @@ class PypiSuite:
 # so the server side is never measured, and its reloader tests hang); dnslib 0.9.26 (three doctest queries).
 # filelock and portalocker are pinned below their newest releases, whose build dependencies (hatchling >= 1.29,
 # uv_build) need Rust when pip builds them from source (``--no-binary :all:``).
+# dnspython is pinned to 2.8.0 for the same reason (2.9.2 builds maturin, a Rust build). Also not here: websockets
+# 17.4, locket 1.0.0, semidbm 0.5.1, backoff 2.2.1 and py7zr 1.1.4 (their sdists ship no tests); bottle 0.13.4 (its
+# tests run, but only CPU gets labels). Whoosh's setup.cfg has a ``[pytest]`` section current pytest refuses
+# (``-c /dev/null``); tornado's tests expect its access log silenced, as its own runner does (``--log-disable``);
+# trio's tools tests and export checks need linters and code generators not installed.
 PYPI_SUITES = (
     PypiSuite("fs==2.4.16", ("pytest", "pyftpdlib<2", "psutil", "parameterized", "setuptools<81")),
     PypiSuite("pyftpdlib==2.2.0", ("pytest", "psutil", "pyopenssl"), pytest_args=("-o", "addopts=")),
@@ -60,12 +65,33 @@ PYPI_SUITES = (
     PypiSuite("httplib2==0.32.1", ("pytest", "pytest-timeout", "pysocks", "cryptography"),
               pytest_args=("-o", "addopts=--ignore=tests/_TODO_legacy/ --noconftest --timeout=17")),
     PypiSuite("tftpy==0.8.7", ("pytest",), "tests/test.py"),  # named test.py: pytest collects it only by path
+    PypiSuite("aiosmtpd==1.4.6", ("pytest", "pytest-asyncio", "pytest-mock", "atpublic", "attrs"), "aiosmtpd/tests",
+              ("-o", "addopts=", "-o", "filterwarnings=ignore")),
+    PypiSuite("httpx==0.28.1", ("pytest", "uvicorn", "trustme", "trio", "anyio", "chardet", "brotli", "h2", "socksio",
+                                "zstandard", "click", "rich", "pygments"), pytest_args=("-o", "addopts=")),
+    PypiSuite("dnspython==2.8.0", ("pytest", "trio", "cryptography", "idna")),  # its nanonameserver on loopback
+    PypiSuite("tornado==6.6.1", ("pytest",), "tornado/test", ("-o", "addopts=", "--log-disable=tornado.access")),
+    PypiSuite("gunicorn==27.0.1", ("pytest", "pytest-asyncio", "httpx[http2]", "h2", "packaging"),
+              pytest_args=("-o", "addopts=")),
+    PypiSuite("anyio==4.16.0", ("pytest", "pytest-mock", "pytest-timeout", "trustme", "trio", "hypothesis", "psutil",
+                                "truststore", "blockbuster"),
+              pytest_args=("-o", "addopts=", "-o", "filterwarnings=ignore", "-m", "not network")),
+    PypiSuite("trio==0.35.0", ("pytest", "pyopenssl", "trustme", "cryptography", "async_generator", "astor", "jedi"),
+              "src/trio", ("-o", "addopts=-p trio._tests.pytest_plugin --import-mode=importlib",
+                           "--ignore=src/trio/_tests/tools", "--deselect", "src/trio/_tests/test_exports.py")),
     PypiSuite("pexpect==4.9.0", ("pytest",)),
     PypiSuite("sh==2.4.0", ("pytest",)),
     PypiSuite("plumbum==2.0.2", ("pytest", "pytest-timeout", "pytest-mock", "pytest-asyncio", "psutil"),
               pytest_args=("-o", "addopts=", "-W", "ignore::DeprecationWarning")),
     PypiSuite("ptyprocess==0.7.0", ("pytest",)),
     PypiSuite("pyserial==3.5", ("pytest",), "test"),  # loop:// ports
+    PypiSuite("multiprocess==0.70.19", ("pytest",), "py3.11/multiprocess/tests"),  # the base python's version
+    PypiSuite("pebble==5.2.3", ("pytest",), "test"),
+    PypiSuite("joblib==1.6.0", ("pytest", "pytest-timeout", "pytest-asyncio", "numpy", "threadpoolctl", "lz4",
+                                "psutil"), "joblib/test", ("-o", "addopts=")),
+    PypiSuite("janus==2.0.0", ("pytest", "pytest-asyncio"), pytest_args=("-o", "addopts=")),
+    PypiSuite("tenacity==9.2.1", ("pytest", "tornado", "typeguard")),
+    PypiSuite("zict==3.0.0", ("pytest", "pytest-timeout", "psutil"), "zict/tests", ("-o", "addopts=")),
     PypiSuite("watchdog==7.1.0", ("pytest", "pytest-timeout", "flaky")),
     PypiSuite("fasteners==0.20", ("pytest", "diskcache", "more_itertools", "eventlet")),
     PypiSuite("portalocker==3.2.0", ("pytest", "pytest-timeout", "pytest-rerunfailures", "redis"), "portalocker_tests",
@@ -76,6 +102,18 @@ PYPI_SUITES = (
               pytest_args=("--ignore=tests/test_djangocache.py", "--ignore=tests/test_doctest.py",  # need Django
                            "--deselect", "tests/test_core.py::test_getsetdel")),
     PypiSuite("sqlitedict==2.1.0", ("pytest",)),
+    PypiSuite("persist-queue==1.1.0", ("pytest", "pytest-asyncio", "msgpack", "cbor2", "mock", "aiofiles",
+                                       "aiosqlite"),
+              "persistqueue/tests", ("--ignore=persistqueue/tests/test_mysqlqueue.py",)),  # needs a MySQL server
+    PypiSuite("huey==3.5.4", ("pytest",), "huey/tests"),
+    PypiSuite("sqlite-utils==4.2.1", ("pytest", "hypothesis", "cogapp")),
+    PypiSuite("partd==1.4.2", ("pytest", "locket", "toolz", "numpy", "pyzmq"), "partd/tests", ("-o", "addopts=")),
+    PypiSuite("whoosh==2.7.4", ("pytest",), pytest_args=("-c", "/dev/null", "--rootdir=.")),  # [pytest] in setup.cfg
+    PypiSuite("queuelib==1.10.0", ("pytest",), "queuelib/tests"),
+    PypiSuite("cachelib==0.17.0", ("pytest", "pytest-xprocess"), "tests/test_file_system_cache.py", ("-o", "addopts=")),
+    PypiSuite("dogpile.cache==1.5.0", ("pytest", "mako", "decorator", "stevedore"),
+              pytest_args=("-o", "addopts=", "-o", "filterwarnings=ignore")),
+    PypiSuite("aiosqlite==0.22.1", ("pytest",), "aiosqlite/tests/smoke.py"),
     PypiSuite("atomicwrites==1.4.1", ("pytest",)),
     PypiSuite("tinydb==4.9.0", ("pytest",)),
     PypiSuite("aiofiles==25.1.0", ("pytest", "pytest-asyncio")),

@@ -74,7 +74,7 @@ HARNESS_MODULES = frozenset(
      "_distutils_hack", "pkg_resources", "py", "pytest_asyncio", "pytest_mock", "pytest_timeout",
      "pytest_rerunfailures", "pytest_socket", "pytest_httpbin", "pytest_relaxed", "flaky"}
 )  # fmt: skip
-TEST_DIRS = frozenset({"test", "tests", "testing", "testsuite", "idle_test"})
+TEST_DIRS = frozenset({"test", "tests", "_tests", "testing", "testsuite", "idle_test"})  # _tests: trio's helpers
 
 
 def is_test_file(path: str) -> bool:
