@@ -7,7 +7,6 @@ in, ``{"id", "cpu", "disk", "network"}`` out, classified in batches through the 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import logging
 import sys
@@ -358,7 +357,7 @@ def _report_sparse(
 
 def _train_measured(args: argparse.Namespace, data: Path, weights: Path) -> int:
     """``train --measured DIR``: the sparse classifier on measured labels, split by library."""
-    from crystalperf.models.measured import measured_splits
+    from crystalperf.models.measured import files_sha256, measured_splits
 
     t0 = time.monotonic()
     train, val, test = measured_splits(Path(args.measured), seed=args.seed)
@@ -374,9 +373,7 @@ def _train_measured(args: argparse.Namespace, data: Path, weights: Path) -> int:
         train = train + extra
         source += f" + {len(extra)} module-rule functions of {args.with_corpus} (weight {args.corpus_weight})"
     # Which measurement the weights came from: the files are timings, a re-measured corpus differs a little.
-    files = {
-        p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in sorted(Path(args.measured).glob("*.jsonl"))
-    }
+    files = files_sha256(Path(args.measured))
     _train_sparse(args, train, val, weights, source=source, extra={"measured_files_sha256": files})
     timings = {"sparse_s": time.monotonic() - t0}
     return _report_sparse(args, data, weights, train, val, test, timings, "measured_test")

@@ -1,5 +1,10 @@
-"""Measured training labels: ``/work/data/measured/*.jsonl`` rows (JFR, profiled or strace-verified
-functions; format in docs/models.md) read, deduplicated and split by library.
+"""Measured training labels: ``*.jsonl`` (or gzip-compressed ``*.jsonl.gz``) rows of JFR-, profiler- or
+strace-measured functions (format in docs/models.md) read, deduplicated and split by library.
+
+The labelled rows behind the shipped weights are kept in the repository (``data/measured/*.jsonl.gz``,
+written by :func:`keep_measurement`): a measurement takes an hour and differs a little every time, so the
+corpus the weights were trained on is the only way ``crystalperf train`` can reproduce them.
+``python -m crystalperf.models.measured keep SRC DST`` writes them.
 
 Only rows with a label take part; the split is by library (a seeded hash, ~70/10/20, stratified by each
 library's majority class) so no library's names are on both sides, and a ``#bytecode`` twin shares its
@@ -8,10 +13,14 @@ library, hence its split, with the source row it renders.
 
 from __future__ import annotations
 
+import argparse
+import gzip
 import hashlib
 import json
+import sys
+import zlib
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,45 +29,114 @@ from crystalperf.models.sparse import LABELS4
 
 LANGUAGES = ("java", "scala", "python", "cpp")
 REQUIRED = ("id", "language", "qualified_name", "library", "code", "label")
+SUFFIXES = (".jsonl", ".jsonl.gz")
+
+
+def measured_files(directory: Path) -> list[Path]:
+    """The measured-function files in ``directory``, in name order."""
+    if not directory.is_dir():
+        raise BadInputError("measured-label directory not found", directory)
+    files = sorted(p for p in directory.iterdir() if p.is_file() and p.name.endswith(SUFFIXES))
+    if not files:
+        raise BadInputError("no *.jsonl or *.jsonl.gz files of measured functions", directory)
+    return files
+
+
+def measured_lines(path: Path) -> Iterator[str]:
+    """The text lines of a plain or gzip-compressed measured file; a file that cannot be read is a
+    BadInputError naming it."""
+    try:
+        if path.name.endswith(".gz"):
+            with gzip.open(path, "rt", encoding="utf-8") as fh:
+                yield from fh
+        else:
+            with path.open(encoding="utf-8") as fh:
+                yield from fh
+    except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+        raise BadInputError(f"cannot be read ({exc})", path) from None
+    except UnicodeDecodeError:
+        raise BadInputError("is not UTF-8 text", path) from None
+
+
+def files_sha256(directory: Path) -> dict[str, str]:
+    """The first 16 hex digits of each file's SHA-256, of its decompressed text (so the compression level
+    and gzip's header do not change it; a plain file and its ``.gz`` hash alike), by file name."""
+    hashes: dict[str, str] = {}
+    for path in measured_files(directory):
+        digest = hashlib.sha256()
+        for line in measured_lines(path):
+            digest.update(line.encode("utf-8"))
+        hashes[path.name] = digest.hexdigest()[:16]
+    return hashes
 
 
 def read_measured(directory: Path) -> list[dict[str, Any]]:
-    """Every labelled row of every ``*.jsonl`` in ``directory`` (first occurrence of an id wins); a
+    """Every labelled row of every measured file in ``directory`` (first occurrence of an id wins); a
     malformed row is a BadInputError naming the file and line."""
-    if not directory.is_dir():
-        raise BadInputError("measured-label directory not found", directory)
-    files = sorted(directory.glob("*.jsonl"))
-    if not files:
-        raise BadInputError("no *.jsonl files of measured functions", directory)
     rows: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for path in files:
-        with path.open(encoding="utf-8") as fh:
-            for number, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise BadInputError(f"line {number} is not JSON ({exc.msg})", path) from None
-                if not isinstance(row, dict):
-                    raise BadInputError(f"line {number} is not a JSON object", path)
-                if row.get("label") is None:
-                    continue  # too little evidence or no dominant resource: kept for analysis only
-                missing = [k for k in REQUIRED if k not in row]
-                if missing:
-                    raise BadInputError(f"line {number} lacks {', '.join(missing)}", path)
-                if row["label"] not in LABELS4:
-                    raise BadInputError(f"line {number}: label {row['label']!r} is not one of {LABELS4}", path)
-                if row["language"] not in LANGUAGES:
-                    raise BadInputError(f"line {number}: language {row['language']!r} is unknown", path)
-                if row["id"] in seen:
-                    continue
-                seen.add(row["id"])
-                row["doc"] = row.get("doc") or ""
-                row["origin"] = row.get("origin") or "source"
-                rows.append(row)
+    for path in measured_files(directory):
+        for number, line in enumerate(measured_lines(path), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise BadInputError(f"line {number} is not JSON ({exc.msg})", path) from None
+            if not isinstance(row, dict):
+                raise BadInputError(f"line {number} is not a JSON object", path)
+            if row.get("label") is None:
+                continue  # too little evidence or no dominant resource: kept for analysis only
+            missing = [k for k in REQUIRED if k not in row]
+            if missing:
+                raise BadInputError(f"line {number} lacks {', '.join(missing)}", path)
+            not_text = [k for k in REQUIRED if not isinstance(row[k], str)]
+            if not_text:
+                raise BadInputError(f"line {number}: {', '.join(not_text)} must be text", path)
+            if row["label"] not in LABELS4:
+                raise BadInputError(f"line {number}: label {row['label']!r} is not one of {LABELS4}", path)
+            if row["language"] not in LANGUAGES:
+                raise BadInputError(f"line {number}: language {row['language']!r} is unknown", path)
+            if row["id"] in seen:
+                continue
+            seen.add(row["id"])
+            row["doc"] = row.get("doc") or ""
+            row["origin"] = row.get("origin") or "source"
+            rows.append(row)
     return rows
+
+
+def keep_measurement(source: Path, target: Path, *, labelled_only: bool = False) -> dict[str, int]:
+    """Each measured file of ``source`` written to ``target`` as ``<name>.jsonl.gz``, its rows' text and order
+    unchanged (training reads rows in order), gzip without a timestamp so the same rows give the same bytes.
+    The unlabelled rows are kept unless ``labelled_only``: they hold measured shares too (for relabelling at
+    other thresholds, and every method seen on a recorded stack, for call graphs). Returns rows per file."""
+    files = measured_files(source)
+    target.mkdir(parents=True, exist_ok=True)
+    written: dict[str, int] = {}
+    for path in files:
+        name = path.name if path.name.endswith(".gz") else path.name + ".gz"
+        written_rows = 0
+        tmp = target / f".{name}.tmp"
+        try:
+            with open(tmp, "wb") as raw, gzip.GzipFile(
+                filename="", mode="wb", compresslevel=9, fileobj=raw, mtime=0
+            ) as out:
+                for number, line in enumerate(measured_lines(path), 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        row = json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise BadInputError(f"line {number} is not JSON ({exc.msg})", path) from None
+                    if isinstance(row, dict) and (row.get("label") is not None or not labelled_only):
+                        out.write(line.rstrip("\n").encode("utf-8") + b"\n")
+                        written_rows += 1
+            tmp.replace(target / name)
+        finally:
+            tmp.unlink(missing_ok=True)
+        written[name] = written_rows
+    return written
 
 
 def _hash(text: str, seed: int) -> int:
@@ -114,3 +192,26 @@ def summary(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
         table[f"{r.get('split', '?')}/{r['language']}"][r["label"]] += 1
         table["all"][r["label"]] += 1
     return dict(table)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m crystalperf.models.measured keep SRC DST``: a measurement, compressed, to keep."""
+    parser = argparse.ArgumentParser(prog="python -m crystalperf.models.measured", description=main.__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    keep = sub.add_parser("keep", help="write SRC's measured files to DST/<file>.jsonl.gz")
+    keep.add_argument("source", type=Path)
+    keep.add_argument("target", type=Path)
+    keep.add_argument("--labelled-only", action="store_true", help="leave out the rows without a label")
+    args = parser.parse_args(argv)
+    try:
+        written = keep_measurement(args.source, args.target, labelled_only=args.labelled_only)
+    except BadInputError as exc:
+        sys.stderr.write(f"crystalperf: {exc}\n")
+        return 2
+    for name, count in written.items():
+        sys.stdout.write(f"{args.target / name}: {count} rows\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -62,7 +62,8 @@ def test_sdist_builds_the_same_package(dist: Path) -> None:
     with tarfile.open(_one(dist, "crystalperf-*.tar.gz")) as sdist:
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
     for needed in ("pyproject.toml", "hatch_build.py", "README.md", "noxfile.py",
-                   "crystalperf/integrations/flink/crystalperf-flink.jar", "tests/data/spark-demo-trace.json.gz"):
+                   "crystalperf/integrations/flink/crystalperf-flink.jar", "tests/data/spark-demo-trace.json.gz",
+                   "data/measured/jvm.jsonl.gz", "data/measured/python.jsonl.gz"):
         assert needed in names, needed
     assert any(name.startswith("spec/trace-") for name in names)
 
