@@ -1,10 +1,12 @@
 """How fast the shipped classifiers classify functions: cold (model) and warm (cache).
 
-Usage: python bench/classify_speed.py [--classifier sparse|neural] [--corpus crystalperf-training/corpus.jsonl]
-       [--n 2000] [--threads 2]
+Usage: python bench/classify_speed.py [--classifier sparse|neural] [--measured data/measured]
+       [--corpus crystalperf-training/corpus.jsonl] [--n 2000] [--threads 2]
 "cold" includes loading the weights in a fresh process's worth of state (imports excluded) and classifying
 ``n`` functions never seen; "warm" serves them again from the content-hash cache file. Without a corpus it
-classifies the unmistakable snippets of the tests, each varied so that no two are alike.
+classifies the unmistakable snippets of the tests, each varied so that no two are alike. ``--measured DIR``
+takes the functions of a measured corpus (the one kept in the repository: real library code, JDK source and
+bytecode renderings, Python functions), the first ``n`` distinct ones.
 """
 
 from __future__ import annotations
@@ -17,9 +19,14 @@ import time
 from pathlib import Path
 
 
-def functions_from(corpus: Path | None, n: int) -> list:  # type: ignore[type-arg]
+def functions_from(corpus: Path | None, n: int, measured: Path | None = None) -> list:  # type: ignore[type-arg]
     from crystalperf.core.classify import FunctionSource
 
+    if measured is not None:
+        from crystalperf.models.evaluate import to_function
+        from crystalperf.models.measured import read_measured
+
+        return [to_function(r) for r in read_measured(measured)[:n]]
     if corpus is not None and corpus.is_file():
         from crystalperf.models.corpus import load_corpus
         from crystalperf.models.evaluate import to_function
@@ -45,6 +52,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--classifier", choices=("sparse", "neural"), default="sparse")
     parser.add_argument("--corpus", type=Path, default=Path("crystalperf-training/corpus.jsonl"))
+    parser.add_argument("--measured", type=Path, help="a measured corpus directory (e.g. data/measured) instead")
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=2, help="BLAS/OpenMP threads (the target is 2 cores)")
     args = parser.parse_args()
@@ -52,7 +60,7 @@ def main() -> None:
         os.environ[var] = str(args.threads)
     from crystalperf.core.classify import CachedClassifier
 
-    functions = functions_from(args.corpus, args.n)
+    functions = functions_from(args.corpus, args.n, args.measured)
     if args.classifier == "sparse":
         import numpy  # noqa: F401 - imported before the clock starts, as the core's analysis would have
 
