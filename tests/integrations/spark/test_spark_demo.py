@@ -26,6 +26,8 @@ def test_demo_runs_q6_and_q9_and_leaves_the_report(tmp_path: Path) -> None:
     names = [j.name for j in trace.operations]
     assert any("TPC-H Q6" in n for n in names) and any("TPC-H Q9" in n for n in names), names
     report = json.loads((out / "crystalperf-report.json").read_text())
+    # The README's first command analyses with the trained classifier (numpy, base install), not the keyword fallback.
+    assert report["sources"]["classifier"].startswith("sparse-"), report["sources"]["classifier"]
     assert_no_plumbing_top_functions(report)
     assert report["bottleneck"]["resource"] in ("cpu", "disk", "network")
     assert (out / "crystalperf-report.html").is_file()
