@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from crystalperf.core.errors import BadInputError
+from crystalperf.models.corpus import FORBIDDEN
 from crystalperf.models.measured import files_sha256, keep_measurement, measured_splits, read_measured
 
 REPO = Path(__file__).resolve().parents[2]
@@ -92,5 +93,8 @@ def test_the_kept_corpus_is_the_one_the_shipped_weights_were_trained_on() -> Non
     assert files_sha256(KEPT_CORPUS) == config["measured_files_sha256"]
     rows = read_measured(KEPT_CORPUS)
     assert len({r["id"] for r in rows}) == len(rows)
+    # Each row names its library and licence (SOURCES.md lists them); the frameworks we profile never train.
+    assert all(r["library"] and r.get("licence") for r in rows)
+    assert not [r["id"] for r in rows if FORBIDDEN.search(r["qualified_name"]) or FORBIDDEN.search(r["library"])]
     train, val, _test = measured_splits(KEPT_CORPUS, seed=config["seed"])
     assert len(train) == config["functions"] and len(val) == config["validation_functions"]
