@@ -1,10 +1,10 @@
 """Measured training labels: ``*.jsonl`` (or gzip-compressed ``*.jsonl.gz``) rows of JFR-, profiler- or
 strace-measured functions (format in docs/models.md) read, deduplicated and split by library.
 
-The labelled rows behind the shipped weights are kept in the repository (``data/measured/*.jsonl.gz``,
-written by :func:`keep_measurement`): a measurement takes an hour and differs a little every time, so the
-corpus the weights were trained on is the only way ``crystalperf train`` can reproduce them.
-``python -m crystalperf.models.measured keep SRC DST`` writes them.
+The measurement behind the shipped weights is kept in the repository (``data/measured/*.jsonl.gz``, written
+by :func:`keep_measurement`, ``python -m crystalperf.models.measured keep SRC DST``): a measurement takes an
+hour and differs a little every time, so the corpus the weights were trained on is the only way
+``crystalperf train`` can reproduce them.
 
 Only rows with a label take part; the split is by library (a seeded hash, ~70/10/20, stratified by each
 library's majority class) so no library's names are on both sides, and a ``#bytecode`` twin shares its
