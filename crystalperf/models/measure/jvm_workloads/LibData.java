@@ -1,5 +1,8 @@
 package cpwork;
 
+import static cpwork.Work.evict;
+import static cpwork.Work.pause;
+
 import java.io.*;
 import java.net.*;
 import java.nio.file.*;
@@ -346,9 +349,7 @@ public final class LibData {
             cache.flush();
             long deadline = System.nanoTime() + 60_000_000_000L;
             while (cache.getDiskStoreSize() < n - 200 && System.nanoTime() < deadline) pause(10);
-            try (java.util.stream.Stream<Path> files = Files.walk(w.dir.resolve("ehcache"))) {
-                for (Path f : files.filter(Files::isRegularFile).toList()) evict(f);
-            }
+            evict(w.dir.resolve("ehcache"));
             ExecutorService readers = Executors.newFixedThreadPool(1); // one reader: DiskStorageFactory.read locks its file
             try {
                 List<Future<?>> done = new ArrayList<>();
@@ -373,18 +374,6 @@ public final class LibData {
         }
     }
 
-    /** The file's pages dropped from the page cache (GNU dd's nocache flags), so the next reads hit the disk. */
-    static void evict(Path file) {
-        try {
-            Process p = new ProcessBuilder("dd", "of=" + file, "oflag=nocache", "conv=notrunc,nocreat,fdatasync", "count=0", "status=none")
-                .redirectErrorStream(true).start();
-            p.getInputStream().readAllBytes();
-            p.waitFor();
-        } catch (IOException | InterruptedException e) {
-            // warm reads then
-        }
-    }
-
     /** TCP_NODELAY: small acknowledgements are not held back by Nagle's algorithm and delayed ACKs. */
     static Socket noDelay(Socket s) throws SocketException {
         s.setTcpNoDelay(true);
@@ -397,9 +386,5 @@ public final class LibData {
 
     static ThreadFactory daemon() {
         return r -> { Thread t = new Thread(r); t.setDaemon(true); return t; };
-    }
-
-    static void pause(int ms) {
-        try { Thread.sleep(ms); } catch (InterruptedException e) { Thread.currentThread().interrupt(); }
     }
 }

@@ -1,5 +1,7 @@
 package cpwork;
 
+import static cpwork.Work.pause;
+
 import java.io.*;
 import java.net.*;
 import java.nio.charset.StandardCharsets;
@@ -705,9 +707,5 @@ public final class LibNet2 {
         StringWriter sw = new StringWriter();
         r.transferTo(sw);
         return sw.toString();
-    }
-
-    static void pause(int ms) {
-        try { Thread.sleep(ms); } catch (InterruptedException e) { Thread.currentThread().interrupt(); }
     }
 }

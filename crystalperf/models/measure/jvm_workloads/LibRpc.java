@@ -1,5 +1,8 @@
 package cpwork;
 
+import static cpwork.Work.evict;
+import static cpwork.Work.pause;
+
 import java.io.*;
 import java.net.*;
 import java.nio.ByteBuffer;
@@ -512,23 +515,5 @@ public final class LibRpc {
             replica.close();
             ss.close();
         }
-    }
-
-    // ---------------------------------------------------------------------------------------------
-
-    /** The file's pages dropped from the page cache (GNU dd's nocache flags), so the next reads hit the disk. */
-    static void evict(Path file) {
-        try {
-            Process p = new ProcessBuilder("dd", "of=" + file, "oflag=nocache", "conv=notrunc,nocreat,fdatasync", "count=0", "status=none")
-                .redirectErrorStream(true).start();
-            p.getInputStream().readAllBytes();
-            p.waitFor();
-        } catch (IOException | InterruptedException e) {
-            // warm reads then
-        }
-    }
-
-    static void pause(int ms) {
-        try { Thread.sleep(ms); } catch (InterruptedException e) { Thread.currentThread().interrupt(); }
     }
 }

@@ -1,5 +1,7 @@
 package cpwork;
 
+import static cpwork.Work.evict;
+
 import java.io.*;
 import java.sql.*;
 import java.util.*;
@@ -13,26 +15,6 @@ import java.util.concurrent.*;
  * back, the files' pages are dropped from the page cache (evict), so reads come from the disk. */
 public final class LibStore {
     static volatile Object sink;
-
-    /** Drops the pages of the files under ``path`` from the page cache after writing them back (GNU dd's
-     * nocache flags: posix_fadvise DONTNEED; no root needed), so that the next reads go to the disk. Where
-     * dd is missing the reads stay warm. */
-    static void evict(java.nio.file.Path path) {
-        try {
-            List<java.nio.file.Path> files;
-            try (java.util.stream.Stream<java.nio.file.Path> s = java.nio.file.Files.walk(path)) {
-                files = s.filter(java.nio.file.Files::isRegularFile).toList();
-            }
-            for (java.nio.file.Path f : files) {
-                Process p = new ProcessBuilder("dd", "of=" + f, "oflag=nocache", "conv=notrunc,nocreat,fdatasync", "count=0", "status=none")
-                    .redirectErrorStream(true).start();
-                p.getInputStream().readAllBytes();
-                p.waitFor();
-            }
-        } catch (IOException | InterruptedException e) {
-            // warm reads then
-        }
-    }
 
     static OutputStream dsync(File f) throws IOException {
         return java.nio.file.Files.newOutputStream(f.toPath(), java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.TRUNCATE_EXISTING,

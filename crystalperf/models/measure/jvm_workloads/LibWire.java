@@ -1,5 +1,8 @@
 package cpwork;
 
+import static cpwork.Work.evict;
+import static cpwork.Work.pause;
+
 import java.io.*;
 import java.net.*;
 import java.nio.charset.StandardCharsets;
@@ -280,7 +283,7 @@ public final class LibWire {
                 z.closeEntry();
             }
         }
-        evictTree(root);
+        evict(root);
         byte[] buf = new byte[32 << 10];
         for (org.apache.commons.vfs2.FileObject part : dir.getChildren()) {
             if (part.getType() != org.apache.commons.vfs2.FileType.FOLDER) continue;
@@ -298,7 +301,7 @@ public final class LibWire {
         }
         archive.close();
         sink = dir.findFiles(org.apache.commons.vfs2.Selectors.SELECT_FILES).length;
-        evictTree(root);
+        evict(root);
         dir.resolveFile("copies").deleteAll();
         for (int i = 0; i < 40 * w.scale; i += 2) dir.resolveFile("part-" + i).deleteAll();
         fs.closeFileSystem(dir.getFileSystem());
@@ -339,7 +342,7 @@ public final class LibWire {
         try (OutputStream out = new BufferedOutputStream(Files.newOutputStream(file), 1 << 16)) {
             for (int i = 0; i < n; i++) block(d, i, payload).writeDelimitedTo(out);
         }
-        evictTree(file);
+        evict(file);
         try (InputStream in = new BufferedInputStream(Files.newInputStream(file), 1 << 16)) {
             for (int i = 0; i < n; i++) {
                 com.google.protobuf.DynamicMessage.Builder b = com.google.protobuf.DynamicMessage.newBuilder(d);
@@ -378,25 +381,5 @@ public final class LibWire {
             }
             if (reader.get(120, TimeUnit.SECONDS) != n / 2) throw new IOException("protobuf: lost messages");
         }
-    }
-
-    // ---------------------------------------------------------------------------------------------
-
-    /** The pages of every file under ``path`` dropped from the page cache (GNU dd's nocache flags). */
-    static void evictTree(Path path) {
-        try (java.util.stream.Stream<Path> s = Files.walk(path)) {
-            for (Path f : s.filter(Files::isRegularFile).toList()) {
-                Process p = new ProcessBuilder("dd", "of=" + f, "oflag=nocache", "conv=notrunc,nocreat,fdatasync", "count=0", "status=none")
-                    .redirectErrorStream(true).start();
-                p.getInputStream().readAllBytes();
-                p.waitFor();
-            }
-        } catch (IOException | InterruptedException e) {
-            // warm reads then
-        }
-    }
-
-    static void pause(int ms) {
-        try { Thread.sleep(ms); } catch (InterruptedException e) { Thread.currentThread().interrupt(); }
     }
 }

@@ -1,7 +1,9 @@
 package cpwork;
 
+import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Random;
 
 /** Shared by the drivers: the work directory, the phase filter, seeded data, and one failure policy. */
@@ -46,5 +48,30 @@ public final class Work {
         } catch (Throwable e) {
             System.out.println("phase " + name + " FAILED " + e);
         }
+    }
+
+    /** Drops the pages of the file ``path``, or of every file under the directory ``path``, from the page
+     * cache after writing them back (GNU dd's nocache flags: posix_fadvise DONTNEED; no root needed), so that
+     * the next reads go to the disk. Where dd is missing the reads stay warm. */
+    public static void evict(Path path) {
+        try {
+            List<Path> files;
+            try (java.util.stream.Stream<Path> s = Files.walk(path)) {
+                files = s.filter(Files::isRegularFile).toList();
+            }
+            for (Path f : files) {
+                Process p = new ProcessBuilder("dd", "of=" + f, "oflag=nocache", "conv=notrunc,nocreat,fdatasync", "count=0", "status=none")
+                    .redirectErrorStream(true).start();
+                p.getInputStream().readAllBytes();
+                p.waitFor();
+            }
+        } catch (IOException | InterruptedException e) {
+            // warm reads then
+        }
+    }
+
+    /** Sleeps ``ms`` milliseconds; an interrupt is kept for the caller's next blocking call. */
+    public static void pause(int ms) {
+        try { Thread.sleep(ms); } catch (InterruptedException e) { Thread.currentThread().interrupt(); }
     }
 }
