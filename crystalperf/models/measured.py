@@ -58,6 +58,18 @@ def measured_lines(path: Path) -> Iterator[str]:
         raise BadInputError("is not UTF-8 text", path) from None
 
 
+def _json_lines(path: Path) -> Iterator[tuple[int, str, Any]]:
+    """(line number, text, decoded JSON) of each non-blank line; a line that is not JSON is a BadInputError
+    naming it and the file."""
+    for number, line in enumerate(measured_lines(path), 1):
+        if not line.strip():
+            continue
+        try:
+            yield number, line, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BadInputError(f"line {number} is not JSON ({exc.msg})", path) from None
+
+
 def files_sha256(directory: Path) -> dict[str, str]:
     """The first 16 hex digits of each file's SHA-256, of its decompressed text (so the compression level
     and gzip's header do not change it; a plain file and its ``.gz`` hash alike), by file name."""
@@ -76,13 +88,7 @@ def read_measured(directory: Path) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     seen: set[str] = set()
     for path in measured_files(directory):
-        for number, line in enumerate(measured_lines(path), 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise BadInputError(f"line {number} is not JSON ({exc.msg})", path) from None
+        for number, _line, row in _json_lines(path):
             if not isinstance(row, dict):
                 raise BadInputError(f"line {number} is not a JSON object", path)
             if row.get("label") is None:
@@ -122,13 +128,7 @@ def keep_measurement(source: Path, target: Path, *, labelled_only: bool = False)
             with open(tmp, "wb") as raw, gzip.GzipFile(
                 filename="", mode="wb", compresslevel=9, fileobj=raw, mtime=0
             ) as out:
-                for number, line in enumerate(measured_lines(path), 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        row = json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise BadInputError(f"line {number} is not JSON ({exc.msg})", path) from None
+                for _number, line, row in _json_lines(path):
                     if isinstance(row, dict) and (row.get("label") is not None or not labelled_only):
                         out.write(line.rstrip("\n").encode("utf-8") + b"\n")
                         written_rows += 1

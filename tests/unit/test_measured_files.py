@@ -8,6 +8,7 @@ import gzip
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,13 @@ import pytest
 
 from crystalperf.core.errors import BadInputError
 from crystalperf.models.corpus import FORBIDDEN
-from crystalperf.models.measured import files_sha256, keep_measurement, measured_splits, read_measured
+from crystalperf.models.measured import (
+    files_sha256,
+    keep_measurement,
+    measured_splits,
+    read_measured,
+    split_by_library,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED_CONFIG = REPO / "crystalperf" / "models" / "weights" / "sparse" / "config.json"
@@ -96,5 +103,6 @@ def test_the_kept_corpus_is_the_one_the_shipped_weights_were_trained_on() -> Non
     # Each row names its library and licence (SOURCES.md lists them); the frameworks we profile never train.
     assert all(r["library"] and r.get("licence") for r in rows)
     assert not [r["id"] for r in rows if FORBIDDEN.search(r["qualified_name"]) or FORBIDDEN.search(r["library"])]
-    train, val, _test = measured_splits(KEPT_CORPUS, seed=config["seed"])
-    assert len(train) == config["functions"] and len(val) == config["validation_functions"]
+    split_by_library(rows, seed=config["seed"])
+    splits = Counter(r["split"] for r in rows)
+    assert splits["train"] == config["functions"] and splits["val"] == config["validation_functions"]
