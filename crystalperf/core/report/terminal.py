@@ -35,6 +35,17 @@ def _vector(v: dict[str, float]) -> str:
     return " ".join(f"{k} {v.get(k, 0.0):.0%}" for k in CATEGORIES)
 
 
+def _top_busy_function(functions: list[dict[str, Any]]) -> str:
+    """The most-sampled function whose samples mostly worked; the most-sampled one when all mostly waited.
+
+    A thread parked for a buffer is often an operation's most-sampled frame, yet naming it in the one column a
+    reader scans says "the time went here" of time that went nowhere; the JSON and HTML keep every function."""
+    for function in functions:
+        if (function.get("vector") or {}).get("waiting", 0.0) < 0.5:
+            return str(function["name"])
+    return str(functions[0]["name"]) if functions else ""
+
+
 class TerminalRenderer(Renderer):
     name = "terminal"
     extension = ".txt"
@@ -65,7 +76,7 @@ class TerminalRenderer(Renderer):
         for col in ("operation", "kind", "runtime", "cpu / disk / network / waiting", "from", "top function"):
             table.add_column(col, overflow="fold")
         for o in ops[:MAX_ROWS]:
-            top = o["top_functions"][0]["name"] if o["top_functions"] else ""
+            top = _top_busy_function(o["top_functions"])
             source = o["vector_source"] + (f" ({o['measured_share']:.0%} measured)" if o.get("measured_share") else "")
             table.add_row(_safe(o["name"]), _safe(o["kind"], 40), format_seconds(o["runtime_s"]),
                           _vector(o["vector"]), _safe(source), _safe(top))
