@@ -1,5 +1,7 @@
-"""``python -m bench.fidelity.reanalyse TRACE OUT_JSON [--attribution paper|default]``: analyse a job's
-trace again, as ``crystalperf analyze TRACE --attribution ...`` would, and write the report JSON.
+"""``python -m bench.fidelity.reanalyse TRACE OUT_JSON [--attribution paper|default] [--reclassify]``: analyse a
+job's trace again, as ``crystalperf analyze TRACE --attribution ... [--reclassify]`` would, and write the report
+JSON. ``--reclassify`` classifies every stack with this tree's classifier instead of using the vectors the trace
+embeds from its job-end analysis (to compare classifiers on the same traces).
 
 Run with the job's framework environment, so that the classifier (the neural one where torch is installed)
 is the one the job-end report used. Without the ``attribution`` argument (a crystalperf from before it),
@@ -20,6 +22,7 @@ def main() -> None:
     parser.add_argument("trace", type=Path)
     parser.add_argument("out", type=Path)
     parser.add_argument("--attribution", default="paper")
+    parser.add_argument("--reclassify", action="store_true")
     args = parser.parse_args()
     from crystalperf.core import trace as tr
     from crystalperf.core.analysis import analyze
@@ -32,6 +35,8 @@ def main() -> None:
         options["attribution"] = args.attribution
     elif args.attribution != "default":
         note = "this crystalperf has no attribution option: its default analysis is the paper's method"
+    if args.reclassify:
+        options["reclassify"] = True
     report = analyze(tr.load_trace(args.trace), **options).report
     if note:
         report["fidelity_note"] = note

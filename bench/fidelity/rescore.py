@@ -1,7 +1,9 @@
-"""``python -m bench.fidelity.rescore RESULTS.json [...] --before TREE [--after TREE] [--python PY]``: analyse the
-traces of earlier fidelity runs again with two crystalperf source trees and score both on the same traces: the job
-verdict against the measured truth and the vector's mean absolute error. Two runs of the benchmark differ by the
-machine's noise (a mixed job's truth may flip at 0.51 CPU); the same traces analysed twice differ only by the code.
+"""``python -m bench.fidelity.rescore RESULTS.json [...] --before TREE [--after TREE] [--python PY] [--reclassify]
+[--only FRAMEWORK]``: analyse the traces of earlier fidelity runs again with two crystalperf source trees and score
+both on the same traces: the job verdict against the measured truth and the vector's mean absolute error. Two runs
+of the benchmark differ by the machine's noise (a mixed job's truth may flip at 0.51 CPU); the same traces analysed
+twice differ only by the code. ``--reclassify`` has each tree classify every stack itself (to compare classifiers
+or their weights; run it with the framework's environment, ``--only`` that framework, so its frames are located).
 
 ``TREE`` is a checkout (``git worktree add /tmp/before COMMIT``); the default ``--after`` is this repository.
 Only confirmed jobs are scored, as the benchmark's summary does.
@@ -25,9 +27,10 @@ ROOT = Path(__file__).resolve().parents[2]
 CATEGORIES = ("cpu", "disk", "network", "waiting")
 
 
-def _analyse(python: str, tree: Path, trace: str, out: Path) -> dict[str, Any] | None:
+def _analyse(python: str, tree: Path, trace: str, out: Path, reclassify: bool = False) -> dict[str, Any] | None:
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    done = subprocess.run([python, "-m", "bench.fidelity.reanalyse", trace, str(out), "--attribution", "evidence"],
+    command = [python, "-m", "bench.fidelity.reanalyse", trace, str(out), "--attribution", "evidence"]
+    done = subprocess.run(command + ["--reclassify"] * reclassify,
                           cwd=tree, env=env, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         print(f"  {tree}: {trace} failed: {done.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
@@ -42,6 +45,8 @@ def main() -> None:
     parser.add_argument("--before", type=Path, required=True)
     parser.add_argument("--after", type=Path, default=ROOT)
     parser.add_argument("--python", default=sys.executable, help="an interpreter with crystalperf's dependencies")
+    parser.add_argument("--reclassify", action="store_true", help="classify every stack again in each tree")
+    parser.add_argument("--only", default=None, help="score only this framework's jobs")
     args = parser.parse_args()
     trees = {"before": args.before, "after": args.after}
     scored: dict[str, list[tuple[bool, float]]] = {name: [] for name in trees}
@@ -50,9 +55,12 @@ def main() -> None:
         for job in json.loads(results.read_text())["jobs"]:
             if not job.get("trace") or not job.get("shares") or not job.get("confirmed"):
                 continue
+            if args.only and job["framework"] != args.only:
+                continue
             line = f"{results.name} {job['framework']}/{job['job']}: truth {job['truth']}"
             for name, tree in trees.items():
-                report = _analyse(args.python, tree, job["trace"], work / f"{len(os.listdir(work))}.json")
+                report = _analyse(args.python, tree, job["trace"], work / f"{len(os.listdir(work))}.json",
+                                  args.reclassify)
                 if report is None:
                     continue
                 vector = report_vector(report)

@@ -263,12 +263,13 @@ def _train_sparse(
     *,
     source: str,
     extra: dict[str, Any] | None = None,
+    share_rows: list[dict[str, Any]] | None = None,
 ) -> None:
     from crystalperf.models.sparse import WEIGHTS_SUBDIR
     from crystalperf.models.sparse_train import train_sparse_classifier
 
     sys.stdout.write(f"training the sparse classifier on {len(train)} functions ({source})...\n")
-    train_sparse_classifier(
+    classifier = train_sparse_classifier(
         train,
         val,
         weights / WEIGHTS_SUBDIR,
@@ -279,7 +280,15 @@ def _train_sparse(
         seed=args.seed,
         progress=not args.quiet,
         extra_config={"source": source, **(extra or {})},
+        share_rows=share_rows,
     )
+    fit = classifier.config["training"].get("share_fit")
+    if fit:
+        sys.stdout.write(
+            f"share temperature {classifier.share_temperature:g}: its vectors are {fit['error']:.3f} from the measured "
+            f"shares of {fit['functions']} validation functions (total variation), {fit['error_unsharpened']:.3f} "
+            "unsharpened\n"
+        )
 
 
 def _side_by_side(test: list[dict[str, Any]], weights: Path) -> dict[str, Any]:
@@ -357,7 +366,7 @@ def _report_sparse(
 
 def _train_measured(args: argparse.Namespace, data: Path, weights: Path) -> int:
     """``train --measured DIR``: the sparse classifier on measured labels, split by library."""
-    from crystalperf.models.measured import files_sha256, measured_splits
+    from crystalperf.models.measured import files_sha256, measured_splits, share_rows
 
     t0 = time.monotonic()
     train, val, test = measured_splits(Path(args.measured), seed=args.seed)
@@ -374,7 +383,9 @@ def _train_measured(args: argparse.Namespace, data: Path, weights: Path) -> int:
         source += f" + {len(extra)} module-rule functions of {args.with_corpus} (weight {args.corpus_weight})"
     # Which measurement the weights came from: the files are timings, a re-measured corpus differs a little.
     files = files_sha256(Path(args.measured))
-    _train_sparse(args, train, val, weights, source=source, extra={"measured_files_sha256": files})
+    shares = share_rows(Path(args.measured), {r["library"] for r in val})
+    _train_sparse(args, train, val, weights, source=source, extra={"measured_files_sha256": files},
+                  share_rows=shares)
     timings = {"sparse_s": time.monotonic() - t0}
     return _report_sparse(args, data, weights, train, val, test, timings, "measured_test")
 

@@ -20,7 +20,7 @@ import json
 import sys
 import zlib
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +183,40 @@ def measured_splits(
     split_by_library(rows, seed=seed)
     by = {s: [r for r in rows if r["split"] == s] for s in ("train", "val", "test")}
     return by["train"], by["val"], by["test"]
+
+
+# What a function's measured shares need to be worth fitting to: the labelling floors of both measurements
+# (crystalperf.models.measure), and enough busy time that its <cpu, disk, network> split is not a few samples.
+SHARE_MIN_SECONDS = 0.01
+SHARE_MIN_EVENTS = 5
+SHARE_MIN_BUSY = 0.2
+
+
+def share_rows(directory: Path, libraries: Collection[str]) -> list[dict[str, Any]]:
+    """The measured functions of ``libraries``, labelled or not, whose shares clear the floors above, each once,
+    with ``busy_shares``: its <cpu, disk, network> shares over their sum. Unlabelled rows count: a function that
+    split its time 50/50 is what a share fit must see, and a labelled-only set has none."""
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for path in measured_files(directory):
+        for number, _line, row in _json_lines(path):
+            if not isinstance(row, dict) or row.get("library") not in libraries or row.get("id") in seen:
+                continue
+            shares = row.get("shares")
+            if not isinstance(shares, dict) or not all(
+                isinstance(shares.get(c, 0.0), (int, float)) and shares.get(c, 0.0) >= 0 for c in LABELS4
+            ):
+                raise BadInputError(f"line {number}: shares must map {', '.join(LABELS4)} to numbers >= 0", path)
+            busy = [float(shares.get(c, 0.0)) for c in LABELS4[:3]]
+            seconds, events = row.get("seconds"), row.get("events")
+            evidence = (isinstance(seconds, (int, float)) and isinstance(events, (int, float))
+                        and seconds >= SHARE_MIN_SECONDS and events >= SHARE_MIN_EVENTS)
+            if not evidence or sum(busy) < SHARE_MIN_BUSY or not isinstance(row.get("code"), str):
+                continue
+            seen.add(row["id"])
+            rows.append({**row, "doc": row.get("doc") or "", "origin": row.get("origin") or "source",
+                         "busy_shares": [b / sum(busy) for b in busy]})
+    return rows
 
 
 def summary(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:

@@ -19,7 +19,13 @@ from torch import nn
 
 from crystalperf.models.evaluate import to_function
 from crystalperf.models.features import HASH_BITS, hashed_features
-from crystalperf.models.sparse import CONFIG_FILE, LABELS4, MODEL_FILE, SparseClassifier
+from crystalperf.models.sparse import (
+    CONFIG_FILE,
+    LABELS4,
+    MODEL_FILE,
+    SparseClassifier,
+    fit_share_temperature,
+)
 
 FEATURE_VERSION = 1  # bump when features.py changes what a function's features are
 
@@ -129,9 +135,12 @@ def train_sparse_classifier(
     class_weight_power: float = 1.0,
     progress: bool = False,
     extra_config: dict[str, Any] | None = None,
+    share_rows: Sequence[dict[str, Any]] | None = None,
 ) -> SparseClassifier:
     """Train on ``train`` (records with ``label`` in cpu/disk/network/waiting), keep the epoch with the best
-    validation macro-F1, write ``model.npz`` + ``config.json`` into ``out_dir``, return the numpy classifier."""
+    validation macro-F1, write ``model.npz`` + ``config.json`` into ``out_dir``, return the numpy classifier.
+    ``share_rows`` (measured functions of the validation libraries with ``busy_shares``,
+    ``measured.share_rows``) fit the share temperature ``classify`` sharpens its vectors with."""
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(True)
     threads = torch.get_num_threads()
@@ -189,7 +198,7 @@ def train_sparse_classifier(
         module.eval()
         out_dir.mkdir(parents=True, exist_ok=True)
         module.export(keys, out_dir / MODEL_FILE)
-        config = {
+        config: dict[str, Any] = {
             "labels": list(LABELS4),
             "hash_bits": HASH_BITS,
             "feature_version": FEATURE_VERSION,
@@ -213,6 +222,15 @@ def train_sparse_classifier(
             },
         }
         (out_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        if share_rows:
+            # fitted on the exported model's numpy inference, which is what users run
+            probs = SparseClassifier(out_dir).predict_proba([to_function(r) for r in share_rows])
+            shares = np.asarray([r["busy_shares"] for r in share_rows], dtype=np.float64)
+            temperature, before, after = fit_share_temperature(probs.astype(np.float64), shares)
+            config["share_temperature"] = temperature
+            config["training"]["share_fit"] = {"functions": len(share_rows), "error_unsharpened": round(before, 6),
+                                               "error": round(after, 6)}
+            (out_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     finally:
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(False)

@@ -154,7 +154,11 @@ def test_train_and_evaluate_on_measured_labels_through_the_cli(tmp_path: Path) -
                 "--data-dir", str(tmp_path / "d"), "--sparse-epochs", "3", "--quiet", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     report = json.loads((tmp_path / "d" / "evaluation.json").read_text())["measured_test"]
-    assert report["sparse"]["version"] == SparseClassifier(tmp_path / "w" / "sparse").version
+    trained = SparseClassifier(tmp_path / "w" / "sparse")
+    assert report["sparse"]["version"] == trained.version
+    # one-hot measured shares: the fitted share temperature sharpens, and the fit is on record
+    assert trained.share_temperature < 1.0 and trained.config["training"]["share_fit"]["functions"] > 0
+    assert "share temperature" in done.stdout
     for name in ("sparse", "keyword"):
         assert {"4-class", "3-class", "by_language"} <= set(report[name])
     # No paper-pair weights in that directory: the shipped pair is the baseline, side by side.
@@ -186,9 +190,14 @@ def test_train_reproduces_the_shipped_weights_from_the_kept_corpus(tmp_path: Pat
         assert np.array_equal(new["keys"], shipped["keys"])
         for name in new.files:
             assert np.allclose(new[name].astype(np.float32), shipped[name].astype(np.float32), atol=2e-3), name
-    new_training = json.loads((tmp_path / "w" / "sparse" / "config.json").read_text())["training"]
-    shipped_training = json.loads((shipped_dir / "config.json").read_text())["training"]
+    new_config = json.loads((tmp_path / "w" / "sparse" / "config.json").read_text())
+    shipped_config = json.loads((shipped_dir / "config.json").read_text())
+    assert new_config["share_temperature"] == shipped_config["share_temperature"]
+    new_training, shipped_training = new_config["training"], shipped_config["training"]
     for config in (new_training, shipped_training):
         config.pop("source")  # names the directory it was given
     assert abs(new_training.pop("validation_macro_f1") - shipped_training.pop("validation_macro_f1")) < 1e-3
+    new_fit, shipped_fit = new_training.pop("share_fit"), shipped_training.pop("share_fit")
+    assert new_fit["functions"] == shipped_fit["functions"]
+    assert all(abs(new_fit[k] - shipped_fit[k]) < 1e-3 for k in ("error", "error_unsharpened"))
     assert new_training == shipped_training

@@ -76,10 +76,10 @@ class TerminalRenderer(Renderer):
         for col in ("operation", "kind", "runtime", "cpu / disk / network / waiting", "from", "top function"):
             table.add_column(col, overflow="fold")
         for o in ops[:MAX_ROWS]:
-            top = _top_busy_function(o["top_functions"])
+            top_name = _top_busy_function(o["top_functions"])
             source = o["vector_source"] + (f" ({o['measured_share']:.0%} measured)" if o.get("measured_share") else "")
             table.add_row(_safe(o["name"]), _safe(o["kind"], 40), format_seconds(o["runtime_s"]),
-                          _vector(o["vector"]), _safe(source), _safe(top))
+                          _vector(o["vector"]), _safe(source), _safe(top_name))
         if len(ops) > MAX_ROWS:
             table.add_row(f"... {len(ops) - MAX_ROWS} more", "", "", "", "", "")
         console.print(table)
