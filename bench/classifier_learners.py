@@ -26,7 +26,7 @@ from crystalperf.core.classify import FunctionSource
 from crystalperf.models import framework_eval as fe
 from crystalperf.models.evaluate import to_function
 from crystalperf.models.features import HASH_BITS, batch_features
-from crystalperf.models.measured import _json_lines, measured_files, measured_splits
+from crystalperf.models.measured import json_lines, measured_files, measured_splits
 from crystalperf.models.sparse import LABELS4, SparseClassifier
 from crystalperf.models.sparse_train import macro_f1
 
@@ -84,7 +84,7 @@ def main() -> None:
     # each repeated once per class with its measured share of that class as the weight.
     held = {r["library"] for r in val + test}
     known = {r["id"] for r in train + val + test}
-    soft = [row for path in measured_files(args.measured) for _n, _l, row in _json_lines(path)
+    soft = [row for path in measured_files(args.measured) for _n, _l, row in json_lines(path)
             if row.get("label") is None and row["library"] not in held and row["id"] not in known
             and row.get("shares") and (row.get("seconds") or 0) >= 0.001 and (row.get("events") or 0) >= 2]
     xs = matrix([to_function(r) for r in soft])

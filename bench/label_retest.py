@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from crystalperf.models.evaluate import measured_scores, to_function
-from crystalperf.models.measured import _json_lines, measured_splits
+from crystalperf.models.measured import json_lines, measured_splits
 from crystalperf.models.sparse import LABELS4, SparseClassifier
 
 UNLABELLED = "none"
@@ -33,7 +33,7 @@ UNLABELLED = "none"
 def methods(path: Path) -> dict[str, dict[str, Any]]:
     """One row per measured method (a JVM method's bytecode twin is the same measurement), labelled or not."""
     rows: dict[str, dict[str, Any]] = {}
-    for _number, _line, row in _json_lines(path):
+    for _number, _line, row in json_lines(path):
         if isinstance(row, dict) and "#" not in row.get("id", "#"):
             rows.setdefault(row["id"], row)
     return rows

@@ -58,7 +58,7 @@ def measured_lines(path: Path) -> Iterator[str]:
         raise BadInputError("is not UTF-8 text", path) from None
 
 
-def _json_lines(path: Path) -> Iterator[tuple[int, str, Any]]:
+def json_lines(path: Path) -> Iterator[tuple[int, str, Any]]:
     """(line number, text, decoded JSON) of each non-blank line; a line that is not JSON is a BadInputError
     naming it and the file."""
     for number, line in enumerate(measured_lines(path), 1):
@@ -88,7 +88,7 @@ def read_measured(directory: Path) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     seen: set[str] = set()
     for path in measured_files(directory):
-        for number, _line, row in _json_lines(path):
+        for number, _line, row in json_lines(path):
             if not isinstance(row, dict):
                 raise BadInputError(f"line {number} is not a JSON object", path)
             if row.get("label") is None:
@@ -128,7 +128,7 @@ def keep_measurement(source: Path, target: Path, *, labelled_only: bool = False)
             with open(tmp, "wb") as raw, gzip.GzipFile(
                 filename="", mode="wb", compresslevel=9, fileobj=raw, mtime=0
             ) as out:
-                for _number, line, row in _json_lines(path):
+                for _number, line, row in json_lines(path):
                     if isinstance(row, dict) and (row.get("label") is not None or not labelled_only):
                         out.write(line.rstrip("\n").encode("utf-8") + b"\n")
                         written_rows += 1
@@ -199,7 +199,7 @@ def share_rows(directory: Path, libraries: Collection[str]) -> list[dict[str, An
     rows: list[dict[str, Any]] = []
     seen: set[str] = set()
     for path in measured_files(directory):
-        for number, _line, row in _json_lines(path):
+        for number, _line, row in json_lines(path):
             if not isinstance(row, dict) or row.get("library") not in libraries or row.get("id") in seen:
                 continue
             shares = row.get("shares")
