@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crystalperf.core.classify import FunctionSource
+from crystalperf.core.errors import BadInputError
 from crystalperf.core.resources import ResourceVector
 
 if TYPE_CHECKING:
@@ -75,6 +77,11 @@ class SparseWeightsMissingError(FileNotFoundError):
     """No trained sparse classifier where the package expects it."""
 
 
+class SparseWeightsError(BadInputError, ValueError):
+    """Weights that are there but cannot be used (another hashing, a config or model file that does not parse):
+    the CLI prints one line naming the file and exits with status 2; ``load_classifier`` falls back."""
+
+
 def default_weights_dir() -> Path:
     from crystalperf.models import WEIGHTS_DIR
 
@@ -101,27 +108,39 @@ class SparseClassifier:
                 f"sparse classifier weights missing in {self.weights_dir}: reinstall crystalperf "
                 "or run 'crystalperf train'"
             )
-        self.config: dict[str, Any] = json.loads((self.weights_dir / CONFIG_FILE).read_text())
+        config_path = self.weights_dir / CONFIG_FILE
+        try:
+            config = json.loads(config_path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise SparseWeightsError(f"is not a readable JSON config ({exc})", config_path) from None
+        if not isinstance(config, dict):
+            raise SparseWeightsError("is not a JSON object", config_path)
+        self.config: dict[str, Any] = config
         from crystalperf.models.features import HASH_BITS
 
         if self.config.get("hash_bits") != HASH_BITS:
-            raise ValueError(
-                f"{self.weights_dir} was trained with {self.config.get('hash_bits')}-bit feature hashing, "
-                f"this crystalperf hashes {HASH_BITS} bits: retrain ('crystalperf train')"
+            raise SparseWeightsError(
+                f"was trained with {self.config.get('hash_bits')}-bit feature hashing, "
+                f"this crystalperf hashes {HASH_BITS} bits: retrain ('crystalperf train')", self.weights_dir
             )
-        with np.load(model) as data:
-            arrays = {name: data[name] for name in data.files}
-        self.keys = arrays["keys"].astype(np.int64)
-        # Computing in float32 keeps numpy's results within float rounding of the torch module's.
-        self.table = arrays["table"].astype(np.float32)
-        self.hidden_bias = arrays["hidden_bias"].astype(np.float32) if "hidden_bias" in arrays else None
-        self.out_weight = arrays["out_weight"].astype(np.float32) if "out_weight" in arrays else None
-        self.out_bias = arrays["out_bias"].astype(np.float32)
-        self.labels = tuple(self.config.get("labels", LABELS4))
         temperature = self.config.get("share_temperature", 1.0)
         if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 < temperature <= 1:
-            raise ValueError(f"{self.weights_dir / CONFIG_FILE}: share_temperature {temperature!r} is not in (0, 1]")
+            raise SparseWeightsError(f"share_temperature {temperature!r} is not in (0, 1]", config_path)
         self.share_temperature = float(temperature)
+        try:
+            with np.load(model) as data:
+                arrays = {name: data[name] for name in data.files}
+            self.keys = arrays["keys"].astype(np.int64)
+            # Computing in float32 keeps numpy's results within float rounding of the torch module's.
+            self.table = arrays["table"].astype(np.float32)
+            self.hidden_bias = arrays["hidden_bias"].astype(np.float32) if "hidden_bias" in arrays else None
+            self.out_weight = arrays["out_weight"].astype(np.float32) if "out_weight" in arrays else None
+            self.out_bias = arrays["out_bias"].astype(np.float32)
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+            raise SparseWeightsError(f"is not a readable sparse model ({type(exc).__name__}: {exc})", model) from None
+        if self.table.ndim != 2 or len(self.keys) != len(self.table):
+            raise SparseWeightsError("keys and table disagree in length", model)
+        self.labels = tuple(self.config.get("labels", LABELS4))
         self.batch_size = batch_size
         self._version = weights_version(self.weights_dir)
 

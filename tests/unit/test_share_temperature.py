@@ -117,3 +117,30 @@ def test_share_rows_name_a_bad_shares_field(tmp_path):
     (tmp_path / "m" / "jvm.jsonl").write_text(json.dumps(bad) + "\n")
     with pytest.raises(BadInputError, match="shares"):
         share_rows(tmp_path / "m", {"lib"})
+
+
+def _corrupt_config(target: Path) -> None:
+    (target / "config.json").write_text("{")
+
+
+def _other_hashing(target: Path) -> None:
+    config = json.loads((target / "config.json").read_text())
+    (target / "config.json").write_text(json.dumps({**config, "hash_bits": 3}))
+
+
+def _truncated_model(target: Path) -> None:
+    (target / "model.npz").write_bytes((target / "model.npz").read_bytes()[:1000])
+
+
+@pytest.mark.parametrize(("spoil", "named"), [(_corrupt_config, "config.json"), (_other_hashing, "feature hashing"),
+                                              (_truncated_model, "model.npz")])
+def test_unusable_weights_are_one_line_and_exit_2(tmp_path, capsys, spoil, named):
+    from crystalperf.core.cli import main
+
+    weights = _weights_with(tmp_path, 0.5)
+    spoil(weights)
+    functions = tmp_path / "in.jsonl"
+    functions.write_text(json.dumps({"id": "a", "language": "python", "code": "def f(): pass", "doc": ""}) + "\n")
+    assert main(["classify", "--input", str(functions), "--weights", str(weights), "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and named in err and "Traceback" not in err
