@@ -47,7 +47,8 @@ class FunctionSource:
 
 @runtime_checkable
 class ResourceClassifier(Protocol):
-    """Anything that maps functions to <cpu, disk, network> probability vectors."""
+    """Anything that maps functions to <cpu, disk, network> vectors summing to 1, read by the analysis as the share
+    of each function's busy time on each resource (the sparse classifier calibrates its probabilities to that)."""
 
     @property
     def version(self) -> str:
