@@ -214,8 +214,7 @@ def share_rows(directory: Path, libraries: Collection[str]) -> list[dict[str, An
             if not evidence or sum(busy) < SHARE_MIN_BUSY or not isinstance(row.get("code"), str):
                 continue
             seen.add(row["id"])
-            rows.append({**row, "doc": row.get("doc") or "", "origin": row.get("origin") or "source",
-                         "busy_shares": [b / sum(busy) for b in busy]})
+            rows.append({**row, "busy_shares": [b / sum(busy) for b in busy]})
     return rows
 
 
