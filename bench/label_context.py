@@ -31,7 +31,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-from crystalperf.models.measure.python import Measurement, library_of
+from crystalperf.models.measure.python import Measurement, library_of, merge_workload
 from crystalperf.models.measured import json_lines, read_measured, split_by_library
 from crystalperf.models.sparse import LABELS4
 
@@ -42,25 +42,7 @@ def python_labels(raw_root: Path) -> dict[str, dict[str, str]]:
     for workload_dir in sorted(p for p in raw_root.iterdir() if p.is_dir()):
         merged: dict[tuple[str, int, str], Measurement] = {}
         distributions: dict[str, dict[str, str]] = {}
-        stdlib = ""
-        for raw in sorted(workload_dir.glob("raw-*.json")):
-            try:
-                document = json.loads(raw.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            stdlib = stdlib or document.get("stdlib", "")
-            distributions.update(document.get("distributions", {}))
-            for row in document.get("functions", []):
-                key = (row["module"], int(row["line"]), row["qualname"])
-                m = merged.get(key)
-                if m is None:
-                    m = merged[key] = Measurement(row["file"], int(row["line"]), row["module"], row["qualname"])
-                m.calls += int(row["calls"])
-                m.wall += float(row["wall"])
-                for k in LABELS4:
-                    m.seconds[k] += float(row[k])
-                m.events += int(row["events"])
-                m.flags |= int(row.get("flags", 0))
+        stdlib = merge_workload(workload_dir, merged, distributions)
         # As the corpus does: where two code objects share a qualified name, the busiest one stands for it.
         for m in sorted(merged.values(), key=lambda x: -x.total):
             name = f"python:{m.qualified_name}"

@@ -272,30 +272,40 @@ def load_raw(
     distributions: dict[str, dict[str, str]] = {}
     stdlib = ""
     for workload_dir in sorted(p for p in raw_root.iterdir() if p.is_dir()):
-        for raw in sorted(workload_dir.glob("raw-*.json")):
-            try:
-                document = json.loads(raw.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue  # a process killed while writing leaves no file (writes are atomic); be safe
-            stdlib = stdlib or document.get("stdlib", "")
-            distributions.update(document.get("distributions", {}))
-            for row in document.get("functions", []):
-                # Module, name and line, not the file: a package imported from its unpacked sdist in one
-                # suite and from site-packages in another is one function.
-                key = (row["module"], int(row["line"]), row["qualname"])
-                m = merged.get(key)
-                if m is None:
-                    m = merged[key] = Measurement(
-                        row["file"], int(row["line"]), row["module"], row["qualname"]
-                    )
-                m.calls += int(row["calls"])
-                m.wall += float(row["wall"])
-                for k in CLASSES:
-                    m.seconds[k] += float(row[k])
-                m.events += int(row["events"])
-                m.flags |= int(row.get("flags", 0))
-                m.workloads.add(workload_dir.name)
+        stdlib = merge_workload(workload_dir, merged, distributions) or stdlib
     return merged, distributions, stdlib
+
+
+def merge_workload(
+    workload_dir: Path,
+    merged: dict[tuple[str, int, str], Measurement],
+    distributions: dict[str, dict[str, str]],
+) -> str:
+    """Add one workload's ``raw-*.json`` files into ``merged`` and ``distributions``; returns the stdlib
+    directory they name ("" if none)."""
+    stdlib = ""
+    for raw in sorted(workload_dir.glob("raw-*.json")):
+        try:
+            document = json.loads(raw.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # a process killed while writing leaves no file (writes are atomic); be safe
+        stdlib = stdlib or document.get("stdlib", "")
+        distributions.update(document.get("distributions", {}))
+        for row in document.get("functions", []):
+            # Module, name and line, not the file: a package imported from its unpacked sdist in one
+            # suite and from site-packages in another is one function.
+            key = (row["module"], int(row["line"]), row["qualname"])
+            m = merged.get(key)
+            if m is None:
+                m = merged[key] = Measurement(row["file"], int(row["line"]), row["module"], row["qualname"])
+            m.calls += int(row["calls"])
+            m.wall += float(row["wall"])
+            for k in CLASSES:
+                m.seconds[k] += float(row[k])
+            m.events += int(row["events"])
+            m.flags |= int(row.get("flags", 0))
+            m.workloads.add(workload_dir.name)
+    return stdlib
 
 
 def library_of(
