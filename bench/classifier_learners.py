@@ -43,7 +43,6 @@ def main() -> None:
     args = parser.parse_args()
     train, val, test = measured_splits(args.measured)
     framework = fe.load_set()
-    plumbing = np.asarray([fe.plumbing_label(f) == "waiting" for f in framework])
     sets: dict[str, tuple[sp.csr_matrix, np.ndarray, list[FunctionSource]]] = {}
     for name, functions, labels in (
         ("train", [to_function(r) for r in train], [r["label"] for r in train]),
@@ -59,7 +58,7 @@ def main() -> None:
             y, predicted = sets[part][1], scores(part).argmax(1)
             cells.append(f"{np.mean(predicted == y):.3f} / {macro_f1(y, predicted):.3f}")
         y, s = sets["frameworks"][1], scores("frameworks")
-        seam = np.where(plumbing, LABELS4.index("waiting"), s[:, :3].argmax(1))
+        seam = fe.seam_classes(framework, s)
         cells.append(f"{np.mean(seam == y):.3f} / {macro_f1(y, seam):.3f}")
         print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
 

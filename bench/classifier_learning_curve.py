@@ -36,8 +36,7 @@ def drawn(libraries: list[str], fraction: float, draw: int) -> set[str]:
 def framework_seam_accuracy(classifier: Any, framework: list[fe.EvalFunction]) -> float:
     probs = classifier.predict_proba4([f.source() for f in framework])
     truth = np.asarray([fe.CLASSES.index(f.label) for f in framework])
-    plumbing = np.asarray([fe.plumbing_label(f) == "waiting" for f in framework])
-    return float(np.mean(np.where(plumbing, 3, probs[:, :3].argmax(1)) == truth))
+    return float(np.mean(fe.seam_classes(framework, probs) == truth))
 
 
 def main() -> None:

@@ -189,8 +189,7 @@ def main() -> None:
         classifier = train_sparse_classifier(train, val, args.work / label.split()[0], weight_decay=1e-4)
         framework_probs = classifier.predict_proba4([f.source() for f in framework])
         y = np.asarray([fe.CLASSES.index(f.label) for f in framework])
-        plumbing = np.asarray([fe.plumbing_label(f) == "waiting" for f in framework])
-        seam = np.where(plumbing, 3, framework_probs[:, :3].argmax(1))
+        seam = fe.seam_classes(framework, framework_probs)
         per = {k: float(np.mean((seam == y)[[f.framework == k for f in framework]])) for k in fe.FRAMEWORKS}
         print(f"{label}: validation macro-F1 {classifier.config['training']['validation_macro_f1']:.3f}; "
               f"val JVM {score(classifier, jvm['val'])}; test all {score(classifier, test)}; "

@@ -64,7 +64,6 @@ def main() -> None:
     y_train = np.asarray([LABELS4.index(r["label"]) for r in train])
     y_val = np.asarray([LABELS4.index(r["label"]) for r in val])
     y_framework = np.asarray([fe.CLASSES.index(f.label) for f in framework])
-    plumbing = np.asarray([fe.plumbing_label(f) == "waiting" for f in framework])
     counts = np.bincount(y_train, minlength=len(LABELS4))
     weight = (len(y_train) / (len(LABELS4) * counts))[y_train]
     shipped = SparseClassifier()
@@ -77,7 +76,7 @@ def main() -> None:
 
     def row(name: str, probs: dict[str, np.ndarray]) -> None:
         s = measured_scores(probs["test"], test)["4-class"]
-        seam = np.where(plumbing, 3, probs["framework"][:, :3].argmax(1))
+        seam = fe.seam_classes(framework, probs["framework"])
         per = " / ".join(f"{np.mean((seam == y_framework)[[f.framework == k for f in framework]]):.3f}"
                          for k in fe.FRAMEWORKS)
         f1 = " / ".join(f"{v['f1']:.3f}" for v in s["per_class"].values())

@@ -24,11 +24,14 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crystalperf.core.classify import FunctionSource, ResourceClassifier, load_classifier
 from crystalperf.core.resources import ResourceVector
 from crystalperf.core.waiting import is_plumbing
+
+if TYPE_CHECKING:
+    import numpy as np
 
 EVALDATA = Path(__file__).resolve().parent / "evaldata" / "frameworks.jsonl"
 FRAMEWORKS = ("spark", "flink", "tensorflow")
@@ -125,6 +128,16 @@ def predicted_resource(vector: ResourceVector) -> str:
 def plumbing_label(function: EvalFunction) -> str | None:
     """What ``crystalperf.core.waiting`` makes of the function's frame alone: waiting for plumbing, else None."""
     return "waiting" if is_plumbing(function.qualified_name) else None
+
+
+def seam_classes(functions: Sequence[EvalFunction], scores4: np.ndarray) -> np.ndarray:
+    """Index into :data:`CLASSES` of what the core's seam makes of each function from a model's [n, 4] class scores
+    (probabilities or any scores ordered as CLASSES): waiting for plumbing frames, else the arg-max over cpu, disk
+    and network, since the seam's vector never says waiting."""
+    import numpy as np
+
+    plumbing = np.asarray([plumbing_label(f) == "waiting" for f in functions], dtype=bool)
+    return np.where(plumbing, CLASSES.index("waiting"), np.asarray(scores4)[:, :3].argmax(1))
 
 
 def as_analysed(function: EvalFunction, vector: ResourceVector) -> ResourceVector:

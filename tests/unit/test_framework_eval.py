@@ -6,6 +6,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from crystalperf.core.classify import FixedClassifier
@@ -150,3 +151,16 @@ def test_variants_of_one_method_share_a_key() -> None:
         "org.apache.spark.sql.catalyst.expressions.GeneratedClass$GeneratedIteratorForCodegenStage9.processNext")
     assert framework_of("java.io.FileInputStream.read") is None
     assert framework_of("keras.src.layers.core.dense.Dense.call") == "tensorflow"
+
+
+def test_seam_classes_are_waiting_for_plumbing_else_the_arg_max_of_the_three_resources(tmp_path: Path) -> None:
+    rows = [
+        _row(id="spark:org.apache.spark.A.read", label="disk"),
+        _row(id="flink:org.apache.flink.runtime.taskmanager.Task.run", framework="flink", label="waiting"),
+        _row(id="spark:org.apache.spark.C.await", label="waiting"),
+    ]
+    functions = fe.load_set(_write(tmp_path / "set.jsonl", rows))
+    scores = np.array([[0.1, 0.6, 0.0, 0.3],   # disk
+                       [0.9, 0.0, 0.1, 0.0],   # plumbing: waiting whatever the scores say
+                       [0.1, 0.2, 0.3, 0.4]])  # waiting on top is not what the seam gives: network
+    assert [fe.CLASSES[i] for i in fe.seam_classes(functions, scores)] == ["disk", "waiting", "network"]
