@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -43,7 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +54,8 @@ from crystalperf.models.framework_eval import CLASSES, load_set, seam_classes
 from crystalperf.models.measure.jvm import (
     WORKLOAD_DIR,
     Attribution,
+    JfrEvent,
+    MethodTime,
     drop_page_cache,
     jfc_settings,
     label_of,
@@ -176,8 +179,8 @@ PHASES = {"spark": ("generate", "queries"), "flink": ("batch", "streaming")}
 PREFIXES = {"spark": ("org.apache.spark.", "org.sparkproject."), "flink": ("org.apache.flink.",)}
 
 
-def measure(framework: str, work: Path, scale: float, read_limit_mbps: float | None = None) -> dict[str, dict]:
-    """The framework's phases under JFR; returns per merged framework method: seconds per resource, events."""
+def measure(framework: str, work: Path, scale: float, read_limit_mbps: float | None = None) -> dict[str, MethodTime]:
+    """The framework's phases under JFR; returns the measured time of each of the framework's methods, by set id."""
     classes = work / "classes"
     classes.mkdir(parents=True, exist_ok=True)
     subprocess.run(["javac", "-nowarn", "-d", str(classes), str(WORKLOAD_DIR / "Work.java"),
@@ -200,15 +203,24 @@ def measure(framework: str, work: Path, scale: float, read_limit_mbps: float | N
             elif number and not drop_page_cache():
                 print("note: the page cache was not dropped (not root): later phases read cached files")
             subprocess.run(command, check=True, timeout=3600, cwd=REPOSITORY)
-        used = attribution.add_recording(recording_events(work / f"{phase}.jfr", classes), phase)
+        events = merged_variants(recording_events(work / f"{phase}.jfr", classes), PREFIXES[framework])
+        used = attribution.add_recording(events, phase)
         print(f"{phase}: {time.monotonic() - started:.0f} s, {used} events attributed")
-    merged: dict[str, dict] = defaultdict(lambda: {"seconds": Counter(), "events": 0})
-    for name, entry in attribution.methods.items():
-        if name.startswith(PREFIXES[framework]):
-            target = merged[f"{framework}:{function_key(name)}"]
-            target["seconds"].update(entry.seconds)
-            target["events"] += entry.events
-    return merged
+    return {f"{framework}:{name}": entry for name, entry in attribution.methods.items()
+            if name.startswith(PREFIXES[framework])}
+
+
+def merged_variants(events: Iterable[JfrEvent], prefixes: tuple[str, ...]) -> Iterator[JfrEvent]:
+    """The events with each framework frame renamed to its set key (``function_key``), before attribution: a
+    lambda and the method it is written in, both on one stack, then count the event once, as one method."""
+    for event in events:
+        frames = []
+        for frame in event.frames:
+            if frame.class_name.startswith(prefixes):
+                owner, _, method = function_key(frame.qualified_name).rpartition(".")
+                frame = dataclasses.replace(frame, class_name=owner, method=method)
+            frames.append(frame)
+        yield dataclasses.replace(event, frames=tuple(frames))
 
 
 def main() -> None:
@@ -238,7 +250,7 @@ def main() -> None:
     rows = []
     for function, predicted, as_seen in zip(functions, predicted4.argmax(1), seam, strict=True):
         entry = merged.get(function.id)
-        label, shares, seconds = label_of(dict(entry["seconds"]), entry["events"]) if entry else (None, {}, 0.0)
+        label, shares, seconds = label_of(entry.seconds, entry.events) if entry else (None, {}, 0.0)
         rows.append({"id": function.id, "hand": function.label, "measured": label, "seconds": round(seconds, 4),
                      "shares": {k: round(v, 3) for k, v in shares.items()}, "classifier": CLASSES[predicted],
                      "seam": CLASSES[as_seen]})

@@ -15,11 +15,14 @@ def batch_table_env(config: Any, parallelism: int) -> Any:
     return TableEnvironment.create(EnvironmentSettings.new_instance().in_batch_mode().with_configuration(config).build())
 
 
-def create_keyed_tables(env: Any, rows: int, *, keys: int = 10, sink_value: str = "s DOUBLE") -> None:
-    """``src (k INT, v DOUBLE)``: ``rows`` generated rows with ``k`` in [0, keys); ``snk (k INT, <sink_value>)``."""
+def create_keyed_tables(env: Any, rows: int, *, keys: int = 10, sink_value: str = "s DOUBLE",
+                        rows_per_second: int | None = None) -> None:
+    """``src (k INT, v DOUBLE)``: ``rows`` generated rows with ``k`` in [0, keys), at datagen's default rate (10,000
+    rows/s) or ``rows_per_second``; ``snk (k INT, <sink_value>)``."""
+    rate = f", 'rows-per-second'='{rows_per_second}'" if rows_per_second else ""
     env.execute_sql(
         f"CREATE TABLE src (k INT, v DOUBLE) WITH ('connector'='datagen', 'number-of-rows'='{rows}', "
-        f"'fields.k.min'='0', 'fields.k.max'='{keys - 1}')"
+        f"'fields.k.min'='0', 'fields.k.max'='{keys - 1}'{rate})"
     )
     env.execute_sql(f"CREATE TABLE snk (k INT, {sink_value}) WITH ('connector'='blackhole')")
 
