@@ -29,7 +29,7 @@ Framework code never enters training: nothing here is written to a corpus.
 
 Usage: python -m bench.framework_measured [--framework spark|flink] [--scale 1] [--read-limit-mbps MB/s]
        [--work DIR] [--keep] [--json F]
-(pyspark or apache-flink installed in this Python; root to drop the page cache; 2 and 6 min on 2 cores)
+(pyspark or apache-flink installed in this Python; root to drop the page cache; about 4 and 1 min on 2 cores)
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ from crystalperf.models.measure.jvm import (
     WORKLOAD_DIR,
     Attribution,
     JfrEvent,
+    JfrFrame,
     MethodTime,
     drop_page_cache,
     jfc_settings,
@@ -153,7 +154,8 @@ def run_flink(phase: str, data: Path, out: Path, scale: float) -> None:
     env.execute_sql(f"CREATE TABLE users (k INT, name STRING) WITH ({source}'{data / 'users'}')")
     if phase == "batch":
         env.execute_sql(f"CREATE TABLE gen (k INT, v DOUBLE) WITH ('connector'='datagen', "
-                        f"'number-of-rows'='{int(3_000_000 * scale)}', 'fields.k.min'='0', 'fields.k.max'='9999')")
+                        f"'number-of-rows'='{int(3_000_000 * scale)}', 'rows-per-second'='1000000000', 'fields.k.min'='0', "
+                        "'fields.k.max'='9999')")
         env.execute_sql("CREATE TABLE hole (k INT, s DOUBLE, n BIGINT) WITH ('connector'='blackhole')")
         env.execute_sql(f"CREATE TABLE per_key (k INT, s DOUBLE, n BIGINT) WITH ({source}'{out / 'per-key'}')")
         statements = env.create_statement_set()
@@ -213,14 +215,17 @@ def measure(framework: str, work: Path, scale: float, read_limit_mbps: float | N
 def merged_variants(events: Iterable[JfrEvent], prefixes: tuple[str, ...]) -> Iterator[JfrEvent]:
     """The events with each framework frame renamed to its set key (``function_key``), before attribution: a
     lambda and the method it is written in, both on one stack, then count the event once, as one method."""
+    renamed: dict[JfrFrame, JfrFrame] = {}
+
+    def rename(frame: JfrFrame) -> JfrFrame:
+        if frame not in renamed:
+            owner, _, method = function_key(frame.qualified_name).rpartition(".")
+            renamed[frame] = dataclasses.replace(frame, class_name=owner, method=method)
+        return renamed[frame]
+
     for event in events:
-        frames = []
-        for frame in event.frames:
-            if frame.class_name.startswith(prefixes):
-                owner, _, method = function_key(frame.qualified_name).rpartition(".")
-                frame = dataclasses.replace(frame, class_name=owner, method=method)
-            frames.append(frame)
-        yield dataclasses.replace(event, frames=tuple(frames))
+        frames = tuple(rename(f) if f.class_name.startswith(prefixes) else f for f in event.frames)
+        yield dataclasses.replace(event, frames=frames)
 
 
 def main() -> None:
