@@ -65,7 +65,8 @@ from crystalperf.models.measure.jvm import (
 from crystalperf.models.sparse import SparseClassifier
 
 
-def jfr_options(out: Path, phase: str) -> str:
+def jfr_options(out: Path) -> str:
+    """A recording named ``measure`` with the measured corpus's settings, dumped by :func:`dump_recording`."""
     return (f"-XX:FlightRecorderOptions:stackdepth=256 "
             f"-XX:StartFlightRecording=name=measure,settings={out / 'measure.jfc'}")
 
@@ -87,7 +88,7 @@ def run_spark(phase: str, data: Path, out: Path, scale: float) -> None:
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.memory", "2g").config("spark.sql.shuffle.partitions", "8")
              .config("spark.sql.adaptive.enabled", "false").config("spark.local.dir", str(out / "spark-local"))
-             .config("spark.driver.extraJavaOptions", jfr_options(out, phase)).getOrCreate())
+             .config("spark.driver.extraJavaOptions", jfr_options(out)).getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     try:
         if phase == "generate":
@@ -132,7 +133,7 @@ def write_csv_inputs(data: Path, scale: float) -> None:
 def run_flink(phase: str, data: Path, out: Path, scale: float) -> None:
     """One phase of the Flink job: ``batch`` (a generated GROUP BY and a CSV GROUP BY into CSV files) or
     ``streaming`` (a keyed join and a tumbling window over the CSV files into CSV files, checkpointing)."""
-    os.environ["JVM_ARGS"] = jfr_options(out, phase)  # the local gateway JVM takes its options from here
+    os.environ["JVM_ARGS"] = jfr_options(out)  # the local gateway JVM takes its options from here
     from pyflink.common import Configuration
     from pyflink.java_gateway import get_gateway
     from pyflink.table import EnvironmentSettings, TableEnvironment

@@ -93,7 +93,8 @@ def test_finish_writes_a_report_naming_the_operators_and_a_bottleneck(sql_job: P
     trace_path = cpflink.finish(metrics_file, tmp_path)
     assert trace_path.exists()
     report = json.loads((tmp_path / "crystalperf-report.json").read_text())
-    assert report["bottleneck"]["resource"] in {"cpu", "disk", "network", "waiting"}
+    # an unpaced generated source, square roots and a GROUP BY in memory: nothing but computing
+    assert report["bottleneck"]["resource"] == "cpu"
     names = json.dumps(report["operations"])
     assert "src" in names and "snk" in names
     assert plumbing_top_functions(report) == []
