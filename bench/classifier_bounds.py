@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from crystalperf.models.evaluate import to_function
+from crystalperf.models.evaluate import scores, to_function
 from crystalperf.models.measured import measured_splits
 from crystalperf.models.sparse import LABELS4, SparseClassifier
 from crystalperf.models.sparse_train import macro_f1
@@ -47,15 +47,14 @@ def main() -> None:
     truth = np.asarray([LABELS4.index(r["label"]) for r in test])
     predicted = SparseClassifier(args.weights).predict_proba4([to_function(r) for r in test]).argmax(1)
     language = np.asarray([r["language"] for r in test])
+    per_class = scores(truth, predicted, LABELS4)["per_class"]
     print(f"{len(test)} held-out test functions; rows: measured label, columns: predicted")
     print("| | " + " | ".join(LABELS4) + " | recall |")
     print("|---|" + "---:|" * (len(LABELS4) + 1))
     for i, name in enumerate(LABELS4):
         counts = [int(np.sum((truth == i) & (predicted == j))) for j in range(len(LABELS4))]
-        print(f"| {name} | " + " | ".join(map(str, counts)) + f" | {counts[i] / max(sum(counts), 1):.3f} |")
-    precision = [float(np.mean(truth[predicted == j] == j)) if np.any(predicted == j) else 0.0
-                 for j in range(len(LABELS4))]
-    print("| precision | " + " | ".join(f"{p:.3f}" for p in precision) + " | |")
+        print(f"| {name} | " + " | ".join(map(str, counts)) + f" | {per_class[name]['recall']:.3f} |")
+    print("| precision | " + " | ".join(f"{per_class[name]['precision']:.3f}" for name in LABELS4) + " | |")
     print()
     minority = truth != CPU
     groups: list[tuple[str, np.ndarray]] = [("nothing (the shipped weights)", np.zeros(len(test), bool))]

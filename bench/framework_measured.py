@@ -52,11 +52,11 @@ import numpy as np
 from crystalperf.models.framework_collect import function_key
 from crystalperf.models.framework_eval import CLASSES, load_set, seam_classes
 from crystalperf.models.measure.jvm import (
-    WORKLOAD_DIR,
     Attribution,
     JfrEvent,
     JfrFrame,
     MethodTime,
+    build_toolchain,
     drop_page_cache,
     jfc_settings,
     label_of,
@@ -93,7 +93,6 @@ def run_spark(phase: str, data: Path, out: Path, scale: float) -> None:
     try:
         if phase == "generate":
             demo.generate(spark, data, scale)
-            dump_recording(spark.sparkContext._jvm.ProcessHandle.current().pid(), out, phase)
             return
         for name in ("lineitem", "orders", "part", "supplier", "partsupp", "nation"):
             spark.read.parquet(str(data / name)).createOrReplaceTempView(name)
@@ -153,26 +152,24 @@ def run_flink(phase: str, data: Path, out: Path, scale: float) -> None:
     env.execute_sql(f"CREATE TABLE events (k INT, v DOUBLE, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' "
                     f"SECOND) WITH ({source}'{data / 'events'}')")
     env.execute_sql(f"CREATE TABLE users (k INT, name STRING) WITH ({source}'{data / 'users'}')")
+    statements = env.create_statement_set()
     if phase == "batch":
         env.execute_sql(f"CREATE TABLE gen (k INT, v DOUBLE) WITH ('connector'='datagen', "
                         f"'number-of-rows'='{int(3_000_000 * scale)}', 'rows-per-second'='1000000000', 'fields.k.min'='0', "
                         "'fields.k.max'='9999')")
         env.execute_sql("CREATE TABLE hole (k INT, s DOUBLE, n BIGINT) WITH ('connector'='blackhole')")
         env.execute_sql(f"CREATE TABLE per_key (k INT, s DOUBLE, n BIGINT) WITH ({source}'{out / 'per-key'}')")
-        statements = env.create_statement_set()
         statements.add_insert_sql("INSERT INTO hole SELECT k, SUM(v), COUNT(*) FROM gen GROUP BY k")
         statements.add_insert_sql("INSERT INTO per_key SELECT k, SUM(v), COUNT(*) FROM events GROUP BY k")
-        statements.execute().wait()
-        dump_recording(get_gateway().jvm.ProcessHandle.current().pid(), out, phase)
-        return
-    env.execute_sql(f"CREATE TABLE enriched (k INT, name STRING, v DOUBLE) WITH ({source}'{out / 'enriched'}')")
-    env.execute_sql(f"CREATE TABLE windows (k INT, w TIMESTAMP(3), s DOUBLE, n BIGINT) WITH "
-                    f"({source}'{out / 'windows'}')")
-    statements = env.create_statement_set()
-    statements.add_insert_sql("INSERT INTO enriched SELECT e.k, u.name, e.v FROM events e JOIN users u ON e.k = u.k")
-    statements.add_insert_sql("INSERT INTO windows SELECT k, window_start, SUM(v), COUNT(*) FROM TABLE(TUMBLE("
-                              "TABLE events, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY k, window_start, "
-                              "window_end")
+    else:
+        env.execute_sql(f"CREATE TABLE enriched (k INT, name STRING, v DOUBLE) WITH ({source}'{out / 'enriched'}')")
+        env.execute_sql(f"CREATE TABLE windows (k INT, w TIMESTAMP(3), s DOUBLE, n BIGINT) WITH "
+                        f"({source}'{out / 'windows'}')")
+        statements.add_insert_sql("INSERT INTO enriched SELECT e.k, u.name, e.v FROM events e JOIN users u "
+                                  "ON e.k = u.k")
+        statements.add_insert_sql("INSERT INTO windows SELECT k, window_start, SUM(v), COUNT(*) FROM TABLE(TUMBLE("
+                                  "TABLE events, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY k, window_start, "
+                                  "window_end")
     statements.execute().wait()
     dump_recording(get_gateway().jvm.ProcessHandle.current().pid(), out, phase)
 
@@ -184,10 +181,7 @@ PREFIXES = {"spark": ("org.apache.spark.", "org.sparkproject."), "flink": ("org.
 
 def measure(framework: str, work: Path, scale: float, read_limit_mbps: float | None = None) -> dict[str, MethodTime]:
     """The framework's phases under JFR; returns the measured time of each of the framework's methods, by set id."""
-    classes = work / "classes"
-    classes.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["javac", "-nowarn", "-d", str(classes), str(WORKLOAD_DIR / "Work.java"),
-                    str(WORKLOAD_DIR / "JfrLines.java")], check=True, capture_output=True, timeout=300)
+    classes = build_toolchain(work, drivers=()).classes  # the JFR converter only, no drivers
     (work / "measure.jfc").write_text(jfc_settings())
     attribution = Attribution()
     for number, phase in enumerate(PHASES[framework]):

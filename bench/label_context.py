@@ -31,6 +31,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
+from crystalperf.models.evaluate import scores
 from crystalperf.models.measure.python import Measurement, library_of, merge_workload
 from crystalperf.models.measured import json_lines, read_measured, split_by_library
 from crystalperf.models.sparse import LABELS4
@@ -71,21 +72,6 @@ def majority(labels: Iterable[str], tie_break: str | None) -> str:
     return tie_break if tie_break in tied else tied[0]
 
 
-def f1_table(pairs: list[tuple[str, str]]) -> tuple[float, float, dict[str, float], dict[str, int]]:
-    """(accuracy, macro-F1 over the classes present in the truth, per-class F1, truth counts)."""
-    truth_counts = Counter(t for t, _p in pairs)
-    f1: dict[str, float] = {}
-    for c in LABELS4:
-        tp = sum(1 for t, p in pairs if t == c and p == c)
-        fp = sum(1 for t, p in pairs if t != c and p == c)
-        fn = sum(1 for t, p in pairs if t == c and p != c)
-        if truth_counts[c]:
-            f1[c] = 2 * tp / (2 * tp + fp + fn)
-    accuracy = sum(1 for t, p in pairs if t == p) / len(pairs) if pairs else 0.0
-    macro = sum(f1.values()) / len(f1) if f1 else 0.0
-    return accuracy, macro, f1, dict(truth_counts)
-
-
 def report(name: str, per_function: dict[str, dict[str, str]], corpus: dict[str, dict]) -> dict:
     shared = {f: w for f, w in per_function.items() if len(w) >= 2}
     print(f"\n== {name}: {len(per_function)} functions labelled by at least one workload, "
@@ -99,8 +85,12 @@ def report(name: str, per_function: dict[str, dict[str, str]], corpus: dict[str,
             oracle = majority(workloads.values(), corpus.get(f, {}).get("label"))
             pairs.extend((label, oracle) for label in workloads.values())
             agree += len(set(workloads.values())) == 1
-        accuracy, macro, f1, counts = f1_table(pairs)
-        per_class = ", ".join(f"{c} {f1[c]:.3f} (n {counts[c]})" for c in LABELS4 if c in f1)
+        scored = scores([LABELS4.index(t) for t, _p in pairs], [LABELS4.index(p) for _t, p in pairs], LABELS4)
+        accuracy, macro = scored["accuracy"], scored["macro_f1"]
+        present = {c: v for c, v in scored["per_class"].items() if v["support"]}
+        f1 = {c: v["f1"] for c, v in present.items()}
+        counts = {c: v["support"] for c, v in present.items()}
+        per_class = ", ".join(f"{c} {f1[c]:.3f} (n {counts[c]})" for c in present)
         print(f"  {scope:>4}: {len(chosen)} functions, all workloads agree on {agree} "
               f"({agree / max(len(chosen), 1):.1%}); oracle ceiling over {len(pairs)} (function, workload) pairs: "
               f"accuracy {accuracy:.3f}, macro-F1 {macro:.3f}; F1 {per_class}")
