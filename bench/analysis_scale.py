@@ -32,8 +32,8 @@ from pathlib import Path
 
 
 def generate(args: argparse.Namespace, path: Path) -> dict[str, object]:
-    from crystalperf.core.synthetic import dag_trace, spark_like_trace
     from crystalperf.core.trace import save_trace
+    from crystalperf.core.trace.synthetic import dag_trace, spark_like_trace
 
     t0 = time.perf_counter()
     if args.operations:
@@ -91,7 +91,7 @@ def host_speed() -> float:
 def analyse(path: str, out: str) -> None:
     """The child: analyse the trace file as the CLI does and print the figures."""
     from crystalperf.core.analysis import analyze_path
-    from crystalperf.core.classify import KeywordClassifier
+    from crystalperf.core.attribution.classify import KeywordClassifier
 
     t0, c0 = time.perf_counter(), time.process_time()
     result = analyze_path(path, out, classifier=KeywordClassifier())

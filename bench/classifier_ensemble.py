@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from crystalperf.core.classify import KeywordClassifier
+from crystalperf.core.attribution.classify import KeywordClassifier
 from crystalperf.models import framework_eval as fe
 from crystalperf.models.evaluate import _padded4, keyword_proba, measured_scores, to_function
 from crystalperf.models.measured import measured_splits

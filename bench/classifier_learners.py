@@ -22,7 +22,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.svm import LinearSVC
 
-from crystalperf.core.classify import FunctionSource
+from crystalperf.core.attribution.classify import FunctionSource
 from crystalperf.models import framework_eval as fe
 from crystalperf.models.evaluate import to_function
 from crystalperf.models.features import HASH_BITS, batch_features

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from crystalperf.core.sources import classfile
+from crystalperf.core.attribution.sources import classfile
 from crystalperf.models import features as feature_module
 from crystalperf.models import framework_eval as fe
 from crystalperf.models.evaluate import measured_scores, to_function

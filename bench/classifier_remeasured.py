@@ -14,7 +14,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from crystalperf.core.classify import KeywordClassifier
+from crystalperf.core.attribution.classify import KeywordClassifier
 from crystalperf.models import framework_eval as fe
 from crystalperf.models.evaluate import _padded4, keyword_proba, measured_scores, to_function
 from crystalperf.models.measure.python import MIN_SHARE

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from crystalperf.core.classify import KeywordClassifier
+from crystalperf.core.attribution.classify import KeywordClassifier
 from crystalperf.models.evaluate import to_function
 from crystalperf.models.measured import measured_splits, share_rows
 from crystalperf.models.sparse import SHARE_TEMPERATURES, SparseClassifier, share_error, sharpen

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from crystalperf.core.classify import FunctionSource
+from crystalperf.core.attribution.classify import FunctionSource
 from crystalperf.models import framework_eval as fe
 from crystalperf.models.evaluate import measured_scores, to_function
 from crystalperf.models.features import HASH_BITS, hashed_features

@@ -20,7 +20,7 @@ from pathlib import Path
 
 
 def functions_from(corpus: Path | None, n: int, measured: Path | None = None) -> list:  # type: ignore[type-arg]
-    from crystalperf.core.classify import FunctionSource
+    from crystalperf.core.attribution.classify import FunctionSource
 
     if measured is not None:
         from crystalperf.models.evaluate import to_function
@@ -58,7 +58,7 @@ def main() -> None:
     args = parser.parse_args()
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(args.threads)
-    from crystalperf.core.classify import CachedClassifier
+    from crystalperf.core.attribution.classify import CachedClassifier
 
     functions = functions_from(args.corpus, args.n, args.measured)
     if args.classifier == "sparse":

@@ -1,7 +1,7 @@
 """Walks every thread's Python stack as fast as it can while a PyFlink loopback DataStream job runs, and counts
 the jobs in which the walk read garbage (a frame's attribute that is not what it must be) or the process
 crashed. Two walks side by side: ``python`` follows ``f_back`` with the garbage collector running (what the
-samplers did until session 18), ``capture`` is ``crystalperf.core.sampling.current_stacks`` (the collector
+samplers did until session 18), ``capture`` is ``crystalperf.core.record.sampling.current_stacks`` (the collector
 paused).
 
     python bench/frame_walk_stress.py --jobs 5          # in an environment with apache-flink (nox -s flink)
@@ -20,7 +20,7 @@ from pathlib import Path
 JOB = r"""
 import sys, threading, time
 sys.path.insert(0, sys.argv[2])
-from crystalperf.core.sampling import current_stacks, stack_frames
+from crystalperf.core.record.sampling import current_stacks, stack_frames
 
 MODE = sys.argv[1]
 stop = threading.Event()

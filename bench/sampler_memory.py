@@ -18,7 +18,7 @@ import time
 import tracemalloc
 
 from crystalperf.core import trace as tr
-from crystalperf.core.sampling import SampleTable
+from crystalperf.core.record.sampletable import SampleTable
 
 
 def fill(stacks: int, *, depth: int, name_chars: int, tasks: int, budget: int | None) -> tuple[int, SampleTable]:

@@ -17,9 +17,9 @@ import zipfile
 from collections import Counter
 from pathlib import Path
 
-from crystalperf.core.sources import FrameResolver, LocateContext, installed_locators
-from crystalperf.core.sources.classfile import parse_class
-from crystalperf.core.sources.jvm import JvmLocator, jdk_src_zip
+from crystalperf.core.attribution.sources import FrameResolver, LocateContext, installed_locators
+from crystalperf.core.attribution.sources.classfile import parse_class
+from crystalperf.core.attribution.sources.jvm import JvmLocator, jdk_src_zip
 from crystalperf.core.trace import Frame, load_trace
 
 HERE = Path(__file__).resolve().parent

@@ -21,11 +21,11 @@ from unittest import mock
 
 
 def _predict(trace_path: Path, added_rtt_ms: float, capacity_mbit: int, loop: bool) -> float:
-    from crystalperf.core.classify import FixedClassifier
+    from crystalperf.core.attribution.classify import FixedClassifier
     from crystalperf.core.predict import Predictor
     from crystalperf.core.predict.base import Changes
     from crystalperf.core.predict.streaming import StreamingCpu
-    from crystalperf.core.profile import build_profile
+    from crystalperf.core.profile.dag import build_profile
     from crystalperf.core.trace import load_trace
 
     predictor = Predictor(build_profile(load_trace(trace_path), FixedClassifier({}), locators=[]))

@@ -1,5 +1,6 @@
-"""One analysis, used by the CLI and by every hook at job end: trace -> profile -> bottleneck ->
-predictions -> report files. Anything the report shows is computed here from the trace alone."""
+"""One analysis, used by the CLI and by every hook at job end: the trace through the stages in order —
+attribution, profile, what-ifs, report — and the report's files. Anything the report shows is computed here from
+the trace alone."""
 
 from __future__ import annotations
 
@@ -12,29 +13,26 @@ from typing import Any
 
 import networkx as nx
 
-from crystalperf import __version__
 from crystalperf.core import collector
 from crystalperf.core import trace as tr
-from crystalperf.core.bottleneck import Bottleneck, find_bottleneck
-from crystalperf.core.classify import ResourceClassifier, load_classifier
+from crystalperf.core.attribution.attribute import attribute
+from crystalperf.core.attribution.classify import ResourceClassifier, load_classifier
+from crystalperf.core.attribution.vectors import ATTRIBUTION_EVIDENCE
 from crystalperf.core.errors import BadInputError
 from crystalperf.core.parallel import MIN_OPERATIONS, Beside
-from crystalperf.core.predict import Baseline, Changes, Prediction, Predictor, default_scenarios
-from crystalperf.core.profile import ExecutionProfile, OperationProfile, build_profile, vector_dict
-from crystalperf.core.resources import CATEGORIES, RESOURCES, WAITING
-from crystalperf.core.settings import SettingsSearch, search_settings
-from crystalperf.core.skew import SkewFindings, find_skew
-from crystalperf.core.sqlplan import operators_of, sql_operators
-from crystalperf.core.units import format_size
-from crystalperf.core.vectors import ATTRIBUTION_EVIDENCE, task_count
+from crystalperf.core.predict import Changes, Prediction, Predictor
+from crystalperf.core.predict.balance import predict_balanced
+from crystalperf.core.predict.settings import SettingsSearch
+from crystalperf.core.predict.whatifs import predict_scenarios, take_pace
+from crystalperf.core.profile.bottleneck import Bottleneck, find_bottleneck
+from crystalperf.core.profile.dag import ExecutionProfile, profile_of
+from crystalperf.core.profile.machine import traced_slots
+from crystalperf.core.profile.skew import find_skew
+from crystalperf.core.profile.sqlplan import sql_operators
+from crystalperf.core.report.document import ReportParts, build_report, report_parts
 
 log = logging.getLogger(__name__)
 
-REPORT_VERSION = "1.0"
-REPORT_JSON = "crystalperf-report.json"
-REPORT_HTML = "crystalperf-report.html"
-TOP_FUNCTIONS = 5
-INPUT_BOUND_THRESHOLD = 0.20  # TensorBoard's "highly input-bound" line
 
 
 @dataclass
@@ -61,35 +59,44 @@ def analyze(
 ) -> Analysis:
     """Analyse a trace in memory; writes nothing. ``reclassify`` ignores the functions and vectors the
     trace embeds from its job-end analysis and locates and classifies every stack again. ``attribution``
-    "paper" attributes samples as the paper does (first located frame, classifier only), for comparison."""
+    "paper" attributes samples as the paper does (first located frame, classifier only), for comparison.
+
+    The stages in order: attribution (every operation's vector), the profile (the DAG, its critical path and
+    bottleneck, skew, SQL operators), the what-ifs, the report document."""
     started = time.perf_counter()
     classifier = classifier or load_classifier()
     with collector.paused():
         try:
-            profile = build_profile(trace, classifier, locators=locators, source_roots=source_roots,
-                                    reclassify=reclassify, attribution=attribution)
+            attributed = attribute(trace, classifier, locators=locators, source_roots=source_roots,
+                                   reclassify=reclassify, attribution=attribution)
+            profile = profile_of(trace, attributed)
         except (ValueError, nx.NetworkXException) as exc:
             raise BadInputError(f"inconsistent trace: {exc}") from None
+        bottleneck = find_bottleneck(profile)
+        skew = find_skew(profile, traced_slots(trace).slots)
+        # Spark SQL: each stage's samples given to the plan operators that ran them.
+        queries = sql_operators(trace, profile.resolution, {p.op.id: p.vector.vector for p in profile.walk()})
+
         made: list[Predictor] = []  # the process's predictor, once made
 
         def predict() -> tuple[list[Prediction], SettingsSearch]:
             # Alone, the process's predictor; in a child forked before it was made, one of the child's own.
-            predictor = made[0] if made else Predictor(profile)
-            chosen = (list(scenarios) if scenarios is not None
-                      else default_scenarios(profile, predictor.baseline, predictor.models))
-            predictions = [predictor.predict(c, band=band) for c in chosen]
-            return predictions, search_settings(predictor, known=predictions)
+            return predict_scenarios(made[0] if made else Predictor(profile), scenarios, band=band)
 
-        # The predictions on a second core while the bottleneck is found and the report's operations are written
-        # out (crystalperf.core.parallel).
+        # On a large job the scenarios are predicted on a second core while the report's operations are written
+        # out (crystalperf.core.parallel); on a small one, in order.
+        parts: ReportParts | None = None
         with Beside(predict, worth=len(profile.by_path) >= MIN_OPERATIONS) as predicting:
-            bottleneck = find_bottleneck(profile)
             predictor = Predictor(profile)
             made.append(predictor)
-            bottleneck.set_pace(predictor.streaming_pace())
-            parts = report_parts(profile, bottleneck, predictor.baseline)
+            take_pace(bottleneck, predictor)
+            predict_balanced(profile, skew)
+            if predicting.forked:
+                parts = report_parts(profile, bottleneck, queries, skew)
             predictions, settings = predicting.result()
-        report = build_report(profile, bottleneck, predictions, predictor, parts=parts, settings=settings)
+        if parts is None:
+            parts = report_parts(profile, bottleneck, queries, skew)
+        report = build_report(profile, bottleneck, predictions, predictor, settings, parts)
     return Analysis(trace, profile, bottleneck, predictions, report, seconds=time.perf_counter() - started)
 
 
@@ -123,305 +130,3 @@ def analyze_path(
         except OSError as exc:  # a full disk, a read-only directory: the user's to fix, named in one line
             raise BadInputError(f"cannot write the report: {exc.strerror or exc}", exc.filename or target) from None
     return result
-
-
-# -- the report document ---------------------------------------------------------------------------
-
-def _op_entry(prof: OperationProfile, bottleneck: Bottleneck, on_path: set[str]) -> dict[str, Any]:
-    op = prof.op
-    critical = prof.path in on_path
-    vector = prof.vector
-    resource_seconds = prof.resource_seconds
-    entry: dict[str, Any] = {
-        "id": op.id,
-        "path": prof.path,
-        "parent": prof.parent_path,
-        "name": op.name,
-        "kind": op.kind,
-        "status": op.status,
-        "start": op.start,
-        "end": op.end,
-        "runtime_s": round(prof.runtime, 6),
-        "vector": vector_dict(vector.vector),
-        "vector_source": vector.source,
-        # What of the operation's time was measured (by category) rather than inferred from its samples.
-        "measured": {k: round(v, 6) for k, v in vector.measured.items()},
-        "measured_share": round(vector.measured_share, 6),
-        "samples": vector.samples,
-        "resource_seconds": vector_dict(resource_seconds.values()),
-        "work_seconds": vector_dict(prof.work_seconds.values()),
-        "tasks": task_count(op),
-        # fewer than the tasks when the hook kept a uniform sample of them (bounded memory)
-        "tasks_recorded": len(op.tasks),
-        "parents": list(op.parents),
-        "children": [c.id for c in op.children],
-        "on_critical_path": critical,
-        "share_of_critical_path": round(bottleneck.operation_share(prof), 6) if critical else 0.0,
-        "top_functions": [
-            {
-                "name": f.function.qualified_name,
-                "origin": f.function.origin,
-                "location": f.function.location,
-                "language": f.function.language,
-                "samples": f.samples,
-                "share": round(f.samples / prof.vector.samples, 4) if prof.vector.samples else 0.0,
-                "vector": vector_dict(f.vector),
-                "classified": vector_dict(f.classified if f.classified is not None else f.vector),
-            }
-            for f in prof.vector.functions[:TOP_FUNCTIONS]
-        ],
-    }
-    if prof.vector.through is not None:
-        # Fractions of the run time that waited on the work the operation stands for, given to that work's
-        # resources (a training step's wait for a pipeline reading a slow disk is disk time on the path).
-        entry["waited_for_work"] = {r: round(v, 6) for r, v in zip(RESOURCES, prof.vector.through, strict=False)}
-    if prof.vector.vector.waiting > 0 and prof.vector.waiting_in:
-        entry["waiting_in"] = [{"frame": name, "share": round(weight / prof.vector.samples, 4)}
-                               for name, weight in prof.vector.waiting_in.most_common(3)] if prof.vector.samples else []
-    if op.attributes:
-        entry["attributes"] = dict(op.attributes)
-    return entry
-
-
-def _advice(bottleneck: Bottleneck, predictions: Sequence[Prediction], profile: ExecutionProfile) -> list[str]:
-    lines: list[str] = []
-    if bottleneck.pace is None and (bottleneck.resource == WAITING or bottleneck.upstream_work is not None):
-        waiter = bottleneck.waiting_op
-        lines.append(
-            "Most of the critical path waited" + (f" ({waiter.op.name}: {bottleneck.waiting_on})" if waiter else "")
-            + ": look at what it waits for (a source's rate or its input, a slower stage downstream) before adding "
-            "resources to the operations themselves."
-        )
-    resource = bottleneck.resource if bottleneck.resource != WAITING else bottleneck.busiest_resource
-    useful = {
-        "cpu": ("cores", "executors", "cpu_speed", "parallelism", "slots", "device"),
-        "disk": ("disk", "memory"),
-        "network": ("network",),
-    }[resource]
-    helpful = [p for p in predictions if any(k in p.changes for k in useful) and p.speedup > 1.0]
-    if helpful:
-        best = max(helpful, key=lambda p: p.speedup)
-        lines.append(
-            f"Add {resource}: with {best.changes.describe()} the job is predicted to take "
-            f"{best.crystalperf.runtime_s:.2f} s instead of {best.baseline_runtime_s:.2f} s "
-            f"({best.speedup:.2f}x)."
-        )
-    slot_changes = [p for p in predictions if any(k in p.changes for k in ("cores", "executors", "parallelism"))]
-    if slot_changes and all(p.speedup < 1.1 for p in slot_changes if p.speedup >= 1.0):
-        lines.append("More cores or executors buy little here: the critical path is not limited by task slots.")
-    operators_limit = bottleneck.pace is None or bottleneck.pace.limit != "link"  # a link's pace is no operator's
-    if bottleneck.path and bottleneck.seconds[resource] > 0 and operators_limit:
-        top = max(bottleneck.path, key=lambda p: p.resource_seconds[resource])
-        # the functions whose samples spent the most on that resource (the most sampled one may have waited)
-        index = CATEGORIES.index(resource)
-        spending = sorted((f for f in top.vector.functions if f.vector[index] > 0),
-                          key=lambda f: -f.samples * f.vector[index])
-        funcs = ", ".join(f.function.qualified_name for f in spending[:2])
-        lines.append(
-            f"Look at {top.op.name} first: it spends {top.resource_seconds[resource]:.2f} s on {resource} on "
-            f"the critical path" + (f", mostly in {funcs}." if funcs else ".")
-        )
-    if bottleneck.total_runtime_s and bottleneck.unattributed_s / bottleneck.total_runtime_s > 0.3:
-        lines.append(
-            f"{bottleneck.unattributed_s:.2f} s ({bottleneck.unattributed_s / bottleneck.total_runtime_s:.0%}) of "
-            f"the run was outside any traced operation (driver code, scheduling, start-up): no resource "
-            f"change above touches it."
-        )
-    wait = profile.trace.metrics.get("input_wait_fraction")
-    if wait is not None and wait >= INPUT_BOUND_THRESHOLD:
-        lines.append(f"The input pipeline is the limit: {wait:.0%} of step time waits for input "
-                     f"(TensorBoard calls >= 20 % highly input-bound).")
-    return lines
-
-
-def _storage_idle_warning(profile: ExecutionProfile) -> list[str]:
-    if profile.storage_idle is None:
-        return []
-    read, written = profile.storage_idle
-    return [f"the job's processes read {format_size(read)} from storage and wrote {format_size(written)} (OS "
-            f"counters): no disk wait, so the disk share its sampled functions suggested is counted as cpu"]
-
-
-def _network_idle_warning(profile: ExecutionProfile) -> list[str]:
-    if not profile.network_idle:
-        return []
-    return ["the network counters of the job's processes saw no traffic (under 1 MiB each way, loopback aside): "
-            "the network share of its running samples is counted as cpu (copies, not transfers); a thread blocked "
-            "on a socket keeps its share (a slow peer's latency moves few bytes)"]
-
-
-@dataclass
-class ReportParts:
-    """What the report shows that no prediction changes (worked out while the predictions are: ``analyze``)."""
-
-    operations: list[dict[str, Any]]
-    queries: list[dict[str, Any]]
-    skew: SkewFindings
-    sources: dict[str, Any]
-    edges: list[dict[str, Any]]
-
-
-def report_parts(profile: ExecutionProfile, bottleneck: Bottleneck, baseline: Baseline) -> ReportParts:
-    """The report's entry for every operation, its SQL operators, skew, sources and edges."""
-    trace = profile.trace
-    on_path = {p.path for p in bottleneck.path} | {p.path for p in bottleneck.top_path}
-    walked = profile.walk()
-    operations = [_op_entry(p, bottleneck, on_path) for p in walked]
-    # Spark SQL: each stage's samples given to the plan operators that ran them (crystalperf.core.sqlplan).
-    queries = sql_operators(trace, profile.resolution, {p.op.id: p.vector.vector for p in walked})
-    if queries:
-        for entry in operations:
-            found = operators_of(queries, entry["id"])
-            if found:
-                entry["plan_operators"] = found
-    skew = find_skew(profile, baseline)
-    for entry in operations:
-        times = skew.times.get(entry["path"])
-        if times is not None:
-            # the task-time distribution (and what the tasks read) of every operation of enough tasks
-            entry["task_time_s"] = times.as_dict()
-            entry["skewed"] = entry["path"] in skew.flagged
-    counts: dict[str, int] = {}
-    for entry in operations:
-        counts[entry["vector_source"]] = counts.get(entry["vector_source"], 0) + 1
-    resolution = profile.resolution
-    # each leaf's task-seconds once (a vector times its tasks' time, for 20,000 operations)
-    leaf_work = [(sum(p.work_seconds.values()), p.vector.measured_share) for p in walked if not p.children]
-    leaf_time = sum(work for work, _ in leaf_work)
-    measured_time = sum(work * share for work, share in leaf_work)
-    sources: dict[str, Any] = {
-        "classifier": profile.classifier_version,
-        "attribution": profile.attribution,
-        "vector_sources": counts,
-        # Share of the operations' time (task-seconds) whose category was measured, not inferred.
-        "measured_fraction": round(measured_time / leaf_time, 4) if leaf_time > 0 else 0.0,
-    }
-    if resolution is not None:
-        sources.update(
-            samples=resolution.total_samples,
-            located_samples=resolution.located_samples,
-            located_fraction=round(resolution.located_samples / resolution.total_samples, 4)
-            if resolution.total_samples else 0.0,
-            samples_by_origin=dict(resolution.by_origin),
-            problems=resolution.problems[:50],
-        )
-    edges = []
-
-    def collect_edges(level: Any) -> None:
-        for u, v, data in level.graph.edges(data=True):
-            edges.append({"from": level.nodes[u].path, "to": level.nodes[v].path, "implicit": bool(data.get("implicit"))})
-        for node in level.nodes.values():
-            if node.children is not None:
-                collect_edges(node.children)
-
-    collect_edges(profile.top)
-    return ReportParts(operations, queries, skew, sources, edges)
-
-
-def build_report(
-    profile: ExecutionProfile, bottleneck: Bottleneck, predictions: Sequence[Prediction], predictor: Predictor, *,
-    parts: ReportParts | None = None, settings: SettingsSearch | None = None,
-) -> dict[str, Any]:
-    """The report document. ``parts`` and ``settings`` (the search of the framework's settings with this predictor
-    and these predictions) are worked out here unless given."""
-    trace = profile.trace
-    app = trace.application
-    resolution = profile.resolution
-    if parts is None:
-        parts = report_parts(profile, bottleneck, predictor.baseline)
-    operations, queries, skew, sources, edges = parts.operations, parts.queries, parts.skew, parts.sources, parts.edges
-    report: dict[str, Any] = {
-        "report_version": REPORT_VERSION,
-        "producer": {"name": "crystalperf", "version": __version__},
-        "trace_schema_version": trace.schema_version,
-        "application": {
-            "framework": app.framework,
-            "framework_version": app.framework_version,
-            "id": app.id,
-            "name": app.name,
-            "status": app.status,
-            "start": app.start,
-            "end": app.end,
-        },
-        # Set when the hook wrote before the run ended (killed, stopped early): the figures cover what ran until then.
-        "partial": trace.partial,
-        "total_runtime_s": round(app.duration, 6),
-        "bottleneck": {
-            "resource": bottleneck.resource,
-            "seconds": {r: round(bottleneck.seconds[r], 6) for r in CATEGORIES},
-            "share": {r: round(v, 6) for r, v in bottleneck.share.items()},
-            "busiest_resource": bottleneck.busiest_resource,
-            "waiting_on": bottleneck.waiting_on,
-            # Set when the path mostly waited on something whose own work is known: that work's split.
-            "through_input": ({r: round(v, 6) for r, v in bottleneck.upstream_work.as_dict().items()}
-                              if bottleneck.upstream_work is not None else None),
-            "waiting_operation": bottleneck.waiting_op.path if bottleneck.waiting_op is not None else None,
-            "unattributed_s": round(bottleneck.unattributed_s, 6),
-            # A pipelined job's streaming limits in seconds, and the one that set its pace (``input``: none did).
-            "pace": ({"limit": bottleneck_pace.limit, "runtime_s": round(bottleneck_pace.runtime_s, 6),
-                      "limits_s": {k: round(v, 6) for k, v in bottleneck_pace.limits.items()}}
-                     if (bottleneck_pace := predictor.streaming_pace()) is not None else None),
-            "sentence": bottleneck.sentence(),
-        },
-        "critical_path": [p.path for p in bottleneck.path],
-        "critical_path_top": [p.path for p in bottleneck.top_path],
-        "operations": operations,
-        "edges": edges,
-        "baseline": {
-            "slots": predictor.baseline.slots,
-            "executors": predictor.baseline.executors,
-            "cores_per_executor": predictor.baseline.cores_per_executor,
-            "network_bandwidth": predictor.baseline.network_bandwidth,
-            "disk_bandwidth": predictor.baseline.disk_bandwidth,
-            "memory_bytes": predictor.baseline.memory_bytes,
-            "data_bytes": predictor.baseline.data_bytes,
-            "device": predictor.baseline.device,
-            "warmup_factor": round(predictor.warmup, 4),
-            "assumptions": predictor.baseline.assumptions,
-            # where each bandwidth comes from (declared by the hook, observed from the job's byte counters,
-            # assumed), and what the counters showed
-            "bandwidth_origins": dict(predictor.baseline.origins),
-            "observed": {key: {"bytes": round(seen.bytes), "direction": seen.direction,
-                               "active_s": round(seen.active_s, 3), "bandwidth": round(seen.bandwidth, 1),
-                               "limit": seen.limit, "sources": seen.sources, "note": seen.describe()}
-                         for key, seen in predictor.baseline.observed.items()},
-        },
-        "predictions": [p.as_dict() for p in predictions],
-        "advice": _advice(bottleneck, predictions, profile),
-        "sources": sources,
-        "warnings": list(trace.warnings) + [
-            p for p in (resolution.problems if resolution is not None else []) if p.startswith("classifier ")
-        ] + _storage_idle_warning(profile) + _network_idle_warning(profile),
-    }
-    if queries:
-        report["sql_queries"] = queries
-    if trace.streaming is not None:
-        report["streaming"] = trace.streaming.model_dump(exclude_none=True)
-        report["streaming"]["note"] = "Streaming predictions assume the observed input rate."
-    steps = int(trace.metrics.get("steps", 0))
-    if steps > 0:
-        # Iterative jobs (training): the paper's runtime is the mean iteration time (§7.1).
-        report["iterations"] = {
-            "steps": steps,
-            "step_time_s": round(app.duration / steps, 6),
-            "predicted_step_time_s": {p.changes.describe(): round(p.crystalperf.runtime_s / steps, 6)
-                                      for p in predictions},
-        }
-    if "input_wait_fraction" in trace.metrics:
-        wait = trace.metrics["input_wait_fraction"]
-        report["input_bound"] = {
-            "input_wait_fraction": wait,
-            "highly_input_bound": wait >= INPUT_BOUND_THRESHOLD,
-        }
-    # Skewed operations (crystalperf.core.skew), the largest predicted gain first; advice names the worst.
-    report["skew"] = [found.as_dict() for found in skew.skewed]
-    if skew.skewed:
-        report["advice"].append(skew.skewed[0].sentence())
-    # Advice in settings (crystalperf.core.settings): the framework's own keys, found by searching the what-if
-    # space; the report's scenarios are reused where a setting makes the same changes.
-    if settings is None:
-        settings = search_settings(predictor, known=predictions)
-    report["settings_advice"] = [s.as_dict() for s in settings.suggestions]
-    report["settings_search"] = settings.as_dict()
-    report["advice"] += settings.advice()
-    return report

@@ -268,7 +268,7 @@ def _size(size: int) -> str:
 
 
 def _classifier(name: str | None):  # type: ignore[no-untyped-def]
-    from crystalperf.core.classify import load_classifier
+    from crystalperf.core.attribution.classify import load_classifier
 
     try:
         return load_classifier(name)

@@ -66,7 +66,7 @@ def load_report(path: str | Path, *, classifier: Any = None) -> Report:
     from crystalperf.core.compare import load_run
 
     if isinstance(classifier, str):
-        from crystalperf.core.classify import load_classifier
+        from crystalperf.core.attribution.classify import load_classifier
 
         try:
             classifier = load_classifier(classifier)

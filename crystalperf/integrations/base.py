@@ -147,7 +147,7 @@ REPORT_JSON = "crystalperf-report.json"
 def write_trace_and_report(trace: tr.Trace, out_dir: Path, *, analyze: bool = True) -> int:
     """The last step of every finish: write the trace, then the report; the exit status of the finish
     (1, with the reason on stderr, when either could not be written)."""
-    from crystalperf.core.hooks import finish_job
+    from crystalperf.core.finish import finish_job
 
     if finish_job(trace, out_dir, analyze=analyze) is None:
         sys.stderr.write(f"crystalperf: error: the trace was not written to {out_dir}\n")

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from crystalperf.core.classify import FunctionSource
+from crystalperf.core.attribution.classify import FunctionSource
 from crystalperf.core.resources import ResourceVector
 from crystalperf.models import LABELS, WEIGHTS_DIR
 from crystalperf.models.sources import GRAMMARS

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from crystalperf.core.classify import LANGUAGES, FunctionSource
+from crystalperf.core.attribution.classify import LANGUAGES, FunctionSource
 from crystalperf.core.errors import BadInputError
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ def _shipped_classifier(args: argparse.Namespace) -> Any:
 
 
 def _cmd_classify(args: argparse.Namespace) -> int:
-    from crystalperf.core.classify import CachedClassifier
+    from crystalperf.core.attribution.classify import CachedClassifier
 
     source = Path(args.input)
     if str(source) == "-":
@@ -316,7 +316,7 @@ def _framework_scores(weights: Path) -> dict[str, Any] | None:
     except (OSError, ValueError) as exc:
         log.info("framework evaluation set not loaded: %s", exc)
         return None
-    from crystalperf.core.classify import KeywordClassifier
+    from crystalperf.core.attribution.classify import KeywordClassifier
     from crystalperf.models.sparse import WEIGHTS_SUBDIR, FourClassView, SparseClassifier
 
     candidates: dict[str, Any] = {

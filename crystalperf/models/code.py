@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from crystalperf.core.classify import subtokens
+from crystalperf.core.attribution.classify import subtokens
 from crystalperf.models import LABELS
 from crystalperf.models.sources import parser_for
 

@@ -17,7 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from crystalperf.core.classify import DISK_WORDS, NETWORK_WORDS, FunctionSource, KeywordClassifier, subtokens
+from crystalperf.core.attribution.classify import (
+    DISK_WORDS,
+    NETWORK_WORDS,
+    FunctionSource,
+    KeywordClassifier,
+    subtokens,
+)
 from crystalperf.models import LABELS
 
 

@@ -4,7 +4,7 @@ What a function does shows in what it calls and the types it touches more than i
 ``out.write(packet)`` on a ``Socket``'s stream, ``fsync``, ``LockSupport.park``. The features read only
 what the core's locators give (qualified name, code or its bytecode rendering, doc) and need no parser:
 regular expressions find calls (``owner.member(`` in source, ``Owner.member();`` in the bytecode text
-``crystalperf.core.sources.classfile`` renders) and type names, so the same features come out of Java,
+``crystalperf.core.attribution.sources.classfile`` renders) and type names, so the same features come out of Java,
 Scala, Python and C++ text. Each feature is a string hashed (crc32, stable across processes and
 platforms) into one of ``2 ** HASH_BITS`` buckets; counts are log-scaled and the vector L2-normalised.
 """
@@ -17,7 +17,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterable
 
-from crystalperf.core.classify import DISK_WORDS, NETWORK_WORDS, FunctionSource
+from crystalperf.core.attribution.classify import DISK_WORDS, NETWORK_WORDS, FunctionSource
 
 HASH_BITS = 18
 MAX_CODE_CHARS = 8000  # past this a function's text adds cost, not signal

@@ -4,7 +4,7 @@ function on the stacks of recorded traces, with the code and doc crystalperf's l
 The text is what the classifiers read at analysis time: each frame is located with the installed source
 locators and the trace's own classpath (the JVM locator falls back to bytecode, as on a user's machine with no
 Spark/Flink sources; TensorFlow ops get their ``tf.raw_ops`` documentation); a frame no locator resolves is
-classified by its name (``frame-name``), as ``crystalperf.core.vectors`` does. Only frames whose name the
+classified by its name (``frame-name``), as ``crystalperf.core.attribution.vectors`` does. Only frames whose name the
 training corpus can never contain (``corpus.FORBIDDEN``) are kept. Anonymous-function and generated variants
 of one method are one candidate (``function_key``).
 
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from crystalperf.core import trace as tr
-from crystalperf.core.classify import FunctionSource
-from crystalperf.core.sources import FrameResolver, LocateContext, installed_locators, is_native
-from crystalperf.core.sources.jvm import source_method_name
+from crystalperf.core.attribution.classify import FunctionSource
+from crystalperf.core.attribution.sources import FrameResolver, LocateContext, installed_locators, is_native
+from crystalperf.core.attribution.sources.jvm import source_method_name
 from crystalperf.models.corpus import FORBIDDEN
 
 _LAMBDA_CLASS = re.compile(r"\$\$Lambda[^.]*")

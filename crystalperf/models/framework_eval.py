@@ -10,7 +10,7 @@ names a framework the training corpus can never contain (``corpus.FORBIDDEN``). 
 - 3-class accuracy and macro-F1 on the functions labelled cpu/disk/network, with the arg-max over those three;
 - both per framework, per class (precision, recall, F1) and as a confusion matrix;
 - "as analysed": what ``crystalperf analyze`` makes of each function: plumbing frames
-  (``crystalperf.core.waiting``) are waiting, compute kernels keep the vector their locator declares, the rest
+  (``crystalperf.core.attribution.waiting``) are waiting, compute kernels keep the vector their locator declares, the rest
   is the classifier's.
 
     python -m crystalperf.models.framework_eval [--classifier NAME ...] [--data FILE] [--json]
@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crystalperf.core.classify import FunctionSource, ResourceClassifier, load_classifier
+from crystalperf.core.attribution.classify import FunctionSource, ResourceClassifier, load_classifier
+from crystalperf.core.attribution.waiting import is_plumbing
 from crystalperf.core.resources import ResourceVector
-from crystalperf.core.waiting import is_plumbing
 
 if TYPE_CHECKING:
     import numpy as np
@@ -126,7 +126,7 @@ def predicted_resource(vector: ResourceVector) -> str:
 
 
 def plumbing_label(function: EvalFunction) -> str | None:
-    """What ``crystalperf.core.waiting`` makes of the function's frame alone: waiting for plumbing, else None."""
+    """What ``crystalperf.core.attribution.waiting`` makes of the function's frame alone: waiting for plumbing, else None."""
     return "waiting" if is_plumbing(function.qualified_name) else None
 
 
@@ -279,7 +279,7 @@ def format_report(functions: Sequence[EvalFunction], evaluations: Sequence[Evalu
     lines.append(f"{'all':<12}" + "".join(f"{sum(table[fw][c] for fw in FRAMEWORKS):>9}" for c in CLASSES)
                  + f"{len(functions):>9}")
     plumbing = plumbing_summary(functions)
-    lines += ["", f"Plumbing rules (crystalperf.core.waiting): {plumbing['waiting_recognised']} of "
+    lines += ["", f"Plumbing rules (crystalperf.core.attribution.waiting): {plumbing['waiting_recognised']} of "
               f"{plumbing['waiting']} waiting functions recognised; {plumbing['resource_taken_for_plumbing']} of "
               f"{plumbing['resource']} cpu/disk/network functions taken for plumbing."]
     groups = ["all", *FRAMEWORKS]

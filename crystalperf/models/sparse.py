@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crystalperf.core.classify import FunctionSource
+from crystalperf.core.attribution.classify import FunctionSource
 from crystalperf.core.errors import BadInputError
 from crystalperf.core.resources import ResourceVector
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crystalperf.core.classify import FunctionSource
+from crystalperf.core.attribution.classify import FunctionSource
 from crystalperf.models.classifier import NeuralClassifier
 from crystalperf.models.evaluate import (
     evaluate_records,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crystalperf.core.classify import FunctionSource, ResourceClassifier, load_classifier
+from crystalperf.core.attribution.classify import FunctionSource, ResourceClassifier, load_classifier
 from crystalperf.models.classifier import NeuralClassifier
 
 SOCKET_SEND = {

@@ -93,7 +93,7 @@ def test_the_wheel_installs_and_runs_in_a_fresh_venv(dist: Path, tmp_path: Path)
     classified = subprocess.run(
         [str(python), "-c",
          "import sys\n"
-         "from crystalperf.core.classify import FunctionSource, load_classifier\n"
+         "from crystalperf.core.attribution.classify import FunctionSource, load_classifier\n"
          "c = load_classifier(cache=False)\n"
          "[v] = c.classify([FunctionSource('example.send', 'python', 'def send(sock, data):\\n"
          "    sock.sendall(data)\\n    sock.shutdown(socket.SHUT_WR)\\n')])\n"

@@ -14,12 +14,12 @@ import pytest
 
 from crystalperf.core import trace as tr
 from crystalperf.core.analysis import analyze
-from crystalperf.core.bottleneck import find_bottleneck
-from crystalperf.core.classify import KeywordClassifier
+from crystalperf.core.attribution.classify import KeywordClassifier
 from crystalperf.core.errors import BadInputError
 from crystalperf.core.predict import Changes, Predictor
-from crystalperf.core.predict.compute import replay
-from crystalperf.core.profile import SEQUENCE_TOLERANCE_S, build_profile, implicit_predecessors
+from crystalperf.core.profile.bottleneck import find_bottleneck
+from crystalperf.core.profile.dag import SEQUENCE_TOLERANCE_S, build_profile, implicit_predecessors
+from crystalperf.core.schedule import replay
 
 from .helpers import make_trace, op, task
 
@@ -208,7 +208,7 @@ def sequential_end(parents: list[int], offsets: list[float], durations: list[flo
 
 @pytest.mark.parametrize("seed", range(12))
 def test_a_large_forest_level_ends_when_the_step_by_step_definition_says(seed):
-    from crystalperf.core.predict import VECTOR_PROPAGATION_STEPS, _LevelPlan
+    from crystalperf.core.predict.simulation import VECTOR_PROPAGATION_STEPS, LevelPlan
 
     rng = random.Random(seed)
     n = VECTOR_PROPAGATION_STEPS + rng.randint(0, 3000)
@@ -216,7 +216,7 @@ def test_a_large_forest_level_ends_when_the_step_by_step_definition_says(seed):
     parents = [-1 if i == 0 or rng.random() < 0.02 else rng.choice([i - 1, i - 1, rng.randrange(i)]) for i in range(n)]
     offsets = [rng.choice([rng.uniform(0.0, 2.0), rng.uniform(-3.0, 0.0), 0.0]) for _ in range(n)]
     durations = [rng.choice([rng.uniform(0.0, 5.0), 0.0]) for _ in range(n)]
-    plan = _LevelPlan([], 1.5, [((p,) if p >= 0 else (), o, None, None) for p, o in zip(parents, offsets, strict=True)])  # type: ignore[misc]
+    plan = LevelPlan([], 1.5, [((p,) if p >= 0 else (), o, None, None) for p, o in zip(parents, offsets, strict=True)])  # type: ignore[misc]
     plan.parents, plan.offsets = np.array(parents), np.array(offsets)
     assert plan.end(durations) == pytest.approx(sequential_end(parents, offsets, durations, 1.5), rel=1e-10)
     plan.parents = None  # the step-by-step loop the level takes below the size
@@ -224,29 +224,29 @@ def test_a_large_forest_level_ends_when_the_step_by_step_definition_says(seed):
 
 
 def test_a_three_step_chain_by_hand():
-    from crystalperf.core.predict import _LevelPlan
+    from crystalperf.core.predict.simulation import LevelPlan
 
     # a: 0-2; b after a with a 1 s gap: 3-4; c overlapping b by 5 s, so it starts when b started: 3-10
-    plan = _LevelPlan([], 0.5, [((), 0.0, None, None), ((0,), 1.0, None, None), ((1,), -5.0, None, None)])  # type: ignore[misc]
+    plan = LevelPlan([], 0.5, [((), 0.0, None, None), ((0,), 1.0, None, None), ((1,), -5.0, None, None)])  # type: ignore[misc]
     assert plan.end([2.0, 1.0, 7.0]) == 10.5
     plan.parents, plan.offsets = np.array([-1, 0, 1]), np.array([0.0, 1.0, -5.0])
     assert plan.end([2.0, 1.0, 7.0]) == 10.5
 
 
 def test_many_operations_predict_as_the_step_by_step_traversal_does():
-    from crystalperf.core import predict
-    from crystalperf.core.synthetic import dag_trace
+    from crystalperf.core.predict import simulation
+    from crystalperf.core.trace.synthetic import dag_trace
 
-    trace = dag_trace(operations=predict.VECTOR_PROPAGATION_STEPS + 100, shape="flat", seed=5)
+    trace = dag_trace(operations=simulation.VECTOR_PROPAGATION_STEPS + 100, shape="flat", seed=5)
     profile = build_profile(trace, KeywordClassifier())
     scenarios = [Changes({"cpu_speed": 2.0}), Changes({"disk": 1e8}), Changes({"cores": 1}), Changes({"network": 1e7})]
     vectorised = [Predictor(profile).predict(c) for c in scenarios]
-    original = predict.VECTOR_PROPAGATION_STEPS
+    original = simulation.VECTOR_PROPAGATION_STEPS
     try:
-        predict.VECTOR_PROPAGATION_STEPS = 10**9
+        simulation.VECTOR_PROPAGATION_STEPS = 10**9
         stepwise = [Predictor(profile).predict(c) for c in scenarios]
     finally:
-        predict.VECTOR_PROPAGATION_STEPS = original
+        simulation.VECTOR_PROPAGATION_STEPS = original
     for a, b in zip(vectorised, stepwise, strict=True):
         assert a.crystalperf.runtime_s == pytest.approx(b.crystalperf.runtime_s, rel=1e-9)
         assert a.crystalperf.low_s == pytest.approx(b.crystalperf.low_s, rel=1e-9)
@@ -282,23 +282,23 @@ def test_a_bandwidth_no_operation_used_changes_no_point_estimate_but_the_draws_m
 @contextlib.contextmanager
 def columns_from(steps: int) -> Iterator[None]:
     """Levels of at least ``steps`` steps adjusted as columns (10**9: every operation one at a time)."""
-    from crystalperf.core import predict
+    from crystalperf.core.predict import engine
 
-    original = predict.COLUMNS_MIN_STEPS
-    predict.COLUMNS_MIN_STEPS = steps
+    original = engine.COLUMNS_MIN_STEPS
+    engine.COLUMNS_MIN_STEPS = steps
     try:
         yield
     finally:
-        predict.COLUMNS_MIN_STEPS = original
+        engine.COLUMNS_MIN_STEPS = original
 
 
 @pytest.mark.parametrize("seed", range(3))
 def test_models_adjusting_columns_give_what_they_give_one_operation_at_a_time(seed):
-    from crystalperf.core import predict
+    from crystalperf.core.predict import engine
 
     rng = random.Random(seed)
     ops, clock = [], 0.0
-    for i in range(predict.COLUMNS_MIN_STEPS + 50):
+    for i in range(engine.COLUMNS_MIN_STEPS + 50):
         tasks = []
         for k in range(rng.randint(1, 3)):
             run = rng.uniform(0.1, 3.0)
@@ -314,7 +314,7 @@ def test_models_adjusting_columns_give_what_they_give_one_operation_at_a_time(se
                     {"cores": 1, "cpu_speed": 0.5}, {"disk": 5e9, "cpu_speed": 1.5}):
         durations = {}
         for columns in (True, False):
-            with columns_from(predict.COLUMNS_MIN_STEPS if columns else 10**9):
+            with columns_from(engine.COLUMNS_MIN_STEPS if columns else 10**9):
                 predictor = Predictor(profile)
                 scenario = Changes(changes)
                 predictor.prepare(scenario)
@@ -325,7 +325,7 @@ def test_models_adjusting_columns_give_what_they_give_one_operation_at_a_time(se
 
 @pytest.mark.parametrize("operations", [300, 4000])
 def test_monte_carlo_draws_adjusted_as_columns_are_the_draws_one_operation_at_a_time(operations):
-    from crystalperf.core import predict
+    from crystalperf.core.predict import engine
 
     rng = random.Random(operations)
     ops, clock = [], 0.0
@@ -340,7 +340,7 @@ def test_monte_carlo_draws_adjusted_as_columns_are_the_draws_one_operation_at_a_
     profile = build_profile(make_trace(ops, total_slots=4, cores_per_executor=4), KeywordClassifier())
     predictions = {}
     for columns in (True, False):
-        with columns_from(predict.COLUMNS_MIN_STEPS if columns else 10**9):
+        with columns_from(engine.COLUMNS_MIN_STEPS if columns else 10**9):
             predictor = Predictor(profile)
             predictions[columns] = [predictor.predict(Changes(c)) for c in ({"cpu_speed": 2.0}, {"disk": 1e7})]
     for a, b in zip(predictions[True], predictions[False], strict=True):

@@ -60,15 +60,15 @@ def test_reports_are_written_as_a_set(tmp_path: Path, monkeypatch: pytest.Monkey
 
 def _minimal_report() -> dict[str, object]:
     from crystalperf.core.analysis import analyze
-    from crystalperf.core.classify import KeywordClassifier
-    from crystalperf.core.synthetic import spark_like_trace
+    from crystalperf.core.attribution.classify import KeywordClassifier
+    from crystalperf.core.trace.synthetic import spark_like_trace
 
     return analyze(spark_like_trace(jobs=1, tasks_per_stage=2), classifier=KeywordClassifier()).report
 
 
 def test_a_trace_with_a_name_that_is_not_utf8_is_written_and_reads_back_escaped(tmp_path: Path) -> None:
     from crystalperf.core import trace as tr
-    from crystalperf.core.synthetic import spark_like_trace
+    from crystalperf.core.trace.synthetic import spark_like_trace
 
     trace = spark_like_trace(jobs=1, tasks_per_stage=2)
     # what os.fsdecode gives for the file name b"udf_\xff.py", and a lone surrogate from nowhere

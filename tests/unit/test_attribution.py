@@ -7,12 +7,12 @@ import pytest
 
 from crystalperf.core import trace as tr
 from crystalperf.core.analysis import analyze
-from crystalperf.core.bottleneck import describe_waiting, find_bottleneck
-from crystalperf.core.classify import FixedClassifier, FunctionSource
-from crystalperf.core.profile import build_profile
+from crystalperf.core.attribution.classify import FixedClassifier, FunctionSource
+from crystalperf.core.attribution.measurement import Measurement, bounded_vector, measure
+from crystalperf.core.attribution.waiting import is_off_cpu, is_plumbing, sample_vector
+from crystalperf.core.profile.bottleneck import describe_waiting, find_bottleneck
+from crystalperf.core.profile.dag import build_profile
 from crystalperf.core.resources import ResourceVector
-from crystalperf.core.vectors import Measurement, bounded_vector, measure
-from crystalperf.core.waiting import is_off_cpu, is_plumbing, sample_vector
 
 from .helpers import make_trace, op, task
 

@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from crystalperf.core.classify import FunctionSource, KeywordClassifier, ResourceClassifier, load_classifier
+from crystalperf.core.attribution.classify import (
+    FunctionSource,
+    KeywordClassifier,
+    ResourceClassifier,
+    load_classifier,
+)
 from crystalperf.models.sparse import FourClassView, SparseClassifier, SparseWeightsMissingError
 
 # The cases live with the models tier's tests, whose package skips itself without torch: load the file alone.
@@ -71,7 +76,7 @@ def test_missing_weights_are_a_clear_error(tmp_path) -> None:  # type: ignore[no
 
 def test_the_core_imports_without_numpy_or_torch() -> None:
     code = (
-        "import sys, crystalperf.core, crystalperf.core.classify, crystalperf.models.sparse\n"
+        "import sys, crystalperf.core, crystalperf.core.attribution.classify, crystalperf.models.sparse\n"
         "print(sorted(m for m in ('numpy', 'torch', 'flair', 'tree_sitter') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from crystalperf.core.cli import main
-from crystalperf.core.synthetic import spark_like_trace
 from crystalperf.core.trace import save_trace
+from crystalperf.core.trace.synthetic import spark_like_trace
 
 # Recorded by the Spark listener during `crystalperf demo` (TPC-H Q6 + Q9, local[2]).
 EXAMPLE = Path(__file__).resolve().parents[1] / "data" / "spark-demo-trace.json.gz"

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from crystalperf.core import trace as tr
-from crystalperf.core import vectors
 from crystalperf.core.analysis import analyze
-from crystalperf.core.classify import FixedClassifier, KeywordClassifier
-from crystalperf.core.hooks import finish_job
+from crystalperf.core.attribution import vectors
+from crystalperf.core.attribution.classify import FixedClassifier, KeywordClassifier
+from crystalperf.core.attribution.waiting import primitive_vector
+from crystalperf.core.finish import finish_job
 from crystalperf.core.resources import ResourceVector
-from crystalperf.core.waiting import primitive_vector
 
 BUNDLED = Path(__file__).resolve().parents[1] / "data" / "spark-demo-trace.json.gz"
 NETWORK_ONLY = FixedClassifier({}, default=ResourceVector.of(network=1.0))

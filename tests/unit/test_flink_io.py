@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from crystalperf.core.errors import BadInputError
-from crystalperf.core.sampling import SampleTable
+from crystalperf.core.record.sampletable import SampleTable
 from crystalperf.integrations.flink.assemble import read_metrics, rows_of_span
 from crystalperf.integrations.flink.pyworkers import SPOOL_FORMAT, load_spool_io
 from crystalperf.integrations.flink.reader import load_job, load_part

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from crystalperf.core import trace as t
-from crystalperf.core.sampling import SampleTable
-from crystalperf.core.waiting import delegates, primitive_vector
+from crystalperf.core.attribution.waiting import delegates, primitive_vector
+from crystalperf.core.record.sampletable import SampleTable
 from crystalperf.integrations.flink.assemble import (
     AMBIGUOUS_WORKERS_WARNING,
     PYTHON_WORKERS_WARNING,

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crystalperf.core.classify import FixedClassifier
+from crystalperf.core.attribution.classify import FixedClassifier
 from crystalperf.core.resources import ResourceVector
 from crystalperf.models import corpus
 from crystalperf.models import framework_eval as fe

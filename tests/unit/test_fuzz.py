@@ -42,7 +42,7 @@ from typing import Any
 import pytest
 
 from crystalperf.core.cli import main
-from crystalperf.core.synthetic import spark_like_trace
+from crystalperf.core.trace.synthetic import spark_like_trace
 
 # A longer campaign with other inputs, by hand (never in CI): CRYSTALPERF_FUZZ_SEED=101 CRYSTALPERF_FUZZ_CASES=2000
 # pytest tests/unit/test_fuzz.py. The seed moves both suites; the defaults are what CI runs.

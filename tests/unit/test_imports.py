@@ -9,7 +9,7 @@ FORBIDDEN = ("pyspark", "tensorflow", "pyflink", "torch", "flair", "keras", "py4
 def test_core_imports_no_framework():
     code = (
         "import sys, crystalperf.core, crystalperf.core.cli, crystalperf.core.analysis, "
-        "crystalperf.core.report, crystalperf.core.predict, crystalperf.core.sources;"
+        "crystalperf.core.report, crystalperf.core.predict, crystalperf.core.attribution.sources;"
         "crystalperf.core.cli.build_parser();"
         f"print(sorted(m for m in sys.modules if m.split('.')[0] in {FORBIDDEN!r}))"
     )

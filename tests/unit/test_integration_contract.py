@@ -12,7 +12,7 @@ import pytest
 
 from crystalperf.core import trace as tr
 from crystalperf.core.analysis import analyze
-from crystalperf.core.classify import KeywordClassifier
+from crystalperf.core.attribution.classify import KeywordClassifier
 from crystalperf.core.errors import (
     CrystalPerfError,
     FrameworkNotInstalledError,
@@ -20,8 +20,9 @@ from crystalperf.core.errors import (
     UnsupportedFrameworkVersionError,
 )
 from crystalperf.core.predict import default_scenarios
-from crystalperf.core.predict.base import Baseline, scaling_keys
-from crystalperf.core.profile import build_profile
+from crystalperf.core.predict.base import Baseline
+from crystalperf.core.profile.dag import build_profile
+from crystalperf.core.profile.machine import scaling_keys
 from crystalperf.integrations import available, base
 from crystalperf.integrations.jars import HASH_ENTRY, SHARED_HASH_ENTRY, sources_hash
 from tests.unit.helpers import fake_installed, make_trace, op, task

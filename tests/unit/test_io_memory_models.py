@@ -3,11 +3,11 @@
 import pytest
 
 from crystalperf.core import trace as tr
-from crystalperf.core.classify import FixedClassifier
+from crystalperf.core.attribution.classify import FixedClassifier
 from crystalperf.core.predict import Changes, Predictor
 from crystalperf.core.predict.io import scale_io_time
 from crystalperf.core.predict.memory import overflow
-from crystalperf.core.profile import build_profile
+from crystalperf.core.profile.dag import build_profile
 from crystalperf.core.resources import ResourceVector
 
 from .helpers import make_trace, op, task

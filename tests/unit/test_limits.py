@@ -15,8 +15,8 @@ from crystalperf.core import limits
 from crystalperf.core.cli import main
 from crystalperf.core.errors import BadInputError, one_line
 from crystalperf.core.report.terminal import TerminalRenderer
-from crystalperf.core.synthetic import spark_like_trace
 from crystalperf.core.trace import load_trace, save_trace
+from crystalperf.core.trace.synthetic import spark_like_trace
 
 
 @pytest.fixture(autouse=True)
@@ -108,7 +108,7 @@ def test_the_terminal_summary_escapes_and_cuts_names(tmp_path):
     path = save_trace(trace, tmp_path / "crystalperf-trace.json.gz")
     buffer = io.StringIO()
     from crystalperf.core.analysis import analyze_path
-    from crystalperf.core.classify import KeywordClassifier
+    from crystalperf.core.attribution.classify import KeywordClassifier
 
     report = analyze_path(path, tmp_path, classifier=KeywordClassifier()).report
     TerminalRenderer().print(report, Console(file=buffer, width=120, force_terminal=True))

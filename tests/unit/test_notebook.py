@@ -13,11 +13,11 @@ import pytest
 
 import crystalperf
 from crystalperf.core.analysis import analyze
-from crystalperf.core.classify import load_classifier
+from crystalperf.core.attribution.classify import load_classifier
 from crystalperf.core.errors import BadInputError
 from crystalperf.core.report.json import JsonRenderer
-from crystalperf.core.synthetic import spark_like_trace
 from crystalperf.core.trace import load_trace, save_trace
+from crystalperf.core.trace.synthetic import spark_like_trace
 
 VOID = {"meta", "br", "img", "input", "link", "hr", "col", "area", "base", "embed", "source", "track", "wbr"}
 

@@ -1,4 +1,4 @@
-"""The bandwidth the job saw (``Trace.io`` rows -> ``core.observed``), and what-ifs scaled from it in both
+"""The bandwidth the job saw (``Trace.io`` rows -> ``core.attribution.observed``), and what-ifs scaled from it in both
 directions, with hand-computed answers."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from crystalperf.core import trace as tr
-from crystalperf.core.classify import FixedClassifier
+from crystalperf.core.attribution.classify import FixedClassifier
+from crystalperf.core.attribution.observed import observed_bandwidths
 from crystalperf.core.errors import BadInputError
-from crystalperf.core.iocounters import IoCounterSampler, disk_limits, network_bytes
-from crystalperf.core.observed import observed_bandwidths
 from crystalperf.core.predict import Changes, Predictor
 from crystalperf.core.predict.base import Baseline
-from crystalperf.core.profile import build_profile
+from crystalperf.core.profile.dag import build_profile
+from crystalperf.core.record.iocounters import IoCounterSampler, disk_limits, network_bytes
 
 from .helpers import make_trace, op, task
 

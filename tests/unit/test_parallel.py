@@ -10,9 +10,9 @@ import pytest
 
 from crystalperf.core import parallel
 from crystalperf.core.analysis import analyze
-from crystalperf.core.classify import KeywordClassifier
+from crystalperf.core.attribution.classify import KeywordClassifier
 from crystalperf.core.report import write_reports
-from crystalperf.core.synthetic import dag_trace
+from crystalperf.core.trace.synthetic import dag_trace
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or parallel._available_cpus() < 2,
                                 reason="no fork, or one CPU: the analysis never forks a child here")

@@ -3,13 +3,13 @@
 import pytest
 
 from crystalperf.core import trace as tr
-from crystalperf.core.bottleneck import find_bottleneck, level_critical_path
-from crystalperf.core.classify import FixedClassifier
+from crystalperf.core.attribution.classify import FixedClassifier
+from crystalperf.core.attribution.sources import FrameResolver, LocateContext
 from crystalperf.core.predict import Changes, Predictor
 from crystalperf.core.predict.io import DISK_BUFFER_BYTES, DISK_BUFFER_OVERHEAD_S
-from crystalperf.core.profile import build_profile
+from crystalperf.core.profile.bottleneck import find_bottleneck, level_critical_path
+from crystalperf.core.profile.dag import build_profile
 from crystalperf.core.resources import ResourceVector
-from crystalperf.core.sources import FrameResolver, LocateContext
 
 from .helpers import make_trace, op, task
 
@@ -49,7 +49,7 @@ def test_native_frames_are_skipped_when_scanning_down():
         name = "test"
 
         def locate(self, frame, context):
-            from crystalperf.core.classify import FunctionSource
+            from crystalperf.core.attribution.classify import FunctionSource
             return FunctionSource(frame.name, "java", "code")
 
     frames = [tr.Frame(name="libc.so!read", language="native"), tr.Frame(name="a.B.c", language="java")]
@@ -191,7 +191,7 @@ def test_a_hook_measured_split_wins_over_classified_samples():
 
 
 def test_a_job_that_mostly_waited_is_not_called_bound() -> None:
-    from crystalperf.core.bottleneck import Bottleneck
+    from crystalperf.core.profile.bottleneck import Bottleneck
 
     idle = Bottleneck("cpu", {"cpu": 0.12, "disk": 0.0, "network": 0.0, "waiting": 0.0}, unattributed_s=30.6,
                       total_runtime_s=30.72, path=[], top_path=[])

@@ -2,10 +2,11 @@
 
 import pytest
 
-from crystalperf.core.classify import KeywordClassifier
+from crystalperf.core.attribution.classify import KeywordClassifier
 from crystalperf.core.predict import Changes, Predictor
-from crystalperf.core.predict.compute import estimate_warmup, replay
-from crystalperf.core.profile import build_profile
+from crystalperf.core.predict.compute import estimate_warmup
+from crystalperf.core.profile.dag import build_profile
+from crystalperf.core.schedule import replay
 
 from .helpers import make_trace, op, task
 

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from crystalperf.core.analysis import analyze
-from crystalperf.core.classify import KeywordClassifier
+from crystalperf.core.attribution.classify import KeywordClassifier
 from crystalperf.core.report import renderer_for
 from crystalperf.core.report.html import MAX_BARS, MAX_DAG_NODES, HtmlRenderer
 from crystalperf.core.report.json import INDENT_UP_TO_OPERATIONS, JsonRenderer, dumps_in_pieces
 from crystalperf.core.report.svg import COLOURS, Hierarchy, render_bars, render_dag, select_nodes
-from crystalperf.core.synthetic import spark_like_trace
+from crystalperf.core.trace.synthetic import spark_like_trace
 
 HOSTILE = "<script>alert(1)</script>"
 QUOTES = "x\" onmouseover=\"alert(2)\" y='z'"

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from crystalperf.core.analysis import analyze_path
-from crystalperf.core.classify import KeywordClassifier
+from crystalperf.core.attribution.classify import KeywordClassifier
 from crystalperf.core.report.terminal import TerminalRenderer, _top_busy_function
-from crystalperf.core.synthetic import spark_like_trace
 from crystalperf.core.trace import save_trace
+from crystalperf.core.trace.synthetic import spark_like_trace
 
 PARKED = {"name": "org.apache.flink.runtime.io.network.buffer.LocalBufferPool.requestMemorySegmentBlocking",
           "vector": {"cpu": 0.0, "disk": 0.0, "network": 0.0, "waiting": 1.0}}

@@ -12,17 +12,16 @@ from pathlib import Path
 import pytest
 
 from crystalperf.core import trace as tr
-from crystalperf.core.samplejournal import SampleJournal, read_journal
-from crystalperf.core.sampling import (
+from crystalperf.core.record.samplejournal import SampleJournal, read_journal
+from crystalperf.core.record.sampletable import (
     MAX_NAME_CHARS,
     OTHER,
-    PythonStackSampler,
     SampleTable,
     clean_text,
     folded_warning,
     max_bytes_from_env,
-    merge_samples,
 )
+from crystalperf.core.record.sampling import PythonStackSampler, merge_samples
 
 
 def _per_key(samples: tr.StackSamples) -> dict[tuple[str, str | None], int]:

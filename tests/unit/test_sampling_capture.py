@@ -12,7 +12,7 @@ import time
 from types import CodeType
 
 from crystalperf.core import trace as tr
-from crystalperf.core.sampling import PythonStackSampler, current_stacks, stack_frames
+from crystalperf.core.record.sampling import PythonStackSampler, current_stacks, stack_frames
 
 
 def _parked_inner(release: threading.Event) -> None:

@@ -7,9 +7,11 @@ import time
 import pytest
 
 from crystalperf.core import trace as tr
-from crystalperf.core.hooks import finish_job, guard, guarded
-from crystalperf.core.sampling import PythonStackSampler, SampleTable, ThreadStates, merge_samples
-from crystalperf.core.synthetic import spark_like_trace
+from crystalperf.core.finish import finish_job
+from crystalperf.core.record.hooks import guard, guarded
+from crystalperf.core.record.sampletable import SampleTable
+from crystalperf.core.record.sampling import PythonStackSampler, ThreadStates, merge_samples
+from crystalperf.core.trace.synthetic import spark_like_trace
 
 
 class StopFlag:

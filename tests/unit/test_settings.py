@@ -1,4 +1,4 @@
-"""Advice in settings (crystalperf.core.settings): the mapping of framework settings to what-if changes and
+"""Advice in settings (crystalperf.core.predict.settings): the mapping of framework settings to what-if changes and
 back, checked by hand; the bounded search on the bundled recorded traces (its budget, never a suggestion
 predicted slower than the traced run, the cheapest within a few percent of the fastest); the report, terminal
 and HTML."""
@@ -11,24 +11,26 @@ import pytest
 
 from crystalperf.core import trace as tr
 from crystalperf.core.analysis import Analysis, analyze
-from crystalperf.core.classify import KeywordClassifier
+from crystalperf.core.attribution.classify import KeywordClassifier
 from crystalperf.core.predict import Changes, Estimate, Prediction, Predictor
 from crystalperf.core.predict.base import Baseline
-from crystalperf.core.report.html import HtmlRenderer
-from crystalperf.core.report.terminal import TerminalRenderer
-from crystalperf.core.settings import (
-    DEFAULT_BUDGET,
-    MAX_SUGGESTIONS,
-    MIN_POINTS,
-    NEAR_BEST,
+from crystalperf.core.predict.knobs import (
     FlinkSettings,
     Knob,
     SparkSettings,
     TensorFlowSettings,
-    search_budget,
-    search_settings,
     settings_map,
 )
+from crystalperf.core.predict.settings import (
+    DEFAULT_BUDGET,
+    MAX_SUGGESTIONS,
+    MIN_POINTS,
+    NEAR_BEST,
+    search_budget,
+    search_settings,
+)
+from crystalperf.core.report.html import HtmlRenderer
+from crystalperf.core.report.terminal import TerminalRenderer
 
 from .helpers import make_trace, op, task
 
@@ -235,7 +237,7 @@ def test_known_predictions_are_reused(demo: Analysis) -> None:
 def test_budget_scales_with_the_job(demo: Analysis, monkeypatch: pytest.MonkeyPatch) -> None:
     predictor = Predictor(demo.profile)
     assert search_budget(predictor) == DEFAULT_BUDGET
-    monkeypatch.setattr("crystalperf.core.settings.SEARCH_WORK", 1)
+    monkeypatch.setattr("crystalperf.core.predict.settings.SEARCH_WORK", 1)
     assert search_budget(predictor) == MIN_POINTS + MAX_SUGGESTIONS
 
 

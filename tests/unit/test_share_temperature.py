@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crystalperf.core.classify import FunctionSource
+from crystalperf.core.attribution.classify import FunctionSource
 from crystalperf.core.errors import BadInputError
 from crystalperf.models.measured import share_rows
 from crystalperf.models.sparse import (

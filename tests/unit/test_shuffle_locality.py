@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from crystalperf.core import trace as tr
-from crystalperf.core.classify import FixedClassifier
+from crystalperf.core.attribution.classify import FixedClassifier
 from crystalperf.core.predict import Changes, Predictor
 from crystalperf.core.predict.io import remote_share
-from crystalperf.core.profile import build_profile
+from crystalperf.core.profile.dag import build_profile
 
 from .helpers import make_trace, op, task
 

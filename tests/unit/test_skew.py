@@ -1,4 +1,4 @@
-"""Skew and stragglers (crystalperf.core.skew): the rule of its docstring on traces small enough to check by
+"""Skew and stragglers (crystalperf.core.profile.skew): the rule of its docstring on traces small enough to check by
 hand, the balanced predictions, and the report's skew list, advice, terminal and HTML."""
 
 from __future__ import annotations
@@ -7,12 +7,11 @@ import pytest
 
 from crystalperf.core import trace as tr
 from crystalperf.core.analysis import analyze
-from crystalperf.core.classify import KeywordClassifier
+from crystalperf.core.attribution.classify import KeywordClassifier
+from crystalperf.core.predict.balance import predict_balanced
 from crystalperf.core.predict.base import Baseline
-from crystalperf.core.profile import build_profile
-from crystalperf.core.report.html import HtmlRenderer
-from crystalperf.core.report.terminal import TerminalRenderer
-from crystalperf.core.skew import (
+from crystalperf.core.profile.dag import build_profile
+from crystalperf.core.profile.skew import (
     CAUSE_DATA,
     CAUSE_STRAGGLER,
     CAUSE_TIME,
@@ -20,6 +19,8 @@ from crystalperf.core.skew import (
     find_skew,
     task_times,
 )
+from crystalperf.core.report.html import HtmlRenderer
+from crystalperf.core.report.terminal import TerminalRenderer
 
 from .helpers import make_trace, op
 
@@ -46,7 +47,8 @@ def job(stages: list[tr.Operation], id: str = "job-0") -> tr.Operation:
 
 
 def findings(trace: tr.Trace) -> SkewFindings:
-    return find_skew(build_profile(trace, KeywordClassifier()), Baseline.of(trace))
+    profile = build_profile(trace, KeywordClassifier())
+    return predict_balanced(profile, find_skew(profile, Baseline.of(trace).slots))
 
 
 # -- the distribution --------------------------------------------------------------------------------

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from crystalperf.core.sources import FrameResolver, LocateContext, installed_locators
-from crystalperf.core.sources.classfile import ClassFileError, describe_method, parse_class
-from crystalperf.core.sources.jvm import JvmLocator, parse_jvm_name, source_method_name
-from crystalperf.core.sources.python import PythonLocator
+from crystalperf.core.attribution.sources import FrameResolver, LocateContext, installed_locators
+from crystalperf.core.attribution.sources.classfile import ClassFileError, describe_method, parse_class
+from crystalperf.core.attribution.sources.jvm import JvmLocator, parse_jvm_name, source_method_name
+from crystalperf.core.attribution.sources.python import PythonLocator
 from crystalperf.core.trace import Frame
 
 JAVA = textwrap.dedent("""\

@@ -1,5 +1,5 @@
 """The exported JSON Schema in spec/ must follow the models: change one, re-export the other
-(python -m crystalperf.core.spec)."""
+(python -m crystalperf.core.trace.spec)."""
 
 import json
 from pathlib import Path
@@ -8,14 +8,14 @@ import jsonschema
 import pytest
 
 from crystalperf.core import trace as tr
-from crystalperf.core.spec import SPEC_DIR, schema_path
+from crystalperf.core.trace.spec import SPEC_DIR, schema_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_committed_schema_matches_the_models():
     committed = json.loads(schema_path().read_text())
-    assert committed == tr.json_schema(), "trace models changed: run python -m crystalperf.core.spec"
+    assert committed == tr.json_schema(), "trace models changed: run python -m crystalperf.core.trace.spec"
 
 
 def test_schema_id_carries_the_version():

@@ -9,7 +9,7 @@ import pytest
 from crystalperf.core import trace as tr
 from crystalperf.core.analysis import analyze
 from crystalperf.core.errors import BadInputError
-from crystalperf.core.sqlplan import QueryPlan, is_task_overhead, read_stack, sql_operators
+from crystalperf.core.profile.sqlplan import QueryPlan, is_task_overhead, read_stack, sql_operators
 from tests.unit.helpers import make_trace, op, task
 
 GEN = "org.apache.spark.sql.catalyst.expressions.GeneratedClass$GeneratedIteratorForCodegenStage{}.{}"

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from crystalperf.core import trace as tr
-from crystalperf.core.classify import FixedClassifier
-from crystalperf.core.observed import BUFFERED_WRITE_BYTES, MIN_BYTES, storage_counted_idle
-from crystalperf.core.profile import build_profile
+from crystalperf.core.attribution.classify import FixedClassifier
+from crystalperf.core.attribution.observed import BUFFERED_WRITE_BYTES, MIN_BYTES, storage_counted_idle
+from crystalperf.core.profile.dag import build_profile
 from crystalperf.core.resources import ResourceVector
 
 from .helpers import make_trace, op, task

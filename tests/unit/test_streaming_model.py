@@ -116,7 +116,7 @@ def test_a_stated_traced_bandwidth_replaces_the_observed_one() -> None:
 
 def test_the_predictor_uses_it_for_a_flink_trace_with_cpu_times() -> None:
     from crystalperf.core.predict import Predictor
-    from crystalperf.core.profile import build_profile
+    from crystalperf.core.profile.dag import build_profile
     from tests.unit.helpers import make_trace, op, task
     from tests.unit.test_io_memory_models import FixedClassifier
 
@@ -163,9 +163,9 @@ def _cluster_pipeline(source: dict[str, float], window: dict[str, float], utiliz
 
 
 def test_a_flink_cluster_trace_is_bound_by_its_busiest_taskmanager_link() -> None:
-    from crystalperf.core.classify import FixedClassifier
+    from crystalperf.core.attribution.classify import FixedClassifier
     from crystalperf.core.predict import Predictor
-    from crystalperf.core.profile import build_profile
+    from crystalperf.core.profile.dag import build_profile
 
     # The JobManager's namespace saw both links' traffic pass the bridge (10 MB/s: 200 MB, no link's). Sources 4
     # CPU-s a subtask, windows 3; the processes 16 CPU-s on 2 CPUs: the machine needs 8 s.
@@ -344,7 +344,7 @@ def test_the_stall_of_an_exchange_is_the_smaller_of_its_sides_shares() -> None:
 
 def test_a_link_bound_pipeline_is_named_network_bound_whatever_its_operators_computed() -> None:
     from crystalperf.core.analysis import analyze
-    from crystalperf.core.classify import FixedClassifier
+    from crystalperf.core.attribution.classify import FixedClassifier
 
     # Senders backpressured 18 of their 20 s, receivers idle 17: the 100 MB between them took the run. Their own
     # busy time (a few CPU-s) is all the critical path holds, and it is CPU.
@@ -363,7 +363,7 @@ def test_a_link_bound_pipeline_is_named_network_bound_whatever_its_operators_com
 
 def test_a_batch_job_has_no_pace() -> None:
     from crystalperf.core.analysis import analyze
-    from crystalperf.core.classify import FixedClassifier
+    from crystalperf.core.attribution.classify import FixedClassifier
     from tests.unit.helpers import make_trace, op, task
 
     trace = make_trace([op("stage", 0, 10, tasks=[task("t", 0, 10, run_time_s=10, cpu_time_s=9.0)])], end=10)
@@ -381,10 +381,10 @@ def _placed(trace: tr.Trace, strategy: str = "HASH[k]") -> tr.Trace:
 
 
 def test_a_round_trip_bounds_a_link_by_the_credits_a_receiver_grants() -> None:
-    from crystalperf.core.classify import FixedClassifier
+    from crystalperf.core.attribution.classify import FixedClassifier
     from crystalperf.core.predict import Predictor
     from crystalperf.core.predict.streaming import credit_window
-    from crystalperf.core.profile import build_profile
+    from crystalperf.core.profile.dag import build_profile
 
     # Each window subtask reads one remote channel: 2 exclusive + 8 floating buffers of 32 KiB per round trip.
     trace = _placed(_cluster_pipeline({"cpu_time_s": 4.0}, {"cpu_time_s": 3.0, "idle_time_s": 12.0}, 0.8))
@@ -404,10 +404,10 @@ def test_a_round_trip_bounds_a_link_by_the_credits_a_receiver_grants() -> None:
 
 
 def test_credits_that_leave_behind_the_receivers_own_records_wait_for_them_where_the_capacity_is_known() -> None:
-    from crystalperf.core.classify import FixedClassifier
+    from crystalperf.core.attribution.classify import FixedClassifier
     from crystalperf.core.predict import Predictor
     from crystalperf.core.predict.streaming import credits_share_a_queue
-    from crystalperf.core.profile import build_profile
+    from crystalperf.core.profile.dag import build_profile
 
     # Both hosts receive (each window subtask reads the other host's source) and both send: each host's credits
     # queue behind up to a window of its own records, 327,680 B / 5 MB/s = 65.5 ms a round trip.
@@ -464,10 +464,10 @@ def test_a_credit_loop_by_mean_value_analysis() -> None:
 
 
 def test_senders_that_waited_for_credit_queue_their_buffers_at_the_path_under_a_longer_round_trip() -> None:
-    from crystalperf.core.classify import FixedClassifier
+    from crystalperf.core.attribution.classify import FixedClassifier
     from crystalperf.core.predict import Predictor
     from crystalperf.core.predict.streaming import credit_loop_rate, credit_loop_service, credit_waits
-    from crystalperf.core.profile import build_profile
+    from crystalperf.core.profile.dag import build_profile
 
     # The sources were backpressured 16 of their 20 s: the credit loop set the link's 5 MB/s. At the traced 0.2 ms
     # the round trip explains none of it (10 buffers per 0.2 ms is 1.6 GB/s): the path took ~6.5 ms a buffer.

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from crystalperf.core import syscalls
 from crystalperf.core import trace as tr
-from crystalperf.core.classify import FixedClassifier, FunctionSource
-from crystalperf.core.profile import build_profile
+from crystalperf.core.attribution.classify import FixedClassifier, FunctionSource
+from crystalperf.core.profile.dag import build_profile
+from crystalperf.core.record import syscalls
+from crystalperf.core.record.sampling import PythonStackSampler
+from crystalperf.core.record.syscalls import BlockedCalls
 from crystalperf.core.resources import ResourceVector
-from crystalperf.core.sampling import PythonStackSampler
-from crystalperf.core.syscalls import BlockedCalls
 
 from .helpers import make_trace, op
 
@@ -159,7 +159,7 @@ def test_a_thread_started_outside_the_threading_module_is_sampled_with_its_state
     # tf.data runs a generator on threads of its own: threading.enumerate() never lists them.
     import _thread
 
-    from crystalperf.core.sampling import native_id_of_pthread
+    from crystalperf.core.record.sampling import native_id_of_pthread
 
     started, stop = threading.Event(), threading.Event()
     seen: dict[str, int] = {}

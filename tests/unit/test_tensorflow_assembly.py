@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from crystalperf.core.classify import KeywordClassifier
+from crystalperf.core.attribution.classify import KeywordClassifier
 from crystalperf.core.predict import Changes, Predictor
-from crystalperf.core.profile import build_profile
+from crystalperf.core.profile.dag import build_profile
 from crystalperf.integrations.tensorflow.assemble import build_trace, layer_name, op_group, pipeline_split
 from crystalperf.integrations.tensorflow.reader import OpEvent, Recording, Step, Timeline
 from crystalperf.integrations.tensorflow.whatif import amdahl_factor, parallel_fraction
@@ -117,7 +117,7 @@ def test_bottleneck_and_threads_prediction_of_the_assembled_trace() -> None:
     # The parts tile each step: wait 0.4, conv 0.3, dense 0.2 + the 0.1 s tail of the step (dispatch, Python)
     # it absorbs: CPU 0.6 per step. The wait is for the input pipeline, whose kernels (3/4 disk, 1/4 CPU)
     # explain it: it is the pipeline's time on the path, 0.3 s disk and 0.1 s CPU per step.
-    from crystalperf.core.bottleneck import find_bottleneck
+    from crystalperf.core.profile.bottleneck import find_bottleneck
 
     found = find_bottleneck(profile)
     assert found.resource == "cpu"
@@ -200,7 +200,7 @@ def test_a_step_waiting_for_its_input_pipeline_is_input_bound_not_cpu_bound() ->
 
 def test_python_samples_keep_their_thread_states() -> None:
     from crystalperf.core import trace as tr
-    from crystalperf.core.sampling import SampleTable
+    from crystalperf.core.record.sampletable import SampleTable
 
     python = SampleTable(100.0, interval_s=0.005)
     frame = python.frame_id("__main__.slow_map", "/job/train.py", 10)

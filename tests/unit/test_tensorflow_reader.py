@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from crystalperf.core import trace as tr
-from crystalperf.core.vectors import VECTOR_SOURCE_ATTRIBUTE
+from crystalperf.core.attribution.vectors import VECTOR_SOURCE_ATTRIBUTE
 from crystalperf.integrations.tensorflow.assemble import build_trace_for
 from crystalperf.integrations.tensorflow.reader import (
     XPlane,
@@ -89,7 +89,7 @@ def test_the_recorded_fit_becomes_the_trace_the_callback_writes(trace: tr.Trace)
 
 def test_the_trace_the_recorded_run_wrote_before_measured_waiting_still_analyses() -> None:
     from crystalperf.core.analysis import analyze
-    from crystalperf.core.classify import KeywordClassifier
+    from crystalperf.core.attribution.classify import KeywordClassifier
 
     old = tr.load_trace(TRACE_1_1)
     assert old.schema_version == "1.1"

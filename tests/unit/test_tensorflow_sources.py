@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from crystalperf.core.sources import LocateContext
+from crystalperf.core.attribution.sources import LocateContext
 from crystalperf.core.trace import Frame
 from crystalperf.integrations.tensorflow import sources
 from crystalperf.integrations.tensorflow.sources import (
@@ -85,7 +85,7 @@ def test_compute_kernels_keep_their_declared_vector_whatever_the_classifier_says
     from pathlib import Path
 
     from crystalperf.core.analysis import analyze
-    from crystalperf.core.classify import FixedClassifier
+    from crystalperf.core.attribution.classify import FixedClassifier
     from crystalperf.core.resources import ResourceVector
     from crystalperf.core.trace import load_trace
 

@@ -5,7 +5,7 @@ import pytest
 
 from crystalperf.core import trace as tr
 from crystalperf.core.errors import BadInputError, UnsupportedSchemaError
-from crystalperf.core.synthetic import spark_like_trace
+from crystalperf.core.trace.synthetic import spark_like_trace
 
 
 def test_round_trip_plain_and_gzip(tmp_path):

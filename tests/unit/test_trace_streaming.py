@@ -1,4 +1,4 @@
-"""Loading a trace as a stream (core.traceload): below CRYSTALPERF_MAX_TASKS_PER_OPERATION it is the document
+"""Loading a trace as a stream (core.trace.load): below CRYSTALPERF_MAX_TASKS_PER_OPERATION it is the document
 json.loads gives; above it an operation keeps a seeded uniform sample of its tasks with exact totals, and the
 analysis tells the same story as with every task; hostile documents still end in one line."""
 
@@ -15,12 +15,15 @@ from typing import Any
 
 import pytest
 
-from crystalperf.core import limits, traceload
+from crystalperf.core import limits
 from crystalperf.core import trace as tr
 from crystalperf.core.analysis import analyze
-from crystalperf.core.classify import KeywordClassifier
+from crystalperf.core.attribution.classify import KeywordClassifier
 from crystalperf.core.errors import BadInputError
-from crystalperf.core.synthetic import spark_like_trace
+from crystalperf.core.trace import load as traceload
+from crystalperf.core.trace import tasks as tracetasks
+from crystalperf.core.trace import text as tracetext
+from crystalperf.core.trace.synthetic import spark_like_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 CAP = "CRYSTALPERF_MAX_TASKS_PER_OPERATION"
@@ -45,7 +48,7 @@ def test_golden_traces_load_as_json_loads_gives_them(name, tmp_path, monkeypatch
     want = tr.parse_trace(json.loads(text))
     assert tr.load_trace(DATA / name) == want
     # Read a few characters at a time: every value and every number run crosses a piece boundary somewhere.
-    monkeypatch.setattr(traceload, "_TEXT_CHUNK", 97)
+    monkeypatch.setattr(tracetext, "TEXT_CHUNK", 97)
     assert tr.load_trace(_write(tmp_path, text, "t.json")) == want
 
 
@@ -57,7 +60,7 @@ def test_document_below_the_cap_is_what_json_loads_gives(piece, tmp_path, monkey
     doc["samples"]["count"][0] = 2.0  # a float in an integer column: json decodes it, pydantic accepts it
     doc["extra"] = {"nested": [1, -2, 3.5e-3, 12345678901234567890123, None, True, "x,]"]}
     text = json.dumps(doc, indent=piece % 3 or None, ensure_ascii=False)
-    monkeypatch.setattr(traceload, "_TEXT_CHUNK", piece)
+    monkeypatch.setattr(tracetext, "TEXT_CHUNK", piece)
     assert traceload.load_document(_write(tmp_path, text, "t.json")) == json.loads(text)
 
 
@@ -293,9 +296,9 @@ _JUNK: list[Any] = [
 def test_a_plain_task_record_is_one_the_model_accepts_as_it_is(field):
     base = {"id": "7", "index": 7, "attempt": 0, "executor": "e", "host": "h", "slot": 1, "start": 10.0,
             "end": 12.5, "status": "success", "metrics": {"run_time_s": 2.0, "input_bytes": 5}}
-    plain = traceload._PlainTasks()  # one for all: what it keeps of the record before must not matter
+    plain = tracetasks.PlainTasks()  # one for all: what it keeps of the record before must not matter
     assert plain(base)
-    assert set(traceload._TASK_NAMES) == set(tr.Task.model_fields)  # a field the model gains needs a check here
+    assert set(tracetasks.TASK_NAMES) == set(tr.Task.model_fields)  # a field the model gains needs a check here
     for value in [*_JUNK, ...]:
         raw = {k: v for k, v in base.items() if k != field}
         if value is not ...:
@@ -304,7 +307,7 @@ def test_a_plain_task_record_is_one_the_model_accepts_as_it_is(field):
         if fields is None:
             continue
         task = tr.Task.model_validate(raw)  # never raises for a record the loader reads as plain
-        assert fields == tuple(getattr(task, name) for name in traceload._TASK_NAMES)
+        assert fields == tuple(getattr(task, name) for name in tracetasks.TASK_NAMES)
 
 
 def _awkward(tasks: int, indent: int | None) -> str:
@@ -328,14 +331,14 @@ def _awkward(tasks: int, indent: int | None) -> str:
 def test_runs_of_elements_decode_as_each_one_alone(indent, lookahead, tmp_path, monkeypatch):
     text = _awkward(40, indent)
     path = _write(tmp_path, text, "t.json")
-    monkeypatch.setattr(traceload, "_TEXT_CHUNK", 61)
+    monkeypatch.setattr(tracetext, "TEXT_CHUNK", 61)
     want = traceload.load_document(path)
     assert want == json.loads(text)
-    monkeypatch.setattr(traceload, "_LOOKAHEAD", lookahead)
+    monkeypatch.setattr(tracetext, "LOOKAHEAD", lookahead)
     assert traceload.load_document(path) == want
     monkeypatch.setenv(CAP, "7")  # sampled: the same sample and totals whatever runs the text was read in
     sampled = tr.load_trace(path)
-    monkeypatch.setattr(traceload, "_LOOKAHEAD", 1 << 18)
+    monkeypatch.setattr(tracetext, "LOOKAHEAD", 1 << 18)
     assert tr.load_trace(path) == sampled
 
 
@@ -348,7 +351,7 @@ def test_sample_columns_decode_as_json_does(piece, tmp_path, monkeypatch):
         column = samples[name]
         samples[name] = column[:5] + [odd[(i * 3 + j) % len(odd)] for j in range(i + 1)] + column[5:]
     samples["extra"] = [1, 2, 3]
-    monkeypatch.setattr(traceload, "_TEXT_CHUNK", piece)
+    monkeypatch.setattr(tracetext, "TEXT_CHUNK", piece)
     for text in (json.dumps(doc), json.dumps(doc, indent=2), json.dumps(doc).replace('"key": [', '"key": [-0, -0 ,')):
         assert traceload.load_document(_write(tmp_path, text, "t.json")) == json.loads(text)
     text = json.dumps(doc).replace('"count": [', '"count": [01, ', 1)  # a leading zero: not JSON

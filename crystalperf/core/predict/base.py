@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from importlib import metadata
 from typing import Protocol
 
 from crystalperf.core import trace as tr
+from crystalperf.core.attribution.observed import ObservedBandwidth, network_counted_idle, observed_bandwidths
 from crystalperf.core.errors import BadInputError
-from crystalperf.core.observed import ObservedBandwidth, network_counted_idle, observed_bandwidths
-from crystalperf.core.profile import ExecutionProfile, OperationProfile
+from crystalperf.core.profile.dag import ExecutionProfile, OperationProfile, unit_profiles
+from crystalperf.core.profile.machine import data_bytes, traced_slots
+from crystalperf.core.trace.totals import task_scale, task_seconds
 from crystalperf.core.units import (
     format_bandwidth,
     format_byte_rate,
@@ -20,7 +21,6 @@ from crystalperf.core.units import (
     parse_duration,
     parse_size,
 )
-from crystalperf.core.vectors import metric_total, task_count, task_scale, task_seconds
 
 # Assumed when the trace does not record them. Sources in docs/whatif.md.
 DEFAULT_NETWORK_BANDWIDTH = 10e9 / 8  # 10 Gbit/s: a common data-centre NIC
@@ -298,19 +298,9 @@ class Baseline:
     @classmethod
     def of(cls, trace: tr.Trace) -> Baseline:
         env = trace.environment
-        assumptions: list[str] = []
-        executors = max(1, len([e for e in env.executors if e.id != "driver"]) or len(env.executors) or 1)
-        slots = env.total_slots
-        if slots is None and env.cores_per_executor:
-            slots = env.cores_per_executor * executors
-        if slots is None and "parallelism" in scaling_keys(trace):
-            # Streaming subtasks run side by side for the whole job: the parallelism is the measure.
-            widths = [op.parallelism or task_count(op) for op in trace.iter_operations()]
-            slots = min(tr.MAX_SLOTS, max([w for w in widths if w] or [1]))
-        if slots is None:
-            slots = observed_concurrency(trace)
-            assumptions.append(f"task slots taken as the observed concurrency ({slots})")
-        cores = env.cores_per_executor or max(1, slots // executors)
+        traced = traced_slots(trace)
+        slots, executors, cores = traced.slots, traced.executors, traced.cores_per_executor
+        assumptions = list(traced.assumptions)
         observed = observed_bandwidths(trace)
         origins: dict[str, str] = {}
         bandwidths: dict[str, float] = {}
@@ -329,58 +319,6 @@ class Baseline:
         return cls(slots, executors, cores, bandwidths["network"], bandwidths["disk"], env.memory_bytes,
                    data_bytes(trace), device, assumptions, origins, observed,
                    network_idle="network" not in observed and network_counted_idle(trace))
-
-
-def scaling_keys(trace: tr.Trace) -> tuple[str, ...]:
-    """The what-if keys that change how many tasks of this job run at once: as the trace declares them, else
-    (traces written before the declaration) as the integration registered under the trace's framework name
-    declares them (``crystalperf.integrations`` entry points), else ``parallelism`` for a streaming job and
-    ``cores`` for any other."""
-    if trace.environment.scaling:
-        return tuple(trace.environment.scaling)
-    try:
-        found = metadata.entry_points(group="crystalperf.integrations", name=trace.application.framework)
-        for entry in found:
-            declared = tuple(getattr(entry.load(), "scaling", ()))
-            if declared:
-                return declared
-    except Exception as exc:  # a broken plug-in must not stop the analysis: fall back to the trace's shape
-        log.debug("integration %s could not be loaded: %s", trace.application.framework, exc)
-    return ("parallelism",) if trace.streaming is not None else ("cores",)
-
-
-def observed_concurrency(trace: tr.Trace) -> int:
-    """Most tasks that ran at the same time anywhere in the job (at least 1). A recorded task of a sample
-    counts for the tasks it stands for."""
-    events: list[tuple[float, float]] = []
-    for op in trace.iter_operations():
-        scale = task_scale(op)
-        for t in op.tasks:
-            events.append((t.start, scale))
-            events.append((t.end, -scale))
-    events.sort(key=lambda e: (e[0], e[1]))
-    best = running = 0.0
-    for _, delta in events:
-        running += delta
-        best = max(best, running)
-    return max(1, min(tr.MAX_SLOTS, round(best)))
-
-
-def data_bytes(trace: tr.Trace) -> float | None:
-    """Bytes the job wants in memory: given by the hook, else what was cached plus what spilled."""
-    m = trace.metrics
-    if m.get("data_bytes", 0) > 0:
-        return m["data_bytes"]
-    cached = m.get("cached_bytes", 0.0)
-    spilled = m.get(tr.METRIC_SPILL_MEMORY_BYTES, 0.0)
-    if not spilled:
-        spilled = sum(metric_total(op, tr.METRIC_SPILL_MEMORY_BYTES) for op in trace.iter_operations() if op.tasks)
-    total = cached + spilled
-    memory = trace.environment.memory_bytes
-    if spilled and memory:
-        # What spilled did not fit next to what did: the data needs the memory plus the spill.
-        total = max(total, memory + spilled)
-    return total or None
 
 
 @dataclass(slots=True)
@@ -423,28 +361,6 @@ class OpContext:
 def unit_metrics(ctx: OpContext) -> list[dict[str, float]]:
     """Metrics of the units a model adjusts, in the order of their parts: the tasks, or the operation."""
     return [t.metrics for t in ctx.tasks] if ctx.tasks else [ctx.profile.op.metrics]
-
-
-def runs_its_children(prof: OperationProfile) -> bool:
-    """An operation whose own tasks ran its children's work, the children having no tasks of their own (a
-    Flink chain: its operators are called record by record on the chain's task threads). The children then
-    each span the whole operation and replaying them side by side says nothing: the tasks are the units, and
-    the operation's vector (over all its children's samples) their split."""
-    return bool(prof.op.tasks) and prof.children is not None and bool(prof.children.nodes) and not any(
-        child.op.tasks for child in prof.children.nodes.values())
-
-
-def unit_profiles(profile: ExecutionProfile) -> Iterator[OperationProfile]:
-    """The operations whose tasks (or themselves) a prediction adjusts: leaves, and operations that ran their
-    children on their own tasks (not those children)."""
-    stack = [profile.top]
-    while stack:
-        level = stack.pop()
-        for prof in level.nodes.values():
-            if prof.children and not runs_its_children(prof):
-                stack.append(prof.children)
-            else:
-                yield prof
 
 
 def job_metric_total(profile: ExecutionProfile, weigh: Callable[[dict[str, float]], float],

@@ -53,7 +53,7 @@ from crystalperf.core.predict.base import (
     unit_metrics,
     unit_seconds,
 )
-from crystalperf.core.profile import ExecutionProfile
+from crystalperf.core.profile.dag import ExecutionProfile
 from crystalperf.core.units import format_bandwidth, format_byte_rate, format_size
 
 NETWORK_BUFFER_BYTES = 212_992

@@ -18,7 +18,7 @@ from crystalperf.core.predict.base import (
     job_metric_total,
     unit_metrics,
 )
-from crystalperf.core.profile import ExecutionProfile
+from crystalperf.core.profile.dag import ExecutionProfile
 from crystalperf.core.units import format_size
 
 _DISK_BYTES = (tr.METRIC_INPUT_BYTES, tr.METRIC_OUTPUT_BYTES, tr.METRIC_SHUFFLE_WRITE_BYTES)

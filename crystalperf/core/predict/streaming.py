@@ -60,6 +60,7 @@ from dataclasses import dataclass
 
 from crystalperf.core import trace as tr
 from crystalperf.core.predict.base import Changes, describe_rtt
+from crystalperf.core.profile.bottleneck import Pace
 from crystalperf.core.units import format_bandwidth, format_size
 
 # Changes this model answers (a network change too where it knows the busiest link); anything else (disk,
@@ -347,38 +348,6 @@ class StreamingCpu:
             text += (f", the busiest link {format_size(self.link.bytes)} at {format_bandwidth(self.link.bandwidth)} "
                      f"({pace.limits['link']:.2f} s)")
         return f"{text}, over {self.runtime_s:.2f} s: {paced}; predictions assume the observed input rate"
-
-
-@dataclass(frozen=True)
-class Pace:
-    """What set a pipelined job's traced pace: the largest of its limits (seconds: ``thread`` the busiest subtask
-    thread's CPU time, ``machine`` the processes' work over their CPUs, ``link`` the busiest link's bytes over its
-    bandwidth) where it took at least ``SATURATED`` of the runtime, else ``input`` (the operators kept up with
-    what arrived)."""
-
-    limit: str
-    limits: dict[str, float]
-    runtime_s: float
-
-    @property
-    def resource(self) -> str | None:
-        """The resource more of which would speed the job up; None when its input set the pace."""
-        return {"thread": "cpu", "machine": "cpu", "link": "network"}.get(self.limit)
-
-    @property
-    def seconds(self) -> float:
-        return self.limits.get(self.limit, 0.0)
-
-    def reason(self) -> str:
-        """The limit in words, with its seconds against the runtime (empty when the input set the pace)."""
-        share = f"{self.seconds:.2f} s of the {self.runtime_s:.2f} s run"
-        if self.limit == "link":
-            return f"its busiest network link needed {share} to carry the records between its operators"
-        if self.limit == "machine":
-            return f"its processes' CPU work needed {share} on the CPUs they had"
-        if self.limit == "thread":
-            return f"its busiest subtask thread computed for {share}"
-        return ""
 
 
 def stalled_exchange(trace: tr.Trace) -> float | None:

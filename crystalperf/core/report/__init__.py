@@ -1,4 +1,5 @@
-"""Report renderers, chosen by name or by output extension (JSON, HTML, terminal)."""
+"""Stage 5, the report: the document (``document``) and its renderers (JSON, HTML, terminal), chosen by name or by
+output extension; ``diff`` and ``svg`` draw two runs side by side and the DAG."""
 
 from __future__ import annotations
 

@@ -315,7 +315,7 @@ class HtmlRenderer(Renderer):
         )
 
     def _settings(self, report: dict[str, Any]) -> str:
-        """The settings the search suggests (crystalperf.core.settings), as the user types them; no section
+        """The settings the search suggests (crystalperf.core.predict.settings), as the user types them; no section
         when nothing was searched."""
         search = report.get("settings_search") or {}
         if not search.get("searched"):
@@ -346,7 +346,7 @@ class HtmlRenderer(Renderer):
 
     def _sql(self, report: dict[str, Any]) -> str:
         """Spark SQL queries as their plan operators, each with the task time its samples were given
-        (crystalperf.core.sqlplan); no section without SQL."""
+        (crystalperf.core.profile.sqlplan); no section without SQL."""
         queries = [q for q in report.get("sql_queries") or [] if q.get("samples")]
         if not queries:
             return ""
@@ -387,7 +387,7 @@ class HtmlRenderer(Renderer):
                 "their samples.</p>" + "".join(parts) + "</section>")
 
     def _skew(self, report: dict[str, Any]) -> str:
-        """The skewed operations (crystalperf.core.skew); no section when there are none."""
+        """The skewed operations (crystalperf.core.profile.skew); no section when there are none."""
         skews = report.get("skew") or []
         if not skews:
             return ""

@@ -24,7 +24,8 @@ from pydantic import ValidationError
 
 from crystalperf.core import trace as t
 from crystalperf.core.errors import BadInputError
-from crystalperf.core.sampling import OTHER, SampleTable, folded_warning, merge_samples
+from crystalperf.core.record.sampletable import OTHER, SampleTable, folded_warning
+from crystalperf.core.record.sampling import merge_samples
 from crystalperf.integrations.flink.config import INTEGRATION
 from crystalperf.integrations.flink.pyworkers import WORKER_ROLE, load_spool, load_spool_io, spool_files
 from crystalperf.integrations.flink.reader import FETCHER_ROLE, Part, PlanNode, Scope, find_plan, load_job

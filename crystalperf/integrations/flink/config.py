@@ -71,7 +71,7 @@ def configure(config: Any, output_dir: str | Path | None = None, *, analyze: boo
             existing = [j for j in (config.get_string(key, "") or "").split(";") if j]
             value = ";".join([*existing, value]) if value not in existing else ";".join(existing)
         config.set_string(key, value)
-    from crystalperf.core.hooks import guard
+    from crystalperf.core.record.hooks import guard
 
     with guard("flink: keep py4j's deletes off the job's connection"):
         # our sampler's thread must not make the job's SQL calls move to a Java thread without a planner
@@ -93,7 +93,7 @@ def record_plan(env: Any, output_dir: str | Path, statement: str | None = None) 
     ``TableEnvironment`` (``explain_sql(statement, JSON_EXECUTION_PLAN)``). The reader links operator
     chains by this graph; without it chains are assumed linear. Never raises (returns None on failure).
     """
-    from crystalperf.core.hooks import guard
+    from crystalperf.core.record.hooks import guard
 
     with guard("flink: record the execution plan"):
         if statement is None:

@@ -16,7 +16,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from crystalperf.core.errors import BadInputError, CrystalPerfError
-from crystalperf.core.hooks import TRACE_NAME, finish_job
+from crystalperf.core.finish import finish_job
+from crystalperf.core.record.hooks import TRACE_NAME
 from crystalperf.integrations.base import EXIT_FAILURE, EXIT_OK, finish_main
 from crystalperf.integrations.flink.assemble import read_metrics
 from crystalperf.integrations.flink.config import INTEGRATION

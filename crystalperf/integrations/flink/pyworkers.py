@@ -37,16 +37,10 @@ from typing import Any
 
 from crystalperf.core import atomic
 from crystalperf.core import trace as tr
-from crystalperf.core.hooks import guard
-from crystalperf.core.iocounters import IoCounterSampler
-from crystalperf.core.sampling import (
-    MAX_BYTES_ENV,
-    CapturedStack,
-    PythonStackSampler,
-    current_stacks,
-    max_bytes_from_env,
-    stack_frames,
-)
+from crystalperf.core.record.hooks import guard
+from crystalperf.core.record.iocounters import IoCounterSampler
+from crystalperf.core.record.sampletable import MAX_BYTES_ENV, max_bytes_from_env
+from crystalperf.core.record.sampling import CapturedStack, PythonStackSampler, current_stacks, stack_frames
 
 log = logging.getLogger(__name__)
 

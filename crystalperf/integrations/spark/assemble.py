@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from crystalperf.core import trace as tr
-from crystalperf.core.sampling import merge_samples
+from crystalperf.core.record.sampling import merge_samples
 from crystalperf.integrations.spark.config import INTEGRATION
 from crystalperf.integrations.spark.reader import (
     AppRecord,

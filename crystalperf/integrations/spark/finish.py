@@ -22,7 +22,7 @@ from pathlib import Path
 
 from crystalperf.core import atomic
 from crystalperf.core import trace as tr
-from crystalperf.core.hooks import TRACE_NAME, guard
+from crystalperf.core.record.hooks import TRACE_NAME, guard
 from crystalperf.integrations.base import REPORT_JSON, finish_main, write_trace_and_report
 from crystalperf.integrations.spark.assemble import add_worker_cpu, add_worker_cpu_wait, merge_worker_samples
 from crystalperf.integrations.spark.config import INTEGRATION

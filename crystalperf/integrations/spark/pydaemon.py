@@ -4,7 +4,7 @@ The task thread of a PySpark task only waits on its Python worker's socket, so t
 (UDFs, RDD lambdas) are visible only from inside the worker. Each forked worker samples its main
 thread while a task runs and, after every task, appends what that task added (new frames and stacks, the
 rows it counted, its CPU time) to its journal in the spool directory
-(``pyworker-<pid>.jsonl``, :mod:`crystalperf.core.samplejournal`), which the driver side merges into the
+(``pyworker-<pid>.jsonl``, :mod:`crystalperf.core.record.samplejournal`), which the driver side merges into the
 trace when the application ends. A flush costs what the task added, the journal is compacted atomically
 when it grows, and the worker's memory is bounded in bytes: the sample table's budget
 (``CRYSTALPERF_SAMPLER_MAX_BYTES``, 16 MiB by default) and at most ``MAX_TASK_RECORDS`` per-task CPU
@@ -23,8 +23,9 @@ from typing import Any
 import pyspark.daemon as _daemon
 
 from crystalperf.core import trace as tr
-from crystalperf.core.samplejournal import SampleJournal
-from crystalperf.core.sampling import OTHER, PythonStackSampler
+from crystalperf.core.record.samplejournal import SampleJournal
+from crystalperf.core.record.sampletable import OTHER
+from crystalperf.core.record.sampling import PythonStackSampler
 from crystalperf.integrations.spark.config import SPOOL_ENV
 from crystalperf.integrations.spark.reader import SPOOL_JOURNAL_FILE, without_jvm_waits
 from crystalperf.integrations.spark.schedstat import run_queue_delay_s, run_queue_delays

@@ -28,9 +28,9 @@ from typing import IO, Any
 from crystalperf.core import limits
 from crystalperf.core import trace as tr
 from crystalperf.core.errors import BadInputError
-from crystalperf.core.hooks import guard
-from crystalperf.core.samplejournal import MAX_READ_BYTES as MAX_SPOOL_READ_BYTES
-from crystalperf.core.samplejournal import JournalContents, read_journal
+from crystalperf.core.record.hooks import guard
+from crystalperf.core.record.samplejournal import MAX_READ_BYTES as MAX_SPOOL_READ_BYTES
+from crystalperf.core.record.samplejournal import JournalContents, read_journal
 from crystalperf.integrations.spark.codecs import DamagedLogError, open_text
 from crystalperf.integrations.spark.config import SPOOL_CPU_FILE, SPOOL_FILE
 from crystalperf.integrations.spark.redact import redact
@@ -678,7 +678,7 @@ def list_applications(path: Path) -> list[LoggedApplication]:
 
 # --- the PySpark workers' spool ------------------------------------------------------------------------
 
-# Each PySpark worker appends to its journal (crystalperf.core.samplejournal) beside where older versions
+# Each PySpark worker appends to its journal (crystalperf.core.record.samplejournal) beside where older versions
 # rewrote one StackSamples document (SPOOL_FILE) and one CPU file (SPOOL_CPU_FILE); both are read.
 SPOOL_JOURNAL_FILE = SPOOL_FILE + "l"
 

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from crystalperf.core import trace as tr
-from crystalperf.core.sampling import SampleTable, folded_warning
-from crystalperf.core.vectors import RESOURCES_ATTRIBUTE, VECTOR_SOURCE_ATTRIBUTE, WORK_IN_SAMPLES
+from crystalperf.core.attribution.vectors import RESOURCES_ATTRIBUTE, VECTOR_SOURCE_ATTRIBUTE, WORK_IN_SAMPLES
+from crystalperf.core.record.sampletable import SampleTable, folded_warning
 from crystalperf.integrations.tensorflow.config import INTEGRATION
 from crystalperf.integrations.tensorflow.reader import OpEvent, Recording, RunInfo, Step, Timeline
 from crystalperf.integrations.tensorflow.sources import (

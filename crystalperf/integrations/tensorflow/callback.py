@@ -38,10 +38,11 @@ import keras
 import tensorflow as tf
 
 from crystalperf.core import trace as tr
-from crystalperf.core.hooks import finish_job, guard, testing
-from crystalperf.core.iocounters import IoCounterSampler
+from crystalperf.core.finish import finish_job
 from crystalperf.core.parallel import resident_bytes
-from crystalperf.core.sampling import PythonStackSampler, stack_frames
+from crystalperf.core.record.hooks import guard, testing
+from crystalperf.core.record.iocounters import IoCounterSampler
+from crystalperf.core.record.sampling import PythonStackSampler, stack_frames
 from crystalperf.integrations.base import run_finish
 from crystalperf.integrations.tensorflow import config
 from crystalperf.integrations.tensorflow.assemble import build_trace_for

@@ -22,8 +22,8 @@ import inspect
 import re
 from typing import Any
 
-from crystalperf.core.classify import FunctionSource
-from crystalperf.core.sources import LocateContext
+from crystalperf.core.attribution.classify import FunctionSource
+from crystalperf.core.attribution.sources import LocateContext
 from crystalperf.core.trace import Frame
 
 OP_FRAME_PREFIX = "tensorflow.op."

@@ -26,7 +26,7 @@ from crystalperf.core.predict.io import (
     NETWORK_BUFFER_OVERHEAD_S,
     scale_io_time,
 )
-from crystalperf.core.profile import ExecutionProfile
+from crystalperf.core.profile.dag import ExecutionProfile
 
 # With one traced thread nothing can be measured; dense kernels (convolution, matmul) split well.
 ASSUMED_PARALLEL_FRACTION = 0.9

@@ -49,8 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from crystalperf.core.sources import LocateContext
-from crystalperf.core.sources.jvm import JvmLocator, jdk_src_zip
+from crystalperf.core.attribution.sources import LocateContext
+from crystalperf.core.attribution.sources.jvm import JvmLocator, jdk_src_zip
 from crystalperf.core.trace import Frame
 from crystalperf.models.corpus import FORBIDDEN
 

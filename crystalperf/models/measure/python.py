@@ -6,7 +6,7 @@ profiler installed through a ``sitecustomize`` bootstrap, so that child Python p
 are measured too. Every Python function that ran gets its inclusive time split into CPU, disk, network
 and waiting (see :mod:`.py_profiler`); the totals of all processes and suites are merged per function,
 test code and the harness are dropped, and each remaining function gets its code and doc through the
-core's :class:`~crystalperf.core.sources.python.PythonLocator` (what the classifier reads at analysis time).
+core's :class:`~crystalperf.core.attribution.sources.python.PythonLocator` (what the classifier reads at analysis time).
 
 Output: ``DIR/python.jsonl`` in the measured-function format (``"method": "pyprofile"``); a function gets
 a label when its dominant share is at least :data:`MIN_SHARE` over at least :data:`MIN_SECONDS` and
@@ -348,8 +348,8 @@ def measured_rows(
     min_seconds: float = MIN_SECONDS,
 ) -> Iterator[dict[str, Any]]:
     """Rows of the measured-function format, code and doc located as the analysis would locate them."""
-    from crystalperf.core.sources import LocateContext
-    from crystalperf.core.sources.python import PythonLocator
+    from crystalperf.core.attribution.sources import LocateContext
+    from crystalperf.core.attribution.sources.python import PythonLocator
     from crystalperf.core.trace import Frame
 
     locator = PythonLocator()

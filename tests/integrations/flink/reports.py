@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from crystalperf.core.waiting import is_plumbing
+from crystalperf.core.attribution.waiting import is_plumbing
 
 
 def plumbing_top_functions(report: dict[str, Any]) -> list[tuple[str, str]]:

@@ -8,7 +8,7 @@ from typing import Any
 def assert_no_plumbing_top_functions(report: dict[str, Any]) -> None:
     """No operation's top function is a thread-pool, lock, sleep or wait frame: those say that a thread
     waited, never what it worked or waited on."""
-    from crystalperf.core.waiting import is_plumbing
+    from crystalperf.core.attribution.waiting import is_plumbing
 
     plumbing = [(op["id"], f["name"]) for op in report["operations"] for f in op.get("top_functions", [])
                 if is_plumbing(f["name"])]

@@ -35,7 +35,7 @@ def _ops(report: dict[str, Any], kind: str) -> list[dict[str, Any]]:
 
 def _assert_no_plumbing_top_function(report: dict[str, Any]) -> None:
     """Sleeps, locks, queues and thread pools are never what an operation's time is said to be spent in."""
-    from crystalperf.core.waiting import is_plumbing
+    from crystalperf.core.attribution.waiting import is_plumbing
 
     plumbing = {(o["name"], f["name"]) for o in report["operations"] for f in o["top_functions"]
                 if is_plumbing(f["name"])}

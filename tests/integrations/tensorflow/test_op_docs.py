@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from crystalperf.core.sources import LocateContext
+from crystalperf.core.attribution.sources import LocateContext
 from crystalperf.core.trace import Frame
 from crystalperf.integrations.tensorflow.sources import TensorFlowOpLocator, op_frame_name
 

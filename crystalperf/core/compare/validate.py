@@ -1,0 +1,191 @@
+"""``crystalperf validate TRACE RERUN``: the what-if predicted from TRACE for the resources RERUN ran with,
+against what RERUN measured, overall and per operation, next to the two baselines."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from crystalperf.core.compare.diff import _close, _round, setting_differences
+from crystalperf.core.compare.runs import (
+    VALIDATE_VERSION,
+    Run,
+    _dict,
+    _text,
+    match_operations,
+    operations_of,
+)
+from crystalperf.core.errors import BadInputError
+from crystalperf.core.units import format_bandwidth, format_byte_rate
+
+
+@dataclass
+class DerivedChanges:
+    values: dict[str, float | str] = field(default_factory=dict)
+    not_expressed: list[str] = field(default_factory=list)
+
+
+def derive_changes(traced: Run, rerun: Run) -> DerivedChanges:
+    """The what-if that turns TRACE's resources into RERUN's, from the two reports' ``baseline`` (what the
+    predictor starts from) and, where both are traces, their environments. Differences a what-if cannot
+    express are listed, not guessed."""
+    assert traced.trace is not None
+    from crystalperf.core.profile.machine import scaling_keys
+
+    a = _dict(traced.report.get("baseline"))
+    b = _dict(rerun.report.get("baseline"))
+    out = DerivedChanges()
+
+    def whole(base: dict[str, Any], key: str) -> int | None:
+        value = base.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
+
+    slots_b = whole(b, "slots")
+    resized = [k for k in ("slots", "cores_per_executor", "executors") if whole(b, k) and whole(a, k) != whole(b, k)]
+    if resized and slots_b:
+        if "parallelism" in scaling_keys(traced.trace):
+            out.values["parallelism"] = slots_b
+        else:
+            cores, executors = whole(b, "cores_per_executor"), whole(b, "executors")
+            if cores and executors and cores * executors == slots_b:
+                # said the way the user configures it: the cores and executors that changed
+                if cores != whole(a, "cores_per_executor"):
+                    out.values["cores"] = cores
+                if executors != whole(a, "executors"):
+                    out.values["executors"] = executors
+            if not out.values:
+                out.values["slots"] = slots_b
+    ma, mb = a.get("memory_bytes"), b.get("memory_bytes")
+    if isinstance(ma, (int, float)) and isinstance(mb, (int, float)) and ma > 0 and mb > 0:
+        if not _close(float(ma), float(mb)):
+            out.values["memory"] = float(mb)
+    elif bool(ma) != bool(mb):
+        out.not_expressed.append("the memory for the job's data is recorded in one run only")
+    if _text(a.get("device")) and _text(b.get("device")) and a.get("device") != b.get("device"):
+        out.values["device"] = _text(b.get("device"), 10)
+    for key in ("network", "disk"):
+        _bandwidth_change(key, a, b, out)
+    if rerun.trace is not None:
+        ea, eb = traced.trace.environment, rerun.trace.environment
+        if ea.cpu_speed != eb.cpu_speed:
+            out.values["cpu_speed"] = eb.cpu_speed / ea.cpu_speed
+        if ea.cpu_count and eb.cpu_count and ea.cpu_count != eb.cpu_count:
+            out.not_expressed.append(f"the machines' CPUs differ ({ea.cpu_count} and {eb.cpu_count}); the "
+                                     "prediction keeps the traced run's CPUs beyond the task slots")
+        if len(ea.hosts) != len(eb.hosts):
+            out.not_expressed.append(f"the runs used {len(ea.hosts)} and {len(eb.hosts)} hosts")
+    settings, _ = setting_differences(traced, rerun)
+    covered = {"task slots", "executors", "cores per executor", "memory", "network bandwidth", "disk bandwidth",
+               "device", "crystalperf", "CPU speed", "CPUs", "hosts"}
+    others = [s for s in settings if s["name"] not in covered]
+    if others:
+        shown = "; ".join(f"{s['name']}: {s['a']} -> {s['b']}" for s in others[:8])
+        more = f" (+{len(others) - 8} more)" if len(others) > 8 else ""
+        out.not_expressed.append(f"{len(others)} other difference(s), part of the prediction only as far as they "
+                                 f"changed the resources above: {shown}{more}")
+    return out
+
+
+def _bandwidth_change(key: str, a: dict[str, Any], b: dict[str, Any], out: DerivedChanges) -> None:
+    va, vb = a.get(f"{key}_bandwidth"), b.get(f"{key}_bandwidth")
+    if not (isinstance(va, (int, float)) and isinstance(vb, (int, float)) and va > 0 and vb > 0):
+        return
+    if _close(float(va), float(vb)):
+        return
+    oa, ob = _dict(a.get("bandwidth_origins")).get(key), _dict(b.get("bandwidth_origins")).get(key)
+
+    def configured(base: dict[str, Any], origin: Any) -> bool:
+        # a declared bandwidth, or a cgroup limit the job ran under, is configuration; a rate the job was seen
+        # moving data at is its demand as much as the device's supply
+        seen = _dict(base.get("observed")).get(key)
+        return origin in ("declared", "stated") or (origin == "observed" and isinstance(seen, dict)
+                                                     and seen.get("limit") is not None)
+
+    rate = format_bandwidth if key == "network" else format_byte_rate
+    if configured(a, oa) and configured(b, ob):
+        out.values[key] = float(vb)
+    else:
+        out.not_expressed.append(
+            f"the {key} bandwidth differs ({rate(float(va))}, {oa or '?'}; {rate(float(vb))}, {ob or '?'}) but "
+            "is not a declared bandwidth or a cgroup limit in both runs: what a job is seen moving is its "
+            "demand, not a configuration, so it is left out of the prediction")
+
+
+def _measured(run: Run, streaming: bool) -> float:
+    latency = _dict(run.report.get("streaming")).get("latency_s")
+    if streaming and isinstance(latency, (int, float)) and latency > 0:
+        return float(latency)
+    return run.runtime_s
+
+
+def _error(predicted: float, measured: float) -> float | None:
+    return (predicted - measured) / measured if measured > 0 else None
+
+
+def validate(traced: Run, rerun: Run, *, classifier: Any = None, band: bool = True) -> dict[str, Any]:
+    """The prediction made from ``traced`` for ``rerun``'s resources, against ``rerun``'s measurement."""
+    from crystalperf.core.analysis import analyze
+    from crystalperf.core.predict import Changes, Predictor
+
+    assert traced.trace is not None
+    fa, fb = _text(traced.application.get("framework")), _text(rerun.application.get("framework"))
+    if fa != fb:
+        raise BadInputError(f"the runs are of different frameworks ({fa or '?'} and {fb or '?'}): "
+                            "nothing to validate", rerun.path)
+    pairs = match_operations(operations_of(traced), operations_of(rerun))
+    if pairs and not any(p.a is not None and p.b is not None for p in pairs):
+        raise BadInputError("no operation of the rerun matches one of the trace: not a run of the same job",
+                            rerun.path)
+    derived = derive_changes(traced, rerun)
+    changes = Changes(dict(derived.values))
+    analysis = traced.analysis or analyze(traced.trace, classifier=classifier, scenarios=[], band=False)
+    predictor = Predictor(analysis.profile)
+    prediction = predictor.predict(changes, band=band)
+    points = _operation_points(predictor)
+    streaming = predictor.streaming and predictor.runtime != traced.trace.application.duration
+    measured = _measured(rerun, streaming)
+    c = prediction.crystalperf
+    estimates = {"crystalperf": c, "linear": prediction.linear, "replay": prediction.replay}
+    rows = []
+    for pair in pairs:
+        if pair.a is None or pair.b is None or not pair.a.leaf or pair.a.path not in points:
+            continue
+        predicted = points[pair.a.path]
+        rows.append({
+            "path": pair.b.path, "trace_path": pair.a.path, "name": pair.b.name, "kind": pair.b.kind,
+            "traced_s": round(pair.a.runtime_s, 6), "predicted_s": round(predicted, 6),
+            "measured_s": round(pair.b.runtime_s, 6), "error": _round(_error(predicted, pair.b.runtime_s)),
+            "on_critical_path": pair.b.on_critical_path,
+        })
+    notes = list(prediction.notes)
+    if _text(traced.application.get("name")) != _text(rerun.application.get("name")):
+        notes.append("the applications' names differ: the runs may not be of the same job")
+    if rerun.report.get("partial"):
+        notes.append(f"the rerun is partial: {_text(rerun.report.get('partial'), 1000)}")
+    return {
+        "validate_version": VALIDATE_VERSION,
+        "trace": traced.summary(),
+        "rerun": rerun.summary(),
+        "changes": {"values": dict(changes.values), "description": changes.describe()},
+        "not_expressed": derived.not_expressed,
+        "traced_runtime_s": round(prediction.baseline_runtime_s, 6),
+        "measured_runtime_s": round(measured, 6),
+        "predicted": {name: {"runtime_s": round(e.runtime_s, 6),
+                             **({"low_s": round(e.low_s, 6), "high_s": round(e.high_s or e.runtime_s, 6)}
+                                if e.low_s is not None else {})}
+                      for name, e in estimates.items()},
+        "error": {name: _round(_error(e.runtime_s, measured)) for name, e in estimates.items()},
+        "within_band": (c.low_s <= measured <= (c.high_s or c.runtime_s)) if c.low_s is not None else None,
+        "operations": rows,
+        "operations_unmatched": sum(1 for p in pairs if p.a is None or p.b is None),
+        "notes": notes,
+    }
+
+
+def _operation_points(predictor: Any) -> dict[str, float]:
+    """Each finest operation's predicted duration in the point prediction the predictor last made (streaming
+    predictions have none: they predict the path's latency as a whole)."""
+    units = getattr(predictor, "_units", {})
+    return {path: float(unit.point) for path, unit in units.items()
+            if getattr(unit, "point", None) is not None and math.isfinite(unit.point)}
