@@ -1,7 +1,7 @@
 """Walks every thread's Python stack as fast as it can while a PyFlink loopback DataStream job runs, and counts
 the jobs in which the walk read garbage (a frame's attribute that is not what it must be) or the process
-crashed. Two walks side by side: ``python`` follows ``f_back`` with the garbage collector running (what the
-samplers did until session 18), ``capture`` is ``crystalperf.core.record.sampling.current_stacks`` (the collector
+crashed. Two walks side by side: ``python`` follows ``f_back`` with the garbage collector running (the walk
+``current_stacks`` replaced), ``capture`` is ``crystalperf.core.record.sampling.current_stacks`` (the collector
 paused).
 
     python bench/frame_walk_stress.py --jobs 5          # in an environment with apache-flink (nox -s flink)

@@ -21,7 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.whatif.interpreters import spark_python
 from bench.whatif.runner import Run, Target
+from bench.whatif.shared_cluster import SharedCluster, rtt_target
 
 JOB = textwrap.dedent('''
     import json, sys, time
@@ -57,36 +59,6 @@ WIDTH = 1600  # 3 such columns a row: about 290 MB crosses the links, half each 
 WARM_UP_APPLICATIONS = 1
 
 
-class SharedCluster:
-    """One cluster for every run of a benchmark's workloads (starting one costs a minute): a network of
-    ``hosts`` and what ``start(network)`` starts on it, made on the first ``get`` and re-shaped by each; closed at
-    interpreter exit by the harness."""
-
-    def __init__(self, hosts: list[str], start: Callable[[Any], Any], relay: bool = False) -> None:
-        self.hosts, self.start, self.relay = hosts, start, relay
-        self.started: tuple[Any, Any] | None = None
-        self.fresh = True  # nothing measured on it yet (a benchmark may warm it up first)
-
-    def get(self, rate_mbit: float, delay_ms: float = 0.0) -> Any:
-        """The cluster, its links re-shaped to ``rate_mbit`` and (relayed links) a one-way ``delay_ms`` on what each
-        host receives: between two hosts a round trip crosses two links, ``2 * delay_ms`` more."""
-        from bench.cluster import Link, Network
-
-        if delay_ms and not self.relay:
-            raise ValueError("a delay needs the cluster's links relayed (relay=True)")
-        if self.started is None:
-            net = Network(self.hosts, link=Link(rate_mbit=rate_mbit, delay_ms=delay_ms), relay=self.relay)
-            net.start()
-            cluster = self.start(net)
-            cluster.start()
-            self.started = (net, cluster)
-        net, cluster = self.started
-        net.set_rate(rate_mbit)
-        if self.relay:
-            net.set_delay(delay_ms)
-        return cluster
-
-
 def _spark_cluster(net: Any) -> Any:
     from bench.cluster import SparkCluster
 
@@ -95,32 +67,8 @@ def _spark_cluster(net: Any) -> Any:
 
 _CLUSTER = SharedCluster(["w0", "w1"], _spark_cluster)
 # The round-trip case: links relayed (bench/cluster/taprelay.c: this kernel has no netem), traced with no delay
-# added and re-run with RTT_DELAY_MS on what each host receives, both through the same relays.
+# added and re-run with shared_cluster.RTT_DELAY_MS on what each host receives, both through the same relays.
 _RELAYED = SharedCluster(["w0", "w1"], _spark_cluster, relay=True)
-RTT_DELAY_MS = 5.0  # a round trip between two workers crosses both links: +10 ms; to the driver, one: +5 ms
-
-
-def rtt_target(baseline: dict[str, Any], framework_unavailable: Callable[[], str | None]) -> Target:
-    """The round-trip case of a relayed cluster workload: re-run with ``RTT_DELAY_MS`` on every link, predicted
-    with the round trip between two hosts that gives."""
-    from bench.cluster import relay_available
-
-    added = f"{2 * RTT_DELAY_MS:g}"
-    # the links' capacity, as their owner knows it (the trace holds only the rate the job reached): where a
-    # receiver's credits queue behind its own records, the wait is that queue drained at the capacity
-    capacity = f"{baseline['rate_mbit']}mbit"
-    return Target(f"RTT +{added} ms", "network-rtt", {**baseline, "delay_ms": RTT_DELAY_MS},
-                  [f"rtt=+{added}ms", f"network={capacity}:{capacity}"],
-                  lambda: framework_unavailable() or relay_available())
-
-
-def _unavailable() -> str | None:
-    from bench.cluster import unavailable
-    from bench.whatif.spark import spark_python
-
-    if spark_python() is None:
-        return "pyspark is not installed (set CRYSTALPERF_SPARK_PYTHON)"
-    return unavailable()
 
 
 class ShuffleClusterWorkload:
@@ -128,28 +76,35 @@ class ShuffleClusterWorkload:
 
     framework = "spark"
 
-    def __init__(self, data_dir: Path, traced_mbit: int, rtt: bool = False) -> None:
+    def __init__(self, data_dir: Path, traced_mbit: int, rtt: bool = False,
+                 find_python: Callable[[], str | None] = spark_python) -> None:
         self.data_dir = data_dir
+        self.find_python = find_python
         self.traced_mbit = traced_mbit
         self.rtt = rtt
         self.name = f"shuffle-cluster-rtt-{traced_mbit}mbit" if rtt else f"shuffle-cluster-{traced_mbit}mbit"
         self.baseline: dict[str, Any] = {"rate_mbit": traced_mbit, "executors": 2, "delay_ms": 0.0}
-        from bench.whatif.spark import spark_python
+        self.python = find_python()
 
-        self.python = spark_python()
+    def _unavailable(self) -> str | None:
+        from bench.cluster import unavailable
+
+        if self.find_python() is None:
+            return "pyspark is not installed (set CRYSTALPERF_SPARK_PYTHON)"
+        return unavailable()
 
     def targets(self, quick: bool) -> list[Target]:
         if self.rtt:
-            return [rtt_target(self.baseline, _unavailable)]
+            return [rtt_target(self.baseline, self._unavailable)]
 
         def rate(mbit: int) -> Target:
             kind = "network-up" if mbit > self.traced_mbit else "network"
             return Target(f"network {self.traced_mbit}->{mbit} Mbit/s", kind, {**self.baseline, "rate_mbit": mbit},
-                          [f"network={mbit}mbit"], _unavailable)
+                          [f"network={mbit}mbit"], self._unavailable)
 
         if self.traced_mbit >= 1000:
             return [rate(200), rate(50), Target("executors 2->1", "executors", {**self.baseline, "executors": 1},
-                                                ["executors=1"], _unavailable)]
+                                                ["executors=1"], self._unavailable)]
         return [rate(200), rate(1000)]
 
     def run(self, config: dict[str, Any], out_dir: Path) -> Run:

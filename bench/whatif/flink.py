@@ -14,18 +14,17 @@ process joins it, the mini cluster runs inside it).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import random
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 from bench.fidelity.machine import evict, in_cgroups
 from bench.whatif import machine, shaped
+from bench.whatif.interpreters import flink_python
 from bench.whatif.machine import cgroup
 from bench.whatif.runner import Run, Target
 
@@ -108,19 +107,6 @@ JOB = textwrap.dedent('''
         save_trace(cpflink.read_metrics(found[0]), config["out"] + "/crystalperf-trace.json.gz")
     print("RESULT", json.dumps({"runtime_s": runtime}))
 ''')
-
-
-def flink_python() -> str | None:
-    configured = os.environ.get("CRYSTALPERF_FLINK_PYTHON")
-    if configured:
-        return configured
-    if importlib.util.find_spec("pyflink") is not None:
-        return sys.executable
-    root = Path(__file__).resolve().parents[2]
-    for candidate in (Path("/work/venvs/flink/bin/python"), root / ".nox" / "flink" / "bin" / "python"):
-        if candidate.exists():
-            return str(candidate)
-    return None
 
 
 class FlinkSqlWorkload:
@@ -282,8 +268,8 @@ def workloads(data_dir: Path, quick: bool) -> list[Any]:
     jobs: list[Any] = [FlinkSqlWorkload("yahoo", rows=25_000_000)]
     if not quick:
         # traced on 1 Gbit/s links between two TaskManagers in network namespaces, predicted on slower ones
-        jobs += [FlinkSqlWorkload("wordcount", rows=8_000_000), WindowClusterWorkload(1000),
-                 WindowClusterWorkload(1000, rtt=True)]
+        jobs += [FlinkSqlWorkload("wordcount", rows=8_000_000), WindowClusterWorkload(1000, find_python=flink_python),
+                 WindowClusterWorkload(1000, rtt=True, find_python=flink_python)]
     return jobs
 
 
@@ -294,5 +280,5 @@ def up_workloads(data_dir: Path, quick: bool) -> list[Any]:
     from bench.whatif.flink_cluster import WindowClusterWorkload
 
     return [ParallelismUpWorkload("yahoo", rows=25_000_000), ParallelismUpWorkload("wordcount", rows=8_000_000),
-            CsvScanUpWorkload(data_dir), DownloadUpWorkload(), WindowClusterWorkload(50),
-            WindowClusterWorkload(1000, parallelism=1)]
+            CsvScanUpWorkload(data_dir), DownloadUpWorkload(), WindowClusterWorkload(50, find_python=flink_python),
+            WindowClusterWorkload(1000, parallelism=1, find_python=flink_python)]

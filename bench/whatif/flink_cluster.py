@@ -17,12 +17,13 @@ import subprocess
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.whatif import flink as flink_workloads
-from bench.whatif.cluster import SharedCluster, rtt_target
+from bench.whatif.interpreters import flink_python
 from bench.whatif.runner import Run, Target
+from bench.whatif.shared_cluster import SharedCluster, rtt_target
 
 JOB = textwrap.dedent('''
     import json, sys
@@ -82,16 +83,8 @@ def _flink_cluster(net: Any) -> Any:
 
 _CLUSTER = SharedCluster(["t0", "t1"], _flink_cluster)
 # The round-trip cases: links relayed (bench/cluster/taprelay.c: this kernel has no netem), traced with no delay
-# added and re-run with bench.whatif.cluster.RTT_DELAY_MS on what each host receives, through the same relays.
+# added and re-run with bench.whatif.shared_cluster.RTT_DELAY_MS on what each host receives, through the same relays.
 _RELAYED = SharedCluster(["t0", "t1"], _flink_cluster, relay=True)
-
-
-def _unavailable() -> str | None:
-    from bench.cluster import unavailable
-
-    if flink_workloads.flink_python() is None:
-        return "PyFlink is not installed (set CRYSTALPERF_FLINK_PYTHON)"
-    return unavailable()
 
 
 def collect_trace(reports: Path, job_id: str, taskmanagers: int, out: Path) -> Path:
@@ -123,26 +116,35 @@ class WindowClusterWorkload:
 
     framework = "flink"
 
-    def __init__(self, traced_mbit: int, parallelism: int = 2, rtt: bool = False) -> None:
+    def __init__(self, traced_mbit: int, parallelism: int = 2, rtt: bool = False,
+                 find_python: Callable[[], str | None] = flink_python) -> None:
         self.traced_mbit = traced_mbit
+        self.find_python = find_python
         self.name = f"window-cluster-{traced_mbit}mbit" if parallelism == 2 else f"window-cluster-p{parallelism}"
         if rtt:
             self.name = f"window-cluster-rtt-{traced_mbit}mbit"
         self.rtt = rtt
         self.baseline: dict[str, Any] = {"rate_mbit": traced_mbit, "parallelism": parallelism, "delay_ms": 0.0}
-        self.python = flink_workloads.flink_python()
+        self.python = find_python()
+
+    def _unavailable(self) -> str | None:
+        from bench.cluster import unavailable
+
+        if self.find_python() is None:
+            return "PyFlink is not installed (set CRYSTALPERF_FLINK_PYTHON)"
+        return unavailable()
 
     def targets(self, quick: bool) -> list[Target]:
         if self.rtt:
-            return [rtt_target(self.baseline, _unavailable)]
+            return [rtt_target(self.baseline, self._unavailable)]
         if self.baseline["parallelism"] == 1:
             return [Target("parallelism 1->2", "parallelism-up", {**self.baseline, "parallelism": 2},
-                           ["parallelism=2"], _unavailable)]
+                           ["parallelism=2"], self._unavailable)]
 
         def rate(mbit: int) -> Target:
             kind = "network-up" if mbit > self.traced_mbit else "network"
             return Target(f"network {self.traced_mbit}->{mbit} Mbit/s", kind, {**self.baseline, "rate_mbit": mbit},
-                          [f"network={mbit}mbit"], _unavailable)
+                          [f"network={mbit}mbit"], self._unavailable)
 
         return [rate(200), rate(50)] if self.traced_mbit >= 1000 else [rate(200), rate(1000)]
 

@@ -1,7 +1,7 @@
 """The Flink keyed window on the relayed two-TaskManager cluster at several round trips: traced once with no delay
 added, re-run at each delay, and predicted from the trace by crystalperf's credit loop and by the credits' bound
-alone (``window / round trip``, the model before session 25). Shows where the round trip's bound and the path's
-own time per buffer meet (docs/accuracy.md, "The credit loop").
+alone (``window / round trip``, the simpler model the loop replaced). Shows where the round trip's bound and the path's
+own time per buffer meet (docs/accuracy.md, "Flink").
 
     python -m bench.whatif.rtt_sweep --delays 0,2.5,5,10 --rounds 2
 

@@ -87,8 +87,8 @@ def run_workload(workload: Workload, out_dir: Path, *, repetitions: int, quick: 
 
     The repetitions are interleaved: each round runs the baseline and every target once, the odd rounds in reverse
     order. A machine whose speed drifts over the hour a workload takes (a VM's neighbours: the same Flink job took
-    25 s one afternoon and 34 s the next) then slows the baseline and its targets alike, where running each
-    configuration's repetitions back to back compared a baseline of one period with targets of another."""
+    25 s on one day and 34 s on another) then slows the baseline and its targets alike; running each
+    configuration's repetitions back to back would compare a baseline of one period with targets of another."""
     out_dir.mkdir(parents=True, exist_ok=True)
     log(f"[{workload.framework}/{workload.name}] baseline {workload.baseline}")
     results: list[CaseResult] = []

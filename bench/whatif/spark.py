@@ -17,17 +17,16 @@ cgroup read limit -> 20 MB/s; tasks downloading from a server behind a 40 Mbit/s
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 from bench.fidelity.machine import evict
 from bench.whatif import machine, shaped
+from bench.whatif.interpreters import spark_python
 from bench.whatif.machine import cgroup
 from bench.whatif.runner import Run, Target
 
@@ -64,16 +63,6 @@ JOB = textwrap.dedent('''
 
 NETWORK_NOT_WIRED = ("local mode shuffles inside one JVM: no link to shape; the network cases run on a two-worker "
                      "cluster in network namespaces (workloads shuffle-cluster-*)")
-
-
-def spark_python() -> str | None:
-    configured = os.environ.get("CRYSTALPERF_SPARK_PYTHON")
-    if configured:
-        return configured
-    if importlib.util.find_spec("pyspark") is not None:
-        return sys.executable
-    nox = Path(__file__).resolve().parents[2] / ".nox" / "spark" / "bin" / "python"
-    return str(nox) if nox.exists() else None
 
 
 def ensure_data(folder: Path, python: str, scale: float) -> Path:
@@ -176,8 +165,8 @@ def workloads(data_dir: Path, quick: bool) -> list[Any]:
     queries = ("q6",) if quick else ("q6", "q9")
     found: list[Any] = [TpchWorkload(q, data_dir) for q in queries]
     # traced on 1 Gbit/s links, predicted on slower ones and on one executor
-    return found if quick else [*found, ShuffleClusterWorkload(data_dir, 1000),
-                                ShuffleClusterWorkload(data_dir, 1000, rtt=True)]
+    return found if quick else [*found, ShuffleClusterWorkload(data_dir, 1000, find_python=spark_python),
+                                ShuffleClusterWorkload(data_dir, 1000, rtt=True, find_python=spark_python)]
 
 
 # -- "up" cases: traced on a throttled resource, predicted on a faster one --------------------------------
@@ -342,4 +331,4 @@ def up_workloads(data_dir: Path, quick: bool) -> list[Any]:
     from bench.whatif.cluster import ShuffleClusterWorkload
 
     return [ScanUpWorkload(data_dir), DownloadUpWorkload(data_dir), TpchCoresUpWorkload(data_dir),
-            ShuffleClusterWorkload(data_dir, 50)]
+            ShuffleClusterWorkload(data_dir, 50, find_python=spark_python)]

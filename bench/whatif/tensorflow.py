@@ -12,17 +12,16 @@ the images evicted from the page cache before every run so reads reach the devic
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 from bench.fidelity.machine import evict
 from bench.whatif import machine
+from bench.whatif.interpreters import tf_python
 from bench.whatif.machine import cgroup
 from bench.whatif.runner import Run, Target
 
@@ -90,17 +89,6 @@ JOB = textwrap.dedent('''
     model.fit(data, epochs=1, steps_per_epoch=skip + window, verbose=0, callbacks=callbacks)
     print("RESULT", json.dumps({"window_s": marks["end"] - marks["start"]}))
 ''')
-
-
-def tf_python() -> str | None:
-    """The interpreter that runs the TensorFlow jobs, or None."""
-    configured = os.environ.get("CRYSTALPERF_TF_PYTHON")
-    if configured:
-        return configured
-    if importlib.util.find_spec("tensorflow") is not None:
-        return sys.executable
-    nox = Path(__file__).resolve().parents[2] / ".nox" / "tensorflow" / "bin" / "python"
-    return str(nox) if nox.exists() else None
 
 
 def ensure_images(folder: Path, python: str, count: int = IMAGES, size: int = 64) -> Path:

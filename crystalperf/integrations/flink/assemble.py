@@ -2,7 +2,7 @@
 subtask) with its operators as children, ordered and linked by the recorded plan when one names the job's
 operators (linearly otherwise), the streaming figures, and the stack samples per chain and per operator.
 
-What Flink measures bounds the split (docs/architecture.md, "How a sampled second is attributed"): a
+What Flink measures bounds the split (docs/trace.md, "Metrics the core reads"): a
 subtask's ``run_time_s`` is its busy + idle + back-pressured time, idle (waiting for input) and
 back-pressured (waiting for downstream) are measured waiting, ``cpu_time_s`` is its threads' CPU time, and
 each task spans its deployment to its end as the reporter saw its metrics come and go. A FLIP-27 source reads

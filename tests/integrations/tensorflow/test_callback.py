@@ -107,7 +107,7 @@ def test_cnn_on_images_from_disk_gets_a_report(image_files: list[str], tmp_path:
     trace = load_trace(out / "crystalperf-trace.json.gz")
     assert trace.metrics["steps"] == 12 and 0 <= trace.metrics["input_wait_fraction"] <= 1
     # The allocator's peak comes from the profile's MemoryAllocation events, which this TensorFlow build does
-    # not always emit for the CPU allocator (none on 2.20/2.21 with Keras 3.14/3.15, 2026-11-26): where it is
+    # not always emit for the CPU allocator (none on 2.20/2.21 with Keras 3.14/3.15): where it is
     # in the trace it is a size.
     assert trace.metrics.get("tensor_bytes", 1.0) > 0
     assert trace.environment.properties["distribute.strategy"]
