@@ -1,6 +1,7 @@
-"""Byte counters of the job's processes, read during the run: what the job really moved to and from storage
-and the network, and the cgroup limits in force on it. The analysis (``crystalperf.core.attribution.observed``) turns the
-series into the bandwidth the job saw, which what-ifs scale from instead of assuming the hardware.
+"""Counters of the job's processes, read during the run: what the job really moved to and from storage and the
+network, the CPU time its processes and their whole host used, and the limits in force on it (cgroup read and
+write rates, the cores it may use). The analysis (``crystalperf.core.attribution.observed``) turns the series into
+the bandwidth the job saw and the cores it shared, which what-ifs scale from instead of assuming the hardware.
 
 Linux only (``/proc``); elsewhere every counter is ``None`` and the sampler records nothing. The Java hooks
 (Spark listener, Flink reporter) read the same files the same way and write the same rows (``trace.IoSample``).
@@ -40,6 +41,43 @@ def _proc_io(pid: int | str) -> tuple[int, int] | None:
     if len(values) != 2:
         return None
     return values["read_bytes"], values["write_bytes"]
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _proc_cpu(pid: int | str) -> float | None:
+    """CPU seconds (user + system) one process used so far (``/proc/<pid>/stat``; its children's are theirs)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # the command name may hold spaces and parentheses: the fields start after the last ')'
+    fields = text[text.rfind(")") + 2:].split()
+    try:
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    except (IndexError, ValueError):
+        return None
+
+
+def host_cpu() -> tuple[float, float, int] | None:
+    """(busy, total) CPU seconds of the whole host since boot, summed over its CPUs, and how many CPUs it has
+    online (``/proc/stat``: busy is all but idle and iowait)."""
+    try:
+        lines = Path("/proc/stat").read_text().splitlines()
+    except OSError:
+        return None
+    try:
+        values = [int(v) for v in lines[0].split()[1:]]
+    except (IndexError, ValueError):
+        return None
+    if len(values) < 4 or not lines[0].startswith("cpu "):
+        return None
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    # guest time is already in user time (and guest_nice in nice)
+    total = sum(values[:8])
+    cpus = sum(1 for line in lines[1:] if line.startswith("cpu") and line[3:4].isdigit())
+    return (total - idle) / _CLOCK_TICKS, total / _CLOCK_TICKS, max(1, cpus)
 
 
 def _children(pid: int) -> list[int]:
@@ -148,6 +186,48 @@ def disk_limits(pid: int | str = "self", root: Path = Path("/sys/fs/cgroup")) ->
     return (min(read) if read else None), (min(write) if write else None)
 
 
+def _v1_quota(directory: Path) -> float | None:
+    try:
+        quota = int((directory / "cpu.cfs_quota_us").read_text())
+        period = int((directory / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return quota / period if quota > 0 and period > 0 else None
+
+
+def _v2_quota(directory: Path) -> float | None:
+    try:
+        quota, _, period = (directory / "cpu.max").read_text().strip().partition(" ")
+        return int(quota) / int(period) if quota.isdigit() and period.isdigit() and int(period) > 0 else None
+    except (OSError, ValueError):
+        return None
+
+
+def cpu_limit(pid: int | str = "self", root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """The cores the process may use: its CPU affinity (a cpuset, ``taskset``) and the strictest CPU quota of its
+    cgroup and its ancestors (v1 ``cpu.cfs_quota_us / cpu.cfs_period_us``, v2 ``cpu.max``), whichever is less;
+    None where neither can be read."""
+    limits: list[float] = []
+    try:
+        limits.append(float(len(os.sched_getaffinity(0 if pid == "self" else int(pid)))))
+    except (AttributeError, OSError, ValueError):
+        pass
+    paths = _cgroup_paths(pid)
+    for controller, base in (("cpu", root / "cpu"), ("cpu", root / "cpu,cpuacct"), ("", root)):
+        path = paths.get(controller)
+        if path is None or not base.is_dir():
+            continue
+        directory = base / path.lstrip("/")
+        while True:
+            quota = _v1_quota(directory) if controller else _v2_quota(directory)
+            if quota is not None:
+                limits.append(quota)
+            if directory == base or base not in directory.parents:
+                break
+            directory = directory.parent
+    return min(limits) if limits else None
+
+
 class _ProcessTreeIo:
     """Storage bytes of a process tree, accumulated per pid so that a child's exit never makes the total go
     down (its last reading stays counted)."""
@@ -156,14 +236,18 @@ class _ProcessTreeIo:
         self.pid = pid
         self.include_children = include_children
         self.last: dict[int, tuple[int, int]] = {}
+        self.last_cpu: dict[int, float] = {}
         self.read = 0
         self.written = 0
+        self.cpu = 0.0
         self.ok = False
+        self.cpu_ok = False
         self.primed = False  # what runs at the first reading counts from then, a later child from its birth
 
     def update(self) -> None:
         pids = descendants(self.pid) if self.include_children else [self.pid]
         for pid in pids:
+            self._update_cpu(pid)
             now = _proc_io(pid)
             if now is None:
                 continue
@@ -177,9 +261,21 @@ class _ProcessTreeIo:
             self.written += max(0, now[1] - before[1])
             self.last[pid] = now
         self.primed = True
-        if len(self.last) > 4 * len(pids) + 64:  # forget exited pids (their bytes stay counted)
+        if len(self.last) + len(self.last_cpu) > 8 * len(pids) + 128:  # forget exited pids (what they used stays)
             alive = set(pids)
             self.last = {p: v for p, v in self.last.items() if p in alive}
+            self.last_cpu = {p: v for p, v in self.last_cpu.items() if p in alive}
+
+    def _update_cpu(self, pid: int) -> None:
+        now = _proc_cpu(pid)
+        if now is None:
+            return
+        self.cpu_ok = True
+        before = self.last_cpu.get(pid)
+        if before is None:
+            before = now if pid == self.pid or not self.primed else 0.0
+        self.cpu += max(0.0, now - before)
+        self.last_cpu[pid] = now
 
 
 class IoCounterSampler:
@@ -197,6 +293,7 @@ class IoCounterSampler:
         self.host = socket.gethostname()
         self._tree = _ProcessTreeIo(self.pid, include_children)
         self._net0: tuple[int, int] | None = None
+        self._host0: tuple[float, float, int] | None = None
         self._rows: list[tr.IoSample] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -209,6 +306,9 @@ class IoCounterSampler:
             if net is not None and self._net0 is None:
                 self._net0 = net
             read_limit, write_limit = disk_limits(self.pid)
+            host = host_cpu()
+            if host is not None and self._host0 is None:
+                self._host0 = host
             row = tr.IoSample(
                 t=time.time(), source=self.source, host=self.host,
                 storage_read_bytes=float(self._tree.read) if self._tree.ok else None,
@@ -216,6 +316,11 @@ class IoCounterSampler:
                 network_rx_bytes=float(max(0, net[0] - self._net0[0])) if net and self._net0 else None,
                 network_tx_bytes=float(max(0, net[1] - self._net0[1])) if net and self._net0 else None,
                 disk_read_limit=read_limit, disk_write_limit=write_limit,
+                process_cpu_s=self._tree.cpu if self._tree.cpu_ok else None,
+                host_cpu_busy_s=max(0.0, host[0] - self._host0[0]) if host and self._host0 else None,
+                host_cpu_s=max(0.0, host[1] - self._host0[1]) if host and self._host0 else None,
+                host_cpus=host[2] if host else None,
+                cpu_limit=cpu_limit(self.pid),
             )
         except Exception as exc:  # never the job's problem
             log.debug("crystalperf: I/O counters unreadable: %s", exc)

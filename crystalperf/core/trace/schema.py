@@ -21,55 +21,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-SCHEMA_VERSION = "1.7"
+from crystalperf.core.trace.names import *  # noqa: F403  (one namespace: tr.METRIC_RUN_TIME, tr.THREAD_STATES...)
+from crystalperf.core.trace.names import THREAD_STATES
+
+SCHEMA_VERSION = "1.8"
 SCHEMA_MAJOR = 1
 SCHEMA_ID = f"urn:crystalperf:trace:{SCHEMA_VERSION}"
 TRACE_FILENAMES = ("crystalperf-trace.json.gz", "crystalperf-trace.json")
 
 Framework = Literal["spark", "tensorflow", "flink", "other"]
 Language = Literal["java", "scala", "python", "cpp", "native", "unknown"]
-
-# Well-known native metric names that hooks fill in (per task, or per operation when it has no
-# tasks). Frameworks may add their own names next to these; the core reads only these.
-METRIC_RUN_TIME = "run_time_s"  # time the task/operation actually ran (excludes scheduling delay)
-METRIC_CPU_TIME = "cpu_time_s"  # CPU time consumed by its thread(s)
-METRIC_GC_TIME = "gc_time_s"
-METRIC_NETWORK_WAIT = "network_wait_s"  # e.g. Spark shuffle fetch wait time
-METRIC_DISK_TIME = "disk_time_s"  # e.g. Spark shuffle write time, spill time when known
-METRIC_DEVICE_TIME = "device_time_s"  # time on an accelerator (TF on GPU)
-METRIC_INPUT_BYTES = "input_bytes"  # read from storage
-METRIC_OUTPUT_BYTES = "output_bytes"  # written to storage
-METRIC_SHUFFLE_READ_BYTES = "shuffle_read_bytes"
-METRIC_SHUFFLE_REMOTE_READ_BYTES = "shuffle_remote_read_bytes"
-METRIC_SHUFFLE_WRITE_BYTES = "shuffle_write_bytes"
-METRIC_SPILL_DISK_BYTES = "spill_disk_bytes"
-METRIC_SPILL_MEMORY_BYTES = "spill_memory_bytes"
-METRIC_PEAK_MEMORY_BYTES = "peak_memory_bytes"
-METRIC_NETWORK_BYTES = "network_bytes"  # sent + received over the network (not shuffle)
-METRIC_RECORDS_IN = "records_in"
-METRIC_RECORDS_OUT = "records_out"
-# Measured waiting, each a part of run_time_s like cpu_time_s (since 1.2): the time counts as waiting, never as
-# a resource the job could be given more of.
-METRIC_IDLE_TIME = "idle_time_s"  # waited for input: upstream sent nothing, or the source had nothing to read
-METRIC_BACKPRESSURED_TIME = "backpressured_time_s"  # waited for downstream to take its output
-METRIC_WAIT_TIME = "wait_time_s"  # other measured waiting (a training step waiting for its input pipeline)
-# Time the task's threads were runnable but waited for a core (Linux schedstat run-queue delay): CPU demand
-# that CPU time does not show on a busy machine, counted as CPU.
-METRIC_CPU_WAIT_TIME = "cpu_wait_s"
-
-# Operation attribute a hook may set: what the operation's waiting was for (free text, e.g. "input pipeline").
-ATTRIBUTE_WAITS_ON = "waits_on"
-# ... and how what it waited on spent its own time, when the hook measured it but it is no operation of the
-# trace (a training step's input pipeline): "cpu=0.25,disk=0.75,network=0".
-ATTRIBUTE_WAITS_ON_WORK = "waits_on_work"
-
-# Thread states of sampled stacks (JVM Thread.State lower-cased; Python samplers give runnable or waiting).
-THREAD_RUNNABLE = "runnable"
-THREAD_BLOCKED = "blocked"
-THREAD_WAITING = "waiting"
-THREAD_TIMED_WAITING = "timed_waiting"
-THREAD_STATES = ("", THREAD_RUNNABLE, THREAD_BLOCKED, THREAD_WAITING, THREAD_TIMED_WAITING)
-
 
 class _Model(BaseModel):
     # Unknown fields are kept (not rejected) so that a newer minor version still loads.
@@ -456,10 +417,10 @@ IO_COUNTER_MAX = float(2**64)
 
 
 class IoSample(_Model):
-    """Byte counters of the job's processes on one source (a driver, a TaskManager, a Python process), read
-    during the run. Counters are cumulative since that source's first sample (which reads 0), so rates come
-    from differences and a lost sample costs nothing. The analysis derives from them the bandwidth the job
-    saw (``crystalperf.core.attribution.observed``), which what-ifs scale from."""
+    """Counters of the job's processes on one source (a driver, a TaskManager, a Python process), read during the
+    run. Counters are cumulative since that source's first sample (which reads 0), so rates come from differences
+    and a lost sample costs nothing. The analysis derives from them the bandwidth the job saw and the cores it
+    shared (``crystalperf.core.attribution.observed``), which what-ifs scale from."""
 
     t: float = Field(description="when the counters were read (epoch seconds)")
     source: str = Field("", description="whose counters: e.g. driver, taskmanager:<pid>, python:<pid>")
@@ -475,6 +436,19 @@ class IoSample(_Model):
     disk_read_limit: float | None = Field(
         None, ge=1, le=IO_COUNTER_MAX, description="bytes/s: the strictest cgroup read limit in force on the process (blkio/io.max)")
     disk_write_limit: float | None = Field(None, ge=1, le=IO_COUNTER_MAX, description="bytes/s: the strictest cgroup write limit")
+    process_cpu_s: float | None = Field(
+        None, ge=0, le=MAX_TIME, description="(1.8) CPU seconds (user + system) the process and its descendants used: "
+        "task threads and everything else (collector, compilers, shuffle, the hook)")
+    host_cpu_busy_s: float | None = Field(
+        None, ge=0, le=MAX_TIME, description="(1.8) CPU seconds the whole host's CPUs were busy, every process's "
+        "(/proc/stat: all but idle and iowait, summed over the CPUs)")
+    host_cpu_s: float | None = Field(
+        None, ge=0, le=MAX_TIME, description="(1.8) CPU seconds the host's CPUs had, busy or not (its CPUs times the "
+        "time)")
+    host_cpus: int | None = Field(None, ge=1, le=MAX_SLOTS, description="(1.8) logical CPUs online on the host")
+    cpu_limit: float | None = Field(
+        None, gt=0, le=MAX_SLOTS, description="(1.8) cores the process may use: its CPU affinity (cpuset) and the "
+        "strictest cgroup CPU quota on it, whichever is less")
 
     _check_t = field_validator("t")(_finite)
 

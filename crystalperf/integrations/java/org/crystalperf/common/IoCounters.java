@@ -16,17 +16,21 @@ import java.util.logging.Logger;
 import java.util.stream.Collectors;
 
 /**
- * Byte counters of this JVM (and its descendants), read during the run: what the job moved to and from
- * storage and the network, and the cgroup limits in force on it. The Java twin of
- * {@code crystalperf.core.iocounters.IoCounterSampler}: it reads the same files the same way and makes the
- * same rows (the trace's {@code IoSample}), so the analysis derives the bandwidth the job saw from them.
+ * Counters of this JVM (and its descendants), read during the run: what the job moved to and from storage
+ * and the network, the CPU time the processes and their whole host used, and the limits in force on it. The
+ * Java twin of {@code crystalperf.core.record.iocounters.IoCounterSampler}: it reads the same files the same way
+ * and makes the same rows (the trace's {@code IoSample}), so the analysis derives the bandwidth the job saw and
+ * the cores it shared from them.
  *
  * <p>Every {@code intervalMs} on a daemon thread: {@code /proc/<pid>/io} read_bytes/write_bytes of the
  * process and its descendants (accumulated per pid, so an exiting child never makes the total go down),
  * {@code /proc/<pid>/net/dev} (non-loopback interfaces, namespace-wide) and the strictest cgroup v1
  * blkio.throttle / v2 io.max limit on the process's cgroup and its ancestors, re-read at every row (a
  * process may be moved into a limited cgroup after it started). Counters are cumulative since the first row,
- * which reads 0. At most {@code maxRows} rows: when full, every other row is dropped and the interval
+ * which reads 0. CPU (1.8): the processes' CPU time ({@code /proc/<pid>/stat} utime + stime, accumulated per pid
+ * as the bytes are), the host's busy and total CPU time ({@code /proc/stat}), its online CPUs, and the cores the
+ * process may use (its affinity, and the strictest cgroup v1 {@code cpu.cfs_quota_us} / v2 {@code cpu.max}
+ * quota). At most {@code maxRows} rows: when full, every other row is dropped and the interval
  * doubles. Nothing here throws, and the thread never holds up the JVM's exit.
  */
 public final class IoCounters {
@@ -36,6 +40,8 @@ public final class IoCounters {
     /** A fork bomb below the JVM must not stall the sampler. */
     private static final int MAX_PROCESSES = 512;
     private static final Path CGROUP_ROOT = Paths.get("/sys/fs/cgroup");
+    /** USER_HZ: the unit of /proc/<pid>/stat's and /proc/stat's CPU times (100 on every Linux a JVM runs on). */
+    private static final double CLOCK_TICKS = 100.0;
 
     /** One reading; null fields were unreadable (another OS, a hidden /proc). */
     public static final class Row {
@@ -48,9 +54,15 @@ public final class IoCounters {
         public final Double networkTxBytes;
         public final Double diskReadLimit;
         public final Double diskWriteLimit;
+        public final Double processCpuS;
+        public final Double hostCpuBusyS;
+        public final Double hostCpuS;
+        public final Integer hostCpus;
+        public final Double cpuLimit;
 
         Row(double t, String source, String host, Double storageReadBytes, Double storageWriteBytes,
-            Double networkRxBytes, Double networkTxBytes, Double diskReadLimit, Double diskWriteLimit) {
+            Double networkRxBytes, Double networkTxBytes, Double diskReadLimit, Double diskWriteLimit,
+            Double processCpuS, Double hostCpuBusyS, Double hostCpuS, Integer hostCpus, Double cpuLimit) {
             this.t = t;
             this.source = source;
             this.host = host;
@@ -60,6 +72,11 @@ public final class IoCounters {
             this.networkTxBytes = networkTxBytes;
             this.diskReadLimit = diskReadLimit;
             this.diskWriteLimit = diskWriteLimit;
+            this.processCpuS = processCpuS;
+            this.hostCpuBusyS = hostCpuBusyS;
+            this.hostCpuS = hostCpuS;
+            this.hostCpus = hostCpus;
+            this.cpuLimit = cpuLimit;
         }
 
         /** The row as the trace's {@code IoSample} document (null fields kept as null). */
@@ -74,6 +91,11 @@ public final class IoCounters {
             m.put("network_tx_bytes", networkTxBytes);
             m.put("disk_read_limit", diskReadLimit);
             m.put("disk_write_limit", diskWriteLimit);
+            m.put("process_cpu_s", processCpuS);
+            m.put("host_cpu_busy_s", hostCpuBusyS);
+            m.put("host_cpu_s", hostCpuS);
+            m.put("host_cpus", hostCpus);
+            m.put("cpu_limit", cpuLimit);
             return m;
         }
 
@@ -87,7 +109,12 @@ public final class IoCounters {
                     .append(",\"network_rx_bytes\":").append(networkRxBytes)
                     .append(",\"network_tx_bytes\":").append(networkTxBytes)
                     .append(",\"disk_read_limit\":").append(diskReadLimit)
-                    .append(",\"disk_write_limit\":").append(diskWriteLimit).append('}');
+                    .append(",\"disk_write_limit\":").append(diskWriteLimit)
+                    .append(",\"process_cpu_s\":").append(processCpuS)
+                    .append(",\"host_cpu_busy_s\":").append(hostCpuBusyS)
+                    .append(",\"host_cpu_s\":").append(hostCpuS)
+                    .append(",\"host_cpus\":").append(hostCpus)
+                    .append(",\"cpu_limit\":").append(cpuLimit).append('}');
             return b.toString();
         }
     }
@@ -100,9 +127,14 @@ public final class IoCounters {
     private volatile long intervalMs;
     /** pid -> {read_bytes, write_bytes} at its last reading. */
     private Map<Long, long[]> last = new HashMap<>();
+    /** pid -> its CPU time (s) at its last reading. */
+    private Map<Long, Double> lastCpu = new HashMap<>();
     private long read;
     private long written;
+    private double cpu;
     private boolean ioOk;
+    private boolean cpuOk;
+    private double[] host0;
     private boolean primed;
     private long[] net0;
     private List<Row> rows = new ArrayList<>();
@@ -228,11 +260,21 @@ public final class IoCounters {
                     net0 = net;
                 }
                 double[] limits = diskLimits(pid, CGROUP_ROOT);
+                double[] hostNow = hostCpu();
+                if (hostNow != null && host0 == null) {
+                    host0 = hostNow;
+                }
+                double cores = cpuLimit(pid, CGROUP_ROOT);
                 row = new Row(System.currentTimeMillis() / 1000.0, source, host,
                         ioOk ? (double) read : null, ioOk ? (double) written : null,
                         net != null && net0 != null ? (double) Math.max(0, net[0] - net0[0]) : null,
                         net != null && net0 != null ? (double) Math.max(0, net[1] - net0[1]) : null,
-                        Double.isNaN(limits[0]) ? null : limits[0], Double.isNaN(limits[1]) ? null : limits[1]);
+                        Double.isNaN(limits[0]) ? null : limits[0], Double.isNaN(limits[1]) ? null : limits[1],
+                        cpuOk ? cpu : null,
+                        hostNow != null && host0 != null ? Math.max(0, hostNow[0] - host0[0]) : null,
+                        hostNow != null && host0 != null ? Math.max(0, hostNow[1] - host0[1]) : null,
+                        hostNow != null ? (int) hostNow[2] : null,
+                        Double.isNaN(cores) ? null : cores);
                 rows.add(row);
                 if (rows.size() >= maxRows) {
                     List<Row> halved = new ArrayList<>(rows.size() / 2 + 1);
@@ -254,6 +296,7 @@ public final class IoCounters {
     private void updateTree() {
         List<Long> pids = includeChildren ? descendants(pid) : List.of(pid);
         for (long p : pids) {
+            updateCpu(p);
             long[] now = procIo(p);
             if (now == null) {
                 continue;
@@ -270,10 +313,155 @@ public final class IoCounters {
             last.put(p, now);
         }
         primed = true;
-        if (last.size() > 4 * pids.size() + 64) {  // forget exited pids (their bytes stay counted)
+        if (last.size() + lastCpu.size() > 8 * pids.size() + 128) {  // forget exited pids (what they used stays)
             Set<Long> alive = new HashSet<>(pids);
             last.keySet().retainAll(alive);
+            lastCpu.keySet().retainAll(alive);
         }
+    }
+
+    private void updateCpu(long p) {
+        double now = procCpu(p);
+        if (Double.isNaN(now)) {
+            return;
+        }
+        cpuOk = true;
+        Double before = lastCpu.get(p);
+        if (before == null) {
+            before = p == pid || !primed ? now : 0.0;
+        }
+        cpu += Math.max(0, now - before);
+        lastCpu.put(p, now);
+    }
+
+    /** CPU seconds (utime + stime) one process used so far; NaN when unreadable. */
+    static double procCpu(long pid) {
+        String text = read(Paths.get("/proc/" + pid + "/stat"));
+        if (text == null) {
+            return Double.NaN;
+        }
+        // the command name may hold spaces and parentheses: the fields start after the last ')'
+        int close = text.lastIndexOf(')');
+        if (close < 0 || close + 2 > text.length()) {
+            return Double.NaN;
+        }
+        String[] fields = text.substring(close + 2).trim().split("\\s+");
+        try {
+            return (Long.parseLong(fields[11]) + Long.parseLong(fields[12])) / CLOCK_TICKS;
+        } catch (RuntimeException e) {
+            return Double.NaN;
+        }
+    }
+
+    /** {busy, total} CPU seconds of the host since boot over all its CPUs, and its online CPUs; null if unreadable. */
+    static double[] hostCpu() {
+        String text = read(Paths.get("/proc/stat"));
+        if (text == null || !text.startsWith("cpu ")) {
+            return null;
+        }
+        String[] lines = text.split("\n");
+        String[] fields = lines[0].trim().split("\\s+");
+        try {
+            long total = 0;
+            for (int i = 1; i < Math.min(fields.length, 9); i++) {  // guest time is already in user time
+                total += Long.parseLong(fields[i]);
+            }
+            long idle = Long.parseLong(fields[4]) + (fields.length > 5 ? Long.parseLong(fields[5]) : 0);
+            int cpus = 0;
+            for (int i = 1; i < lines.length; i++) {
+                if (lines[i].startsWith("cpu") && lines[i].length() > 3 && Character.isDigit(lines[i].charAt(3))) {
+                    cpus++;
+                }
+            }
+            return new double[] {(total - idle) / CLOCK_TICKS, total / CLOCK_TICKS, Math.max(1, cpus)};
+        } catch (RuntimeException e) {
+            return null;
+        }
+    }
+
+    /** CPUs in a list such as "0-3,8,10-11" (a cpuset or Cpus_allowed_list); 0 when unreadable. */
+    static int countCpus(String list) {
+        int count = 0;
+        for (String part : list.trim().split(",")) {
+            if (part.isEmpty()) {
+                continue;
+            }
+            int dash = part.indexOf('-');
+            try {
+                count += dash < 0 ? 1 : Integer.parseInt(part.substring(dash + 1)) - Integer.parseInt(part.substring(0, dash)) + 1;
+            } catch (NumberFormatException e) {
+                return 0;
+            }
+        }
+        return count;
+    }
+
+    private static double quota(Path directory, boolean v2) {
+        if (v2) {
+            String text = read(directory.resolve("cpu.max"));
+            if (text == null) {
+                return Double.NaN;
+            }
+            String[] fields = text.trim().split("\\s+");
+            if (fields.length == 2 && isDigits(fields[0]) && isDigits(fields[1]) && Long.parseLong(fields[1]) > 0) {
+                return Double.parseDouble(fields[0]) / Double.parseDouble(fields[1]);
+            }
+            return Double.NaN;
+        }
+        String q = read(directory.resolve("cpu.cfs_quota_us"));
+        String p = read(directory.resolve("cpu.cfs_period_us"));
+        if (q == null || p == null) {
+            return Double.NaN;
+        }
+        try {
+            long quota = Long.parseLong(q.trim());
+            long period = Long.parseLong(p.trim());
+            return quota > 0 && period > 0 ? (double) quota / period : Double.NaN;
+        } catch (NumberFormatException e) {
+            return Double.NaN;
+        }
+    }
+
+    /**
+     * The cores the process may use: its CPU affinity ({@code Cpus_allowed_list}) and the strictest CPU quota
+     * of its cgroup and its ancestors (v1 cpu.cfs_quota_us / cpu.cfs_period_us, v2 cpu.max); NaN when neither.
+     */
+    static double cpuLimit(long pid, Path root) {
+        double strictest = Double.NaN;
+        String status = read(Paths.get("/proc/" + pid + "/status"));
+        if (status != null) {
+            for (String line : status.split("\n")) {
+                if (line.startsWith("Cpus_allowed_list:")) {
+                    int n = countCpus(line.substring("Cpus_allowed_list:".length()));
+                    if (n > 0) {
+                        strictest = n;
+                    }
+                }
+            }
+        }
+        Map<String, String> paths = cgroupPaths(pid);
+        String[][] hierarchies = {{"cpu", "cpu"}, {"cpu", "cpu,cpuacct"}, {"", ""}};
+        for (String[] h : hierarchies) {
+            String controller = h[0];
+            Path base = controller.isEmpty() ? root : root.resolve(h[1]);
+            String path = paths.get(controller);
+            if (path == null || !Files.isDirectory(base)) {
+                continue;
+            }
+            String relative = path.replaceFirst("^/+", "");
+            Path directory = relative.isEmpty() ? base : base.resolve(relative).normalize();
+            while (true) {
+                double q = quota(directory, controller.isEmpty());
+                if (!Double.isNaN(q)) {
+                    strictest = Double.isNaN(strictest) ? q : Math.min(strictest, q);
+                }
+                if (directory.equals(base) || !directory.startsWith(base) || directory.getParent() == null) {
+                    break;
+                }
+                directory = directory.getParent();
+            }
+        }
+        return strictest;
     }
 
     /** The process and its descendants (bounded). */

@@ -16,7 +16,8 @@ public final class IoBatch implements Serializable {
     private static final long serialVersionUID = 1L;
     public final String source;
     public final String host;
-    /** Per row: t, storage read, storage write, network rx, network tx, read limit, write limit (NaN: null). */
+    /** Per row: t, storage read, storage write, network rx, network tx, read limit, write limit, process CPU, host
+     * busy CPU, host CPU, host CPUs, CPU limit (NaN: null). */
     public final double[][] rows;
 
     IoBatch(String source, String host, List<IoCounters.Row> taken) {
@@ -26,7 +27,9 @@ public final class IoBatch implements Serializable {
         for (int i = 0; i < taken.size(); i++) {
             IoCounters.Row r = taken.get(i);
             rows[i] = new double[] {r.t, nan(r.storageReadBytes), nan(r.storageWriteBytes), nan(r.networkRxBytes),
-                    nan(r.networkTxBytes), nan(r.diskReadLimit), nan(r.diskWriteLimit)};
+                    nan(r.networkTxBytes), nan(r.diskReadLimit), nan(r.diskWriteLimit), nan(r.processCpuS),
+                    nan(r.hostCpuBusyS), nan(r.hostCpuS), r.hostCpus == null ? Double.NaN : r.hostCpus,
+                    nan(r.cpuLimit)};
         }
     }
 
@@ -55,6 +58,13 @@ public final class IoBatch implements Serializable {
             m.put("network_tx_bytes", orNull(r[4]));
             m.put("disk_read_limit", orNull(r[5]));
             m.put("disk_write_limit", orNull(r[6]));
+            if (r.length >= 12) {
+                m.put("process_cpu_s", orNull(r[7]));
+                m.put("host_cpu_busy_s", orNull(r[8]));
+                m.put("host_cpu_s", orNull(r[9]));
+                m.put("host_cpus", Double.isNaN(r[10]) ? null : (Object) (int) r[10]);
+                m.put("cpu_limit", orNull(r[11]));
+            }
             docs.add(m);
         }
         return docs;

@@ -1,0 +1,43 @@
+"""The names a trace's hooks and its analysis agree on: the native metrics the core reads, the attributes an
+operation may carry, the thread states of sampled stacks."""
+
+# Well-known native metric names that hooks fill in (per task, or per operation when it has no
+# tasks). Frameworks may add their own names next to these; the core reads only these.
+METRIC_RUN_TIME = "run_time_s"  # time the task/operation actually ran (excludes scheduling delay)
+METRIC_CPU_TIME = "cpu_time_s"  # CPU time consumed by its thread(s)
+METRIC_GC_TIME = "gc_time_s"
+METRIC_NETWORK_WAIT = "network_wait_s"  # e.g. Spark shuffle fetch wait time
+METRIC_DISK_TIME = "disk_time_s"  # e.g. Spark shuffle write time, spill time when known
+METRIC_DEVICE_TIME = "device_time_s"  # time on an accelerator (TF on GPU)
+METRIC_INPUT_BYTES = "input_bytes"  # read from storage
+METRIC_OUTPUT_BYTES = "output_bytes"  # written to storage
+METRIC_SHUFFLE_READ_BYTES = "shuffle_read_bytes"
+METRIC_SHUFFLE_REMOTE_READ_BYTES = "shuffle_remote_read_bytes"
+METRIC_SHUFFLE_WRITE_BYTES = "shuffle_write_bytes"
+METRIC_SPILL_DISK_BYTES = "spill_disk_bytes"
+METRIC_SPILL_MEMORY_BYTES = "spill_memory_bytes"
+METRIC_PEAK_MEMORY_BYTES = "peak_memory_bytes"
+METRIC_NETWORK_BYTES = "network_bytes"  # sent + received over the network (not shuffle)
+METRIC_RECORDS_IN = "records_in"
+METRIC_RECORDS_OUT = "records_out"
+# Measured waiting, each a part of run_time_s like cpu_time_s (since 1.2): the time counts as waiting, never as
+# a resource the job could be given more of.
+METRIC_IDLE_TIME = "idle_time_s"  # waited for input: upstream sent nothing, or the source had nothing to read
+METRIC_BACKPRESSURED_TIME = "backpressured_time_s"  # waited for downstream to take its output
+METRIC_WAIT_TIME = "wait_time_s"  # other measured waiting (a training step waiting for its input pipeline)
+# Time the task's threads were runnable but waited for a core (Linux schedstat run-queue delay): CPU demand
+# that CPU time does not show on a busy machine, counted as CPU.
+METRIC_CPU_WAIT_TIME = "cpu_wait_s"
+
+# Operation attribute a hook may set: what the operation's waiting was for (free text, e.g. "input pipeline").
+ATTRIBUTE_WAITS_ON = "waits_on"
+# ... and how what it waited on spent its own time, when the hook measured it but it is no operation of the
+# trace (a training step's input pipeline): "cpu=0.25,disk=0.75,network=0".
+ATTRIBUTE_WAITS_ON_WORK = "waits_on_work"
+
+# Thread states of sampled stacks (JVM Thread.State lower-cased; Python samplers give runnable or waiting).
+THREAD_RUNNABLE = "runnable"
+THREAD_BLOCKED = "blocked"
+THREAD_WAITING = "waiting"
+THREAD_TIMED_WAITING = "timed_waiting"
+THREAD_STATES = ("", THREAD_RUNNABLE, THREAD_BLOCKED, THREAD_WAITING, THREAD_TIMED_WAITING)
