@@ -108,7 +108,7 @@ def test_waiting_stacks_skip_plumbing_to_what_they_wait_for() -> None:
         stacks=[
             [0, 1, 2, 3, 4, 5],  # parked in a queue take under a shuffle fetch: waits on the network
             [6, 4, 5],  # hashing: CPU
-            [0, 1, 2, 7, 4, 5],  # an idle pool thread: nothing but plumbing
+            [0, 1, 2, 7, 4, 5],  # an idle pool thread waiting for work: no time of the operation's
         ],
         states=[tr.THREAD_WAITING, tr.THREAD_RUNNABLE, tr.THREAD_WAITING],
         rows=[(0, 5), (1, 3), (2, 2)],
@@ -116,18 +116,25 @@ def test_waiting_stacks_skip_plumbing_to_what_they_wait_for() -> None:
     trace = make_trace([op("a", 0, 10)], samples=samples)
     profile = build_profile(trace, CLASSIFIER, locators=[EveryFrame()])
     a = profile.top.nodes["a"].vector
-    # fetch: 5 x (0, 0, 0.8, 0.2); hash: 3 x (1, 0, 0, 0); idle: 2 x (0, 0, 0, 1); over 10 samples
-    assert tuple(a.vector) == pytest.approx((0.3, 0.0, 0.4, 0.3))
+    # fetch: 5 x (0, 0, 0.8, 0.2); hash: 3 x (1, 0, 0, 0); the idle pool thread's 2 left out: over 8 samples
+    assert tuple(a.vector) == pytest.approx((0.375, 0.0, 0.5, 0.125))
     names = [f.function.qualified_name for f in a.functions]
     assert names == ["org.apache.spark.storage.ShuffleBlockFetcherIterator.next", "app.Hash.compute"]
     assert not any(is_plumbing(n) for n in names)
-    # where they waited: the queue under the fetch (5), the pool's task queue for the idle thread (2)
-    assert a.waiting_in == {"LinkedBlockingQueue.take": 7}
+    # where they waited: the queue under the fetch
+    assert a.waiting_in == {"LinkedBlockingQueue.take": 5}
 
     # The paper's method takes the first located frame: the park, which the classifier calls disk/network.
     paper = build_profile(trace, CLASSIFIER, locators=[EveryFrame()], attribution="paper")
     assert paper.top.nodes["a"].vector.functions[0].function.qualified_name == "jdk.internal.misc.Unsafe.park"
     assert paper.top.nodes["a"].vector.vector.waiting == 0.0
+
+
+def test_an_operation_of_idle_pool_threads_alone_still_waits() -> None:
+    """With no other sample, a pool thread waiting for work is what the operation did: it waited."""
+    samples = _samples(stacks=[[0, 1, 2, 7, 4, 5]], states=[tr.THREAD_WAITING], rows=[(0, 4)])
+    profile = build_profile(make_trace([op("a", 0, 10)], samples=samples), CLASSIFIER, locators=[EveryFrame()])
+    assert tuple(profile.top.nodes["a"].vector.vector) == pytest.approx((0.0, 0.0, 0.0, 1.0))
 
 
 def test_traces_without_states_still_see_wait_primitives() -> None:

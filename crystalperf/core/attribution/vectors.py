@@ -20,6 +20,7 @@ from crystalperf.core.attribution.classify import FunctionSource, KeywordClassif
 from crystalperf.core.attribution.sources import FrameResolver, LocateContext, is_native
 from crystalperf.core.attribution.waiting import (
     delegates,
+    idle_worker,
     is_off_cpu,
     is_plumbing,
     is_plumbing_frame,
@@ -106,6 +107,8 @@ class SampleResolution:
     # synchroniser (waiting for another thread, not in a read of its own)
     off_cpu: set[int] = field(default_factory=set)
     parked: set[int] = field(default_factory=set)
+    # stacks of a pool's thread waiting for work (a fetcher pool's idle thread): no time of any operation
+    idle_workers: set[int] = field(default_factory=set)
 
 
 def _name_only(frames: Sequence[tr.Frame], stack: Sequence[int], skip_plumbing: bool) -> FunctionSource | None:
@@ -233,6 +236,7 @@ def resolve_samples(
     delegating: set[int] = set()
     off_cpu_stacks: set[int] = set()
     parked: set[int] = set()
+    idle_workers: set[int] = set()
     for s, f in stack_function.items():
         vector = function_vectors[f.key] if f is not None else None
         if not evidence:
@@ -249,6 +253,8 @@ def resolve_samples(
             off_cpu_stacks.add(s)
             if parks(samples.frames, stack):
                 parked.add(s)
+            if idle_worker(samples.frames, stack):
+                idle_workers.add(s)
         stack_vectors[s] = WAITING_ONLY if sleeps(samples.frames, stack) else sample_vector(vector, off_cpu)
         if stack_vectors[s].waiting > 0:
             stack_waiting_in[s] = wait_label(samples.frames, stack)
@@ -270,7 +276,8 @@ def resolve_samples(
     if classifier_problem:
         problems.append(classifier_problem)
     return SampleResolution(stack_function, function_vectors, located, total, by_origin, problems, len(functions),
-                            stack_vectors, stack_waiting_in, delegating, attribution, off_cpu_stacks, parked)
+                            stack_vectors, stack_waiting_in, delegating, attribution, off_cpu_stacks, parked,
+                            idle_workers)
 
 
 def sampled_vectors(samples: tr.StackSamples, resolution: SampleResolution,
@@ -285,13 +292,21 @@ def sampled_vectors(samples: tr.StackSamples, resolution: SampleResolution,
     # (operation, bucket) -> stack -> count
     per_interval: dict[tuple[str, int], Counter[int]] = defaultdict(Counter)
     roles: dict[str, set[str | None]] = defaultdict(set)
-    for key, _, _, _ in samples.rows():
-        roles[samples.keys[key].operation].add(samples.keys[key].thread)
+    working: set[str] = set()  # operations with samples of threads that were not idle in a pool
+    for key, _, stack, _ in samples.rows():
+        operation = samples.keys[key].operation
+        roles[operation].add(samples.keys[key].thread)
+        if stack not in resolution.idle_workers:
+            working.add(operation)
     for key, bucket, stack, count in samples.rows():
         operation = samples.keys[key].operation
         # A thread reading back its worker's results: where the worker was sampled too, its samples tell
         # where that time went, and counting the reader as well would count the same seconds twice.
         if stack in resolution.delegating and len(roles[operation]) > 1:
+            continue
+        # A pool's thread waiting for work (a source's fetcher pool between splits) spends none of the
+        # operation's time: the threads that worked say where it went.
+        if stack in resolution.idle_workers and operation in working:
             continue
         per_interval[(operation, bucket)][stack] += count
 

@@ -166,6 +166,30 @@ def parks(frames: Sequence[tr.Frame], stack: Sequence[int]) -> bool:
     return frame is not None and bool(_PARKS.match(frame.name))
 
 
+# A pool's thread between tasks: it waits for work, which is no operation's time.
+_AWAITS_WORK = re.compile(
+    r"^(?:java\.util\.concurrent\.ThreadPoolExecutor\.getTask|java\.util\.concurrent\.ForkJoinPool\.awaitWork"
+    r"|(?:[\w.$]*\.)?io\.netty\.util\.concurrent\.SingleThreadEventExecutor\.takeTask"
+    r"|concurrent\.futures\.thread\._worker)$"
+)
+
+
+def idle_worker(frames: Sequence[tr.Frame], stack: Sequence[int]) -> bool:
+    """Whether the stack is a pool's thread waiting for work: nothing but plumbing, down to the pool's wait for its
+    next task (``ThreadPoolExecutor.getTask``...)."""
+    waits_for_work = False
+    for index in stack:
+        frame = frames[index]
+        if frame.language == "native" or frame.name.startswith(("<native>", "[native]")):
+            continue
+        name = _LAMBDA_CLASS.sub("", frame.name)
+        if _AWAITS_WORK.match(name):
+            waits_for_work = True
+        elif not is_plumbing(name):
+            return False
+    return waits_for_work
+
+
 WAITING_STATES = frozenset({tr.THREAD_BLOCKED, tr.THREAD_WAITING, tr.THREAD_TIMED_WAITING})
 
 

@@ -13,6 +13,7 @@ from crystalperf.core.predict.band import (
     perturb,
 )
 from crystalperf.core.predict.base import Baseline, Changes, ResourceModel, TaskParts
+from crystalperf.core.predict.ceilings import Ceilings, Floors
 from crystalperf.core.predict.compute import estimate_warmup
 from crystalperf.core.predict.scenarios import installed_models
 from crystalperf.core.predict.simulation import (
@@ -53,6 +54,8 @@ class Simulator:
         self._stream_cpu = (StreamingCpu.of(profile.trace, self.runtime, self._busiest_link()) if self.streaming
                             else None)
         self._prepared: tuple[Changes, list[str]] | None = None
+        self.ceilings = Ceilings(profile, self.baseline)
+        self._floors: Floors | None = None
         # Per operation and per level, what every simulation of every scenario reads the same way.
         self._units: dict[str, Unit] = {}
         self._plans: dict[int, LevelPlan] = {}
@@ -242,7 +245,8 @@ class Simulator:
             drawn = self._drawn_columns(plan, rows, sim)
             for i in rows:
                 found = drawn[i] if drawn is not None else None
-                durations[i] = found if found is not None else leaf(plan.rows[i][3], sim)
+                durations[i] = self._floored(plan.rows[i][3], found if found is not None else leaf(plan.rows[i][3], sim),
+                                             sim)
             for i in plan.child_rows:
                 durations[i] = max(self._level_duration(plan.rows[i][2], sim), 0.0)  # type: ignore[arg-type]
             return durations
@@ -260,13 +264,27 @@ class Simulator:
                 append(unit.point)
             else:
                 found = known[i] if known is not None else None
-                duration = found if found is not None else leaf(unit, sim)
+                duration = self._floored(unit, found if found is not None else leaf(unit, sim), sim)
                 if sim.record_point:
                     unit.point = duration
                 append(duration)
         if sim.record_point:
             plan.points = durations
         return durations
+
+    @staticmethod
+    def _floored(unit: Unit, duration: float, sim: Sim) -> float:
+        """The operation's duration, no shorter than what the scenario's ceilings allow."""
+        floors = sim.floors
+        if floors is None:
+            return duration
+        floor = floors.seconds.get(unit.ctx.profile.path)
+        if floor is None or floor <= duration:
+            return duration
+        if sim.record_point:
+            kind = floors.kinds[unit.ctx.profile.path]
+            floors.added[kind] = floors.added.get(kind, 0.0) + floor - duration
+        return floor
 
     def _columns_durations(self, plan: LevelPlan, sim: Sim) -> list[float | None] | None:
         """The new durations of a level's one-wave operations, all at once, where the scenario's models can adjust
@@ -350,6 +368,8 @@ class Simulator:
             notes.extend(model.prepare(self.profile, baseline, changes))
         # A model that says it changes nothing in this scenario is not asked about every task.
         self._active_models = [m for m in self.models if not getattr(m, "unchanged", False)]
+        self._floors = (self.ceilings.floors(changes, baseline, self.new_slots(changes)) if self.ceilings.useful
+                        else None)
         self._prepared = (changes, notes)
         return notes
 
@@ -396,9 +416,13 @@ class Simulator:
         models = [m for m in self._active_models if (with_vectors or m.name == "compute")
                   and not (draw.rng is None and getattr(m, "point_unchanged", False))]
         warmup = draw.warmup if draw.warmup is not None else self.warmup
+        if record_point and self._floors is not None:
+            self._floors.added = {}
         if draw.share < 1.0 and not self._all_planned:
             self._plan_all(self.profile.top)  # every unit exists (and has its index) before a draw picks some
         sim = Sim(draw, with_vectors, models, slots, slots == self.baseline.slots, "parallelism" in changes, warmup,
-                   record_point, self._redrawn(draw), min(slots, self.baseline.slots))
+                  record_point, self._redrawn(draw), min(slots, self.baseline.slots),
+                  # the naive replay knows no ceiling: it is the baseline that shows what they change
+                  self._floors if with_vectors else None)
 
         return self._level_duration(self.profile.top, sim)

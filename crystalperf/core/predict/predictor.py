@@ -135,6 +135,8 @@ class Predictor(Simulator):
             notes.append(f"task slots {self.baseline.slots} -> {self.new_slots(changes)}"
                          + (f" (first-wave warm-up factor {self.warmup:.2f})" if self.warmup != 1.0 else ""))
         point = self.simulate(changes, record_point=True)
+        if self._floors is not None:
+            notes += self.ceilings.notes(self._floors, self.runtime)
         if stream is not None:
             notes.append(stream.note())
         estimate = Estimate(point)

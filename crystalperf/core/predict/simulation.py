@@ -14,6 +14,7 @@ import numpy as np
 from crystalperf.core import trace as tr
 from crystalperf.core.predict.band import Draw
 from crystalperf.core.predict.base import OpContext, ResourceModel, TaskParts
+from crystalperf.core.predict.ceilings import Floors
 from crystalperf.core.profile.dag import LevelGraph, OperationProfile, runs_its_children
 from crystalperf.core.schedule import replay
 from crystalperf.core.trace.totals import task_count
@@ -36,6 +37,9 @@ class Sim:
     record_point: bool = False
     redrawn: bytearray | None = None  # by unit index, when the draw redraws only some operations
     one_wave: int = 0  # an operation of at most this many tasks ran, and runs, in one wave (min of the slots)
+    # the scenario's floors by unit operation path (``crystalperf.core.predict.ceilings``), and where the point
+    # estimate records what each ceiling added
+    floors: Floors | None = None
 
 
 def same_durations(new: Sequence[float], old: Sequence[float]) -> bool:

@@ -1,0 +1,149 @@
+"""Ceilings: what the tasks share bounds every scenario from below, whatever its task slots.
+
+From what the job's processes used (``crystalperf.core.profile.shared``), each operation of a scenario takes at
+least:
+
+- **cores**: its CPU work — its tasks' own CPU time and its share of what its processes did beside them (the
+  collector, the compilers, shuffle and fetcher threads), both scaled by a CPU speed change — over the cores the
+  processes can have: the cores they may use less what other processes of the hosts kept busy, or what the
+  operation was seen using where that was more. Task slots add no cores: only more executors (more hosts), a
+  quota that follows the executor's cores (a container's), or a CPU share change do;
+- **the storage device**: the bytes it read from the device over the device's bandwidth (the traced one, or the
+  scenario's ``disk``), or what the operation was seen reading at where that was faster;
+- **the link**: the bytes over the busiest link over its bandwidth (the traced one, or the scenario's
+  ``network``), where the trace gave the link's bandwidth rather than assuming one.
+
+Each floor is at most the operation's traced span when nothing changes, so a scenario of no change stays the
+traced run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from crystalperf.core.predict.base import Baseline, Changes
+from crystalperf.core.profile.dag import ExecutionProfile
+from crystalperf.core.profile.shared import OperationShare, SharedMachine, shared_machine
+from crystalperf.core.units import format_bandwidth, format_byte_rate
+
+# A floor that adds less than this share to an operation's replayed time does not make a note.
+NOTED_SHARE = 0.05
+# A limit on the cores within this of the slots per host is taken to follow the executor's cores (a container's
+# CPU quota): more cores per executor then come with their quota.
+TIED_QUOTA = 0.5
+
+CORES, DEVICE, LINK = "cores", "device", "link"
+
+
+@dataclass
+class Floors:
+    """One scenario's floors, by unit operation path, and which ceiling each is."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    kinds: dict[str, str] = field(default_factory=dict)
+    # seconds each ceiling added to the scenario's point estimate, over the operations' replayed times
+    added: dict[str, float] = field(default_factory=dict)
+
+
+class Ceilings:
+    """The shared machine of a traced job, turned into each scenario's floors."""
+
+    def __init__(self, profile: ExecutionProfile, baseline: Baseline) -> None:
+        self.baseline = baseline
+        self.machine: SharedMachine | None = shared_machine(profile)
+        observed = baseline.origins
+        # a bandwidth assumed (not in the trace) bounds nothing: the job may have had far more
+        self.device_known = observed.get("disk") in ("declared", "observed", "stated")
+        self.link_known = observed.get("network") in ("declared", "observed", "stated") and not baseline.network_idle
+
+    @property
+    def useful(self) -> bool:
+        return self.machine is not None and bool(self.machine.shares)
+
+    def cores_factor(self, changes: Changes, new_slots: int) -> float:
+        """How many times the cores the traced run's processes could have the scenario's have."""
+        machine = self.machine
+        assert machine is not None
+        b = self.baseline
+        factor = changes.number("executors", b.executors) / b.executors if "executors" in changes else 1.0
+        per_executor = machine.cores / max(1, b.executors)
+        if machine.limited_by == "limit" and abs(per_executor - b.cores_per_executor) <= TIED_QUOTA:
+            # a container's quota that matched the executor's cores: more cores per executor come with theirs
+            factor *= changes.number("cores", b.cores_per_executor) / b.cores_per_executor
+        if "cpu_share" in changes:
+            # a CPU share is CPUs per task slot: a quota of share x slots on the processes
+            quota = changes.number("cpu_share", 1.0) * new_slots
+            factor = min(factor, quota / machine.cores)
+        return factor
+
+    def floors(self, changes: Changes, baseline: Baseline, new_slots: int) -> Floors:
+        """The scenario's floor for every unit operation (``baseline``: the traced run's, as the scenario states
+        it)."""
+        found = Floors()
+        machine = self.machine
+        if machine is None:
+            return found
+        cpu_factor = 1.0 / changes.number("cpu_speed", 1.0)
+        cores = self.cores_factor(changes, new_slots)
+        hosts = changes.number("executors", baseline.executors) / baseline.executors if "executors" in changes else 1.0
+        disk = (changes.number("disk", baseline.disk_bandwidth) / baseline.disk_bandwidth) * hosts
+        network = changes.number("network", baseline.network_bandwidth) / baseline.network_bandwidth
+        for path, share in machine.shares.items():
+            candidates = [(self._cores_floor(share, machine, cpu_factor, cores), CORES)]
+            if self.device_known and share.read_bytes > 0:
+                candidates.append((self._bandwidth_floor(share.read_bytes, share.window_s, baseline.disk_bandwidth,
+                                                         disk), DEVICE))
+            if self.link_known and share.network_bytes > 0:
+                candidates.append((self._bandwidth_floor(share.network_bytes, share.window_s,
+                                                         baseline.network_bandwidth, network), LINK))
+            seconds, kind = max(candidates)
+            if seconds > 0:
+                found.seconds[path] = seconds
+                found.kinds[path] = kind
+        return found
+
+    @staticmethod
+    def _cores_floor(share: OperationShare, machine: SharedMachine, cpu_factor: float, cores: float) -> float:
+        if share.window_s <= 0 or share.cpu_s <= 0:
+            return 0.0
+        # the cores it could have: what others left of the processes' cores, or what it was seen using
+        available = max(machine.cores - share.other_cores, share.cpu_s / share.window_s)
+        return share.cpu_s * cpu_factor / (available * cores)
+
+    @staticmethod
+    def _bandwidth_floor(moved: float, window_s: float, bandwidth: float, factor: float) -> float:
+        if window_s <= 0:
+            return 0.0
+        seen = max(bandwidth, moved / window_s)
+        return moved / (seen * factor)
+
+    def notes(self, floors: Floors, runtime_s: float) -> list[str]:
+        """What bound the scenario, where a ceiling added at least ``NOTED_SHARE`` of the run."""
+        machine = self.machine
+        if machine is None:
+            return []
+        notes: list[str] = []
+        for kind, added in sorted(floors.added.items(), key=lambda kv: -kv[1]):
+            if added < NOTED_SHARE * runtime_s:
+                continue
+            if kind == CORES:
+                background = machine.background_cores
+                used = (f"the job's processes kept {machine.busy_cores:.2f} of their {machine.cores:g} cores busy "
+                        f"in the traced run")
+                if background is not None:
+                    used += f" ({background:.2f} of them beside the tasks' threads: collector, compilers, fetchers)"
+                if machine.other_cores >= 0.05:
+                    used += f", other processes {machine.other_cores:.2f}"
+                notes.append(f"ceiling: the cores — {used}; task slots share the same cores, which add "
+                             f"{added:.2f} s over the replay")
+            elif kind == DEVICE:
+                seen = self.baseline.observed.get("disk")
+                rate = format_byte_rate(self.baseline.disk_bandwidth)
+                moved = (f"{seen.bytes / 1e6:.1f} MB at up to {rate} in {seen.active_s:.1f} s of the "
+                         f"{runtime_s:.1f} s run" if seen is not None else f"at {rate}")
+                notes.append(f"ceiling: the storage device — it moved {moved}; more task slots read no faster "
+                             f"({added:.2f} s over the replay)")
+            elif kind == LINK:
+                notes.append(f"ceiling: the network link at {format_bandwidth(self.baseline.network_bandwidth)}; "
+                             f"more task slots send no faster ({added:.2f} s over the replay)")
+        return notes

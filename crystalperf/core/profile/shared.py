@@ -1,0 +1,257 @@
+"""What the job's tasks shared, as its processes' counters saw it (``Trace.io``, schema 1.8): the cores their
+processes may use, how much of them the tasks and everything else in those processes used (the collector, the
+compilers, shuffle and network threads, fetchers, the hook), how much other processes of the hosts took, and
+the bytes that went through the storage device and the network — per operation, over its time window.
+
+A prediction (``crystalperf.core.predict.ceilings``) turns these into floors no scenario goes below: an
+operation's CPU work over the cores it can have, its device bytes over the device's bandwidth, its network
+bytes over the link's. Adding task slots to a job whose cores its own JVM threads keep busy, or whose disk
+moves all it can, then gains (about) nothing, as it does for real.
+
+Quantities of a window are shared among the operations running in it by their task time in it (their tasks'
+overlap with the window, each recorded task standing for the tasks it was sampled from).
+"""
+
+from __future__ import annotations
+
+import bisect
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from crystalperf.core import trace as tr
+from crystalperf.core.attribution.observed import COORDINATORS, WORKERS
+from crystalperf.core.profile.dag import ExecutionProfile, OperationProfile, unit_profiles
+from crystalperf.core.trace.totals import metric_total, task_scale
+
+# Counters of CPU time are read every 250 ms in 10 ms ticks: a window shorter than this says little.
+MIN_WINDOW_S = 0.5
+
+
+@dataclass(frozen=True)
+class OperationShare:
+    """What one operation took of what its tasks shared, over its window (seconds from its start to its end)."""
+
+    window_s: float
+    cpu_s: float  # CPU seconds of the job's processes given to it: its tasks' own and its share of the rest
+    task_cpu_s: float | None  # its tasks' own CPU time, where the framework measured it
+    other_cores: float  # cores other processes kept busy on the job's hosts, on average over the window
+    read_bytes: float  # bytes read from the storage devices, its share
+    network_bytes: float  # bytes over the busiest link (received or sent, the larger), its share
+
+    @property
+    def background_cpu_s(self) -> float:
+        """CPU seconds its processes spent beside its tasks' threads (where the tasks' own was measured)."""
+        return max(0.0, self.cpu_s - self.task_cpu_s) if self.task_cpu_s is not None else 0.0
+
+
+@dataclass
+class SharedMachine:
+    """The hosts the job's tasks ran on, as one pool: the cores their processes may use and what the job used."""
+
+    cores: float  # cores the processes running tasks may use, all hosts together
+    hosts: int
+    host_cpus: int  # logical CPUs of those hosts together
+    limited_by: str  # what set ``cores``: "cpus" (the hosts' own) or "limit" (a cpuset or a cgroup CPU quota)
+    span_s: float  # the job's span the counters cover
+    process_cpu_s: float  # CPU seconds the processes used over it
+    task_cpu_s: float | None  # of which the tasks' own, where measured
+    other_cpu_s: float  # CPU seconds other processes of the hosts used over it
+    shares: dict[str, OperationShare] = field(default_factory=dict)  # by unit operation path
+
+    @property
+    def busy_cores(self) -> float:
+        """Cores the job's processes kept busy, on average over the run."""
+        return self.process_cpu_s / self.span_s if self.span_s > 0 else 0.0
+
+    @property
+    def background_cores(self) -> float | None:
+        """Cores its processes used beside its tasks' threads, on average (None where the tasks' was not measured)."""
+        if self.task_cpu_s is None or self.span_s <= 0:
+            return None
+        return max(0.0, self.process_cpu_s - self.task_cpu_s) / self.span_s
+
+    @property
+    def other_cores(self) -> float:
+        return self.other_cpu_s / self.span_s if self.span_s > 0 else 0.0
+
+
+class _Series:
+    """A cumulative counter of one process (or host) as a function of time, linear between readings."""
+
+    def __init__(self, points: Sequence[tuple[float, float]]) -> None:
+        self.t = [p[0] for p in points]
+        self.v = [p[1] for p in points]
+
+    def at(self, t: float) -> float:
+        i = bisect.bisect_left(self.t, t)
+        if i <= 0:
+            return self.v[0]
+        if i >= len(self.t):
+            return self.v[-1]
+        t0, t1, v0, v1 = self.t[i - 1], self.t[i], self.v[i - 1], self.v[i]
+        return v0 + (v1 - v0) * (t - t0) / (t1 - t0) if t1 > t0 else v1
+
+    def between(self, a: float, b: float) -> float:
+        return max(0.0, self.at(b) - self.at(a))
+
+
+def _series(rows: Sequence[tr.IoSample], name: str) -> _Series | None:
+    points: list[tuple[float, float]] = []
+    for row in rows:
+        value = getattr(row, name)
+        if value is None:
+            continue
+        if points and value < points[-1][1]:  # a restarted process: count on from where it was
+            value = points[-1][1] + value
+        points.append((row.t, float(value)))
+    return _Series(points) if len(points) >= 2 else None
+
+
+def _task_processes(trace: tr.Trace) -> dict[str, list[tr.IoSample]]:
+    """The counter rows of the processes that ran the job's tasks, by source: on a cluster the workers (Spark's
+    executors, Flink's TaskManagers), else every process (a local driver, a mini cluster, a Keras fit)."""
+    by_source: dict[str, list[tr.IoSample]] = {}
+    for row in sorted(trace.io, key=lambda r: r.t):
+        by_source.setdefault(row.source, []).append(row)
+    if any(source.startswith(WORKERS) for source in by_source):
+        by_source = {s: rows for s, rows in by_source.items() if not s.startswith(COORDINATORS)}
+    return by_source
+
+
+class _Activity:
+    """The task time running at each moment, all unit operations together: its integral over a window, from the
+    tasks' starts and ends sorted once."""
+
+    def __init__(self, intervals: Sequence[tuple[float, float, float]]) -> None:
+        starts = sorted((s, w) for s, _e, w in intervals)
+        ends = sorted((e, w) for _s, e, w in intervals)
+        self.starts = np.array([s for s, _ in starts], dtype=np.float64)
+        self.ends = np.array([e for e, _ in ends], dtype=np.float64)
+        self.start_w = np.concatenate([[0.0], np.cumsum([w for _, w in starts])])
+        self.start_ws = np.concatenate([[0.0], np.cumsum([s * w for s, w in starts])])
+        self.end_w = np.concatenate([[0.0], np.cumsum([w for _, w in ends])])
+        self.end_ws = np.concatenate([[0.0], np.cumsum([e * w for e, w in ends])])
+
+    def integral(self, t: np.ndarray) -> np.ndarray:
+        """Task-seconds run before each time of ``t``."""
+        i = np.searchsorted(self.starts, t, side="right")
+        j = np.searchsorted(self.ends, t, side="right")
+        return (self.start_w[i] * t - self.start_ws[i]) - (self.end_w[j] * t - self.end_ws[j])
+
+
+def _units(profile: ExecutionProfile) -> list[tuple[OperationProfile, list[tuple[float, float, float]]]]:
+    """Each unit operation and its tasks' (start, end, weight) — the operation itself when it recorded none."""
+    found = []
+    for prof in unit_profiles(profile):
+        op = prof.op
+        if op.duration <= 0:
+            continue
+        scale = task_scale(op)
+        intervals = ([(t.start, t.end, scale) for t in op.tasks if t.end > t.start] if op.tasks
+                     else [(op.start, op.end, 1.0)])
+        if intervals:
+            found.append((prof, intervals))
+    return found
+
+
+def shared_machine(profile: ExecutionProfile) -> SharedMachine | None:
+    """What the job's tasks shared, where its hooks counted its processes' CPU time; None for traces without
+    (written before schema 1.8, or by a hook that could not read /proc)."""
+    trace = profile.trace
+    processes = _task_processes(trace)
+    cpu: list[_Series] = []
+    hosts: dict[str | None, list[list[tr.IoSample]]] = {}
+    for rows in processes.values():
+        series = _series(rows, "process_cpu_s")
+        if series is None:
+            continue
+        cpu.append(series)
+        hosts.setdefault(rows[0].host, []).append(rows)
+    if not cpu:
+        return None
+    cores = 0.0
+    host_cpus = 0
+    limited_by = "cpus"
+    busy: list[_Series] = []
+    for host_rows in hosts.values():
+        rows = [r for source_rows in host_rows for r in source_rows]
+        cpus = max((r.host_cpus for r in rows if r.host_cpus), default=None)
+        limits = [r.cpu_limit for r in rows if r.cpu_limit]
+        limit = statistics.median(limits) if limits else None
+        if cpus is None and limit is None:
+            return None
+        host_cores = min(x for x in (cpus, limit) if x is not None)
+        if limit is not None and (cpus is None or limit < cpus):
+            limited_by = "limit"
+        cores += host_cores
+        host_cpus += cpus or int(round(host_cores))
+        # the host's busy CPU: any one process's reading of /proc/stat (they read the same host)
+        longest = max(host_rows, key=len)
+        host_busy = _series(longest, "host_cpu_busy_s")
+        if host_busy is not None:
+            busy.append(host_busy)
+    app = trace.application
+    start, end = max(app.start, min(s.t[0] for s in cpu)), min(app.end, max(s.t[-1] for s in cpu))
+    if end - start < MIN_WINDOW_S:
+        return None
+    process_cpu = sum(s.between(start, end) for s in cpu)
+    other = max(0.0, sum(s.between(start, end) for s in busy) - process_cpu) if busy else 0.0
+    units = _units(profile)
+    measured = [metric_total(p.op, tr.METRIC_CPU_TIME) for p, _ in units
+                if any(tr.METRIC_CPU_TIME in t.metrics for t in p.op.tasks) or tr.METRIC_CPU_TIME in p.op.metrics]
+    machine = SharedMachine(cores, len(hosts), host_cpus, limited_by, end - start, process_cpu,
+                            sum(measured) if measured else None, other)
+    machine.shares = _operation_shares(trace, processes, cpu, busy, units)
+    return machine
+
+
+def _operation_shares(trace: tr.Trace, processes: dict[str, list[tr.IoSample]], cpu: list[_Series],
+                      busy: list[_Series], units: list[tuple[OperationProfile, list[tuple[float, float, float]]]],
+                      ) -> dict[str, OperationShare]:
+    """Each unit operation's share of the processes' CPU, of the other processes' and of the bytes moved, over
+    its window."""
+    if not units:
+        return {}
+    activity = _Activity([iv for _p, intervals in units for iv in intervals])
+    bounds = np.array([[p.op.start, p.op.end] for p, _ in units], dtype=np.float64)
+    totals = activity.integral(bounds[:, 1]) - activity.integral(bounds[:, 0])
+    read = [s for rows in processes.values() if (s := _series(rows, "storage_read_bytes")) is not None]
+    network = _busiest_link(processes)
+    shares: dict[str, OperationShare] = {}
+    for (prof, intervals), total in zip(units, totals.tolist(), strict=True):
+        op = prof.op
+        a, b = op.start, op.end
+        own = sum((e - s) * w for s, e, w in intervals)
+        share = min(1.0, own / total) if total > 0 else 0.0
+        window_cpu = sum(s.between(a, b) for s in cpu)
+        window_busy = sum(s.between(a, b) for s in busy) if busy else window_cpu
+        measured = (metric_total(op, tr.METRIC_CPU_TIME)
+                    if any(tr.METRIC_CPU_TIME in t.metrics for t in op.tasks) or tr.METRIC_CPU_TIME in op.metrics
+                    else None)
+        shares[prof.path] = OperationShare(
+            window_s=b - a,
+            cpu_s=max(window_cpu * share, measured or 0.0),
+            task_cpu_s=measured,
+            other_cores=max(0.0, window_busy - window_cpu) / (b - a),
+            read_bytes=sum(s.between(a, b) for s in read) * share,
+            network_bytes=(max(s.between(a, b) for s in network) * share) if network else 0.0,
+        )
+    return shares
+
+
+def _busiest_link(processes: dict[str, list[tr.IoSample]]) -> list[_Series]:
+    """The network counters of each distinct host namespace (received and sent, the larger direction by the end)."""
+    found: list[_Series] = []
+    seen: set[str | None] = set()
+    for rows in processes.values():
+        if rows[0].host in seen:
+            continue  # one namespace's interfaces read by two processes: the same bytes
+        rx, tx = _series(rows, "network_rx_bytes"), _series(rows, "network_tx_bytes")
+        larger = max((s for s in (rx, tx) if s is not None), key=lambda s: s.v[-1] - s.v[0], default=None)
+        if larger is not None:
+            found.append(larger)
+            seen.add(rows[0].host)
+    return found
