@@ -125,6 +125,8 @@ PARSERS: dict[str, tuple[Callable[[str, str], float | str], str]] = {
     "executors": (_slots, "number of executors / workers (Spark)"),
     "parallelism": (_slots, "operator parallelism (Flink)"),
     "slots": (_slots, "total tasks that run at once"),
+    "host_cpus": (_slots, "CPUs each host gives the job's processes (the traced run's: its cores, or its cgroup "
+                          "quota or cpuset)"),
     "cpu_speed": (_ratio(*SPEED_RANGE), "CPU speed relative to the traced run (2 = twice as fast)"),
     "cpu_share": (_share, "CPU share per slot relative to the traced run (0.5 or 50% = half)"),
     "memory": (_memory, "memory for the job's data, e.g. 4g"),

@@ -19,6 +19,7 @@ traced run.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from crystalperf.core.predict.base import Baseline, Changes
@@ -33,6 +34,8 @@ NOTED_SHARE = 0.05
 TIED_QUOTA = 0.5
 
 CORES, DEVICE, LINK = "cores", "device", "link"
+# The what-if key that gives each ceiling more of its resource.
+RESOURCE_KEY = {CORES: "host_cpus", DEVICE: "disk", LINK: "network"}
 
 
 @dataclass
@@ -41,8 +44,19 @@ class Floors:
 
     seconds: dict[str, float] = field(default_factory=dict)
     kinds: dict[str, str] = field(default_factory=dict)
-    # seconds each ceiling added to the scenario's point estimate, over the operations' replayed times
+    # seconds each ceiling added to the scenario's point estimate, over the operations' replayed times, and how
+    # many times more of the resource the most bound operation would need for its floor not to bind
     added: dict[str, float] = field(default_factory=dict)
+    needed: dict[str, float] = field(default_factory=dict)
+
+    def record(self, kind: str, floor: float, replayed: float) -> None:
+        self.added[kind] = self.added.get(kind, 0.0) + floor - replayed
+        if replayed > 0:
+            self.needed[kind] = max(self.needed.get(kind, 1.0), floor / replayed)
+
+    def reset(self) -> None:
+        self.added = {}
+        self.needed = {}
 
 
 class Ceilings:
@@ -70,6 +84,8 @@ class Ceilings:
         if machine.limited_by == "limit" and abs(per_executor - b.cores_per_executor) <= TIED_QUOTA:
             # a container's quota that matched the executor's cores: more cores per executor come with theirs
             factor *= changes.number("cores", b.cores_per_executor) / b.cores_per_executor
+        if "host_cpus" in changes:
+            factor *= changes.number("host_cpus", 1.0) * machine.hosts / machine.cores
         if "cpu_share" in changes:
             # a CPU share is CPUs per task slot: a quota of share x slots on the processes
             quota = changes.number("cpu_share", 1.0) * new_slots
@@ -147,3 +163,15 @@ class Ceilings:
                 notes.append(f"ceiling: the network link at {format_bandwidth(self.baseline.network_bandwidth)}; "
                              f"more task slots send no faster ({added:.2f} s over the replay)")
         return notes
+
+    def more(self, kind: str, factor: float, changes: Changes, baseline: Baseline) -> Changes:
+        """``changes`` with ``factor`` times the traced run's resource of the ceiling ``kind``: what lets its floor
+        stop binding."""
+        values = dict(changes.values)
+        if kind == CORES and self.machine is not None:
+            values["host_cpus"] = max(1, math.ceil(self.machine.cores / max(1, self.machine.hosts) * factor - 1e-9))
+        elif kind == DEVICE:
+            values["disk"] = baseline.disk_bandwidth * factor
+        elif kind == LINK:
+            values["network"] = baseline.network_bandwidth * factor
+        return Changes(values, changes.baselines, changes.added)

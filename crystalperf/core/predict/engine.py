@@ -282,8 +282,7 @@ class Simulator:
         if floor is None or floor <= duration:
             return duration
         if sim.record_point:
-            kind = floors.kinds[unit.ctx.profile.path]
-            floors.added[kind] = floors.added.get(kind, 0.0) + floor - duration
+            floors.record(floors.kinds[unit.ctx.profile.path], floor, duration)
         return floor
 
     def _columns_durations(self, plan: LevelPlan, sim: Sim) -> list[float | None] | None:
@@ -417,7 +416,7 @@ class Simulator:
                   and not (draw.rng is None and getattr(m, "point_unchanged", False))]
         warmup = draw.warmup if draw.warmup is not None else self.warmup
         if record_point and self._floors is not None:
-            self._floors.added = {}
+            self._floors.reset()
         if draw.share < 1.0 and not self._all_planned:
             self._plan_all(self.profile.top)  # every unit exists (and has its index) before a draw picks some
         sim = Sim(draw, with_vectors, models, slots, slots == self.baseline.slots, "parallelism" in changes, warmup,

@@ -55,6 +55,9 @@ class Prediction:
     replay: Estimate
     baseline_runtime_s: float
     notes: list[str] = field(default_factory=list)
+    # the ceilings that bound the point estimate: seconds each added, and how many times more of its resource
+    # the most bound operation would need (``crystalperf.core.predict.ceilings``)
+    ceilings: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def speedup(self) -> float:
@@ -83,6 +86,9 @@ class Prediction:
             shown["added"] = sorted(self.changes.added)
         if self.changes.baselines:
             shown["stated_baselines"] = dict(self.changes.baselines)
+        if self.ceilings:
+            shown["ceilings"] = {kind: {"added_s": round(added, 6), "needs_factor": round(needed, 4)}
+                                 for kind, (added, needed) in self.ceilings.items()}
         return shown
 
 class Predictor(Simulator):
@@ -135,8 +141,10 @@ class Predictor(Simulator):
             notes.append(f"task slots {self.baseline.slots} -> {self.new_slots(changes)}"
                          + (f" (first-wave warm-up factor {self.warmup:.2f})" if self.warmup != 1.0 else ""))
         point = self.simulate(changes, record_point=True)
+        bound: dict[str, tuple[float, float]] = {}
         if self._floors is not None:
             notes += self.ceilings.notes(self._floors, self.runtime)
+            bound = {kind: (added, self._floors.needed.get(kind, 1.0)) for kind, added in self._floors.added.items()}
         if stream is not None:
             notes.append(stream.note())
         estimate = Estimate(point)
@@ -170,7 +178,7 @@ class Predictor(Simulator):
         if replay_key not in self._replays:
             self._replays[replay_key] = self.simulate(changes, with_vectors=False)
         replayed = Estimate(self._replays[replay_key])
-        return Prediction(changes, estimate, linear, replayed, self.runtime, notes)
+        return Prediction(changes, estimate, linear, replayed, self.runtime, notes, bound)
 
     def _more_only(self, changes: Changes, baseline: Baseline) -> bool:
         """Whether every change gives the job more of a resource than the traced run had."""

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crystalperf.core.predict.base import Changes
+from crystalperf.core.predict.ceilings import NOTED_SHARE
 from crystalperf.core.predict.knobs import MAX_STEPS, SettingsMap, settings_map
 from crystalperf.core.predict.predictor import Prediction, Predictor
 from crystalperf.core.predict.simulation import REPRESENTATIVE_TASKS
@@ -87,6 +88,30 @@ class Suggestion:
 
 
 @dataclass
+class Blocked:
+    """A setting whose gain a ceiling took: which resource it would need, how much more, and the prediction with
+    both the setting and that resource."""
+
+    candidate: Candidate
+    kind: str  # the ceiling: cores, device, link
+    factor: float  # times the traced run's resource
+    prediction: Prediction  # the setting with that much more of the resource
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"typed": self.candidate.typed, "ceiling": self.kind, "needs_factor": round(self.factor, 4),
+                "with": self.prediction.changes.describe(), "runtime_s": round(self.prediction.crystalperf.runtime_s, 6),
+                "speedup": round(self.prediction.speedup, 4)}
+
+    def advice(self) -> str:
+        what = {"cores": "cores", "device": "storage device bandwidth", "link": "network bandwidth"}[self.kind]
+        p = self.prediction
+        return (f"Settings: {' '.join(self.candidate.typed)} is held back by the {self.kind} ceiling "
+                f"(predicted {format_seconds(self.candidate.runtime_s)}); it needs {self.factor:.2g}x the "
+                f"{what} of the traced run: with {p.changes.describe()} the job is predicted to take "
+                f"{format_seconds(p.crystalperf.runtime_s)} ({p.speedup:.2f}x).")
+
+
+@dataclass
 class SettingsSearch:
     framework: str
     suggestions: list[Suggestion] = field(default_factory=list)
@@ -96,6 +121,7 @@ class SettingsSearch:
     budget: int = DEFAULT_BUDGET
     predictions: int = 0  # predictions made, bands included
     near: float = NEAR_BEST
+    blocked: Blocked | None = None  # the setting a ceiling held back most, with the resource it needs
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -106,12 +132,20 @@ class SettingsSearch:
             "tried": len(self.candidates) - 1,  # settings other than the traced ones, predicted or reused
             "predictions": self.predictions,  # new predictions made for them (reused ones cost none)
             "near_best": self.near,
+            **({"blocked": self.blocked.as_dict()} if self.blocked is not None else {}),
             "candidates": [{"changes": dict(c.changes.values), "typed": c.typed, "runtime_s": round(c.runtime_s, 6)}
                            for c in self.candidates],
         }
 
     def advice(self) -> list[str]:
-        """The best suggestion as a line of the report's advice (none when nothing was searched)."""
+        """The best suggestion as a line of the report's advice (none when nothing was searched), and the setting
+        a ceiling held back, with what it needs."""
+        lines = self._advice()
+        if self.blocked is not None:
+            lines.append(self.blocked.advice())
+        return lines
+
+    def _advice(self) -> list[str]:
         if not self.searched:
             return []
         if not self.suggestions:
@@ -232,7 +266,25 @@ def search_settings(predictor: Predictor, *, budget: int | None = None, near: fl
         search.suggestions[0].kind = "fastest"
     for candidate in search.candidates:
         candidate.typed = smap.typed(candidate.values)
+    search.blocked = _blocked(predictor, search)
     return search
+
+
+def _blocked(predictor: Predictor, search: SettingsSearch) -> Blocked | None:
+    """The setting whose gain a ceiling took most (at least ``NOTED_SHARE`` of the run), predicted again with as much
+    more of that resource as its most bound operation needs; None when no ceiling held a setting back."""
+    runtime = search.candidates[0].runtime_s
+    held = [(c.prediction.ceilings[kind], kind, c) for c in search.candidates[1:] if c.prediction is not None
+            for kind in c.prediction.ceilings]
+    held = [h for h in held if h[0][0] >= NOTED_SHARE * runtime]
+    if not held:
+        return None
+    (_added, factor), kind, candidate = max(held, key=lambda h: h[0][0])
+    assert candidate.prediction is not None
+    changes = predictor.ceilings.more(kind, factor, candidate.changes, predictor.baseline.stated(candidate.changes))
+    prediction = predictor.predict(changes, band=False)
+    search.predictions += 1
+    return Blocked(candidate, kind, factor, prediction)
 
 
 def _combinations(smap: SettingsMap, candidates: list[Candidate], near: float) -> Iterator[dict[str, int]]:

@@ -1,0 +1,121 @@
+"""Ceilings (crystalperf.core.profile.shared, crystalperf.core.predict.ceilings): what the tasks share bounds every
+scenario from below. Hand-computed cases: one operation, its processes' counters every second."""
+
+from __future__ import annotations
+
+import pytest
+
+from crystalperf.core import trace as tr
+from crystalperf.core.attribution.classify import KeywordClassifier
+from crystalperf.core.predict import Changes, Predictor
+from crystalperf.core.predict.settings import search_settings
+from crystalperf.core.profile.dag import build_profile
+from crystalperf.core.profile.shared import shared_machine
+
+from .helpers import make_trace, op, task
+
+
+def io_rows(seconds: int, *, process_cores: float, other_cores: float = 0.0, cpus: int = 2,
+            limit: float | None = 2.0, read_rate: float = 0.0, read_limit: float | None = None) -> list[tr.IoSample]:
+    """One counter row a second: the process kept ``process_cores`` busy, other processes ``other_cores``."""
+    return [tr.IoSample(t=float(t), source="driver", host="h", process_cpu_s=process_cores * t,
+                        host_cpu_busy_s=(process_cores + other_cores) * t, host_cpu_s=cpus * t, host_cpus=cpus,
+                        cpu_limit=limit, storage_read_bytes=read_rate * t, storage_write_bytes=0.0,
+                        disk_read_limit=read_limit)
+            for t in range(seconds + 1)]
+
+
+def cpu_job(process_cores: float = 1.9, other_cores: float = 0.0) -> tr.Trace:
+    """Ten 1 s tasks one after another on one slot, each 1 s of CPU; the process used ``process_cores``."""
+    tasks = [task(f"t{i}", i, i + 1, cpu_time_s=1.0, run_time_s=1.0) for i in range(10)]
+    trace = make_trace([op("s", 0, 10, tasks=tasks)], total_slots=1, cores_per_executor=1,
+                       executors=[tr.Executor(id="driver", cores=1)])
+    trace.io = io_rows(10, process_cores=process_cores, other_cores=other_cores)
+    return trace
+
+
+def predictor(trace: tr.Trace) -> Predictor:
+    return Predictor(build_profile(trace, KeywordClassifier()))
+
+
+def test_the_shared_machine_is_read_from_the_processes_counters() -> None:
+    machine = shared_machine(build_profile(cpu_job(), KeywordClassifier()))
+    assert machine is not None
+    assert machine.cores == 2 and machine.hosts == 1 and machine.limited_by == "cpus"
+    assert machine.busy_cores == pytest.approx(1.9)
+    # the tasks' 10 s of CPU over 10 s; the rest of the process's 19 s beside them
+    assert machine.background_cores == pytest.approx(0.9)
+    share = machine.shares["s"]
+    assert share.cpu_s == pytest.approx(19.0) and share.task_cpu_s == pytest.approx(10.0)
+    assert share.background_cpu_s == pytest.approx(9.0)
+
+
+def test_a_slot_more_on_cores_the_processes_already_use_gains_what_the_cores_allow() -> None:
+    p = predictor(cpu_job())
+    # replayed on two slots the tasks would take 5 s; their 19 s of CPU on 2 cores take 9.5 s
+    prediction = p.predict(Changes({"cores": 2}), band=False)
+    assert prediction.crystalperf.runtime_s == pytest.approx(9.5)
+    assert prediction.replay.runtime_s == pytest.approx(5.0)
+    assert prediction.ceilings["cores"][0] == pytest.approx(4.5)
+    assert any(note.startswith("ceiling: the cores") for note in prediction.notes)
+    # nothing changed is the traced run
+    assert p.predict(Changes(), band=False).crystalperf.runtime_s == pytest.approx(10.0)
+
+
+def test_more_cores_on_the_host_lift_the_ceiling() -> None:
+    p = predictor(cpu_job())
+    # four slots on four cores: 19 s of CPU over 4 cores, 4.75 s (the replay's 3 waves take 3 s)
+    prediction = p.predict(Changes({"cores": 4, "host_cpus": 4}), band=False)
+    assert prediction.crystalperf.runtime_s == pytest.approx(4.75)
+
+
+def test_cores_other_processes_keep_busy_are_not_the_jobs() -> None:
+    # the process used 1 core and another process 1: a second slot finds no free core
+    p = predictor(cpu_job(process_cores=1.0, other_cores=1.0))
+    assert p.predict(Changes({"cores": 2}), band=False).crystalperf.runtime_s == pytest.approx(10.0)
+
+
+def test_a_job_with_cores_to_spare_is_not_held_back() -> None:
+    # the process used 1 of 2 cores (no background work): the second slot halves the run
+    p = predictor(cpu_job(process_cores=1.0))
+    prediction = p.predict(Changes({"cores": 2}), band=False)
+    assert prediction.crystalperf.runtime_s == pytest.approx(5.0)
+    assert not prediction.ceilings
+
+
+def test_traces_without_cpu_counters_predict_as_before() -> None:
+    trace = cpu_job()
+    trace.io = []
+    prediction = predictor(trace).predict(Changes({"cores": 2}), band=False)
+    assert prediction.crystalperf.runtime_s == pytest.approx(5.0)
+
+
+def disk_job() -> tr.Trace:
+    """Four 5 s tasks on two slots reading 50 MB through a device limited to 5 MB/s."""
+    tasks = [task(f"t{i}", 5 * (i // 2), 5 * (i // 2) + 5, run_time_s=5.0, disk_time_s=5.0) for i in range(4)]
+    trace = make_trace([op("scan", 0, 10, tasks=tasks)], total_slots=2, cores_per_executor=2,
+                       executors=[tr.Executor(id="driver", cores=2)], properties={"spark.master": "local[2]"})
+    trace.io = io_rows(10, process_cores=0.2, read_rate=5e6, read_limit=5e6)
+    return trace
+
+
+def test_more_slots_read_no_faster_than_the_device() -> None:
+    p = predictor(disk_job())
+    prediction = p.predict(Changes({"cores": 4}), band=False)
+    # one wave of four would take 5 s; 50 MB at 5 MB/s take 10 s
+    assert prediction.replay.runtime_s == pytest.approx(5.0)
+    assert prediction.crystalperf.runtime_s == pytest.approx(10.0)
+    assert prediction.ceilings["device"][1] == pytest.approx(2.0)  # twice the device would let the wave run
+    assert any(note.startswith("ceiling: the storage device") for note in prediction.notes)
+
+
+def test_settings_advice_names_the_ceiling_and_what_it_needs() -> None:
+    # local mode: more slots (local[N]) share the one machine's device
+    p = predictor(disk_job())
+    search = search_settings(p)
+    assert all(s.prediction.speedup < 1.05 for s in search.suggestions)
+    assert search.blocked is not None and search.blocked.kind == "device"
+    assert "disk" in search.blocked.prediction.changes
+    assert search.blocked.prediction.crystalperf.runtime_s < 10.0 * 0.95
+    assert any("held back by the device ceiling" in line for line in search.advice())
+    assert search.as_dict()["blocked"]["ceiling"] == "device"
