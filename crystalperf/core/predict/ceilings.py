@@ -48,6 +48,8 @@ class Floors:
     # many times more of the resource the most bound operation would need for its floor not to bind
     added: dict[str, float] = field(default_factory=dict)
     needed: dict[str, float] = field(default_factory=dict)
+    # the floors' multiplier in a simulation (the band's: cores kept as busy as the busiest traced second)
+    scale: float = 1.0
 
     def record(self, kind: str, floor: float, replayed: float) -> None:
         self.added[kind] = self.added.get(kind, 0.0) + floor - replayed

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -23,11 +23,8 @@ from crystalperf.core.trace.totals import task_count, task_seconds
 MAX_WARMUP = 3.0
 
 
-def estimate_warmup(profile: ExecutionProfile, slots: int) -> tuple[float, list[float]]:
-    """First-wave over later-wave task duration, from operations with at least two waves.
-
-    Returns the task-weighted mean factor (clamped to [1, 3]) and the per-operation factors."""
-    factors: list[tuple[float, int]] = []
+def _waves(profile: ExecutionProfile, slots: int) -> Iterator[tuple[list[float], list[float], int]]:
+    """Per operation with at least two waves: its first wave's task durations, the later ones', its task count."""
     for prof in profile.walk():
         tasks = sorted(prof.op.tasks, key=lambda t: t.start)
         count = task_count(prof.op)
@@ -36,8 +33,15 @@ def estimate_warmup(profile: ExecutionProfile, slots: int) -> tuple[float, list[
         # A recorded task of a sample stands for ``scale`` tasks in a row: the first wave is the first few.
         scale = count / len(tasks)
         wave = max(1, min(len(tasks) - 1, round(slots / scale)))
-        first = [t.duration for t in tasks[:wave]]
-        later = [t.duration for t in tasks[wave:]]
+        yield [t.duration for t in tasks[:wave]], [t.duration for t in tasks[wave:]], count
+
+
+def estimate_warmup(profile: ExecutionProfile, slots: int) -> tuple[float, list[float]]:
+    """First-wave over later-wave task duration, from operations with at least two waves.
+
+    Returns the task-weighted mean factor (clamped to [1, 3]) and the per-operation factors."""
+    factors: list[tuple[float, int]] = []
+    for first, later, count in _waves(profile, slots):
         later_median = statistics.median(later)
         if later_median <= 0:
             continue
@@ -47,6 +51,11 @@ def estimate_warmup(profile: ExecutionProfile, slots: int) -> tuple[float, list[
         return 1.0, []
     total = sum(n for _, n in factors)
     return sum(f * n for f, n in factors) / total, [f for f, _ in factors]
+
+
+def warmup_evidence(profile: ExecutionProfile, slots: int) -> int:
+    """First-wave tasks the warm-up factor was estimated from, all operations together."""
+    return sum(len(first) for first, later, _count in _waves(profile, slots) if statistics.median(later) > 0)
 
 
 class ComputeModel:

@@ -31,11 +31,14 @@ from crystalperf.core.predict.base import (
     Changes,
     ResourceModel,
 )
-from crystalperf.core.predict.compute import ComputeModel
+from crystalperf.core.predict.ceilings import CORES
+from crystalperf.core.predict.compute import ComputeModel, warmup_evidence
 from crystalperf.core.predict.engine import Simulator
 from crystalperf.core.predict.io import IOModel
 from crystalperf.core.profile.dag import ExecutionProfile, unit_profiles
 
+# Fewer first-wave tasks than this say little of a warm-up: the band spans none to the factor they give.
+WARMUP_EVIDENCE_TASKS = 4
 # Predictions within this of the traced runtime are "no change", not "slower".
 SLOWER_TOLERANCE = 0.01
 
@@ -165,6 +168,22 @@ class Predictor(Simulator):
                         draws.append(self.simulate(guess))
                     notes.append(f"the band spans a traced {key} bandwidth {1 / ASSUMED_BANDWIDTH_RANGE[0]:g}x "
                                  f"lower to {ASSUMED_BANDWIDTH_RANGE[1]:g}x higher than assumed")
+            # A warm-up factor of a few first-wave tasks is a few tasks' start-up (JIT, caches, connections): the band
+            # spans no warm-up to that factor.
+            evidence = warmup_evidence(self.profile, self.baseline.slots)
+            if (self.warmup > 1.0 and self.new_slots(changes) != baseline.slots
+                    and evidence < WARMUP_EVIDENCE_TASKS):
+                draws.append(self.simulate(changes, draw=Draw(warmup=1.0)))
+                notes.append(f"the first-wave warm-up factor {self.warmup:.2f} comes from {evidence} first-wave "
+                             f"task{'s' if evidence != 1 else ''}: the band spans no warm-up to it")
+            # A floor on the cores is all of them busy; the busiest second of the traced run is as near as the job
+            # was seen to get: the band spans both.
+            machine = self.ceilings.machine
+            if (machine is not None and self._floors is not None and CORES in self._floors.added
+                    and machine.peak_utilization < 1.0):
+                self._floors.scale = 1.0 / machine.peak_utilization
+                draws.append(self.simulate(changes))
+                self._floors.scale = 1.0
             monte_carlo, guesses = draws[:runs], draws[runs:]
             estimate.low_s = min([point, quantile(monte_carlo, BAND_QUANTILES[0]), *guesses])
             estimate.high_s = max([point, quantile(monte_carlo, BAND_QUANTILES[1]), *guesses])

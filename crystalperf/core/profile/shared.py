@@ -28,6 +28,9 @@ from crystalperf.core.trace.totals import metric_total, task_scale
 
 # Counters of CPU time are read every 250 ms in 10 ms ticks: a window shorter than this says little.
 MIN_WINDOW_S = 0.5
+# A run whose busiest second used less than this of its cores is taken to say nothing of how near to all of them
+# a busier one gets.
+MIN_PEAK_UTILIZATION = 0.5
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,9 @@ class SharedMachine:
     task_cpu_s: float | None  # of which the tasks' own, where measured
     other_cpu_s: float  # CPU seconds other processes of the hosts used over it
     shares: dict[str, OperationShare] = field(default_factory=dict)  # by unit operation path
+    # the most of their cores the processes (and the hosts' other processes) kept busy in any second of the run:
+    # how near to all of them a job that wants more gets
+    peak_utilization: float = 1.0
 
     @property
     def busy_cores(self) -> float:
@@ -205,7 +211,18 @@ def shared_machine(profile: ExecutionProfile) -> SharedMachine | None:
     machine = SharedMachine(cores, len(hosts), host_cpus, limited_by, end - start, process_cpu,
                             sum(measured) if measured else None, other)
     machine.shares = _operation_shares(trace, processes, cpu, busy, units)
+    machine.peak_utilization = _peak_utilization(busy or cpu, cores, start, end)
     return machine
+
+
+def _peak_utilization(series: list[_Series], cores: float, start: float, end: float) -> float:
+    """The largest share of ``cores`` the series (summed) kept busy over any whole second of [start, end]."""
+    peak = 0.0
+    t = start
+    while t + 1.0 <= end:
+        peak = max(peak, sum(s.between(t, t + 1.0) for s in series) / cores)
+        t += 1.0
+    return min(1.0, max(MIN_PEAK_UTILIZATION, peak))
 
 
 def _operation_shares(trace: tr.Trace, processes: dict[str, list[tr.IoSample]], cpu: list[_Series],
