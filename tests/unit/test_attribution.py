@@ -390,3 +390,42 @@ def test_a_function_a_thread_was_parked_in_shows_what_its_samples_did() -> None:
     assert report["bottleneck"]["resource"] == "cpu"
     advice = next(a for a in report["advice"] if a.startswith("Look at"))
     assert advice.endswith("mostly in app.Hash.run, pool.Buffers.request."), advice
+
+
+IO_WAIT_FRAMES = [
+    tr.Frame(name="jdk.internal.misc.Unsafe.park", language="java"),
+    tr.Frame(name="java.util.concurrent.locks.LockSupport.parkNanos", language="java"),
+    tr.Frame(name="java.util.concurrent.CompletableFuture.get", language="java"),
+    tr.Frame(name="org.apache.parquet.hadoop.util.wrapped.io.FutureIO.awaitFuture", language="java"),
+    tr.Frame(name="org.apache.parquet.hadoop.ParquetFileReader$ConsecutivePartList.readFromVectoredRange",
+             language="java"),
+]
+
+
+def _io_wait_trace(read_rate: float) -> tr.Trace:
+    """A task thread parked on a vectored read another thread does, 10 samples; the device read at
+    ``read_rate`` under a 5 MB/s limit."""
+    samples = tr.StackSamples(origin=0, frames=IO_WAIT_FRAMES, stacks=[[0, 1, 2, 3, 4]], states=[tr.THREAD_WAITING],
+                              keys=[tr.SampleKey(operation="a")], key=[0], bucket=[0], stack=[0], count=[10])
+    trace = make_trace([op("a", 0, 10)], samples=samples)
+    trace.io = [tr.IoSample(t=float(t), source="driver", storage_read_bytes=read_rate * t, storage_write_bytes=0.0,
+                            disk_read_limit=5e6) for t in range(11)]
+    return trace
+
+
+def test_a_wait_for_another_threads_read_is_the_busy_devices() -> None:
+    profile = build_profile(_io_wait_trace(5e6), CLASSIFIER, locators=[EveryFrame()])
+    vector = profile.top.nodes["a"].vector.vector
+    # the device read at its 5 MB/s limit all along: the wait was the device's
+    assert vector.disk == pytest.approx(1.0) and vector.waiting == pytest.approx(0.0)
+
+
+def test_a_wait_for_another_threads_read_while_the_device_idled_stays_waiting() -> None:
+    # 50 MB over 10 s at a 5 MB/s limit, then 2 MB/s: busy 0.4, under BUSY_SHARE: 0.8 of the wait is the device's
+    profile = build_profile(_io_wait_trace(2e6), CLASSIFIER, locators=[EveryFrame()])
+    vector = profile.top.nodes["a"].vector.vector
+    assert vector.disk == pytest.approx(0.8) and vector.waiting == pytest.approx(0.2)
+    trace = _io_wait_trace(5e6)
+    trace.io = []
+    quiet = build_profile(trace, CLASSIFIER, locators=[EveryFrame()]).top.nodes["a"].vector.vector
+    assert quiet.waiting == pytest.approx(1.0)

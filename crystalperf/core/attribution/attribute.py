@@ -12,7 +12,12 @@ from dataclasses import dataclass, field
 from crystalperf.core import trace as tr
 from crystalperf.core.attribution.classify import ResourceClassifier
 from crystalperf.core.attribution.measurement import bound_by_measurement, operation_metrics_vector
-from crystalperf.core.attribution.observed import network_counted_idle, storage_counted_idle
+from crystalperf.core.attribution.observed import (
+    network_counted_idle,
+    observed_bandwidths,
+    storage_counted_idle,
+    window_busy,
+)
 from crystalperf.core.attribution.vectors import (
     ATTRIBUTION_EVIDENCE,
     ATTRIBUTIONS,
@@ -25,6 +30,7 @@ from crystalperf.core.attribution.vectors import (
     SampleResolution,
     awaited_work,
     default_vector,
+    resolve_awaited_io,
     resolve_awaited_work,
     resolve_samples,
     resolver_for,
@@ -74,6 +80,7 @@ def attribute(
     storage_idle = storage_counted_idle(trace) if evidence else None
     network_idle = network_counted_idle(trace) if evidence else False
     idle = ("disk",) * (storage_idle is not None) + ("network",) * network_idle
+    bandwidths = observed_bandwidths(trace) if evidence and trace.io else {}
     if trace.samples is not None and trace.samples.count:
         resolver = resolver_for(trace, locators, source_roots)
         resolution = resolve_samples(trace.samples, classifier, resolver, use_embedded=not reclassify,
@@ -99,6 +106,8 @@ def attribute(
             vec = without_disk_waits(vec)
         if evidence:
             vec = resolve_awaited_work(vec, awaited_work(op, sampled.get(op.id)))
+            if vec.awaiting_io > 0:
+                vec = resolve_awaited_io(vec, window_busy(trace, bandwidths, op.start, op.end))
         vectors[path] = vec
         return vec
 

@@ -5,7 +5,7 @@ evidence)."""
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from crystalperf.core import trace as tr
 from crystalperf.core.attribution.vectors import SOURCE_METRICS, OperationVector
@@ -202,5 +202,8 @@ def bound_by_measurement(op: tr.Operation, sampled: OperationVector | None,
     if sampled is None:
         return OperationVector(vector, SOURCE_METRICS, measured=measurement.fractions())
     source = SOURCE_METRICS if prefer_metrics else sampled.source
-    return OperationVector(vector, source, sampled.samples, sampled.functions, sampled.interval_spread,
-                           sampled.waiting_in, measurement.fractions())
+    # the samples' wait for other threads' reads keeps its part of the waiting the measurement left
+    waited = sampled.vector.waiting
+    awaiting_io = sampled.awaiting_io * vector.waiting / waited if waited > 0 else 0.0
+    return replace(sampled, vector=vector, source=source, measured=measurement.fractions(),
+                   awaiting_io=min(awaiting_io, vector.waiting))

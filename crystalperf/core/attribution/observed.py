@@ -13,6 +13,7 @@ two sources in one namespace see the same bytes: sources of one host and namespa
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -62,6 +63,38 @@ class ObservedBandwidth:
         if self.limit is not None:
             text += f"; a cgroup limit of {rate(self.limit)} was in force"
         return text
+
+
+class CounterSeries:
+    """A cumulative counter of one process (or host) as a function of time, linear between readings."""
+
+    def __init__(self, points: Sequence[tuple[float, float]]) -> None:
+        self.t = [p[0] for p in points]
+        self.v = [p[1] for p in points]
+
+    def at(self, t: float) -> float:
+        i = bisect.bisect_left(self.t, t)
+        if i <= 0:
+            return self.v[0]
+        if i >= len(self.t):
+            return self.v[-1]
+        t0, t1, v0, v1 = self.t[i - 1], self.t[i], self.v[i - 1], self.v[i]
+        return v0 + (v1 - v0) * (t - t0) / (t1 - t0) if t1 > t0 else v1
+
+    def between(self, a: float, b: float) -> float:
+        return max(0.0, self.at(b) - self.at(a))
+
+
+def counter_series(rows: Sequence[tr.IoSample], name: str) -> CounterSeries | None:
+    points: list[tuple[float, float]] = []
+    for row in rows:
+        value = getattr(row, name)
+        if value is None:
+            continue
+        if points and value < points[-1][1]:  # a restarted process: count on from where it was
+            value = points[-1][1] + value
+        points.append((row.t, float(value)))
+    return CounterSeries(points) if len(points) >= 2 else None
 
 
 def _span_rows(rows: Sequence[tr.IoSample], start: float, end: float) -> list[tr.IoSample]:
@@ -243,3 +276,33 @@ def observed_bandwidths(trace: tr.Trace) -> dict[str, ObservedBandwidth]:
         if best is not None:
             found[resource] = best
     return found
+
+
+# A device or link that moved the job's data at this share of its bandwidth over an operation's window was busy
+# for it: a thread of the operation waiting on another thread's read waited on it.
+BUSY_SHARE = 0.5
+
+
+def window_busy(trace: tr.Trace, bandwidths: dict[str, ObservedBandwidth], start: float, end: float) -> dict[str, float]:
+    """How busy the storage device and the network link were with the job's data over [start, end]: the bytes the
+    job's processes moved then over the window at the bandwidth the job saw, per resource (0 where unknown)."""
+    busy: dict[str, float] = {}
+    if end - start <= 0:
+        return busy
+    for resource, names in (("disk", ("storage_read_bytes", "storage_write_bytes")),
+                            ("network", ("network_rx_bytes", "network_tx_bytes"))):
+        seen = bandwidths.get(resource)
+        if seen is None:
+            continue
+        by_source: dict[str, list[tr.IoSample]] = {}
+        for row in trace.io:
+            by_source.setdefault(row.source, []).append(row)
+        moved = 0.0
+        for rows in by_source.values():
+            rows = sorted(rows, key=lambda r: r.t)
+            series = counter_series(rows, names[0] if seen.direction in ("read", "received") else names[1])
+            if series is not None:
+                value = series.between(start, end)
+                moved = moved + value if resource == "disk" else max(moved, value)
+        busy[resource] = min(1.0, moved / ((end - start) * seen.effective))
+    return busy

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field, replace
 
 from crystalperf.core import trace as tr
 from crystalperf.core.attribution.classify import FunctionSource, KeywordClassifier, ResourceClassifier
+from crystalperf.core.attribution.observed import BUSY_SHARE
 from crystalperf.core.attribution.sources import FrameResolver, LocateContext, is_native
 from crystalperf.core.attribution.waiting import (
+    awaits_io,
     delegates,
     idle_worker,
     is_off_cpu,
@@ -78,6 +80,9 @@ class OperationVector:
     through: ResourceVector | None = None
     # The split of that work's own time.
     awaited_work: ResourceVector | None = None
+    # The share of the operation's time its threads waited for another thread's read (``waiting.awaits_io``), in
+    # ``vector.waiting`` until the OS counters say what the read waited on (``resolve_awaited_io``).
+    awaiting_io: float = 0.0
 
     @property
     def measured_share(self) -> float:
@@ -109,6 +114,8 @@ class SampleResolution:
     parked: set[int] = field(default_factory=set)
     # stacks of a pool's thread waiting for work (a fetcher pool's idle thread): no time of any operation
     idle_workers: set[int] = field(default_factory=set)
+    # stacks parked on another thread's read (``waiting.awaits_io``)
+    io_waits: set[int] = field(default_factory=set)
 
 
 def _name_only(frames: Sequence[tr.Frame], stack: Sequence[int], skip_plumbing: bool) -> FunctionSource | None:
@@ -237,6 +244,7 @@ def resolve_samples(
     off_cpu_stacks: set[int] = set()
     parked: set[int] = set()
     idle_workers: set[int] = set()
+    io_waits: set[int] = set()
     for s, f in stack_function.items():
         vector = function_vectors[f.key] if f is not None else None
         if not evidence:
@@ -255,6 +263,8 @@ def resolve_samples(
                 parked.add(s)
             if idle_worker(samples.frames, stack):
                 idle_workers.add(s)
+            elif parks(samples.frames, stack) and awaits_io(samples.frames, stack):
+                io_waits.add(s)
         stack_vectors[s] = WAITING_ONLY if sleeps(samples.frames, stack) else sample_vector(vector, off_cpu)
         if stack_vectors[s].waiting > 0:
             stack_waiting_in[s] = wait_label(samples.frames, stack)
@@ -277,7 +287,7 @@ def resolve_samples(
         problems.append(classifier_problem)
     return SampleResolution(stack_function, function_vectors, located, total, by_origin, problems, len(functions),
                             stack_vectors, stack_waiting_in, delegating, attribution, off_cpu_stacks, parked,
-                            idle_workers)
+                            idle_workers, io_waits)
 
 
 def sampled_vectors(samples: tr.StackSamples, resolution: SampleResolution,
@@ -311,6 +321,7 @@ def sampled_vectors(samples: tr.StackSamples, resolution: SampleResolution,
         per_interval[(operation, bucket)][stack] += count
 
     interval_vectors: dict[str, list[tuple[ResourceVector, float]]] = defaultdict(list)
+    io_waited: dict[str, float] = defaultdict(float)  # per operation: the io-wait samples' waiting, in samples
     function_samples: dict[str, Counter[str]] = defaultdict(Counter)
     function_vectors: dict[str, dict[str, list[tuple[ResourceVector, float]]]] = defaultdict(lambda: defaultdict(list))
     functions_by_key: dict[str, FunctionSource] = {}
@@ -322,6 +333,8 @@ def sampled_vectors(samples: tr.StackSamples, resolution: SampleResolution,
             if vec is None:
                 continue
             pairs.append((vec, float(count)))
+            if stack in resolution.io_waits:
+                io_waited[op] += vec.waiting * count
             f = resolution.stack_function.get(stack)
             if f is not None:
                 function_samples[op][f.key] += count
@@ -349,7 +362,8 @@ def sampled_vectors(samples: tr.StackSamples, resolution: SampleResolution,
                          n, resolution.function_vectors[k])
             for k, n in function_samples[op].most_common()
         ]
-        result[op] = OperationVector(vec, SOURCE_SAMPLES, int(total), stats, spread, waiting_in[op])
+        result[op] = OperationVector(vec, SOURCE_SAMPLES, int(total), stats, spread, waiting_in[op],
+                                     awaiting_io=io_waited[op] / total if total else 0.0)
     return result
 
 
@@ -502,3 +516,20 @@ def embed_resolution(samples: tr.StackSamples, resolution: SampleResolution, cla
                 origin=function.origin, location=function.location, vector=[vector.cpu, vector.disk, vector.network]))
         stack_function[stack_id] = index_of[function.key]
     return tr.EmbeddedResolution(classifier=classifier, functions=functions, stack_function=stack_function)
+
+
+def resolve_awaited_io(vec: OperationVector, busy: dict[str, float]) -> OperationVector:
+    """The operation's wait for other threads' reads given to what those reads waited on: the storage device or
+    the network link, as busy as the OS counters saw them with the job's data over the operation's window
+    (``observed.window_busy``); a wait while neither was busy stays waiting (the reader was held back by
+    something else)."""
+    waited = min(vec.awaiting_io, vec.vector.waiting)
+    disk, network = busy.get("disk", 0.0), busy.get("network", 0.0)
+    if waited <= 0 or disk + network <= 0:
+        return vec
+    # all of it where a device or link was busy at BUSY_SHARE of its bandwidth or more, in proportion below
+    moved = waited * min(1.0, (disk + network) / BUSY_SHARE)
+    to_disk = moved * disk / (disk + network)
+    v = vec.vector
+    vector = ResourceVector.of(v.cpu, v.disk + to_disk, v.network + moved - to_disk, v.waiting - moved)
+    return replace(vec, vector=vector, awaiting_io=vec.awaiting_io - moved)

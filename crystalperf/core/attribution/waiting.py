@@ -190,6 +190,31 @@ def idle_worker(frames: Sequence[tr.Frame], stack: Sequence[int]) -> bool:
     return waits_for_work
 
 
+# A thread waiting for a read another thread of its process does for it — an asynchronous or vectored read
+# (Parquet's and Hadoop's FutureIO, an asynchronous file channel), a prefetch — waits on that read's device or
+# link, which the sampled frames cannot tell (the reading thread was not sampled): the OS counters of the
+# operation's window do (``crystalperf.core.attribution.attribute``).
+_AWAITS_IO = re.compile(
+    r"^(?:[\w.$]*\.)?(?:FutureIO\.await\w*|FutureIOSupport\.await\w*|\w*(?:Vectored|Prefetch)\w*\.\w+"
+    r"|\w+\.(?:readVectored|awaitAllFutures|awaitReads?|waitForReads?))$"
+    r"|^(?:java\.nio\.channels|sun\.nio\.ch)\.\w*Asynchronous\w*Channel\w*\.\w+$"
+)
+
+
+def awaits_io(frames: Sequence[tr.Frame], stack: Sequence[int]) -> bool:
+    """Whether a parked stack waits for another thread's read: its first frame below the plumbing is one of the
+    read-and-wait calls of ``_AWAITS_IO``."""
+    for index in stack:
+        frame = frames[index]
+        if frame.language == "native" or frame.name.startswith(("<native>", "[native]")):
+            continue
+        name = _LAMBDA_CLASS.sub("", frame.name)
+        if is_plumbing(name):
+            continue
+        return bool(_AWAITS_IO.match(name))
+    return False
+
+
 WAITING_STATES = frozenset({tr.THREAD_BLOCKED, tr.THREAD_WAITING, tr.THREAD_TIMED_WAITING})
 
 

@@ -14,7 +14,6 @@ overlap with the window, each recorded task standing for the tasks it was sample
 
 from __future__ import annotations
 
-import bisect
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from crystalperf.core import trace as tr
-from crystalperf.core.attribution.observed import COORDINATORS, WORKERS
+from crystalperf.core.attribution.observed import COORDINATORS, WORKERS, CounterSeries, counter_series
 from crystalperf.core.profile.dag import ExecutionProfile, OperationProfile, unit_profiles
 from crystalperf.core.trace.totals import metric_total, task_scale
 
@@ -84,38 +83,6 @@ class SharedMachine:
         return self.other_cpu_s / self.span_s if self.span_s > 0 else 0.0
 
 
-class _Series:
-    """A cumulative counter of one process (or host) as a function of time, linear between readings."""
-
-    def __init__(self, points: Sequence[tuple[float, float]]) -> None:
-        self.t = [p[0] for p in points]
-        self.v = [p[1] for p in points]
-
-    def at(self, t: float) -> float:
-        i = bisect.bisect_left(self.t, t)
-        if i <= 0:
-            return self.v[0]
-        if i >= len(self.t):
-            return self.v[-1]
-        t0, t1, v0, v1 = self.t[i - 1], self.t[i], self.v[i - 1], self.v[i]
-        return v0 + (v1 - v0) * (t - t0) / (t1 - t0) if t1 > t0 else v1
-
-    def between(self, a: float, b: float) -> float:
-        return max(0.0, self.at(b) - self.at(a))
-
-
-def _series(rows: Sequence[tr.IoSample], name: str) -> _Series | None:
-    points: list[tuple[float, float]] = []
-    for row in rows:
-        value = getattr(row, name)
-        if value is None:
-            continue
-        if points and value < points[-1][1]:  # a restarted process: count on from where it was
-            value = points[-1][1] + value
-        points.append((row.t, float(value)))
-    return _Series(points) if len(points) >= 2 else None
-
-
 def _task_processes(trace: tr.Trace) -> dict[str, list[tr.IoSample]]:
     """The counter rows of the processes that ran the job's tasks, by source: on a cluster the workers (Spark's
     executors, Flink's TaskManagers), else every process (a local driver, a mini cluster, a Keras fit)."""
@@ -168,10 +135,10 @@ def shared_machine(profile: ExecutionProfile) -> SharedMachine | None:
     (written before schema 1.8, or by a hook that could not read /proc)."""
     trace = profile.trace
     processes = _task_processes(trace)
-    cpu: list[_Series] = []
+    cpu: list[CounterSeries] = []
     hosts: dict[str | None, list[list[tr.IoSample]]] = {}
     for rows in processes.values():
-        series = _series(rows, "process_cpu_s")
+        series = counter_series(rows, "process_cpu_s")
         if series is None:
             continue
         cpu.append(series)
@@ -181,7 +148,7 @@ def shared_machine(profile: ExecutionProfile) -> SharedMachine | None:
     cores = 0.0
     host_cpus = 0
     limited_by = "cpus"
-    busy: list[_Series] = []
+    busy: list[CounterSeries] = []
     for host_rows in hosts.values():
         rows = [r for source_rows in host_rows for r in source_rows]
         cpus = max((r.host_cpus for r in rows if r.host_cpus), default=None)
@@ -196,7 +163,7 @@ def shared_machine(profile: ExecutionProfile) -> SharedMachine | None:
         host_cpus += cpus or int(round(host_cores))
         # the host's busy CPU: any one process's reading of /proc/stat (they read the same host)
         longest = max(host_rows, key=len)
-        host_busy = _series(longest, "host_cpu_busy_s")
+        host_busy = counter_series(longest, "host_cpu_busy_s")
         if host_busy is not None:
             busy.append(host_busy)
     app = trace.application
@@ -215,7 +182,7 @@ def shared_machine(profile: ExecutionProfile) -> SharedMachine | None:
     return machine
 
 
-def _peak_utilization(series: list[_Series], cores: float, start: float, end: float) -> float:
+def _peak_utilization(series: list[CounterSeries], cores: float, start: float, end: float) -> float:
     """The largest share of ``cores`` the series (summed) kept busy over any whole second of [start, end]."""
     peak = 0.0
     t = start
@@ -225,8 +192,8 @@ def _peak_utilization(series: list[_Series], cores: float, start: float, end: fl
     return min(1.0, max(MIN_PEAK_UTILIZATION, peak))
 
 
-def _operation_shares(trace: tr.Trace, processes: dict[str, list[tr.IoSample]], cpu: list[_Series],
-                      busy: list[_Series], units: list[tuple[OperationProfile, list[tuple[float, float, float]]]],
+def _operation_shares(trace: tr.Trace, processes: dict[str, list[tr.IoSample]], cpu: list[CounterSeries],
+                      busy: list[CounterSeries], units: list[tuple[OperationProfile, list[tuple[float, float, float]]]],
                       ) -> dict[str, OperationShare]:
     """Each unit operation's share of the processes' CPU, of the other processes' and of the bytes moved, over
     its window."""
@@ -235,7 +202,7 @@ def _operation_shares(trace: tr.Trace, processes: dict[str, list[tr.IoSample]], 
     activity = _Activity([iv for _p, intervals in units for iv in intervals])
     bounds = np.array([[p.op.start, p.op.end] for p, _ in units], dtype=np.float64)
     totals = activity.integral(bounds[:, 1]) - activity.integral(bounds[:, 0])
-    read = [s for rows in processes.values() if (s := _series(rows, "storage_read_bytes")) is not None]
+    read = [s for rows in processes.values() if (s := counter_series(rows, "storage_read_bytes")) is not None]
     network = _busiest_link(processes)
     shares: dict[str, OperationShare] = {}
     for (prof, intervals), total in zip(units, totals.tolist(), strict=True):
@@ -259,14 +226,14 @@ def _operation_shares(trace: tr.Trace, processes: dict[str, list[tr.IoSample]], 
     return shares
 
 
-def _busiest_link(processes: dict[str, list[tr.IoSample]]) -> list[_Series]:
+def _busiest_link(processes: dict[str, list[tr.IoSample]]) -> list[CounterSeries]:
     """The network counters of each distinct host namespace (received and sent, the larger direction by the end)."""
-    found: list[_Series] = []
+    found: list[CounterSeries] = []
     seen: set[str | None] = set()
     for rows in processes.values():
         if rows[0].host in seen:
             continue  # one namespace's interfaces read by two processes: the same bytes
-        rx, tx = _series(rows, "network_rx_bytes"), _series(rows, "network_tx_bytes")
+        rx, tx = counter_series(rows, "network_rx_bytes"), counter_series(rows, "network_tx_bytes")
         larger = max((s for s in (rx, tx) if s is not None), key=lambda s: s.v[-1] - s.v[0], default=None)
         if larger is not None:
             found.append(larger)
