@@ -119,3 +119,15 @@ def test_settings_advice_names_the_ceiling_and_what_it_needs() -> None:
     assert search.blocked.prediction.crystalperf.runtime_s < 10.0 * 0.95
     assert any("held back by the device ceiling" in line for line in search.advice())
     assert search.as_dict()["blocked"]["ceiling"] == "device"
+
+
+def test_fewer_subtasks_on_saturated_cores_get_the_cores_they_waited_for() -> None:
+    """Two subtasks of 6 s, 3 s of CPU each, on two cores the process kept busy: half their time was waiting for a
+    core. One subtask doing all the work gets a core to itself: 6 s of CPU, the traced span — not twice it."""
+    tasks = [task(f"p{i}", 0, 6, cpu_time_s=3.0, run_time_s=6.0) for i in range(2)]
+    trace = make_trace([op("chain", 0, 6, tasks=tasks, parallelism=2)], total_slots=2, scaling=["parallelism"])
+    trace.application.framework = "flink"
+    trace.io = io_rows(6, process_cores=2.0)
+    prediction = predictor(trace).predict(Changes({"parallelism": 1}), band=False)
+    assert prediction.crystalperf.runtime_s == pytest.approx(6.0)
+    assert prediction.replay.runtime_s == pytest.approx(12.0)

@@ -17,7 +17,8 @@ from crystalperf.core.predict.base import (
     OpContext,
     TaskParts,
 )
-from crystalperf.core.profile.dag import ExecutionProfile
+from crystalperf.core.profile.dag import ExecutionProfile, OperationProfile
+from crystalperf.core.profile.shared import SharedMachine, shared_machine
 from crystalperf.core.trace.totals import task_count, task_seconds
 
 MAX_WARMUP = 3.0
@@ -161,6 +162,9 @@ def _is_device_op(ctx: OpContext) -> bool:
 # Below this run-queue delay (a share of the CPU time) a host's CPUs were not measurably saturated: how far below
 # saturation they were is unknown, so more tasks side by side are not taken to wait for a core.
 SATURATED_WAIT_SHARE = 0.10
+# Cores this busy (the job's processes and the host's others, a share of the cores the processes may use) over an
+# operation's window were saturated: its tasks' CPU beyond their measured CPU time was waiting for a core.
+SATURATED_CORES = 0.9
 
 
 class SharedHostModel:
@@ -184,20 +188,21 @@ class SharedHostModel:
     neither."""
 
     name = "contention"
-    keys = frozenset({"cores", "slots", "executors"})
+    keys = frozenset({"cores", "slots", "executors", "parallelism"})
 
     def __init__(self) -> None:
         self.before = self.after = 1.0  # task slots per host
         self.executors = (1, 1)
         self.device_share = 0.0
         self._factors: dict[str, tuple[float, float]] = {}
+        self._machine: SharedMachine | None = None
 
     def prepare(self, profile: ExecutionProfile, baseline: Baseline, changes: Changes) -> list[str]:
         self._factors = {}
         executors = max(1, baseline.executors)
         new_executors = max(1, int(changes.number("executors", executors)))
-        if "slots" in changes:
-            slots = max(1.0, changes.number("slots", baseline.slots))
+        if "slots" in changes or "parallelism" in changes:
+            slots = max(1.0, changes.number("slots", changes.number("parallelism", baseline.slots)))
         elif "cores" in changes or "executors" in changes:
             slots = max(1.0, changes.number("cores", baseline.cores_per_executor) * new_executors)
         else:
@@ -211,7 +216,8 @@ class SharedHostModel:
             return []
         read = profile.trace.metrics.get(STORAGE_READ_BYTES)
         self.device_share = 1.0 - _page_cache_share(profile, baseline) if read else 0.0
-        waited, cpu = _run_queue_delay(profile)
+        self._machine = _shared(profile)
+        waited, cpu = self._run_queue_delay(profile)
         notes = [f"task slots per host {self.before:g} -> {self.after:g}: the tasks side by side share their host's "
                  f"CPUs and storage device"]
         if cpu > 0:
@@ -239,7 +245,7 @@ class SharedHostModel:
         new_side_by_side = min(self.after, math.ceil(count / new_executors))
         ratio = new_side_by_side / side_by_side
         cpu_factor = 1.0
-        waited, cpu = _run_queue_delay_of(ctx.profile.op)
+        waited, cpu = self._delay_of(ctx.profile)
         if cpu > 0 and ratio != 1.0:
             load = 1.0 + waited / cpu
             if ratio < 1.0 or waited / cpu >= SATURATED_WAIT_SHARE:
@@ -265,6 +271,39 @@ class SharedHostModel:
         return True
 
 
+    def _delay_of(self, prof: OperationProfile) -> tuple[float, float]:
+        """An operation's tasks' run-queue delay and CPU time: measured (schedstat), else, where the OS counters
+        saw its processes and the host's others keep the cores saturated over its window, the CPU its samples
+        gave its tasks beyond the CPU time they measured — time runnable, waiting for a core."""
+        waited, cpu = _run_queue_delay_of(prof.op)
+        if cpu > 0 or self._machine is None:
+            return waited, cpu
+        share = self._machine.shares.get(prof.path)
+        measured = share.task_cpu_s if share is not None else None
+        if share is None or not measured or share.window_s <= 0:
+            return 0.0, 0.0
+        busy = share.cpu_s / share.window_s + share.other_cores
+        if busy < SATURATED_CORES * self._machine.cores:
+            return 0.0, 0.0
+        sampled_cpu = prof.vector.vector.cpu * task_seconds(prof.op)
+        return max(0.0, sampled_cpu - measured), measured
+
+    def _run_queue_delay(self, profile: ExecutionProfile) -> tuple[float, float]:
+        waited = cpu = 0.0
+        for prof in profile.walk():
+            w, c = self._delay_of(prof)
+            waited, cpu = waited + w, cpu + c
+        return waited, cpu
+
+
+def _shared(profile: ExecutionProfile) -> SharedMachine | None:
+    """The profile's shared machine, computed once for every model and scenario that reads it."""
+    if "shared_machine" not in profile.memo:
+        profile.memo["shared_machine"] = shared_machine(profile)
+    found: SharedMachine | None = profile.memo["shared_machine"]
+    return found
+
+
 def _run_queue_delay_of(op: tr.Operation) -> tuple[float, float]:
     """Run-queue delay and CPU time of an operation's recorded tasks (0, 0 where the delay was not measured)."""
     waited = cpu = 0.0
@@ -274,12 +313,4 @@ def _run_queue_delay_of(op: tr.Operation) -> tuple[float, float]:
             continue
         waited += max(0.0, wait)
         cpu += max(0.0, task.metrics.get(tr.METRIC_CPU_TIME, 0.0))
-    return waited, cpu
-
-
-def _run_queue_delay(profile: ExecutionProfile) -> tuple[float, float]:
-    waited = cpu = 0.0
-    for prof in profile.walk():
-        w, c = _run_queue_delay_of(prof.op)
-        waited, cpu = waited + w, cpu + c
     return waited, cpu
