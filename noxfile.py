@@ -46,8 +46,9 @@ def lint(session: nox.Session) -> None:
 def unit(session: nox.Session) -> None:
     """The framework-free core: no Spark, TensorFlow, Flink or torch installed."""
     skip_without_tests(session, "tests/unit")
-    # The event-log codecs' libraries (from the spark extra, without pyspark): the codec tests run here.
-    session.install("-e", ".[test]", "zstandard>=0.22", "cramjam>=2.8")
+    # The event-log codecs' libraries and msgspec (from the spark extra, without pyspark): the codec and reader
+    # tests run here; pyarrow (the fleet extra) for the fleet's table.
+    session.install("-e", ".[test,fleet]", "zstandard>=0.22", "cramjam>=2.8", "msgspec>=0.18")
     run_tests(session, "tests/unit")
 
 
@@ -72,7 +73,7 @@ def spark(session: nox.Session) -> None:
     """Real local Spark jobs with the listener and the executor plugin."""
     skip_without_tests(session, "tests/integrations/spark")
     session.install(TORCH)
-    session.install("-e", ".[test,spark,models]")
+    session.install("-e", ".[test,spark,models,fleet]")
     run_tests(session, "tests/integrations/spark")
 
 

@@ -83,10 +83,15 @@ MAX_TASKS_PER_OPERATION = Limit(
     "CRYSTALPERF_MAX_TASKS_PER_OPERATION", 2000,
     "task records of one operation kept when a trace is loaded; beyond it a seeded uniform sample is kept and "
     "every task still counts in the operation's task_count and metric totals", unit="tasks")
+MAX_EVENTLOG_TASKS = Limit(
+    "CRYSTALPERF_MAX_EVENTLOG_TASKS", 50_000,
+    "task records kept while a Spark event log is read, all stages together (each stage at most "
+    "CRYSTALPERF_MAX_TASKS_PER_OPERATION); beyond it every stage keeps a smaller uniform sample, its task count "
+    "and metric totals still exact", unit="tasks")
 
 LIMITS = (MAX_TRACE_BYTES, MAX_DECOMPRESSED_BYTES, MAX_COMPRESSION_RATIO, MAX_SOURCE_FILE_BYTES,
           MAX_ARCHIVE_ENTRY_BYTES, MAX_ARCHIVE_INDEX_BYTES, MAX_EVENT_LINE_BYTES, MAX_EVENTLOG_BYTES,
-          MAX_PART_BYTES, MAX_TASKS_PER_OPERATION)
+          MAX_PART_BYTES, MAX_TASKS_PER_OPERATION, MAX_EVENTLOG_TASKS)
 
 # Below this much output, any compression ratio is fine (small files of repeated rows compress very well).
 RATIO_FREE_BYTES = 64 * _MIB

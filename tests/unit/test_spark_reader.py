@@ -193,3 +193,80 @@ def test_not_an_event_log(tmp_path: Path) -> None:
     empty.mkdir()
     with pytest.raises(BadInputError, match="no Spark event log files"):
         read_event_log(empty)
+
+
+# --- a log of many tasks: exact totals, a bounded sample -----------------------------------------------
+
+def _many_tasks_log(path: Path, copies: int) -> list[dict[str, Any]]:
+    """The golden log with each task's end repeated ``copies`` times under new task ids and indices (the
+    tasks of a stage as Spark would log a wider one); the task ends written, for the oracle."""
+    ends = []
+    with path.open("w") as out:
+        next_id = 1000
+        for line in _lines():
+            event = json.loads(line)
+            if event["Event"] != "SparkListenerTaskEnd":
+                out.write(line + "\n")
+                continue
+            for k in range(copies):
+                event["Task Info"].update({"Task ID": next_id, "Index": k})
+                event["Task Metrics"]["Executor Run Time"] = 1 + (next_id * 7919) % 1000  # ms, varied
+                next_id += 1
+                out.write(json.dumps(event, separators=(",", ":")) + "\n")
+                ends.append(json.loads(json.dumps(event)))
+    return ends
+
+
+def test_a_stage_of_many_tasks_keeps_a_sample_and_exact_totals(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CRYSTALPERF_MAX_TASKS_PER_OPERATION", "50")
+    log = tmp_path / "many.json"
+    ends = _many_tasks_log(log, 40)  # 4 or 6 tasks a stage in the golden log: 160-240 here
+    trace = read_event_log(log)
+    for sid, stage in _stages(trace).items():
+        mine = [e for e in ends if f"stage-{e['Stage ID']}" == sid]
+        if not mine:
+            continue
+        assert stage.task_count == len(mine) > 50 and len(stage.tasks) == 50
+        assert stage.attributes["tasks_sampled"].startswith(f"50 of {len(mine)} ")
+        run = sum(e["Task Metrics"]["Executor Run Time"] for e in mine) / 1000
+        written = sum(e["Task Metrics"]["Shuffle Write Metrics"]["Shuffle Bytes Written"] for e in mine)
+        assert stage.metrics["run_time_s"] == pytest.approx(run, rel=1e-12)
+        assert stage.metrics["shuffle_write_bytes"] == written
+        slowest = max(mine, key=lambda e: e["Task Metrics"]["Executor Run Time"])
+        assert str(slowest["Task Info"]["Task ID"]) in {t.id for t in stage.tasks}
+        assert [t.id for t in stage.tasks] == sorted((t.id for t in stage.tasks), key=int)  # the log's order
+    assert trace.metrics["shuffle_write_bytes"] == sum(
+        e["Task Metrics"]["Shuffle Write Metrics"]["Shuffle Bytes Written"] for e in ends)
+    assert read_event_log(log) == trace  # seeded: the same log reads the same
+
+
+def test_past_the_budget_every_stage_keeps_fewer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CRYSTALPERF_MAX_EVENTLOG_TASKS", "100")
+    log = tmp_path / "many.json"
+    ends = _many_tasks_log(log, 40)
+    trace = read_event_log(log)
+    stages = [s for s in _stages(trace).values() if s.tasks]
+    assert sum(len(s.tasks) for s in stages) <= 100
+    assert sum(s.task_count or 0 for s in stages) == len(ends)
+    assert len({len(s.tasks) for s in stages}) == 1  # the same share of each stage
+
+
+def test_partly_decoded_events_fold_into_the_same_state(tmp_path: Path) -> None:
+    """The fast path (msgspec: task ends and kinds without a handler built only in the fields read) and json
+    reading every line whole give the same state, malformed lines included."""
+    pytest.importorskip("msgspec")
+    from crystalperf.integrations.spark.eventjson import decoder, whole
+    from crystalperf.integrations.spark.reader import events
+
+    log = tmp_path / "odd.json"
+    lines = _lines()
+    task_end = next(i for i, line in enumerate(lines) if '"SparkListenerTaskEnd"' in line)
+    odd = json.loads(lines[task_end])
+    odd["Task Info"] = [1, 2]  # not an object: msgspec refuses it, json reads it and the handler skips it
+    lines[task_end:task_end] = [json.dumps(odd), lines[task_end].replace("1795550", "NaN", 1),
+                                '{"Event": "SparkListenerTaskEnd", "Stage ID": 1e400}', "{not json"]
+    log.write_text("\n".join(lines) + "\n")
+    fast = read_state(events(log, decode=decoder(HANDLERS)))
+    slow = read_state(events(log, decode=whole))
+    assert fast == slow and fast.seen == slow.seen

@@ -12,16 +12,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from crystalperf.core import limits
 from crystalperf.core import trace as tr
 from crystalperf.core.record.sampling import merge_samples
 from crystalperf.integrations.spark.config import INTEGRATION
-from crystalperf.integrations.spark.reader import (
+from crystalperf.integrations.spark.records import (
     AppRecord,
     EventLogState,
     ExecutorRecord,
     JobRecord,
     StageInfo,
     StageRun,
+    StageTasks,
     TaskRecord,
 )
 
@@ -68,7 +70,23 @@ def _stage_id(sid: int, jid: int, owner: dict[int, int]) -> str:
 
 
 def _task(task: TaskRecord) -> Document:
-    return dataclasses.asdict(task)
+    # the record's own metrics dict, not a copy: the trace's validation copies it
+    return {"id": task.id, "index": task.index, "attempt": task.attempt, "executor": task.executor,
+            "host": task.host, "start": task.start, "end": task.end, "status": task.status,
+            "metrics": task.metrics}
+
+
+def _sampled(op: Document, tasks: StageTasks) -> None:
+    """What a stage whose tasks are a sample carries (schema 1.4): how many ran, and their exact totals."""
+    op["task_count"] = tasks.count
+    op["metrics"] = dict(tasks.sums)
+    attributes = op["attributes"]
+    attributes["tasks_sampled"] = (f"{len(tasks.kept)} of {tasks.count} ({limits.MAX_TASKS_PER_OPERATION.env}, "
+                                   f"{limits.MAX_EVENTLOG_TASKS.env})")
+    if tasks.failed:
+        attributes["failed_tasks"] = str(tasks.failed)
+    if tasks.killed:
+        attributes["killed_tasks"] = str(tasks.killed)
 
 
 def _stage(sid: int, jid: int, job: JobRecord, job_start: float, job_end: float, ctx: _Assembly) -> Document:
@@ -83,12 +101,14 @@ def _stage(sid: int, jid: int, job: JobRecord, job_start: float, job_end: float,
         return op
     run = ctx.state.stages[sid]
     start = run.start if run.start is not None else job_start  # a stage that ran in a job has a start
-    tasks = ctx.state.tasks.get(sid, [])
+    tasks = ctx.state.tasks.get(sid)
     op.update(start=start, end=max(start, run.end or job_end), status=run.status or "running",
-              tasks=[_task(t) for t in tasks])
-    for task in tasks:
+              tasks=[_task(t) for t in tasks.records()] if tasks is not None else [])
+    if tasks is not None:
+        if tasks.sampled:
+            _sampled(op, tasks)
         for key in _TOTALS:
-            ctx.totals[key] = ctx.totals.get(key, 0.0) + task.metrics.get(key, 0.0)
+            ctx.totals[key] = ctx.totals.get(key, 0.0) + tasks.sums.get(key, 0.0)
     return op
 
 

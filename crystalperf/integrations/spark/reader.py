@@ -21,7 +21,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -31,11 +31,28 @@ from crystalperf.core.errors import BadInputError
 from crystalperf.core.record.hooks import guard
 from crystalperf.core.record.samplejournal import MAX_READ_BYTES as MAX_SPOOL_READ_BYTES
 from crystalperf.core.record.samplejournal import JournalContents, read_journal
+from crystalperf.integrations.spark.assemble import build_trace
 from crystalperf.integrations.spark.codecs import DamagedLogError, open_text
 from crystalperf.integrations.spark.config import SPOOL_CPU_FILE, SPOOL_FILE
+from crystalperf.integrations.spark.eventjson import Event, decoder, whole
+from crystalperf.integrations.spark.records import (
+    MAX_PLAN_DETAIL,
+    MAX_PLAN_NODES,
+    MAX_SQL_EXECUTIONS,
+    MAX_SQL_METRICS,
+    EventLogState,
+    JobRecord,
+    SqlPlanRecord,
+    StageInfo,
+    StageRun,
+    TaskRecord,
+    integer,
+    seconds,
+    section,
+    task_metrics,
+    text,
+)
 from crystalperf.integrations.spark.redact import redact
-
-Event = dict[str, Any]
 
 _ROLLING_FILE = re.compile(r"events_(\d+)")
 _IN_PROGRESS = ".inprogress"
@@ -100,19 +117,8 @@ def _lines(stream: IO[str], limit: int, reading: Reading | None) -> Iterator[str
         yield line
 
 
-def _event(line: str) -> Event | None:
-    """One line as an event object, or None for a line that is not one (not JSON, or JSON of another shape)."""
-    line = line.strip()
-    if not line:
-        return None
-    try:
-        event = json.loads(line)
-    except (ValueError, RecursionError):  # not JSON, a number of thousands of digits, nesting too deep
-        return None
-    return event if isinstance(event, dict) else None
-
-
-def events(path: Path, reading: Reading | None = None) -> Iterator[Event]:
+def events(path: Path, reading: Reading | None = None, *,
+           decode: Callable[[str], Event | None] = whole) -> Iterator[Event]:
     """Every JSON object of the event log, in order; blank lines and lines that are not JSON are skipped.
 
     Compressed data that cannot be decoded ends the stream: with ``reading`` the damage is recorded there,
@@ -127,7 +133,7 @@ def events(path: Path, reading: Reading | None = None) -> Iterator[Event]:
             with _open(file) as lines:
                 junk = 0
                 for line in _lines(lines, limit, own):
-                    event = _event(line)
+                    event = decode(line)
                     if event is not None:
                         junk = 0
                         yield event
@@ -145,216 +151,6 @@ def events(path: Path, reading: Reading | None = None) -> Iterator[Event]:
                 raise
             reading.damage = exc
             return
-
-
-_MAX_MS = tr.MAX_TIME * 1000.0
-
-
-def seconds(ms: Any) -> float | None:
-    """Spark's epoch milliseconds as seconds; None for a missing or unset (0) time, and for one no clock
-    could give (infinite, or beyond the trace's time range)."""
-    if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 < ms <= _MAX_MS:
-        return None
-    return float(ms) / 1000.0
-
-
-def number(value: Any) -> float | None:
-    """A finite JSON number within the trace's range of quantities, else None (a string, a null, 1e400)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    if isinstance(value, int) and abs(value) > tr.MAX_QUANTITY:
-        return None
-    value = float(value)
-    return value if math.isfinite(value) and abs(value) <= tr.MAX_QUANTITY else None
-
-
-def integer(value: Any, low: int = -tr.MAX_INDEX, high: int = tr.MAX_INDEX) -> int | None:
-    """A JSON integer (or an integral number) within [low, high], else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        value = int(value)
-    if isinstance(value, int) and low <= value <= high:
-        return value
-    return None
-
-
-def text(value: Any) -> str | None:
-    """A JSON string, or a number written as one; None for anything else."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
-    return None
-
-
-def section(value: Any) -> dict[str, Any]:
-    """A JSON object of an event, or an empty one when the field is missing or of another type."""
-    return value if isinstance(value, dict) else {}
-
-
-def task_metrics(m: Any) -> dict[str, float]:
-    """A task's metrics under the core's well-known names and Spark's own."""
-    m = section(m)
-    sr = section(m.get("Shuffle Read Metrics"))
-    sw = section(m.get("Shuffle Write Metrics"))
-    inp = section(m.get("Input Metrics"))
-    out = section(m.get("Output Metrics"))
-
-    def g(d: dict[str, Any], k: str) -> float:
-        v = number(d.get(k, 0))
-        return max(0.0, v) if v is not None else 0.0
-
-    remote, local = g(sr, "Remote Bytes Read"), g(sr, "Local Bytes Read")
-    metrics = {
-        tr.METRIC_RUN_TIME: g(m, "Executor Run Time") / 1000.0,
-        tr.METRIC_CPU_TIME: g(m, "Executor CPU Time") / 1e9,
-        tr.METRIC_GC_TIME: g(m, "JVM GC Time") / 1000.0,
-        tr.METRIC_NETWORK_WAIT: g(sr, "Fetch Wait Time") / 1000.0,
-        tr.METRIC_DISK_TIME: g(sw, "Shuffle Write Time") / 1e9,
-        tr.METRIC_INPUT_BYTES: g(inp, "Bytes Read"),
-        tr.METRIC_OUTPUT_BYTES: g(out, "Bytes Written"),
-        tr.METRIC_SHUFFLE_READ_BYTES: remote + local,
-        tr.METRIC_SHUFFLE_REMOTE_READ_BYTES: remote,
-        tr.METRIC_SHUFFLE_WRITE_BYTES: g(sw, "Shuffle Bytes Written"),
-        tr.METRIC_SPILL_DISK_BYTES: g(m, "Disk Bytes Spilled"),
-        tr.METRIC_SPILL_MEMORY_BYTES: g(m, "Memory Bytes Spilled"),
-        tr.METRIC_PEAK_MEMORY_BYTES: g(m, "Peak Execution Memory"),
-        tr.METRIC_RECORDS_IN: g(inp, "Records Read") + g(sr, "Total Records Read"),
-        tr.METRIC_RECORDS_OUT: g(out, "Records Written") + g(sw, "Shuffle Records Written"),
-    }
-    for key, value in m.items():
-        kept = number(value)
-        if kept is not None and isinstance(key, str) and key not in metrics:
-            metrics[key] = kept
-    return metrics
-
-
-# --- typed records of what the log says ----------------------------------------------------------------
-
-@dataclass
-class AppRecord:
-    """The application; it exists once any application-level event was read."""
-
-    id: str | None = None
-    name: str = ""
-    user: str | None = None
-    attempt: str | None = None
-    version: str | None = None
-    start: float | None = None
-    end: float | None = None
-    ended: bool = False  # an ApplicationEnd was read (even one without a usable time)
-
-
-@dataclass
-class JobRecord:
-    start: float | None
-    stages: list[int]  # sorted stage ids
-    properties: dict[str, Any]
-    end: float | None = None
-    status: str | None = None  # success / failed once it ended
-
-
-@dataclass
-class StageInfo:
-    """What Spark says about a stage (its Stage Info, the latest one read)."""
-
-    name: str = ""
-    parents: list[int] = field(default_factory=list)
-    num_tasks: int = 1
-    call_site: str = ""
-
-    @classmethod
-    def from_json(cls, info: dict[str, Any]) -> StageInfo:
-        parents = info.get("Parent IDs")
-        return cls(name=text(info.get("Stage Name")) or "",
-                   parents=[p for p in (integer(x) for x in (parents if isinstance(parents, list) else []))
-                            if p is not None],
-                   num_tasks=integer(info.get("Number of Tasks"), 1, tr.MAX_INDEX) or 1,
-                   call_site=(text(info.get("Details")) or "").split("\n", 1)[0].strip())
-
-
-@dataclass
-class StageRun:
-    """A stage that was submitted (it ran, in one of the jobs that contain it)."""
-
-    start: float | None = None
-    end: float | None = None
-    status: str | None = None
-
-
-@dataclass
-class TaskRecord:
-    id: str
-    index: int | None
-    attempt: int
-    executor: str | None
-    host: str | None
-    start: float
-    end: float
-    status: str
-    metrics: dict[str, float]
-
-
-@dataclass
-class ExecutorRecord:
-    id: str
-    host: str | None = None
-    cores: int | None = None
-    memory_bytes: int | None = None
-    added: float | None = None
-    removed: float | None = None
-
-
-# Bounds on the SQL plans kept from a log, as the listener's (SqlPlans.java).
-MAX_SQL_EXECUTIONS = 1000
-MAX_PLAN_NODES = 2000
-MAX_PLAN_DETAIL = 400
-MAX_SQL_METRICS = 1_000_000
-
-
-@dataclass
-class SqlPlanRecord:
-    """A SQL execution's last physical plan, flattened in pre-order: (name, detail, parent, metric ids)."""
-
-    description: str = ""
-    nodes: list[tuple[str, str, int | None, tuple[int, ...]]] = field(default_factory=list)
-    clipped: bool = False
-
-
-@dataclass
-class EventLogState:
-    """Everything read from an event log so far."""
-
-    app: AppRecord | None = None
-    jobs: dict[int, JobRecord] = field(default_factory=dict)
-    stage_info: dict[int, StageInfo] = field(default_factory=dict)
-    stages: dict[int, StageRun] = field(default_factory=dict)
-    tasks: dict[int, list[TaskRecord]] = field(default_factory=dict)
-    executors: dict[str, ExecutorRecord] = field(default_factory=dict)
-    properties: dict[str, str] = field(default_factory=dict)
-    classpath: list[str] = field(default_factory=list)
-    sql_plans: dict[int, SqlPlanRecord] = field(default_factory=dict)
-    sql_metrics: set[int] = field(default_factory=set)  # accumulator ids of the plans' SQL metrics
-    stage_sql_metrics: dict[int, set[int]] = field(default_factory=dict)  # stage -> SQL metrics it updated
-    first: float | None = None  # earliest and latest time of any event
-    last: float | None = None
-    seen: int = 0  # JSON events read
-    malformed: int = 0  # events of a known kind skipped because their fields made no sense
-    first_malformed: str | None = None
-
-    def application(self) -> AppRecord:
-        if self.app is None:
-            self.app = AppRecord()
-        return self.app
-
-    def executor(self, executor_id: str) -> ExecutorRecord:
-        return self.executors.setdefault(executor_id, ExecutorRecord(executor_id))
-
-    def observe(self, stamp: float | None) -> None:
-        if stamp is not None:
-            self.first = stamp if self.first is None else min(self.first, stamp)
-            self.last = stamp if self.last is None else max(self.last, stamp)
 
 
 # --- one handler per event kind ------------------------------------------------------------------------
@@ -516,7 +312,7 @@ def _task_end(state: EventLogState, event: Event) -> None:
     if start is None or stage is None:
         return
     status = "failed" if info.get("Failed") else "killed" if info.get("Killed") else "success"
-    state.tasks.setdefault(stage, []).append(TaskRecord(
+    state.add_task(stage, TaskRecord(
         id=str(text(info.get("Task ID"))), index=integer(info.get("Index")),
         attempt=integer(info.get("Attempt", 0), 0) or 0,
         executor=text(info.get("Executor ID")), host=text(info.get("Host")), start=start,
@@ -571,11 +367,10 @@ def read_event_log(path: Path) -> tr.Trace:
     Damaged compressed data ends the reading: the events before it make the trace, and a warning says
     where it stopped; a log whose damage leaves no event is a :class:`BadInputError`.
     """
-    from crystalperf.integrations.spark.assemble import build_trace
-
     path = Path(path)
     reading = Reading(in_progress(path))
-    state = read_state(events(path, reading))
+    # the events as the handlers read them: the kinds without a handler and the tasks' accumulables not built
+    state = read_state(events(path, reading, decode=decoder(HANDLERS)))
     if reading.damage is not None and not state.seen:
         raise reading.damage
     if not state.seen:
@@ -629,7 +424,7 @@ def _describe(path: Path, *, check: bool) -> LoggedApplication | None:
     name, start, app_id = "", None, None
     try:
         with _open(log_files(path)[0]) as lines:
-            event = _event(lines.readline(_FIRST_LINE))
+            event = whole(lines.readline(_FIRST_LINE))
             if check and not (isinstance(event, dict) and "Event" in event):
                 return None
             for _ in range(_HEAD_EVENTS):
@@ -641,7 +436,7 @@ def _describe(path: Path, *, check: bool) -> LoggedApplication | None:
                 line = lines.readline(_FIRST_LINE)
                 if not line:
                     break
-                event = _event(line)
+                event = whole(line)
     except (BadInputError, OSError, UnicodeError):
         if check:
             return None  # the listing names what it can read; importing the log says what is wrong
