@@ -384,3 +384,17 @@ def test_cli_one_log_works_as_before(history: Path, tmp_path: Path) -> None:
 def test_cli_choosing_needs_a_catalog(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["import", "flink-metrics", str(tmp_path), "--list"]) == 2
     assert "cannot list applications" in capsys.readouterr().err
+
+
+def test_a_damaged_log_is_listed_and_named_when_imported(history: Path, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """A file Spark would have named as a log that does not read as one (damaged from its first byte) is
+    listed, so that importing every log says what is wrong with it instead of leaving it out unseen."""
+    (history / "local-1004.zstd").write_bytes(b"\x28\xb5\x2f\xfd" + b"\x00garbage" * 8)
+    (history / "README.txt").write_text("not a log, not named like one\n")
+    assert [a.id for a in list_applications(history)][-1] == "local-1004"
+    assert "README.txt" not in {a.path.name for a in list_applications(history)}
+    assert main(["import", "spark-eventlog", str(history), "--all", "--out", str(tmp_path / "all")]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("crystalperf: error:")]
+    assert len(errors) == 1 and "local-1004.zstd: damaged zstd data" in errors[0]
+    assert len(list((tmp_path / "all").rglob("crystalperf-trace.json.gz"))) == 3

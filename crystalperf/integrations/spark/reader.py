@@ -418,15 +418,25 @@ def _log_key(path: Path) -> str:
     return name
 
 
+# The names Spark gives an application's log: its id (local mode, standalone, YARN, Kubernetes), then an
+# attempt, a codec and .inprogress.
+_LOG_NAME = re.compile(r"(eventlog_v2_)?(local-\d+|app-\d{14}-\d+|application_\d+_\d+|spark-[0-9a-f]{16,})"
+                       r"(_[\w-]+)?(\.[a-z0-9]+)*$")
+_START = "SparkListenerApplicationStart"
+# The events before the application's start decoded only as far as their kind (an environment update is 100 KB).
+_decode_head = decoder({_START})
+
+
 def _describe(path: Path, *, check: bool) -> LoggedApplication | None:
     """The application of one event log, from the first events of its first file; with ``check``, None
-    when the file does not begin as a Spark event log does (any other file in the directory)."""
+    when the file does not begin as a Spark event log does (any other file in the directory) unless its name is
+    one Spark gives its logs (a damaged log is listed: reading it says what is wrong)."""
     name, start, app_id = "", None, None
     try:
         with _open(log_files(path)[0]) as lines:
-            event = whole(lines.readline(_FIRST_LINE))
+            event = _decode_head(lines.readline(_FIRST_LINE))
             if check and not (isinstance(event, dict) and "Event" in event):
-                return None
+                return _named(path)
             for _ in range(_HEAD_EVENTS):
                 if isinstance(event, dict) and event.get("Event") == "SparkListenerApplicationStart":
                     attempt = text(event.get("App Attempt ID"))
@@ -436,14 +446,28 @@ def _describe(path: Path, *, check: bool) -> LoggedApplication | None:
                 line = lines.readline(_FIRST_LINE)
                 if not line:
                     break
-                event = whole(line)
+                event = _decode_head(line)
     except (BadInputError, OSError, UnicodeError):
         if check:
-            return None  # the listing names what it can read; importing the log says what is wrong
+            return _named(path)  # importing the log says what is wrong
+    return _logged(path, app_id or _log_key(path), name, start)
+
+
+def _logged(path: Path, app_id: str, name: str, start: float | None) -> LoggedApplication:
     files = log_files(path) if path.is_dir() else [path]
-    return LoggedApplication(id=app_id or _log_key(path), name=name, start=start,
+    return LoggedApplication(id=app_id, name=name, start=start,
                              status="in progress" if in_progress(path) else "complete",
                              size=sum(f.stat().st_size for f in files), path=path)
+
+
+def _named(path: Path) -> LoggedApplication | None:
+    """A file that does not read as an event log, listed when Spark would have named it so."""
+    if not _LOG_NAME.match(path.name):
+        return None
+    try:
+        return _logged(path, _log_key(path), "", None)
+    except (BadInputError, OSError):
+        return None
 
 
 def _is_rolling_log(path: Path) -> bool:
