@@ -89,8 +89,8 @@ def _cpu_ticks(pid: int) -> int | None:
         return None
 
 
-def _end_with(parent: int) -> None:
-    """In the child: be killed when the process that forked it ends, so that a child never outlives it."""
+def end_with(parent: int) -> None:
+    """In a child: be killed when the process ``parent`` ends, so that a child never outlives it (Linux)."""
     try:
         import ctypes
 
@@ -131,7 +131,7 @@ class Beside(Generic[T]):
             code = 1
             try:
                 os.close(read)
-                _end_with(parent)
+                end_with(parent)
                 if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
                     signal.signal(signal.SIGINT, signal.SIG_DFL)  # ^C ends the child; the process handles its own
                 data = pickle.dumps(self._work(), protocol=pickle.HIGHEST_PROTOCOL)

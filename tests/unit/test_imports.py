@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-FORBIDDEN = ("pyspark", "tensorflow", "pyflink", "torch", "flair", "keras", "py4j")
+FORBIDDEN = ("pyspark", "tensorflow", "pyflink", "torch", "flair", "keras", "py4j", "pyarrow")
 
 
 def test_core_imports_no_framework():
