@@ -5,7 +5,9 @@ driver over Spark's RPC (across the links), and the trace lists both hosts and t
 
 from __future__ import annotations
 
+import gzip
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +21,7 @@ import pytest
 from bench.cluster import Link, Network, SparkCluster, leftovers, unavailable
 from bench.cluster.spark import LINKS_PROPERTY
 from crystalperf.core.trace import load_trace
+from crystalperf.integrations.spark import read_event_log
 from tests.integrations.spark.reports import assert_no_plumbing_top_functions
 
 pytestmark = pytest.mark.slow
@@ -135,6 +138,42 @@ def test_shuffle_over_shaped_links(cluster: SparkCluster, tmp_path: Path) -> Non
     # tasks waited in longer than for their blocks) the analysis rightly counts the wait for a core as CPU.
     if run_queue < fetch_wait:
         assert bottleneck["resource"] == "network", summary
+
+
+def test_fleet_spark_engine_on_two_workers(cluster: SparkCluster, tmp_path: Path) -> None:
+    """``crystalperf fleet --engine spark`` submitted to the cluster: the executors on both hosts analyse the logs
+    (real event logs recorded in tests/data, copied under new application ids to a fleet of 12) and the driver
+    writes the table the local engine writes for them."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    data = REPO / "tests" / "data"
+    logs = tmp_path / "spark-events"
+    shutil.copytree(data / "spark-fleet", logs)
+    for i in range(9):  # the golden log under other application ids, as other runs of its job
+        text = gzip.decompress((data / "spark-eventlog.json.gz").read_bytes())
+        (logs / f"local-17955508406{i:02d}.gz").write_bytes(
+            gzip.compress(text.replace(b"local-1795550840668", f"local-17955508406{i:02d}".encode()), mtime=0))
+    fleet = [sys.executable, "-m", "crystalperf", "fleet", str(logs), "-q"]
+    local = subprocess.run([*fleet, "--out", str(tmp_path / "local")], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=600)
+    assert local.returncode == 0, local.stderr[-3000:]
+    events = tmp_path / "fleet-events"
+    events.mkdir()
+    conf = {**cluster.driver_conf(), "spark.ui.enabled": "false", "spark.executor.memory": "512m",
+            "spark.eventLog.enabled": "true", "spark.eventLog.dir": str(events)}
+    master = conf.pop("spark.master")
+    conf_args = [arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")]
+    done = subprocess.run([*fleet, "--out", str(tmp_path / "spark"), "--engine", "spark", "--master", master,
+                           *conf_args], cwd=tmp_path, env=cluster.driver_env(), capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:] + cluster.logs()
+    table = pq.read_table(tmp_path / "spark" / "crystalperf-fleet.parquet")
+    assert table.num_rows == 12 and table.column("error").null_count == 12
+    assert table.equals(pq.read_table(tmp_path / "local" / "crystalperf-fleet.parquet"))
+    # both workers' executors ran analyses: the fleet job's own event log says where its tasks ran
+    (log,) = [p for p in events.iterdir() if not p.name.startswith(".")]
+    job = read_event_log(log)
+    hosts = {t.host for op in job.iter_operations() for t in op.tasks}
+    assert hosts == set(cluster.hosts), hosts
 
 
 # A network whose processes try to outlive it: a child in its own session (out of the process group), in a
