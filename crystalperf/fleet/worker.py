@@ -46,7 +46,7 @@ class Analyser:
     """What a worker holds for every analysis: the classifier and the readers it has loaded."""
 
     def __init__(self, classifier: str | None) -> None:
-        from crystalperf.core.classify import load_classifier
+        from crystalperf.core.attribution.classify import load_classifier
 
         self.classifier = load_classifier(classifier)
         self.readers: dict[str, Callable[[Path], Any] | None] = {}

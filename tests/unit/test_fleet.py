@@ -18,7 +18,7 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 from crystalperf.core.analysis import analyze  # noqa: E402
-from crystalperf.core.classify import load_classifier  # noqa: E402
+from crystalperf.core.attribution.classify import load_classifier  # noqa: E402
 from crystalperf.core.cli import main  # noqa: E402
 from crystalperf.fleet import cli as fleet_cli  # noqa: E402
 from crystalperf.fleet import pool  # noqa: E402

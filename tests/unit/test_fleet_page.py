@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from crystalperf.core.analysis import analyze
-from crystalperf.core.classify import load_classifier
+from crystalperf.core.attribution.classify import load_classifier
 from crystalperf.core.report.svg import COLOURS
 from crystalperf.fleet.discover import discover
 from crystalperf.fleet.page import render
