@@ -254,6 +254,13 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Cap
     assert "not a date" in capsys.readouterr().err
     assert main(["fleet", str(tmp_path), "--engine", "hadoop", "--out", str(tmp_path / "o")]) == 2
     assert "unknown engine 'hadoop' (known: local, spark)" in capsys.readouterr().err
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    shutil.copy(GOLDEN_LOG, logs / "local-1795550840668.gz")
+    monkeypatch.setitem(sys.modules, "pyspark", None)  # as if the spark extra were not installed
+    assert main(["fleet", str(logs), "--engine", "spark", "--out", str(tmp_path / "o"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pyspark is not installed: pip install 'crystalperf[spark]'" in err
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # as if the fleet extra were not installed
     assert main(["fleet", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
