@@ -16,9 +16,10 @@ same jobs. ``run`` runs ``crystalperf fleet`` on a fleet from an empty cache, in
 samples the memory of the whole tree every 0.2 s (the sum of every process's PSS: shared pages counted once);
 ``--engine cluster`` submits it with ``--engine spark`` to a standalone cluster of 2 workers of 1 core each, each
 in a network namespace of its own (bench.cluster), and measures the driver's tree. ``big`` takes the
-``many-tasks`` log with the most tasks and repeats its stages' task events (new task ids and indices, the
-original events' metrics) until the log holds ``--tasks`` tasks, written zstd as Spark writes it, then reads and
-analyses it in a fresh process (wall and CPU time, peak RSS).
+``many-tasks`` log with the most tasks and repeats its task events until the log holds ``--tasks`` tasks (new
+task ids and indices; each copy keeps its original's launch and finish times, so the application's timeline is
+the recorded one, and its measured figures and accumulator values varied by up to +-50 %), written zstd as Spark
+writes it, then reads and analyses it in a fresh process (wall and CPU time, peak RSS).
 
 ``host_speed_s`` and ``load_average`` say how busy the shared machine was (``bench/analysis_scale.py``).
 """
@@ -29,6 +30,7 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -297,6 +299,15 @@ def run(args: argparse.Namespace) -> None:
 
 _TASK_ID = re.compile(rb'"Task ID":(\d+)')
 _INDEX = re.compile(rb'"Index":(\d+)')
+# The task's measured figures, varied in each copy (as a stage's tasks differ; identical copies would also
+# compress a thousandfold, which no real log does).
+_FIGURES = re.compile(rb'("(?:Update|Value|Executor Run Time|Executor CPU Time|Executor Deserialize Time|'
+                      rb'Executor Deserialize CPU Time|Result Size|JVM GC Time|Peak Execution Memory|'
+                      rb'Result Serialization Time)":)(\d+)')
+
+
+def _varied(line: bytes, rng: random.Random) -> bytes:
+    return _FIGURES.sub(lambda m: m.group(1) + str(int(int(m.group(2)) * rng.uniform(0.5, 1.5))).encode(), line)
 
 
 def grow(log: Path, tasks: int, out: Path) -> dict[str, int]:
@@ -316,6 +327,7 @@ def grow(log: Path, tasks: int, out: Path) -> dict[str, int]:
     (target / f"appstatus_{app}").write_bytes(b"")
     next_id = 10**9
     written = 0
+    rng = random.Random(7)
     by_task = {m.group(1): i for i in starts if (m := _TASK_ID.search(lines[i]))}
     with (target / events.name).open("wb") as raw, zstandard.ZstdCompressor(level=1).stream_writer(raw) as sink:
         for i, line in enumerate(lines):
@@ -335,7 +347,8 @@ def grow(log: Path, tasks: int, out: Path) -> dict[str, int]:
                 written += 1
                 if start is not None:
                     sink.write(_INDEX.sub(b'"Index":' + index, _TASK_ID.sub(b'"Task ID":' + new_id, start, 1), 1) + b"\n")
-                sink.write(_INDEX.sub(b'"Index":' + index, _TASK_ID.sub(b'"Task ID":' + new_id, line, 1), 1) + b"\n")
+                end = _INDEX.sub(b'"Index":' + index, _TASK_ID.sub(b'"Task ID":' + new_id, line, 1), 1)
+                sink.write(_varied(end, rng) + b"\n")
     return {"tasks": written, "from_tasks": len(ends), "log_bytes": (target / events.name).stat().st_size}
 
 
