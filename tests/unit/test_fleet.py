@@ -307,3 +307,15 @@ def test_hostile_names_are_escaped_in_the_page(tmp_path: Path) -> None:
     assert "<script>" not in page and "<img" not in page and 'onload="x' not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     json.dumps(summary.ranking())  # rows stay plain data
+
+
+def test_the_spark_engine_deals_the_largest_logs_round_the_partitions() -> None:
+    from crystalperf.integrations.spark.fleet import dealt
+
+    sources = [Source(f"/logs/{i}", "spark-eventlog", size, 0) for i, size in enumerate([5, 90, 10, 70, 30, 50, 20])]
+    order = dealt(sources, 3)
+    assert sorted(order, key=lambda s: s.path) == sorted(sources, key=lambda s: s.path)
+    # parallelize cuts 7 into slices [0, 2), [2, 4), [4, 7) (i * n // 3): each gets one of the three largest
+    slices = [order[0:2], order[2:4], order[4:7]]
+    assert [s[0].size for s in slices] == [90, 70, 50]
+    assert [[s.size for s in part] for part in slices] == [[90, 30], [70, 20], [50, 10, 5]]

@@ -40,10 +40,19 @@ def _partition(options_json: str, lines: Iterable[str]) -> Iterator[str]:
 
 
 def dealt(sources: Sequence[Source], partitions: int) -> list[Source]:
-    """The sources, largest first, ordered so that cutting the list into ``partitions`` contiguous slices (as
-    ``parallelize`` does) deals them round the partitions."""
+    """The sources, largest first, ordered so that cutting the list into ``partitions`` contiguous slices as
+    ``parallelize`` does (slice ``i`` from ``i * n // partitions``) deals them round the partitions."""
     ordered = sorted(sources, key=lambda s: (-s.size, s.path))
-    return [ordered[i] for p in range(partitions) for i in range(p, len(ordered), partitions)]
+    n = len(ordered)
+    room = [((p + 1) * n) // partitions - (p * n) // partitions for p in range(partitions)]
+    slices: list[list[Source]] = [[] for _ in range(partitions)]
+    p = 0
+    for source in ordered:
+        while len(slices[p]) >= room[p]:
+            p = (p + 1) % partitions
+        slices[p].append(source)
+        p = (p + 1) % partitions
+    return [source for part in slices for source in part]
 
 
 def analyse(sources: Sequence[Source], options: Options) -> Iterator[Result]:
