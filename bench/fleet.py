@@ -3,6 +3,7 @@ cluster; and one application of 1,000,000 tasks imported and analysed. Prints fi
 
     python bench/fleet.py record DIR [--runs 5]       # real local[2] Spark runs of six shapes -> DIR/logs
     python bench/fleet.py scale DIR --apps 100 1000 5000   # DIR/fleet-<n>: the logs copied under new app ids
+    python bench/fleet.py traces DIR --apps 1000      # DIR/traces-<n>: the demo's trace under new app ids
     python bench/fleet.py run DIR/fleet-1000 [--jobs 2] [--engine local|cluster] [--repeat 1]
     python bench/fleet.py big DIR [--tasks 1000000]   # DIR/big: a real many-task log grown to --tasks tasks
 
@@ -12,7 +13,9 @@ function per row), ``sql`` (a shuffle join and aggregation), ``disk`` (a scan of
 page cache, read through a cgroup v1 blkio limit of 20 MB/s; needs root), ``skewed`` (one key holds most rows),
 ``many-tasks`` (thousands of tiny tasks), ``failed`` (a job whose tasks raise). ``scale`` copies the recorded
 logs round-robin under new application ids (the id in the file names and in every event), as other runs of the
-same jobs. ``run`` runs ``crystalperf fleet`` on a fleet from an empty cache, in a fresh process tree, and
+same jobs; ``traces`` does the same with the trace ``crystalperf demo`` writes (``tests/data/spark-demo-trace.json.gz``:
+TPC-H Q6 and Q9 on local Spark with the listener, 53 tasks and their stack samples), one directory per copy as
+``crystalperf import --all`` lays traces out. ``run`` runs ``crystalperf fleet`` on a fleet from an empty cache, in a fresh process tree, and
 samples the memory of the whole tree every 0.2 s (the sum of every process's PSS: shared pages counted once);
 ``--engine cluster`` submits it with ``--engine spark`` to a standalone cluster of 2 workers of 1 core each, each
 in a network namespace of its own (bench.cluster), and measures the driver's tree. ``big`` takes the
@@ -172,6 +175,25 @@ def scale(args: argparse.Namespace) -> None:
         print(json.dumps({"fleet": str(target), "apps": count, "from_logs": len(logs),
                           "seconds": round(time.perf_counter() - started, 1),
                           "bytes": sum(f.stat().st_size for f in target.rglob("*") if f.is_file())}))
+
+
+def traces(args: argparse.Namespace) -> None:
+    import gzip
+
+    root = Path(args.dir)
+    text = gzip.decompress(Path(args.trace).read_bytes())
+    old = json.loads(text)["application"]["id"].encode()
+    for count in args.apps:
+        target = root / f"traces-{count}"
+        if target.exists():
+            shutil.rmtree(target)
+        started = time.perf_counter()
+        for i in range(count):
+            (target / f"app-{i:05d}").mkdir(parents=True)
+            new = f"local-{2_000_000_000_000 + i}".encode()
+            (target / f"app-{i:05d}" / "crystalperf-trace.json.gz").write_bytes(
+                gzip.compress(text.replace(old, new), compresslevel=6, mtime=0))
+        print(json.dumps({"fleet": str(target), "apps": count, "seconds": round(time.perf_counter() - started, 1)}))
 
 
 # -- run --------------------------------------------------------------------------------------------------
@@ -414,6 +436,12 @@ def main() -> None:
     p.add_argument("dir")
     p.add_argument("--apps", type=int, nargs="+", default=[100, 1000, 5000])
     p.set_defaults(func=scale)
+    p = sub.add_parser("traces")
+    p.add_argument("dir")
+    p.add_argument("--apps", type=int, nargs="+", default=[1000])
+    p.add_argument("--trace", default=str(Path(__file__).resolve().parents[1] / "tests" / "data" /
+                                          "spark-demo-trace.json.gz"))
+    p.set_defaults(func=traces)
     p = sub.add_parser("run")
     p.add_argument("fleet")
     p.add_argument("--jobs", type=int)
