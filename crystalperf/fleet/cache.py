@@ -12,11 +12,8 @@ its time or memory bound, its process killed) is kept for the run's table but ma
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,14 +121,3 @@ class Cache:
         file.parent.mkdir(parents=True, exist_ok=True)
         entry = {"version": CACHE_VERSION, "fingerprint": self.fingerprint, "result": result.to_json()}
         atomic.write_bytes(file, json.dumps(entry).encode())
-
-    def results(self, sources: list[Source]) -> Iterator[Result]:
-        """The results of these logs in their order, those this run has (for its table)."""
-        for source in sources:
-            result = self.get(source, for_table=True)
-            if result is not None:
-                yield result
-
-    def forget(self, source: Source) -> None:
-        with contextlib.suppress(OSError):
-            os.unlink(self._file(source.path))

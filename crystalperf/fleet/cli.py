@@ -28,7 +28,7 @@ from crystalperf.fleet import pool
 from crystalperf.fleet.cache import Cache, Result, fingerprint
 from crystalperf.fleet.discover import discover
 from crystalperf.fleet.page import render
-from crystalperf.fleet.row import Source
+from crystalperf.fleet.row import Source, error_row
 from crystalperf.fleet.summary import FleetSummary, print_summary
 from crystalperf.fleet.table import TableWriter, require_pyarrow
 
@@ -180,9 +180,12 @@ def run(paths: Sequence[str], *, out: Path, cache_dir: Path | None = None, since
     table = out / TABLE
     writer = TableWriter(table)
     try:
-        for result in cache.results(sources):
-            writer.add(result.row)
-            summary.add(result.row)
+        for source in sources:
+            kept = cache.get(source, for_table=True)
+            row = kept.row if kept is not None else error_row(source, "not analysed: the engine returned no "
+                                                                          "result for it (the next run tries again)")
+            writer.add(row)
+            summary.add(row)
     except BaseException:
         writer.abort()
         raise

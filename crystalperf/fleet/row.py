@@ -14,6 +14,7 @@ more machine-hours than it saves.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,4 +153,5 @@ def report_row(source: Source, report: dict[str, Any], tasks: int) -> dict[str, 
                      for s in skewed[:MAX_LISTED]],
                skew_saved_s=max((float(s.get("job_saved_s") or 0.0) for s in skewed), default=0.0),
                warnings=[str(w)[:MAX_TEXT] for w in (report.get("warnings") or [])[:MAX_LISTED]])
-    return row
+    # a figure no JSON can carry (an infinite speed-up) is unknown in the table
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}

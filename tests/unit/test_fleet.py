@@ -319,3 +319,11 @@ def test_the_spark_engine_deals_the_largest_logs_round_the_partitions() -> None:
     slices = [order[0:2], order[2:4], order[4:7]]
     assert [s[0].size for s in slices] == [90, 70, 50]
     assert [[s.size for s in part] for part in slices] == [[90, 30], [70, 20], [50, 10, 5]]
+
+
+def test_a_log_the_engine_returned_nothing_for_is_an_error_row(history: Path, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pool, "analyse", lambda sources, options: iter(()))
+    summary = _run([history / "spark-events"], tmp_path / "out")
+    rows = _rows(tmp_path / "out")
+    assert summary.errors == len(rows) == 5 and all("not analysed" in r["error"] for r in rows)
