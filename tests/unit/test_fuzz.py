@@ -762,6 +762,7 @@ def _hostile_cases(root: Path) -> list[Case]:
     return cases
 
 
+@pytest.mark.slow
 def test_hostile_inputs_through_the_real_cli(tmp_path):
     cases = _hostile_cases(tmp_path)
     assert len(cases) >= 300, len(cases)
