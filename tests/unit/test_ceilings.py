@@ -16,21 +16,32 @@ from .helpers import make_trace, op, task
 
 
 def io_rows(seconds: int, *, process_cores: float, other_cores: float = 0.0, cpus: int = 2,
-            limit: float | None = 2.0, read_rate: float = 0.0, read_limit: float | None = None) -> list[tr.IoSample]:
-    """One counter row a second: the process kept ``process_cores`` busy, other processes ``other_cores``."""
-    return [tr.IoSample(t=float(t), source="driver", host="h", process_cpu_s=process_cores * t,
-                        host_cpu_busy_s=(process_cores + other_cores) * t, host_cpu_s=cpus * t, host_cpus=cpus,
+            limit: float | None = 2.0, read_rate: float = 0.0, read_limit: float | None = None,
+            busiest: float | None = None) -> list[tr.IoSample]:
+    """One counter row a second: the process kept ``process_cores`` busy on average, other processes
+    ``other_cores``; ``busiest``: the cores the host had busy in the first second (the rest evenly slower)."""
+    rate = process_cores + other_cores
+    first = busiest if busiest is not None else rate
+    rest = (rate * seconds - first) / (seconds - 1)
+
+    def busy(t: int) -> float:
+        return 0.0 if t == 0 else first + rest * (t - 1)
+
+    return [tr.IoSample(t=float(t), source="driver", host="h",
+                        process_cpu_s=busy(t) * process_cores / rate if rate else 0.0,
+                        host_cpu_busy_s=busy(t), host_cpu_s=cpus * t, host_cpus=cpus,
                         cpu_limit=limit, storage_read_bytes=read_rate * t, storage_write_bytes=0.0,
                         disk_read_limit=read_limit)
             for t in range(seconds + 1)]
 
 
-def cpu_job(process_cores: float = 1.9, other_cores: float = 0.0) -> tr.Trace:
-    """Ten 1 s tasks one after another on one slot, each 1 s of CPU; the process used ``process_cores``."""
+def cpu_job(process_cores: float = 1.9, other_cores: float = 0.0, busiest: float | None = 2.0) -> tr.Trace:
+    """Ten 1 s tasks one after another on one slot, each 1 s of CPU; the process used ``process_cores``, and the
+    host had ``busiest`` cores busy in its busiest second."""
     tasks = [task(f"t{i}", i, i + 1, cpu_time_s=1.0, run_time_s=1.0) for i in range(10)]
     trace = make_trace([op("s", 0, 10, tasks=tasks)], total_slots=1, cores_per_executor=1,
                        executors=[tr.Executor(id="driver", cores=1)])
-    trace.io = io_rows(10, process_cores=process_cores, other_cores=other_cores)
+    trace.io = io_rows(10, process_cores=process_cores, other_cores=other_cores, busiest=busiest)
     return trace
 
 
@@ -42,7 +53,7 @@ def test_the_shared_machine_is_read_from_the_processes_counters() -> None:
     machine = shared_machine(build_profile(cpu_job(), KeywordClassifier()))
     assert machine is not None
     assert machine.cores == 2 and machine.hosts == 1 and machine.limited_by == "cpus"
-    assert machine.busy_cores == pytest.approx(1.9)
+    assert machine.busy_cores == pytest.approx(1.9) and machine.peak_utilization == pytest.approx(1.0)
     # the tasks' 10 s of CPU over 10 s; the rest of the process's 19 s beside them
     assert machine.background_cores == pytest.approx(0.9)
     share = machine.shares["s"]
@@ -67,6 +78,20 @@ def test_more_cores_on_the_host_lift_the_ceiling() -> None:
     # four slots on four cores: 19 s of CPU over 4 cores, 4.75 s (the replay's 3 waves take 3 s)
     prediction = p.predict(Changes({"cores": 4, "host_cpus": 4}), band=False)
     assert prediction.crystalperf.runtime_s == pytest.approx(4.75)
+
+
+def test_cores_kept_no_busier_than_the_run_ever_got() -> None:
+    # the host never had more than 1.9 of its 2 cores busy in any second: the second slot finds no more
+    p = predictor(cpu_job(busiest=None))
+    assert p.predict(Changes({"cores": 2}), band=False).crystalperf.runtime_s == pytest.approx(10.0)
+
+
+def test_the_band_spans_an_operation_no_busier_than_it_was() -> None:
+    # the process kept 1.5 of 2 cores busy, 2 in the busiest second: 15 s of CPU on 2 cores take 7.5 s, or, no
+    # busier than traced, 10 s
+    prediction = predictor(cpu_job(process_cores=1.5)).predict(Changes({"cores": 2}))
+    assert prediction.crystalperf.runtime_s == pytest.approx(7.5)
+    assert prediction.crystalperf.high_s == pytest.approx(10.0)
 
 
 def test_cores_other_processes_keep_busy_are_not_the_jobs() -> None:

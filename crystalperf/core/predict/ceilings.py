@@ -5,8 +5,8 @@ least:
 
 - **cores**: its CPU work — its tasks' own CPU time and its share of what its processes did beside them (the
   collector, the compilers, shuffle and fetcher threads), both scaled by a CPU speed change — over the cores the
-  processes can have: the cores they may use less what other processes of the hosts kept busy, or what the
-  operation was seen using where that was more. Task slots add no cores: only more executors (more hosts), a
+  processes can have: the cores they may use, as near to all of them as the busiest second of the run got, less
+  what other processes of the hosts kept busy, or what the operation was seen using where that was more. Task slots add no cores: only more executors (more hosts), a
   quota that follows the executor's cores (a container's), or a CPU share change do;
 - **the storage device**: the bytes it read from the device over the device's bandwidth (the traced one, or the
   scenario's ``disk``), or what the operation was seen reading at where that was faster;
@@ -48,8 +48,6 @@ class Floors:
     # many times more of the resource the most bound operation would need for its floor not to bind
     added: dict[str, float] = field(default_factory=dict)
     needed: dict[str, float] = field(default_factory=dict)
-    # the floors' multiplier in a simulation (the band's: cores kept as busy as the busiest traced second)
-    scale: float = 1.0
 
     def record(self, kind: str, floor: float, replayed: float) -> None:
         self.added[kind] = self.added.get(kind, 0.0) + floor - replayed
@@ -94,9 +92,9 @@ class Ceilings:
             factor = min(factor, quota / machine.cores)
         return factor
 
-    def floors(self, changes: Changes, baseline: Baseline, new_slots: int) -> Floors:
+    def floors(self, changes: Changes, baseline: Baseline, new_slots: int, pessimistic: bool = False) -> Floors:
         """The scenario's floor for every unit operation (``baseline``: the traced run's, as the scenario states
-        it)."""
+        it). ``pessimistic``: the band's high end, each operation keeping its cores no busier than it did."""
         found = Floors()
         machine = self.machine
         if machine is None:
@@ -107,7 +105,7 @@ class Ceilings:
         disk = (changes.number("disk", baseline.disk_bandwidth) / baseline.disk_bandwidth) * hosts
         network = changes.number("network", baseline.network_bandwidth) / baseline.network_bandwidth
         for path, share in machine.shares.items():
-            candidates = [(self._cores_floor(share, machine, cpu_factor, cores), CORES)]
+            candidates = [(self._cores_floor(share, machine, cpu_factor, cores, pessimistic), CORES)]
             if self.device_known and share.read_bytes > 0:
                 candidates.append((self._bandwidth_floor(share.read_bytes, share.window_s, baseline.disk_bandwidth,
                                                          disk), DEVICE))
@@ -121,11 +119,16 @@ class Ceilings:
         return found
 
     @staticmethod
-    def _cores_floor(share: OperationShare, machine: SharedMachine, cpu_factor: float, cores: float) -> float:
+    def _cores_floor(share: OperationShare, machine: SharedMachine, cpu_factor: float, cores: float,
+                     pessimistic: bool = False) -> float:
         if share.window_s <= 0 or share.cpu_s <= 0:
             return 0.0
-        # the cores it could have: what others left of the processes' cores, or what it was seen using
-        available = max(machine.cores - share.other_cores, share.cpu_s / share.window_s)
+        used = share.cpu_s / share.window_s
+        # the cores it could have: what others left of the processes' cores, as near to all of them as the busiest
+        # second of the run got (the band's pessimistic end: no nearer than the operation itself got), or what it
+        # was seen using where that was more
+        reach = used / machine.cores if pessimistic else machine.peak_utilization
+        available = max(machine.cores * reach - share.other_cores, used)
         return share.cpu_s * cpu_factor / (available * cores)
 
     @staticmethod

@@ -13,7 +13,7 @@ from crystalperf.core.predict.band import (
     perturb,
 )
 from crystalperf.core.predict.base import Baseline, Changes, ResourceModel, TaskParts
-from crystalperf.core.predict.ceilings import CORES, Ceilings, Floors
+from crystalperf.core.predict.ceilings import Ceilings, Floors
 from crystalperf.core.predict.compute import estimate_warmup
 from crystalperf.core.predict.scenarios import installed_models
 from crystalperf.core.predict.simulation import (
@@ -281,8 +281,6 @@ class Simulator:
         floor = floors.seconds.get(unit.ctx.profile.path)
         if floor is None:
             return duration
-        if floors.scale != 1.0 and floors.kinds[unit.ctx.profile.path] == CORES:
-            floor *= floors.scale
         if floor <= duration:
             return duration
         if sim.record_point:

@@ -176,14 +176,13 @@ class Predictor(Simulator):
                 draws.append(self.simulate(changes, draw=Draw(warmup=1.0)))
                 notes.append(f"the first-wave warm-up factor {self.warmup:.2f} comes from {evidence} first-wave "
                              f"task{'s' if evidence != 1 else ''}: the band spans no warm-up to it")
-            # A floor on the cores is all of them busy; the busiest second of the traced run is as near as the job
-            # was seen to get: the band spans both.
-            machine = self.ceilings.machine
-            if (machine is not None and self._floors is not None and CORES in self._floors.added
-                    and machine.peak_utilization < 1.0):
-                self._floors.scale = 1.0 / machine.peak_utilization
+            # A floor on the cores keeps them as busy as the busiest second of the traced run; an operation may get
+            # no nearer to that than it did itself: the band spans both.
+            if self._floors is not None and CORES in self._floors.added:
+                point_floors = self._floors
+                self._floors = self.ceilings.floors(changes, baseline, self.new_slots(changes), pessimistic=True)
                 draws.append(self.simulate(changes))
-                self._floors.scale = 1.0
+                self._floors = point_floors
             monte_carlo, guesses = draws[:runs], draws[runs:]
             estimate.low_s = min([point, quantile(monte_carlo, BAND_QUANTILES[0]), *guesses])
             estimate.high_s = max([point, quantile(monte_carlo, BAND_QUANTILES[1]), *guesses])
