@@ -20,6 +20,7 @@ traced run.
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass, field
 
 from crystalperf.core.predict.base import Baseline, Changes
@@ -32,6 +33,9 @@ NOTED_SHARE = 0.05
 # A limit on the cores within this of the slots per host is taken to follow the executor's cores (a container's
 # CPU quota): more cores per executor then come with their quota.
 TIED_QUOTA = 0.5
+
+# A floor drawn for the band is at most this far off its point value.
+MAX_JITTER = 0.5
 
 CORES, DEVICE, LINK = "cores", "device", "link"
 # The what-if key that gives each ceiling more of its resource.
@@ -138,6 +142,21 @@ class Ceilings:
         seen = max(bandwidth, moved / window_s)
         return moved / (seen * factor)
 
+    def drawn(self, floors: Floors, rng: random.Random) -> Floors:
+        """The floors of one Monte Carlo draw: each operation's figures are read over its window from counters read
+        every ``reading_interval_s``, so each end of the window may be off by that much; a floor of a window of
+        ``w`` seconds is off by up to ``2 x interval / w`` of itself (at most ``MAX_JITTER``)."""
+        machine = self.machine
+        if machine is None:
+            return floors
+        seconds = {}
+        for path, floor in floors.seconds.items():
+            share = machine.shares.get(path)
+            jitter = (min(MAX_JITTER, 2 * machine.reading_interval_s / share.window_s)
+                      if share is not None and share.window_s > 0 else 0.0)
+            seconds[path] = floor * (1.0 + rng.uniform(-jitter, jitter))
+        return Floors(seconds, floors.kinds)
+
     def notes(self, floors: Floors, runtime_s: float) -> list[str]:
         """What bound the scenario, where a ceiling added at least ``NOTED_SHARE`` of the run."""
         machine = self.machine
@@ -160,8 +179,8 @@ class Ceilings:
             elif kind == DEVICE:
                 seen = self.baseline.observed.get("disk")
                 rate = format_byte_rate(self.baseline.disk_bandwidth)
-                moved = (f"{seen.bytes / 1e6:.1f} MB at up to {rate} in {seen.active_s:.1f} s of the "
-                         f"{runtime_s:.1f} s run" if seen is not None else f"at {rate}")
+                moved = (f"{seen.bytes / 1e6:.1f} MB at up to {rate} in {seen.active_s:.1f} s of transfer"
+                         if seen is not None else f"at {rate}")
                 notes.append(f"ceiling: the storage device — it moved {moved}; more task slots read no faster "
                              f"({added:.2f} s over the replay)")
             elif kind == LINK:

@@ -155,11 +155,15 @@ class Predictor(Simulator):
             rng = random.Random(seed)
             runs, share = self._monte_carlo_runs()
             draws = []
+            point_floors = self._floors
             for number in range(runs):
                 warm = rng.choice(self.warmup_factors) if self.warmup_factors else None
+                if point_floors is not None:
+                    self._floors = self.ceilings.drawn(point_floors, rng)
                 drawn = self.simulate(changes, draw=Draw.seeded(rng.random(), warm, share, number))
                 # Redrawing a share of the operations shows that share of the variance: scaled back to all.
                 draws.append(point + (drawn - point) / math.sqrt(share))
+            self._floors = point_floors
             # A bandwidth the trace did not give is a guess: the band spans what the traced run could have had.
             for key in STATABLE_KEYS:
                 if key in changes and baseline.origins.get(key) == "assumed":

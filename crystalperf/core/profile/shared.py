@@ -65,6 +65,8 @@ class SharedMachine:
     # the most of their cores the processes (and the hosts' other processes) kept busy in any second of the run:
     # how near to all of them a job that wants more gets
     peak_utilization: float = 1.0
+    # seconds between two counter readings (the median): how far a window's figures may be off at each end
+    reading_interval_s: float = 0.25
 
     @property
     def busy_cores(self) -> float:
@@ -179,6 +181,9 @@ def shared_machine(profile: ExecutionProfile) -> SharedMachine | None:
                             sum(measured) if measured else None, other)
     machine.shares = _operation_shares(trace, processes, cpu, busy, units)
     machine.peak_utilization = _peak_utilization(busy or cpu, cores, start, end)
+    gaps = [b - a for series in cpu for a, b in zip(series.t, series.t[1:], strict=False) if b > a]
+    if gaps:
+        machine.reading_interval_s = statistics.median(gaps)
     return machine
 
 
