@@ -230,7 +230,7 @@ def _import_one(read: Any, source: Path, out: Path, analyze: bool) -> None:
     from crystalperf.core.trace import save_trace
 
     trace = read(source)
-    if limits.is_directory(out):
+    if limits.is_directory(out) or not _names_a_trace_file(out):
         out = out / "crystalperf-trace.json.gz"
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -246,6 +246,12 @@ def _import_one(read: Any, source: Path, out: Path, analyze: bool) -> None:
 
         result = analyze_path(out, out.parent)
         TerminalRenderer(width=_width()).print(result.report, _console())
+
+
+def _names_a_trace_file(path: Path) -> bool:
+    """``--out t1`` is a directory to make, as ``analyze --out`` takes one: only a name ending in ``.json`` or
+    ``.json.gz`` is the trace file itself, so the reports written beside it never land in its parent unasked."""
+    return path.name.endswith((".json", ".json.gz"))
 
 
 def _safe_name(name: str) -> str:
@@ -340,7 +346,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("import", help="turn a framework's own logs into a crystalperf trace")
     p.add_argument("format", help="trace reader, e.g. spark-eventlog (entry points crystalperf.trace_readers)")
     p.add_argument("path", help="the log file or directory, or a directory of many applications' logs")
-    p.add_argument("--out", help="trace file or directory (default: next to the input); with --all the "
+    p.add_argument("--out", help="trace file (a name ending in .json or .json.gz) or directory (any other "
+                                 "name; made if missing; default: next to the input); with --all the "
                                  "directory that gets one sub-directory per application (default ./crystalperf-traces)")
     p.add_argument("--analyze", action="store_true", help="also write the report and print a summary")
     choose = p.add_mutually_exclusive_group()

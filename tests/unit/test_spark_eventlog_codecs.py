@@ -363,6 +363,12 @@ def test_cli_app_and_all(history: Path, tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["import", "spark-eventlog", str(history), "--app", "local-9"]) == 2
     assert "local-1001, local-1002" in capsys.readouterr().err.replace("local-1003, ", "")
 
+    # a name that is not a trace file's is a directory to make, holding the trace (and the reports beside it)
+    assert main(["import", "spark-eventlog", str(history), "--app", "local-1002", "--out", str(tmp_path / "t1"),
+                 "--analyze"]) == 0
+    assert load_trace(tmp_path / "t1" / "crystalperf-trace.json.gz").application.name == "second"
+    assert (tmp_path / "t1" / "crystalperf-report.json").is_file()
+
     root = tmp_path / "all"
     assert main(["import", "spark-eventlog", str(history), "--all", "--out", str(root)]) == 0
     written = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.json.gz"))
