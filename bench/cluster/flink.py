@@ -44,11 +44,13 @@ class FlinkCluster:
     """A JobManager and one TaskManager (``slots`` slots) per host of ``network``; files under ``workdir``.
     ``out``: where the reporter writes (None: no reporter). ``config``: more configuration for every process.
     Starting waits until every TaskManager has registered. ``pin``: each TaskManager runs on ``slots`` CPUs of its
-    own (``host_cpus``); the JobManager and the client are not pinned."""
+    own (``host_cpus``); the JobManager and the client are not pinned. ``cpu_quota``: each TaskManager may use that
+    many CPUs' worth of time (a cgroup CPU quota per host, ``Network.cpu_quota_group``), as on a host of that many
+    cores."""
 
     def __init__(self, network: Network, workdir: Path, out: Path | None = None, *, slots: int = 1,
                  memory: str = "1024m", config: Mapping[str, str] | None = None, start_timeout_s: float = 240,
-                 pin: bool = False) -> None:
+                 pin: bool = False, cpu_quota: float | None = None) -> None:
         self.network = network
         self.workdir = Path(workdir)
         self.out = out
@@ -57,6 +59,7 @@ class FlinkCluster:
         self.extra = dict(config or {})
         self.start_timeout_s = start_timeout_s
         self.cpus: list[str | None] = [*host_cpus(len(network.hosts), slots)] if pin else [None] * len(network.hosts)
+        self.cpu_quota = cpu_quota
         self.rest_port = 0
 
     def __enter__(self) -> FlinkCluster:
@@ -138,7 +141,8 @@ class FlinkCluster:
             self.network.popen(pinned(["bash", str(home / "bin" / "taskmanager.sh"), "start-foreground"], cpus),
                                host=host if host.namespace else None,
                                env=self._env(conf, lib, f"taskmanager-{host.name}"),
-                               log=self.workdir / "log" / f"taskmanager-{host.name}.out")
+                               log=self.workdir / "log" / f"taskmanager-{host.name}.out",
+                               cgroups=[self.network.cpu_quota_group(host, self.cpu_quota)] if self.cpu_quota else [])
         deadline = time.monotonic() + self.start_timeout_s
         while len(self.taskmanagers()) < len(self.network.hosts):
             if time.monotonic() > deadline:

@@ -22,6 +22,12 @@ asks for a delay that netem cannot give) each host's pair of links is two TAP de
 small C program compiled here on first use, which holds back what the host receives by the delay. The relays are
 the network's processes too (tagged ``<prefix>:relay``), stopped last; the devices go with them.
 
+``cpu_quota_group(host, cores)`` gives a host a CPU quota (a cgroup v1 ``cpu`` group with ``cpu.cfs_quota_us``),
+as a host of that many cores; ``popen(..., cgroups=[group])`` starts a process in it. Such a process enters its
+namespace with ``nsenter --net`` rather than ``ip netns exec``, which mounts a fresh ``/sys`` without
+``/sys/fs/cgroup``: a process must see its own quota there, as on a host of its own. The groups go with the
+network.
+
 ``isolated=False`` gives the same interface on 127.0.0.1 without namespaces (no root needed, no shaping): the
 loopback clusters of the integration tests use it.
 """
@@ -59,6 +65,8 @@ _counter = itertools.count()
 _live: dict[str, Network] = {}
 _lock = threading.Lock()
 _previous: dict[int, Any] = {}
+CPU_CGROUP = Path("/sys/fs/cgroup/cpu")
+CFS_PERIOD_US = 100_000
 RELAY_SOURCE = Path(__file__).with_name("taprelay.c")
 RELAY_TAG = ":relay"
 RELAY_PRIORITY = 10  # SCHED_FIFO, above every normal thread, below the kernel's own real-time threads
@@ -261,6 +269,8 @@ def leftovers(prefix: str) -> list[str]:
     found += [f"process {pid}" for pid in _tagged_pids(prefix, relays=True)]
     if Path("/etc/netns").is_dir():
         found += [f"/etc/netns/{p.name}" for p in Path("/etc/netns").iterdir() if p.name.startswith(prefix + "-")]
+    if CPU_CGROUP.is_dir():
+        found += [f"cgroup {p}" for p in CPU_CGROUP.iterdir() if p.is_dir() and p.name.startswith(prefix + "-")]
     return found
 
 
@@ -298,6 +308,33 @@ def _remove_stale() -> None:
     for name in _link_names():
         if _NAME.match(name) and not _owner_alive(name):
             _run("ip", "link", "del", name, check=False)
+    if CPU_CGROUP.is_dir():
+        for group in CPU_CGROUP.iterdir():
+            if group.is_dir() and _NAME.match(group.name) and not _owner_alive(group.name):
+                _remove_group(group)
+
+
+def _remove_group(group: Path, settle_s: float = 10.0) -> None:
+    """Remove a cgroup; processes still in it (a JVM exiting) go back to the root group first."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        try:
+            group.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                return  # left behind, listed by leftovers(): never fail a tear-down for it
+        try:
+            for pid in (group / "cgroup.procs").read_text().split():
+                try:
+                    (group.parent / "cgroup.procs").write_text(pid)
+                except OSError:
+                    pass  # it exited meanwhile
+        except OSError:
+            pass
+        time.sleep(0.1)
 
 
 def _close_all() -> None:
@@ -364,6 +401,7 @@ class Network:
         if self.relay and any(lk.jitter_ms for lk in links.values()):
             raise ValueError("the TAP relay gives a delay, not jitter (jitter needs tc's netem)")
         self._relays: dict[str, subprocess.Popen[bytes]] = {}
+        self._groups: list[Path] = []
         for host in self.hosts:
             if isolated and len(f"{self.prefix}{host.name}h") > 15:
                 raise RuntimeError(f"interface name {self.prefix}{host.name}h is over 15 characters")
@@ -502,15 +540,37 @@ class Network:
             host.link = Link(old.rate_mbit, delay_ms, 0.0)
             self._shape(host, "change")
 
+    def cpu_quota_group(self, host: Host, cores: float) -> Path:
+        """A cgroup v1 ``cpu`` group that lets its processes use ``cores`` CPUs' worth of time (``cpu.cfs_quota_us``
+        over a 100 ms period): the host's CPUs, for what ``popen(..., cgroups=[group])`` starts. Removed by
+        ``close()``."""
+        if not self._open:
+            raise RuntimeError("the network is not running")
+        if cores <= 0:
+            raise ValueError("cores must be positive")
+        group = CPU_CGROUP / f"{self.prefix}-{host.name}"
+        group.mkdir(exist_ok=True)
+        self._groups.append(group)
+        (group / "cpu.cfs_period_us").write_text(str(CFS_PERIOD_US))
+        (group / "cpu.cfs_quota_us").write_text(str(round(cores * CFS_PERIOD_US)))
+        return group
+
     def popen(self, argv: Sequence[str], *, host: Host | None = None, env: Mapping[str, str] | None = None,
-              log: Path | None = None, cwd: Path | None = None) -> subprocess.Popen[bytes]:
-        """Start ``argv`` in ``host``'s namespace (None: this one), tagged with the network's prefix, output
-        to ``log``; it is stopped by ``close()`` with everything it started."""
+              log: Path | None = None, cwd: Path | None = None, cgroups: Sequence[Path] = ()) -> subprocess.Popen[bytes]:
+        """Start ``argv`` in ``host``'s namespace (None: this one) and in ``cgroups``, tagged with the network's
+        prefix, output to ``log``; it is stopped by ``close()`` with everything it started."""
         if not self._open:
             raise RuntimeError("the network is not running")
         command = list(argv)
         if host is not None and host.namespace is not None:
-            command = ["ip", "netns", "exec", host.namespace, *command]
+            # in a cgroup, the namespace is entered without a fresh /sys: the process sees its cgroup's limits
+            enter = (["nsenter", f"--net=/run/netns/{host.namespace}"] if cgroups
+                     else ["ip", "netns", "exec", host.namespace])
+            command = [*enter, *command]
+        if cgroups:
+            from bench.fidelity.machine import in_cgroups
+
+            command = in_cgroups(command, list(cgroups))
         environment = dict(os.environ if env is None else env)
         environment[ENV_TAG] = self.prefix
         out: IO[bytes] | int = subprocess.DEVNULL
@@ -599,5 +659,8 @@ class Network:
                         _run("ip", "netns", "del", host.namespace, check=False)
                         shutil.rmtree(f"/etc/netns/{host.namespace}", ignore_errors=True)
                 _run("ip", "link", "del", self.bridge, check=False)
+            for group in self._groups:
+                _remove_group(group)
+            self._groups.clear()
             with _lock:
                 _live.pop(self.prefix, None)

@@ -39,16 +39,18 @@ class SparkCluster:
     Starting waits until every worker has registered with the master.
 
     ``pin``: each worker (and the executors it launches) runs on ``cores`` CPUs of its own (``host_cpus``); the
-    master and the driver are not pinned."""
+    master and the driver are not pinned. ``cpu_quota``: each worker and its executors may use that many CPUs'
+    worth of time (a cgroup CPU quota per host, ``Network.cpu_quota_group``), as on a host of that many cores."""
 
     def __init__(self, network: Network, workdir: Path, *, cores: int = 1, memory: str = "1g",
-                 start_timeout_s: float = 240, pin: bool = False) -> None:
+                 start_timeout_s: float = 240, pin: bool = False, cpu_quota: float | None = None) -> None:
         self.network = network
         self.workdir = Path(workdir)
         self.cores = cores
         self.memory = memory
         self.start_timeout_s = start_timeout_s
         self.cpus: list[str | None] = [*host_cpus(len(network.hosts), cores)] if pin else [None] * len(network.hosts)
+        self.cpu_quota = cpu_quota
         self.master_url = ""
         self.webui_port = 0
         self.master_pid = 0
@@ -91,7 +93,8 @@ class SparkCluster:
                 pinned([spark_class, "org.apache.spark.deploy.worker.Worker", self.master_url, "--host", host.address,
                         "--cores", str(self.cores), "--memory", self.memory, "--webui-port", str(ui),
                         "--work-dir", str(self.workdir / f"work{i}")], self.cpus[i]),
-                host=host if host.namespace else None, env=self._env(host.address), log=logs / f"worker-{host.name}.log")
+                host=host if host.namespace else None, env=self._env(host.address), log=logs / f"worker-{host.name}.log",
+                cgroups=[self.network.cpu_quota_group(host, self.cpu_quota)] if self.cpu_quota else [])
             self.worker_pids.append(worker.pid)
         self._wait_for_workers()
 

@@ -1,9 +1,10 @@
 """The Flink jobs of the fidelity benchmark, run as ``python -m bench.fidelity.flink_jobs CONFIG_JSON``
 with the Flink environment's Python (the harness starts it inside the job's cgroups).
 
-Each job is Flink SQL on PyFlink's local mini cluster, streaming mode, with the crystalperf reporter
-configured as a user would (``crystalperf.integrations.flink.configure`` and ``record_plan``); the
-reporter's finisher writes the report when the job ends. The measured window is the job's execution.
+Each job is Flink SQL on PyFlink's local mini cluster, streaming mode (batch mode where the job's params say
+``batch``), with the crystalperf reporter configured as a user would (``crystalperf.integrations.flink.configure``
+and ``record_plan``); the reporter's finisher writes the report when the job ends. The measured window is the job's
+execution.
 """
 
 from __future__ import annotations
@@ -41,6 +42,16 @@ def disk_pipeline(env: Any, path: str, table: str = "lines", sink: str = "disk_s
     return f"INSERT INTO {sink} SELECT line FROM {table} WHERE line LIKE '%zzzz%'"
 
 
+def scan_pipeline(env: Any, path: str, table: str = "files", sink: str = "scan_sink") -> str:
+    """A file source's lines grouped by their first two characters: parsing and aggregating, CPU-bound when the
+    file is in the page cache."""
+    env.execute_sql(f"""CREATE TABLE {table} (line STRING) WITH ('connector' = 'filesystem',
+        'path' = 'file://{path}', 'format' = 'csv', 'csv.field-delimiter' = '|')""")
+    env.execute_sql(f"CREATE TABLE {sink} (k STRING, n BIGINT, m STRING) WITH ('connector' = 'blackhole')")
+    return f"""INSERT INTO {sink} SELECT SUBSTRING(line, 1, 2), COUNT(*), MAX(SHA256(line)) FROM {table}
+        GROUP BY SUBSTRING(line, 1, 2)"""
+
+
 class _SetPlan:
     """A statement set in the shape ``record_plan`` asks of a ``TableEnvironment``."""
 
@@ -63,13 +74,16 @@ def main() -> None:
     conf.set_string("parallelism.default", str(p.get("parallelism", 2)))
     conf.set_string("python.executable", sys.executable)
     conf.set_string("python.client.executable", sys.executable)
-    env = TableEnvironment.create(EnvironmentSettings.new_instance().in_streaming_mode()
-                                  .with_configuration(conf).build())
+    mode = EnvironmentSettings.new_instance()
+    mode = mode.in_batch_mode() if p.get("batch") else mode.in_streaming_mode()
+    env = TableEnvironment.create(mode.with_configuration(conf).build())
     queries: list[str] = []
     if job in ("cpu", "mixed"):
         queries.append(cpu_pipeline(env, p["rows"]))
     if job in ("disk", "mixed"):
         queries.append(disk_pipeline(env, config["files"][0]))
+    if job == "scan":
+        queries.append(scan_pipeline(env, config["files"][0]))
     if job == "idle":
         env.execute_sql(f"""CREATE TABLE slow (id BIGINT, v DOUBLE) WITH ('connector' = 'datagen',
             'number-of-rows' = '{p["rows"]}', 'rows-per-second' = '{p["rate"]}')""")

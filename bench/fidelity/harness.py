@@ -47,6 +47,7 @@ class JobSpec:
     operations: list[OperationTruth] = field(default_factory=list)  # truths known before the run
     op_kinds: tuple[str, ...] = ()  # the report's operation kinds that are scored
     timeout_s: int = 300
+    warm: bool = False  # the data files read into the page cache before the job (else evicted from it)
 
     @property
     def waits(self) -> bool:
@@ -105,7 +106,7 @@ def run_job(spec: JobSpec, python: str, data_dir: Path, out_root: Path, log: Cal
     out.mkdir(parents=True, exist_ok=True)
     files = [ensure_text(data_dir / f"{name}.txt", mb) for name, mb in spec.data.items()]
     config: dict[str, Any] = {"job": spec.kind, "name": spec.name, "out": str(out), "params": spec.params,
-                              "files": [str(f) for f in files]}
+                              "files": [str(f) for f in files], "data_dir": str(data_dir)}
     environment = dict(os.environ, **(env or {}))
     # PySpark's workers import the job's functions from the bench package
     environment["PYTHONPATH"] = os.pathsep.join(p for p in (environment.get("PYTHONPATH"), str(ROOT)) if p)
@@ -122,7 +123,7 @@ def run_job(spec: JobSpec, python: str, data_dir: Path, out_root: Path, log: Cal
             try:
                 if link is not None:
                     config["url"], config["host_if"] = link.url, link.host_if
-                machine.evict(files)
+                (machine.warm if spec.warm else machine.evict)(files)
                 module = f"bench.fidelity.{spec.framework}_jobs"
                 proc = subprocess.run(groups.command([python, "-m", module, json.dumps(config)]), cwd=ROOT,
                                       env=environment, capture_output=True, text=True, timeout=spec.timeout_s)

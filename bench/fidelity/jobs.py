@@ -25,6 +25,10 @@ def spark_jobs() -> list[JobSpec]:
         JobSpec("spark", "mixed", "mixed", None, {"rows": 1_000_000}, data={"spark-mixed": 64},
                 read_bps=DISK_BPS, op_kinds=stage),
         JobSpec("spark", "pyudf", "pyudf", "cpu", {"rows": 20_000}, op_kinds=stage),
+        # Parquet scans with vectored (asynchronous) reads: from the page cache, and cold behind the throttle
+        JobSpec("spark", "parquet", "parquet", "cpu", {"rows": 250_000, "resource": "cpu"}, op_kinds=stage),
+        JobSpec("spark", "parquet-disk", "parquet", "disk", {"rows": 250_000, "resource": "disk"}, read_bps=DISK_BPS,
+                op_kinds=stage),
     ]
 
 
@@ -39,6 +43,13 @@ def flink_jobs() -> list[JobSpec]:
                 operations=[Op(r"slow", "waiting")]),
         JobSpec("flink", "mixed", "mixed", None, {"rows": 400_000}, data={"flink-mixed": 56}, read_bps=DISK_BPS,
                 operations=[Op(r"gen", "cpu"), Op(r"lines", "disk")]),
+        # file sources in batch mode, cold behind the throttle and from the page cache, and in streaming mode warm
+        JobSpec("flink", "batch-disk", "disk", "disk", {"batch": True}, data={"flink-disk": 96}, read_bps=DISK_BPS,
+                operations=[Op(r"lines", "disk")]),
+        JobSpec("flink", "batch-files", "scan", "cpu", {"batch": True}, data={"flink-scan": 160}, warm=True,
+                operations=[Op(r"files", "cpu")]),
+        JobSpec("flink", "stream-files", "scan", "cpu", {}, data={"flink-scan": 160}, warm=True,
+                operations=[Op(r"files", "cpu")]),
     ]
 
 

@@ -49,6 +49,19 @@ def sleepy(x: int) -> int:
     return x
 
 
+def parquet_files(spark: Any, folder: str, rows: int) -> str:
+    """``rows`` rows of an id and two 128-character hex columns as uncompressed Parquet (nothing for the device to
+    save on), written once."""
+    import os
+
+    path = os.path.join(folder, f"spark-parquet-{rows}")
+    if not os.path.exists(os.path.join(path, "_SUCCESS")):
+        (spark.range(0, rows, numPartitions=8)
+         .selectExpr("id", "sha2(cast(id as string), 512) as a", "sha2(cast(id * 7 as string), 512) as b")
+         .write.option("compression", "none").mode("overwrite").parquet(path))
+    return path
+
+
 def main() -> None:
     config = json.loads(sys.argv[1])
     from pyspark.sql import SparkSession
@@ -59,10 +72,22 @@ def main() -> None:
                .config("spark.sql.shuffle.partitions", "4").config("spark.sql.adaptive.enabled", "false")
                # the report is read right after stop(): wait for the job-end analysis, which runs detached
                .config("spark.crystalperf.waitForAnalysisS", "900"))
+    parquet_job = config["job"] == "parquet"
+    if parquet_job:
+        # Parquet's vectored reads (Hadoop's local file system reads the ranges on its asynchronous channel's
+        # threads): the task thread waits for a reader thread blocked in the read
+        builder = builder.config("spark.hadoop.parquet.hadoop.vectored.io.enabled", "true")
     spark = configure(builder, output_dir=config["out"]).getOrCreate()
     sc = spark.sparkContext
     sc.parallelize(range(100), 2).map(lambda x: x + 1).sum()  # Python workers up, outside the window
     job, p = config["job"], config["params"]
+    if parquet_job:
+        from pathlib import Path
+
+        from bench.fidelity.machine import evict, warm
+
+        parquet = parquet_files(spark, config["data_dir"], p["rows"])  # outside the window
+        (evict if p["resource"] == "disk" else warm)([Path(parquet)])
     with Window(config, slots=2):
         if job in ("cpu", "mixed"):
             df = spark.range(0, p["rows"], numPartitions=4).selectExpr(
@@ -80,6 +105,10 @@ def main() -> None:
         if job == "idle":
             here("waiting")
             sc.parallelize(range(p["sleeps"]), 4).map(sleepy).sum()
+        if job == "parquet":
+            scan = spark.read.parquet(parquet)
+            here(p["resource"])
+            scan.filter("a LIKE '%ffff%' OR b LIKE '%ffff%'").groupBy().count().collect()
         if job == "pyudf":
             from pyspark.sql.functions import udf
             slow = udf(python_cpu, "long")

@@ -3,6 +3,10 @@ baseline run against real re-runs, per workload, resource kind and framework (se
 
 ``--direction up|down`` and ``--workload NAME[,NAME]`` run a part of it (one case while developing it).
 
+``--scale`` runs the scale cases instead (``bench/whatif/scale/``: task slots up and down, CPU-bound and
+ceiling-bound, local and on the namespace cluster), every run traced, each predicted with ``crystalperf validate``;
+results in ``bench/whatif/results/scale/`` (merged case by case: a framework's cases run with its own interpreter).
+
 Run it from the repository root. Each framework's jobs run in that framework's environment (see
 ``bench/whatif/spark.py``, ``tensorflow.py``); the predictions are made with this interpreter's
 crystalperf, as a user would with ``crystalperf predict``.
@@ -14,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -54,6 +59,58 @@ def repredict_results(path: Path, data_dir: Path) -> None:
         print(f"wrote {written}")
 
 
+def run_scale(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    from bench.whatif.scale import FRAMEWORKS as SCALE_FRAMEWORKS
+    from bench.whatif.scale import cases, export_traces
+    from bench.whatif.scale.runner import RESULTS_JSON, commit, load_results, repredict, run_case, team_lock
+    from bench.whatif.scale.runner import write_outputs as write_scale
+
+    only = {w.strip() for w in (args.workload or "").split(",") if w.strip()}
+    if args.repredict is not None:
+        for path in repredict(args.repredict, only=only or None):
+            print(f"wrote {path}")
+        return
+    out = args.out or Path("bench/whatif/results/scale")
+    wanted = [f.strip() for f in args.framework.split(",") if f.strip()]
+    unknown = sorted(set(wanted) - set(SCALE_FRAMEWORKS))
+    if unknown:
+        parser.error(f"unknown framework(s): {', '.join(unknown)}")
+    selected = [c for framework in wanted for c in cases(args.data_dir, framework)]
+    if only:
+        missing = sorted(only - {c.name for c in selected} - {f"{c.framework}/{c.name}" for c in selected})
+        if missing:
+            parser.error(f"no such scale case(s): {', '.join(missing)} "
+                         f"(known: {', '.join(f'{c.framework}/{c.name}' for c in selected)})")
+        selected = [c for c in selected if c.name in only or f"{c.framework}/{c.name}" in only]
+    header = {"machine": machine_description(), "command": "python -m bench.whatif --scale",
+              "runs_commit": commit(), "date": time.strftime("%Y-%m-%d")}
+    results = {}
+    if (out / RESULTS_JSON).exists():
+        previous_header, previous = load_results(out / RESULTS_JSON)
+        results = {(r.framework, r.case): r for r in previous}
+        header["runs_commit"] = ", ".join(sorted({previous_header.get("runs_commit", ""), header["runs_commit"]} - {""}))
+    for case in selected:
+        with team_lock(args.lock):
+            try:
+                result = run_case(case, args.data_dir / "runs" / "scale" / case.framework / case.name,
+                                  repetitions=args.repetitions or 3)
+            finally:
+                if hasattr(case, "close"):
+                    case.close()
+        result.commit, result.date = commit(), time.strftime("%Y-%m-%d %H:%M")
+        results[(case.framework, case.name)] = result
+        runs = sorted({r.commit for r in results.values() if r.commit})
+        header["runs_commit"] = ", ".join(runs)
+        for path in write_scale(list(results.values()), out, header):
+            print(f"wrote {path}")
+        if args.export_traces and result.trace:
+            python = sys.executable if not sys.executable.startswith(os.getcwd()) else \
+                os.path.relpath(sys.executable)
+            command = (f"{python} -m bench.whatif --scale --framework {case.framework} --workload {case.name} "
+                       f"--data-dir {args.data_dir}")
+            print(f"traces copied to {export_traces(result, args.export_traces, command)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--framework", default=",".join(FRAMEWORKS),
@@ -71,7 +128,17 @@ def main() -> None:
     parser.add_argument("--repredict", type=Path, default=None, metavar="RESULTS_JSON",
                         help="predict the cases of an earlier run again from their traces (after a model "
                              "change) and rewrite its outputs; nothing is re-run")
+    parser.add_argument("--scale", action="store_true",
+                        help="run the scale cases (bench/whatif/scale/), every run traced, predicted with "
+                             "crystalperf validate; with --repredict: a scale results file")
+    parser.add_argument("--lock", type=Path, default=None, metavar="FILE",
+                        help="--scale: hold an exclusive flock on FILE while each case runs (a shared machine)")
+    parser.add_argument("--export-traces", type=Path, default=None, metavar="DIR",
+                        help="--scale: copy each case's traces to DIR/<framework>-<case>/ with a README line")
     args = parser.parse_args()
+    if args.scale:
+        run_scale(args, parser)
+        return
     if args.repredict is not None:
         repredict_results(args.repredict, args.data_dir)
         return

@@ -5,6 +5,9 @@ on PyFlink's local mini cluster, streaming mode, bounded sources:
   campaign, count per campaign in 10 s event-time tumbling windows;
 - ``wordcount``: Dhalion's word count — a stream of words counted per word.
 
+The job script also runs the scale cases' jobs (``bench.whatif.scale.flink``): a CSV scan and a CSV
+``GROUP BY``, in batch mode when the config says ``batch``.
+
 The runtime is the job's net runtime as Flink reports it (the trace's streaming latency: a bounded
 job's end-to-end latency is its whole run). Runs use the Flink environment: ``$CRYSTALPERF_FLINK_PYTHON``, else this
 interpreter when it has PyFlink, else ``/work/venvs/flink`` or the nox ``flink`` session's. Real
@@ -22,7 +25,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from bench.fidelity.machine import evict, in_cgroups
+from bench.fidelity.machine import evict, in_cgroups, warm
 from bench.whatif import machine, shaped
 from bench.whatif.interpreters import flink_python
 from bench.whatif.machine import cgroup
@@ -44,7 +47,9 @@ JOB = textwrap.dedent('''
     # Python UDFs run in workers of this interpreter (its environment has PyFlink)
     conf.set_string("python.executable", sys.executable)
     conf.set_string("python.client.executable", sys.executable)
-    settings = EnvironmentSettings.new_instance().in_streaming_mode().with_configuration(conf).build()
+    mode = EnvironmentSettings.new_instance()
+    mode = mode.in_batch_mode() if config.get("batch") else mode.in_streaming_mode()
+    settings = mode.with_configuration(conf).build()
     env = TableEnvironment.create(settings)
     rows = config["rows"]
     # datagen's default of 10,000 rows/s would make every run last rows/10,000 s whatever its resources
@@ -69,6 +74,11 @@ JOB = textwrap.dedent('''
         env.execute_sql("CREATE TABLE sink (id BIGINT, k INT, v DOUBLE) WITH ('connector' = 'blackhole')")
         # a cheap filter: the job is its scan (reading and parsing the files)
         query = "INSERT INTO sink SELECT id, k, v FROM src WHERE s LIKE '%zzzz%' OR v < 0.0001"
+    elif config["job"] == "csv-groupby":
+        env.execute_sql(f"""CREATE TABLE src (id BIGINT, k INT, v DOUBLE, s STRING) WITH (
+            'connector' = 'filesystem', 'path' = 'file://{config["csv"]}', 'format' = 'csv')""")
+        env.execute_sql("CREATE TABLE sink (k INT, n BIGINT, total DOUBLE) WITH ('connector' = 'blackhole')")
+        query = "INSERT INTO sink SELECT k, COUNT(*), SUM(v) FROM src GROUP BY k"
     elif config["job"] == "download":
         import urllib.request
         from pyflink.table.udf import udf
@@ -113,6 +123,7 @@ class FlinkSqlWorkload:
     """A bounded streaming SQL job on the local mini cluster."""
 
     framework = "flink"
+    trace_every_run = False  # else only the baseline's runs are traced
 
     def __init__(self, job: str, *, rows: int = 0, parallelism: int = 2) -> None:
         self.name = job
@@ -149,7 +160,7 @@ class FlinkSqlWorkload:
     def run(self, config: dict[str, Any], out_dir: Path) -> Run:
         assert self.python is not None
         out_dir.mkdir(parents=True, exist_ok=True)
-        traced = config is self.baseline
+        traced = self.trace_every_run or config is self.baseline
         job = {**config, "out": str(out_dir) if traced else None}
         command = [self.python, "-c", JOB, json.dumps(job)]
         if config.get("taskset"):
@@ -164,7 +175,8 @@ class FlinkSqlWorkload:
             read_limits = {"blkio.throttle.read_bps_device":
                            f"{machine.block_device(Path(config['csv']))} {config['read_bps']}"}
         if config.get("csv"):
-            evict([Path(config["csv"])])
+            # warm: every run reads the files from the page cache; else from the device
+            (warm if config.get("warm") else evict)([Path(config["csv"])])
         with cgroup("cpu", limits) as group, cgroup("blkio", read_limits) as io_group:
             # Before the JVM starts, every process of the job is in the groups. Its start-up reads jars that the
             # page cache holds (only the input is evicted), and the runtime measured is the job's own, after it.

@@ -14,6 +14,7 @@ access, no ``tc``...) says why in ``unavailable()`` and is reported as skipped, 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import statistics
 import subprocess
@@ -83,7 +84,31 @@ def predict(trace: Path, changes: Sequence[str]) -> dict[str, Any]:
 
 def run_workload(workload: Workload, out_dir: Path, *, repetitions: int, quick: bool,
                  log: Callable[[str], None] = print) -> list[CaseResult]:
-    """Every configuration of a workload, the baseline (traced) and its targets, ``repetitions`` times.
+    """Every configuration of a workload, the baseline (traced) and its targets, ``repetitions`` times
+    (``interleave``), each target predicted from the traced baseline run nearest the baseline's median."""
+    results, measured, baseline_runs, runs = interleave(workload, out_dir, repetitions=repetitions, quick=quick,
+                                                        log=log)
+    if not measured:
+        return results
+    baseline_s = statistics.median(r.runtime_s for r in baseline_runs)
+    traced = nearest_median([r for r in baseline_runs if r.trace is not None], baseline_s)
+    log(f"  baseline runtime {baseline_s:.2f} s (trace {traced.trace})")
+    for target, case in measured:
+        case.baseline_s, case.trace = baseline_s, str(traced.trace)
+        apply_prediction(case, predict(traced.trace, target.changes))  # type: ignore[arg-type]
+        case.actual_runs_s = [r.runtime_s for r in runs[target.name]]
+        case.actual_s = statistics.median(case.actual_runs_s)
+        case.deviation = deviations(case)
+        log(f"  {target.name}: actual {case.actual_s:.2f} s; "
+            + ", ".join(f"{n} {case.predicted_s[n]:.2f} s ({case.deviation[n]:.1%})" for n in PREDICTORS))
+    return results
+
+
+def interleave(workload: Workload, out_dir: Path, *, repetitions: int, quick: bool,
+               log: Callable[[str], None] = print
+               ) -> tuple[list[CaseResult], list[tuple[Target, CaseResult]], list[Run], dict[str, list[Run]]]:
+    """Runs the baseline and every available target ``repetitions`` times; returns every target's case (the
+    unavailable ones marked skipped), the measured (target, case) pairs, the baseline's runs and each target's.
 
     The repetitions are interleaved: each round runs the baseline and every target once, the odd rounds in reverse
     order. A machine whose speed drifts over the hour a workload takes (a VM's neighbours: the same Flink job took
@@ -108,24 +133,23 @@ def run_workload(workload: Workload, out_dir: Path, *, repetitions: int, quick: 
         order: list[Target | None] = [None, *(target for target, _ in measured)]
         for target in order if i % 2 == 0 else reversed(order):
             name, config = ("baseline", workload.baseline) if target is None else (target.name, target.config)
-            run = workload.run(config, fresh(out_dir / name.replace(" ", "_") / f"rep{i}"))
+            run = workload.run(config, fresh(out_dir / run_folder(name) / f"rep{i}"))
             (baseline_runs if target is None else runs[name]).append(run)
             log(f"  round {i + 1}: {name} {run.runtime_s:.2f} s")
-    baseline_s = statistics.median(r.runtime_s for r in baseline_runs)
-    # Where several runs were traced (a cluster's reporter runs in every job), predict from the one nearest the
-    # median: the scaling to the median below is then close to 1, and it is wrong for the parts of a prediction
-    # that do not scale with the traced run's noise (a transfer at a link's rate).
-    traced = min((r for r in baseline_runs if r.trace is not None), key=lambda r: abs(r.runtime_s - baseline_s))
-    log(f"  baseline runtime {baseline_s:.2f} s (trace {traced.trace})")
-    for target, case in measured:
-        case.baseline_s, case.trace = baseline_s, str(traced.trace)
-        apply_prediction(case, predict(traced.trace, target.changes))  # type: ignore[arg-type]
-        case.actual_runs_s = [r.runtime_s for r in runs[target.name]]
-        case.actual_s = statistics.median(case.actual_runs_s)
-        case.deviation = deviations(case)
-        log(f"  {target.name}: actual {case.actual_s:.2f} s; "
-            + ", ".join(f"{n} {case.predicted_s[n]:.2f} s ({case.deviation[n]:.1%})" for n in PREDICTORS))
-    return results
+    return results, measured, baseline_runs, runs
+
+
+def run_folder(name: str) -> str:
+    """A configuration's folder name: its name with what a path cannot hold well (``/`` of ``MB/s``, spaces,
+    ``->``) as ``_``."""
+    return re.sub(r"[^\w.+=-]+", "_", name).strip("_") or "run"
+
+
+def nearest_median(runs: Sequence[Run], median: float) -> Run:
+    """Of several traced runs, the one nearest the median: predictions are scaled to the median, and that scaling is
+    close to 1 from it, whereas it is wrong for the parts of a prediction that do not scale with the traced run's
+    noise (a transfer at a link's rate)."""
+    return min(runs, key=lambda r: abs(r.runtime_s - median))
 
 
 def fresh(run_dir: Path) -> Path:

@@ -41,6 +41,17 @@ class SharedCluster:
             net.set_delay(delay_ms)
         return cluster
 
+    def close(self) -> None:
+        """Stop the cluster and remove its network (the next ``get`` starts a fresh one)."""
+        if self.started is not None:
+            net, cluster = self.started
+            self.started = None
+            self.fresh = True
+            try:
+                cluster.stop()
+            finally:
+                net.close()
+
 
 def rtt_target(baseline: dict[str, Any], framework_unavailable: Callable[[], str | None]) -> Target:
     """The round-trip case of a relayed cluster workload: re-run with ``RTT_DELAY_MS`` on every link, predicted

@@ -109,6 +109,7 @@ class CnnWorkload:
     """One CNN trained on images from disk; configs vary cores, CPU share, threads and disk."""
 
     framework = "tensorflow"
+    trace_every_run = False  # else only the baseline's runs are traced
 
     def __init__(self, model: str, data_dir: Path, *, steps: int = 40, batch: int = 32) -> None:
         self.name = f"{model}-cnn"
@@ -153,7 +154,7 @@ class CnnWorkload:
     def run(self, config: dict[str, Any], out_dir: Path) -> Run:
         assert self.python is not None
         out_dir.mkdir(parents=True, exist_ok=True)
-        traced = config is self.baseline
+        traced = self.trace_every_run or config is self.baseline
         job = {**config, "images": str(self.images()), "skip": SKIP,
                "out": str(out_dir) if traced else None}
         command = [self.python, "-c", JOB, json.dumps(job)]

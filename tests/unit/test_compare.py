@@ -250,6 +250,20 @@ def test_validate_a_cores_change_by_hand(tmp_path: Path) -> None:
     assert rows["job-0/stage-1"]["error"] == pytest.approx(0.0)
 
 
+def test_validate_counts_the_slot_settings_and_the_hook_s_own_as_expressed(tmp_path: Path) -> None:
+    # local[1] -> local[2]: spark.master is the cores change; the output directories differ in every run
+    traced = saved(job_trace([(1.0, 0.0), (1.0, 0.0)], [(1.0, 0.0)], properties={
+        "spark.master": "local[1]", "spark.crystalperf.outputDir": "/runs/a", "x.codec": "lz4"}), tmp_path / "a.json")
+    rerun = saved(job_trace([(1.5, 0.0), (1.5, 0.0)], [(1.0, 0.0)], slots=2, properties={
+        "spark.master": "local[2]", "spark.crystalperf.outputDir": "/runs/b", "x.codec": "zstd"}),
+        tmp_path / "b.json")
+    result = validate(load_run(traced, need_trace=True), load_run(rerun))
+    assert result["changes"]["values"] == {"cores": 2}
+    [other] = result["not_expressed"]
+    assert "1 other difference" in other and "x.codec" in other
+    assert "spark.master" not in other and "outputDir" not in other
+
+
 def test_validate_expresses_declared_bandwidths_and_memory_and_lists_the_rest(tmp_path: Path) -> None:
     traced = saved(job_trace([(0.5, 2.0)], [(1.0, 0.0)], disk_bandwidth=5e6, memory_bytes=1 << 30, cpu_count=4,
                              properties={"x.codec": "lz4"}), tmp_path / "traced.json")

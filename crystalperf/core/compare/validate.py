@@ -19,6 +19,15 @@ from crystalperf.core.compare.runs import (
 from crystalperf.core.errors import BadInputError
 from crystalperf.core.units import format_bandwidth, format_byte_rate
 
+# The settings that configure the slots a derived key already expresses: a difference in them is that change.
+SLOT_SETTINGS = {
+    "cores": ("spark.master", "spark.executor.cores", "spark.cores.max", "intra_op_parallelism_threads",
+              "inter_op_parallelism_threads"),
+    "executors": ("spark.executor.instances", "spark.cores.max", "spark.dynamicAllocation.maxExecutors"),
+    "parallelism": ("parallelism.default",),
+    "slots": ("spark.master", "spark.cores.max", "parallelism.default"),
+}
+
 
 @dataclass
 class DerivedChanges:
@@ -78,13 +87,20 @@ def derive_changes(traced: Run, rerun: Run) -> DerivedChanges:
     settings, _ = setting_differences(traced, rerun)
     covered = {"task slots", "executors", "cores per executor", "memory", "network bandwidth", "disk bandwidth",
                "device", "crystalperf", "CPU speed", "CPUs", "hosts"}
-    others = [s for s in settings if s["name"] not in covered]
+    others = [s for s in settings if s["name"] not in covered and not _expressed(str(s["name"]), out.values)]
     if others:
         shown = "; ".join(f"{s['name']}: {s['a']} -> {s['b']}" for s in others[:8])
         more = f" (+{len(others) - 8} more)" if len(others) > 8 else ""
         out.not_expressed.append(f"{len(others)} other difference(s), part of the prediction only as far as they "
                                  f"changed the resources above: {shown}{more}")
     return out
+
+
+def _expressed(name: str, values: dict[str, float | str]) -> bool:
+    """Whether a setting's difference is already part of the derived what-if: a key that sets the slots the what-if
+    changes, or the hook's own settings (its output directory), which change no resource."""
+    key = name.removeprefix("setting ")
+    return "crystalperf" in key.lower() or any(key in SLOT_SETTINGS.get(k, ()) for k in values)
 
 
 def _bandwidth_change(key: str, a: dict[str, Any], b: dict[str, Any], out: DerivedChanges) -> None:
