@@ -107,7 +107,7 @@ def run_scale(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None
             python = sys.executable if not sys.executable.startswith(os.getcwd()) else \
                 os.path.relpath(sys.executable)
             command = (f"{python} -m bench.whatif --scale --framework {case.framework} --workload {case.name} "
-                       f"--data-dir {args.data_dir}")
+                       f"--repetitions {args.repetitions or 3} --data-dir {args.data_dir}")
             print(f"traces copied to {export_traces(result, args.export_traces, command)}")
 
 

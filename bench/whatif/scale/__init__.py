@@ -37,8 +37,9 @@ def export_traces(result: Any, folder: Path, command: str) -> Path:
             f"{', bound by ' + result.ceiling if result.ceiling else ''}): `{command}`; real runtimes baseline "
             f"{' / '.join(f'{x:.2f}' for x in result.baseline_runs_s)} s, target "
             f"{' / '.join(f'{x:.2f}' for x in result.actual_runs_s)} s (rounds 0, 1, 2...: `baseline-repN.json.gz`, "
-            f"`target-repN.json.gz`); the prediction's pair: {Path(result.trace or '').parent.name} -> "
-            f"{Path(result.target_trace or '').parent.name}\n")
+            f"`target-repN.json.gz`); the case's prediction: `crystalperf validate "
+            f"baseline-{Path(result.trace or '').parent.name}.json.gz target-{Path(result.target_trace or '').parent.name}"
+            f".json.gz`\n")
     (target / "README.md").write_text(line)
     (target / "case.json").write_text(json.dumps(asdict(result), indent=1) + "\n")
     return target
