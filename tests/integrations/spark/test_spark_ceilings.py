@@ -92,9 +92,6 @@ def disk_report(parquet: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
     return dict(json.loads(report_path.read_text()))
 
 
-# strict: the day the verdict is right this fails, and the mark goes
-@pytest.mark.xfail(strict=True, reason="issue 42, item 1: a task thread waiting on a CompletableFuture for Hadoop's "
-                   "vectored-read threads blocked in a read is reported 'input-bound' (waiting), not disk")
 def test_a_parquet_scan_behind_a_slow_device_is_disk_bound(disk_report: dict[str, Any]) -> None:
     bottleneck = disk_report["bottleneck"]
     assert bottleneck["resource"] == "disk", bottleneck["sentence"]
