@@ -99,6 +99,18 @@ def disk_throttle_unavailable(path: Path = Path(".")) -> str | None:
     return "no cgroup io/blkio controller"
 
 
+def blkio_read_limit_unavailable(path: Path) -> str | None:
+    """Why a cgroup v1 blkio read limit cannot slow the reads of ``path`` here (root, the v1 controller, a real
+    block device under it), or None; the integration tests that move a JVM into a limited group need all three."""
+    if os.geteuid() != 0:
+        return "a cgroup blkio read limit needs root"
+    if not (CGROUP_ROOT / "blkio" / "blkio.throttle.read_bps_device").exists():
+        return "needs the cgroup v1 blkio controller at /sys/fs/cgroup/blkio (read throttling)"
+    if os.major(path.stat().st_dev) == 0:
+        return f"{path} is not on a block device (tmpfs/overlay): a read limit would not apply"
+    return disk_throttle_unavailable(path)
+
+
 def network_shaping_unavailable() -> str | None:
     """A server in a network namespace behind a veth pair shaped with tc (``bench.whatif.shaped``): started,
     downloaded from once, and removed."""

@@ -9,7 +9,6 @@ unthrottled. Needs root and a writable cgroup v1 blkio hierarchy; skips with the
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import pytest
 
 from bench.fidelity.machine import evict
 from bench.whatif.flink import ensure_csv
-from bench.whatif.machine import CGROUP_ROOT, block_device, cgroup, disk_throttle_unavailable
+from bench.whatif.machine import blkio_read_limit_unavailable, block_device, cgroup
 from crystalperf.integrations import flink as cpflink
 
 from .sql_jobs import batch_table_env
@@ -26,16 +25,6 @@ READ_BPS = 2_000_000
 FILES = 4
 TOTAL_BYTES = 20_000_000  # 10 s at READ_BPS
 PARALLELISM = 2
-
-
-def blkio_unavailable(path: Path) -> str | None:
-    if os.geteuid() != 0:
-        return "a cgroup blkio read limit needs root"
-    if not (CGROUP_ROOT / "blkio" / "blkio.throttle.read_bps_device").exists():
-        return "needs the cgroup v1 blkio controller at /sys/fs/cgroup/blkio (read throttling)"
-    if os.major(path.stat().st_dev) == 0:
-        return f"{path} is not on a block device (tmpfs/overlay): a read limit would not apply"
-    return disk_throttle_unavailable(path)
 
 
 def _move(pid: int, group: Path) -> None:
@@ -49,7 +38,7 @@ def disk_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from pyflink.java_gateway import get_gateway
 
     root = tmp_path_factory.mktemp("flink-ceiling")
-    reason = blkio_unavailable(root)
+    reason = blkio_read_limit_unavailable(root)
     if reason:
         pytest.skip(reason)
     data = ensure_csv(root / "csv", FILES, TOTAL_BYTES)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from bench.fidelity.machine import evict
-from bench.whatif.machine import CGROUP_ROOT, block_device, cgroup, disk_throttle_unavailable
+from bench.whatif.machine import blkio_read_limit_unavailable, block_device, cgroup
 
 READ_BPS = 2_000_000
 ROWS = 80_000  # two 128-character hex columns and an id, uncompressed: about 21 MB, 10 s at READ_BPS
@@ -34,20 +34,10 @@ WRITE = textwrap.dedent('''
 ''')
 
 
-def blkio_unavailable(path: Path) -> str | None:
-    if os.geteuid() != 0:
-        return "a cgroup blkio read limit needs root"
-    if not (CGROUP_ROOT / "blkio" / "blkio.throttle.read_bps_device").exists():
-        return "needs the cgroup v1 blkio controller at /sys/fs/cgroup/blkio (read throttling)"
-    if os.major(path.stat().st_dev) == 0:
-        return f"{path} is not on a block device (tmpfs/overlay): a read limit would not apply"
-    return disk_throttle_unavailable(path)
-
-
 @pytest.fixture(scope="module")
 def parquet(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("parquet")
-    reason = blkio_unavailable(folder)
+    reason = blkio_read_limit_unavailable(folder)
     if reason:
         pytest.skip(reason)
     data = folder / "data"
