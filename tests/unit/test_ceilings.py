@@ -35,12 +35,13 @@ def io_rows(seconds: int, *, process_cores: float, other_cores: float = 0.0, cpu
             for t in range(seconds + 1)]
 
 
-def cpu_job(process_cores: float = 1.9, other_cores: float = 0.0, busiest: float | None = 2.0) -> tr.Trace:
-    """Ten 1 s tasks one after another on one slot, each 1 s of CPU; the process used ``process_cores``, and the
-    host had ``busiest`` cores busy in its busiest second."""
+def cpu_job(process_cores: float = 1.9, other_cores: float = 0.0, busiest: float | None = 2.0,
+            slots: int = 1) -> tr.Trace:
+    """Ten 1 s tasks one after another, each 1 s of CPU, on ``slots`` task slots; the process used
+    ``process_cores``, and the host had ``busiest`` cores busy in its busiest second."""
     tasks = [task(f"t{i}", i, i + 1, cpu_time_s=1.0, run_time_s=1.0) for i in range(10)]
-    trace = make_trace([op("s", 0, 10, tasks=tasks)], total_slots=1, cores_per_executor=1,
-                       executors=[tr.Executor(id="driver", cores=1)])
+    trace = make_trace([op("s", 0, 10, tasks=tasks)], total_slots=slots, cores_per_executor=slots,
+                       executors=[tr.Executor(id="driver", cores=slots)])
     trace.io = io_rows(10, process_cores=process_cores, other_cores=other_cores, busiest=busiest)
     return trace
 
@@ -80,10 +81,20 @@ def test_more_cores_on_the_host_lift_the_ceiling() -> None:
     assert prediction.crystalperf.runtime_s == pytest.approx(4.75)
 
 
-def test_cores_kept_no_busier_than_the_run_ever_got() -> None:
-    # the host never had more than 1.9 of its 2 cores busy in any second: the second slot finds no more
-    p = predictor(cpu_job(busiest=None))
-    assert p.predict(Changes({"cores": 2}), band=False).crystalperf.runtime_s == pytest.approx(10.0)
+def test_cores_kept_no_busier_than_a_run_that_wanted_more_ever_got() -> None:
+    # two slots and 0.9 cores of other threads wanted 2.9 cores, and the host never had more than 1.9 of its 2
+    # busy in any second: the machine stops there, so two more slots find no more
+    p = predictor(cpu_job(busiest=None, slots=2))
+    assert p.predict(Changes({"cores": 4}), band=False).crystalperf.runtime_s == pytest.approx(10.0)
+
+
+def test_a_run_its_one_slot_held_back_shows_no_ceiling_below_all_the_cores() -> None:
+    # one thread kept one of two cores busy: its busiest second is its own demand, not where the machine stops, so
+    # a second slot gets the second core (10 s of CPU on 2 cores, as the replay's two slots)
+    p = predictor(cpu_job(process_cores=1.0, busiest=None))
+    prediction = p.predict(Changes({"cores": 2}), band=False)
+    assert prediction.crystalperf.runtime_s == pytest.approx(5.0)
+    assert not any(note.startswith("ceiling: the cores") for note in prediction.notes)
 
 
 def test_the_band_spans_an_operation_no_busier_than_it_was() -> None:

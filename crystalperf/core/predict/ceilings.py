@@ -5,9 +5,10 @@ least:
 
 - **cores**: its CPU work — its tasks' own CPU time and its share of what its processes did beside them (the
   collector, the compilers, shuffle and fetcher threads), both scaled by a CPU speed change — over the cores the
-  processes can have: the cores they may use, as near to all of them as the busiest second of the run got, less
-  what other processes of the hosts kept busy, or what the operation was seen using where that was more. Task slots add no cores: only more executors (more hosts), a
-  quota that follows the executor's cores (a container's), or a CPU share change do;
+  processes can have: the cores they may use (as near to all of them as the busiest second of the run got, where
+  the job wanted more than that second gave it: ``machine_reach``), less what other processes of the hosts kept
+  busy, or what the operation was seen using where that was more. Task slots add no cores: only more executors
+  (more hosts), a quota that follows the executor's cores (a container's), or a CPU share change do;
 - **the storage device**: the bytes it read from the device over the device's bandwidth (the traced one, or the
   scenario's ``disk``), or what the operation was seen reading at where that was faster;
 - **the link**: the bytes over the busiest link over its bandwidth (the traced one, or the scenario's
@@ -33,6 +34,11 @@ NOTED_SHARE = 0.05
 # A limit on the cores within this of the slots per host is taken to follow the executor's cores (a container's
 # CPU quota): more cores per executor then come with their quota.
 TIED_QUOTA = 0.5
+
+# The traced job asked for this many more cores than its busiest second gave it (its task slots, its processes'
+# other threads and the hosts' other processes together): the machine, not the job, stopped that second short of
+# all its cores.
+WANTED_MORE = 0.25
 
 # A floor drawn for the band is at most this far off its point value.
 MAX_JITTER = 0.5
@@ -69,6 +75,7 @@ class Ceilings:
     def __init__(self, profile: ExecutionProfile, baseline: Baseline) -> None:
         self.baseline = baseline
         self.machine: SharedMachine | None = shared_machine(profile)
+        self.reach = machine_reach(self.machine, baseline.slots) if self.machine is not None else 1.0
         observed = baseline.origins
         # a bandwidth assumed (not in the trace) bounds nothing: the job may have had far more
         self.device_known = observed.get("disk") in ("declared", "observed", "stated")
@@ -122,16 +129,15 @@ class Ceilings:
                 found.kinds[path] = kind
         return found
 
-    @staticmethod
-    def _cores_floor(share: OperationShare, machine: SharedMachine, cpu_factor: float, cores: float,
+    def _cores_floor(self, share: OperationShare, machine: SharedMachine, cpu_factor: float, cores: float,
                      pessimistic: bool = False) -> float:
         if share.window_s <= 0 or share.cpu_s <= 0:
             return 0.0
         used = share.cpu_s / share.window_s
-        # the cores it could have: what others left of the processes' cores, as near to all of them as the busiest
-        # second of the run got (the band's pessimistic end: no nearer than the operation itself got), or what it
-        # was seen using where that was more
-        reach = used / machine.cores if pessimistic else machine.peak_utilization
+        # the cores it could have: what others left of the processes' cores, as near to all of them as the machine
+        # reaches (the band's pessimistic end: no nearer than the operation itself got), or what it was seen using
+        # where that was more
+        reach = used / machine.cores if pessimistic else self.reach
         available = max(machine.cores * reach - share.other_cores, used)
         return share.cpu_s * cpu_factor / (available * cores)
 
@@ -199,3 +205,13 @@ class Ceilings:
         elif kind == LINK:
             values["network"] = baseline.network_bandwidth * factor
         return Changes(values, changes.baselines, changes.added)
+
+
+def machine_reach(machine: SharedMachine, slots: int) -> float:
+    """How near to all of their cores the job's processes can get: the busiest second's share of the cores where
+    the traced job wanted more than that second gave it (the machine stopped short: hypervisor, kernel, memory
+    stalls), else all of them — a job its own task slots held back (one thread on two cores) never showed where
+    the machine stops, and its busiest second is only its own demand."""
+    got = machine.peak_utilization * machine.cores
+    wanted = slots + (machine.background_cores or 0.0) + machine.other_cores
+    return machine.peak_utilization if wanted >= got + WANTED_MORE else 1.0
