@@ -20,21 +20,39 @@ import org.apache.spark.executor.TaskMetrics;
  * the budget every task is kept; when they would not, every stage's sample is cut to the same size (halved until
  * the total fits; at least one task a stage), so each stays a uniform sample of its tasks.
  *
- * A record is a row of primitive columns (its id, times, status, Spark's raw metric values...), the columns
- * doubled as the table grows to its budget and rows reused as records are replaced: a task's end allocates
- * nothing that outlives it, whatever the task count, so the driver's collector has no more to do on a job of a
- * million tasks than of a thousand. The trace's named metrics are derived from the raw values when it is written.
+ * A record is a row of primitives (its id, times, status, Spark's raw metric values...) in chunks of
+ * {@link #CHUNK_ROWS} rows, allocated as the table grows to its budget and reused as records are replaced: a task's
+ * end allocates nothing that outlives it, whatever the task count, and no chunk is large enough to be a humongous
+ * object for G1 (half a region: 512 KB on a heap of 2 GB or less), so the driver's collector has no more to do on a
+ * job of a million tasks than of a thousand. The trace's named metrics are derived from the raw values when it is
+ * written.
  *
  * Not thread-safe: the listener calls it under its own lock.
  */
 final class TaskTable {
     static final long DEFAULT_MAX_BYTES = 32L << 20;
-    /** Bytes of one kept record: its columns, its slot in the id index (at half load) and its stage list's. */
-    static final int RECORD_BYTES = 8 + 4 + 4 + 4 + 4 + 8 + 8 + 1 + 8 + 8 + 8 * Raw.COUNT + 2 * (8 + 4) + 4;
+    /** A row's longs: its id, start and end (double bits), Python-worker wait (ms), run-queue delay (ns), raw values. */
+    private static final int ID = 0;
+    private static final int START = 1;
+    private static final int END = 2;
+    private static final int PY_WAIT = 3;
+    private static final int QUEUE = 4;
+    private static final int RAW = 5;
+    private static final int LONGS = RAW + 24;
+    /** A row's ints: its partition index, attempt, executor and host (string ids), status. */
+    private static final int INDEX = 0;
+    private static final int ATTEMPT = 1;
+    private static final int EXECUTOR = 2;
+    private static final int HOST = 3;
+    private static final int STATUS = 4;
+    private static final int INTS = 5;
+    static final int CHUNK_SHIFT = 9;
+    static final int CHUNK_ROWS = 1 << CHUNK_SHIFT;
+    private static final int CHUNK_MASK = CHUNK_ROWS - 1;
+    /** Bytes of one kept record: its longs and ints, its slot in the id index (at half load) and its stage list's. */
+    static final int RECORD_BYTES = 8 * LONGS + 4 * INTS + 2 * (8 + 4 + 1) + 4;
     /** Measures (Python wait, run-queue delay) that arrived before their task's end, most recent kept. */
     static final int MAX_PENDING_MEASURES = 16_384;
-    /** Rows the columns start with (they double as the table grows, up to the budget). */
-    static final int FIRST_ROWS = 256;
 
     /** Indices into a record's raw values: what Spark's TaskMetrics holds, in its own units. */
     static final class Raw {
@@ -162,7 +180,7 @@ final class TaskTable {
     static final byte UNKNOWN = 3;
     /** Set in a row's status when Spark sent no metrics for its task. */
     private static final byte NO_METRICS = 8;
-    private static final String[] STATUS = {"success", "failed", "killed", "unknown"};
+    private static final String[] STATUS_NAMES = {"success", "failed", "killed", "unknown"};
 
     /** A stage's exact sums, and its sample of task records (row numbers). */
     static final class Stage {
@@ -200,21 +218,12 @@ final class TaskTable {
     private final Map<String, Integer> stringIds = new HashMap<>();
     private final List<String> strings = new ArrayList<>();
 
-    // the kept records, in columns; rows freed by a shrink are reused
+    // the kept records, in chunks of rows; rows freed by a shrink are reused
     private int rows;
     private int[] free = new int[16];
     private int freeCount;
-    private long[] id = new long[0];
-    private int[] index = new int[0];
-    private int[] attempt = new int[0];
-    private int[] executor = new int[0];
-    private int[] host = new int[0];
-    private double[] start = new double[0];
-    private double[] end = new double[0];
-    private byte[] status = new byte[0];
-    private long[] pythonWaitMs = new long[0];
-    private long[] queueNs = new long[0];
-    private long[] raw = new long[0];
+    private long[][] longs = new long[0][];
+    private int[][] ints = new int[0][];
 
     /** The task being added ({@link #begin}, then {@link #add}): its raw values are written straight into a row. */
     private final long[] scratch = new long[Raw.COUNT];
@@ -289,20 +298,24 @@ final class TaskTable {
                 return;
             }
             row = st.kept[(int) j];
-            byId.remove(id[row]);
+            byId.remove(longAt(row, ID));
             keep(st, row, (int) j);
         }
-        id[row] = taskId;
-        index[row] = taskIndex;
-        attempt[row] = taskAttempt;
-        executor[row] = intern(executorId);
-        host[row] = intern(hostName);
-        start[row] = taskStart;
-        end[row] = taskEnd;
-        status[row] = (byte) (taskStatus | (hasMetrics ? 0 : NO_METRICS));
-        pythonWaitMs[row] = waitMs;
-        queueNs[row] = queued;
-        System.arraycopy(scratch, 0, raw, row * Raw.COUNT, Raw.COUNT);
+        long[] l = longs[row >>> CHUNK_SHIFT];
+        int at = (row & CHUNK_MASK) * LONGS;
+        l[at + ID] = taskId;
+        l[at + START] = Double.doubleToRawLongBits(taskStart);
+        l[at + END] = Double.doubleToRawLongBits(taskEnd);
+        l[at + PY_WAIT] = waitMs;
+        l[at + QUEUE] = queued;
+        System.arraycopy(scratch, 0, l, at + RAW, Raw.COUNT);
+        int[] n = ints[row >>> CHUNK_SHIFT];
+        int in = (row & CHUNK_MASK) * INTS;
+        n[in + INDEX] = taskIndex;
+        n[in + ATTEMPT] = taskAttempt;
+        n[in + EXECUTOR] = intern(executorId);
+        n[in + HOST] = intern(hostName);
+        n[in + STATUS] = taskStatus | (hasMetrics ? 0 : NO_METRICS);
         byId.put(taskId, row);
         if (keptTotal > capacity) {
             shrink();
@@ -322,26 +335,28 @@ final class TaskTable {
         if (freeCount > 0) {
             return free[--freeCount];
         }
-        if (rows == id.length) {
-            // doubling up to the budget's records (one more: the table holds one past it until it shrinks)
-            long most = Math.min(Integer.MAX_VALUE / Raw.COUNT, capacity + 1);
-            grow((int) Math.max(rows + 1, Math.min(most, Math.max(FIRST_ROWS, 2L * rows))));
+        int chunk = rows >>> CHUNK_SHIFT;
+        if (chunk == longs.length) {
+            longs = Arrays.copyOf(longs, Math.max(4, 2 * longs.length));
+            ints = Arrays.copyOf(ints, longs.length);
+        }
+        if (longs[chunk] == null) {
+            longs[chunk] = new long[CHUNK_ROWS * LONGS];
+            ints[chunk] = new int[CHUNK_ROWS * INTS];
         }
         return rows++;
     }
 
-    private void grow(int size) {
-        id = Arrays.copyOf(id, size);
-        index = Arrays.copyOf(index, size);
-        attempt = Arrays.copyOf(attempt, size);
-        executor = Arrays.copyOf(executor, size);
-        host = Arrays.copyOf(host, size);
-        start = Arrays.copyOf(start, size);
-        end = Arrays.copyOf(end, size);
-        status = Arrays.copyOf(status, size);
-        pythonWaitMs = Arrays.copyOf(pythonWaitMs, size);
-        queueNs = Arrays.copyOf(queueNs, size);
-        raw = Arrays.copyOf(raw, size * Raw.COUNT);
+    private long longAt(int row, int field) {
+        return longs[row >>> CHUNK_SHIFT][(row & CHUNK_MASK) * LONGS + field];
+    }
+
+    private void setLong(int row, int field, long value) {
+        longs[row >>> CHUNK_SHIFT][(row & CHUNK_MASK) * LONGS + field] = value;
+    }
+
+    private int intAt(int row, int field) {
+        return ints[row >>> CHUNK_SHIFT][(row & CHUNK_MASK) * INTS + field];
     }
 
     private void keep(Stage st, int row, int replacing) {
@@ -378,7 +393,7 @@ final class TaskTable {
                 }
                 for (int i = perStageCap; i < n; i++) {
                     int row = st.kept[i];
-                    byId.remove(id[row]);
+                    byId.remove(longAt(row, ID));
                     if (freeCount == free.length) {
                         free = Arrays.copyOf(free, free.length * 2);
                     }
@@ -389,6 +404,41 @@ final class TaskTable {
                 keptTotal -= n - perStageCap;
             }
         }
+        if (freeCount >= CHUNK_ROWS) {
+            compact();
+        }
+    }
+
+    /** Moves the kept rows to the front and lets the chunks they left go: the heap follows what is kept. */
+    private void compact() {
+        long[][] movedLongs = new long[Math.max(4, (int) ((keptTotal + CHUNK_MASK) >>> CHUNK_SHIFT))][];
+        int[][] movedInts = new int[movedLongs.length][];
+        int next = 0;
+        for (Stage st : stages.values()) {
+            for (int k = 0; k < st.keptCount; k++) {
+                int row = st.kept[k];
+                int chunk = next >>> CHUNK_SHIFT;
+                if (movedLongs[chunk] == null) {
+                    movedLongs[chunk] = new long[CHUNK_ROWS * LONGS];
+                    movedInts[chunk] = new int[CHUNK_ROWS * INTS];
+                }
+                System.arraycopy(longs[row >>> CHUNK_SHIFT], (row & CHUNK_MASK) * LONGS, movedLongs[chunk],
+                        (next & CHUNK_MASK) * LONGS, LONGS);
+                System.arraycopy(ints[row >>> CHUNK_SHIFT], (row & CHUNK_MASK) * INTS, movedInts[chunk],
+                        (next & CHUNK_MASK) * INTS, INTS);
+                st.kept[k] = next;
+                next++;
+            }
+        }
+        longs = movedLongs;
+        ints = movedInts;
+        rows = next;
+        freeCount = 0;
+        free = new int[16];
+        byId.clear();
+        for (int row = 0; row < rows; row++) {
+            byId.put(longAt(row, ID), row);
+        }
     }
 
     /** A task's Python-worker wait (ms) and run-queue delay (ns, -1: none) arrived from its executor. */
@@ -397,12 +447,12 @@ final class TaskTable {
         st.pythonWaitMs += pythonWait;
         int row = byId.get(task);
         if (row >= 0) {
-            pythonWaitMs[row] += pythonWait;
+            setLong(row, PY_WAIT, longAt(row, PY_WAIT) + pythonWait);
             if (queued >= 0) {
-                if ((status[row] & NO_METRICS) == 0) {
-                    countQueue(st, queued, raw, row * Raw.COUNT);
+                if ((intAt(row, STATUS) & NO_METRICS) == 0) {
+                    countQueue(st, queued, longs[row >>> CHUNK_SHIFT], (row & CHUNK_MASK) * LONGS + RAW);
                 }
-                queueNs[row] = Math.max(0, queueNs[row]) + queued;
+                setLong(row, QUEUE, Math.max(0, longAt(row, QUEUE)) + queued);
             }
             return;
         }
@@ -416,18 +466,21 @@ final class TaskTable {
 
     /** A row's named metrics, with what its executor measured. */
     private Map<String, Double> metrics(int row) {
-        Map<String, Double> m = (status[row] & NO_METRICS) != 0 ? new LinkedHashMap<>()
-                : named(Arrays.copyOfRange(raw, row * Raw.COUNT, (row + 1) * Raw.COUNT));
-        if (pythonWaitMs[row] > 0) {
-            m.put("python_worker_wait_s", pythonWaitMs[row] / 1000.0);
+        int at = (row & CHUNK_MASK) * LONGS;
+        Map<String, Double> m = (intAt(row, STATUS) & NO_METRICS) != 0 ? new LinkedHashMap<>()
+                : named(Arrays.copyOfRange(longs[row >>> CHUNK_SHIFT], at + RAW, at + RAW + Raw.COUNT));
+        long pythonWaitMs = longAt(row, PY_WAIT);
+        long queueNs = longAt(row, QUEUE);
+        if (pythonWaitMs > 0) {
+            m.put("python_worker_wait_s", pythonWaitMs / 1000.0);
         }
-        if (queueNs[row] >= 0) {
+        if (queueNs >= 0) {
             // A part of the run time, like the CPU time: the thread cannot be on a core and queued for one at
             // once. The plugin's task end comes after the run time's (the result is serialized between them),
             // hence the bound.
             double run = m.getOrDefault("run_time_s", 0.0);
             double cpu = m.getOrDefault("cpu_time_s", 0.0);
-            m.put("cpu_wait_s", Math.max(0.0, Math.min(queueNs[row] / 1e9, run - cpu)));
+            m.put("cpu_wait_s", Math.max(0.0, Math.min(queueNs / 1e9, run - cpu)));
         }
         return m;
     }
@@ -472,18 +525,18 @@ final class TaskTable {
 
     void writeTask(JsonGenerator g, int row) throws IOException {
         g.writeStartObject();
-        g.writeStringField("id", Long.toString(id[row]));
-        g.writeNumberField("index", index[row]);
-        g.writeNumberField("attempt", attempt[row]);
-        if (executor[row] >= 0) {
-            g.writeStringField("executor", strings.get(executor[row]));
+        g.writeStringField("id", Long.toString(longAt(row, ID)));
+        g.writeNumberField("index", intAt(row, INDEX));
+        g.writeNumberField("attempt", intAt(row, ATTEMPT));
+        if (intAt(row, EXECUTOR) >= 0) {
+            g.writeStringField("executor", strings.get(intAt(row, EXECUTOR)));
         }
-        if (host[row] >= 0) {
-            g.writeStringField("host", strings.get(host[row]));
+        if (intAt(row, HOST) >= 0) {
+            g.writeStringField("host", strings.get(intAt(row, HOST)));
         }
-        g.writeNumberField("start", start[row]);
-        g.writeNumberField("end", end[row]);
-        g.writeStringField("status", STATUS[status[row] & 3]);
+        g.writeNumberField("start", Double.longBitsToDouble(longAt(row, START)));
+        g.writeNumberField("end", Double.longBitsToDouble(longAt(row, END)));
+        g.writeStringField("status", STATUS_NAMES[intAt(row, STATUS) & 3]);
         g.writeObjectFieldStart("metrics");
         for (Map.Entry<String, Double> e : metrics(row).entrySet()) {
             g.writeNumberField(e.getKey(), e.getValue());
@@ -562,6 +615,13 @@ final class TaskTable {
 
         int size() {
             return size;
+        }
+
+        void clear() {
+            keys = new long[16];
+            values = new int[16];
+            used = new boolean[16];
+            size = 0;
         }
 
         private void rehash(int capacity) {
