@@ -9,7 +9,7 @@ Run each shape with the Python of its framework's environment (``.nox/spark/bin/
 
 - ``spark-tiny``: one stage of 50,000 tasks of about a millisecond each (``local[2]``, a 512 MB driver), then a
   64 x 64 shuffle (``--tasks``);
-- ``spark-100ms``: 300 tasks of about 100 ms each, SHA-256 over rows (``--tasks``, ``--rows-per-task``);
+- ``spark-100ms``: 400 tasks of about 100 ms each, SHA-256 over rows (``--tasks``, ``--rows-per-task``);
 - ``spark-sql``: a SQL join and aggregation of 4 M x 0.4 M rows (``--rows``);
 - ``flink-wordcount``: lines of 8 words split, grouped and counted (Table API, parallelism 2, ``--rows`` lines);
 - ``flink-sql``: ``SUM(SQRT(v*v+1))`` grouped by 1,000 keys over generated rows (parallelism 2, ``--rows``);
@@ -275,10 +275,10 @@ KERAS = PRELUDE + textwrap.dedent('''
 
 SHAPES: dict[str, dict[str, Any]] = {
     "spark-tiny": {"script": SPARK, "tasks": 50_000},
-    "spark-100ms": {"script": SPARK, "tasks": 300, "rows_per_task": 60_000},
+    "spark-100ms": {"script": SPARK, "tasks": 400, "rows_per_task": 200_000},
     "spark-sql": {"script": SPARK, "rows": 4_000_000},
     "flink-wordcount": {"script": FLINK, "rows": 4_000_000},
-    "flink-sql": {"script": FLINK, "rows": 40_000_000},
+    "flink-sql": {"script": FLINK, "rows": 120_000_000},
     "keras-fit": {"script": KERAS, "steps": 60},
     "spark-cluster": {"script": None},
 }
@@ -476,14 +476,14 @@ def summary(args: argparse.Namespace) -> None:
                 print(text)  # noqa: T201
         if all("threads" in p["on"] and "threads" in p["off"] for p in complete):
             names = {n for p in complete for side in ("on", "off") for n in p[side]["threads"]}
-            rows = []
+            threads = []
             for name in names:
                 on = statistics.median(p["on"]["threads"].get(name, 0.0) for p in complete)
                 off = statistics.median(p["off"]["threads"].get(name, 0.0) for p in complete)
                 if max(on, off) >= 0.1:
-                    rows.append((on - off, name, off, on))
+                    threads.append((on - off, name, off, on))
             print("  JVM CPU s per thread (median, without -> with): " + ", ".join(  # noqa: T201
-                f"{name} {off:.1f} -> {on:.1f}" for _, name, off, on in sorted(rows, reverse=True)[:12]))
+                f"{name} {off:.1f} -> {on:.1f}" for _, name, off, on in sorted(threads, reverse=True)[:12]))
         thinned = [p["on"]["samples"] for p in complete if p["on"].get("samples")]
         if thinned and any(s[0] is not None for s in thinned):
             print("  sampling rounds taken/planned: " + ", ".join(f"{s[0]}/{s[1]}" for s in thinned))  # noqa: T201

@@ -143,7 +143,8 @@ def spark_conf(existing: dict[str, str] | None = None, *, output_dir: str | None
     existing = dict(existing or {})
     conf = {
         "spark.jars": _append(existing, "spark.jars", jar),
-        "spark.extraListeners": _append(existing, "spark.extraListeners", LISTENER),
+        # the plugin starts the listener itself, on the queue of Spark's own status listener (a listener named
+        # in spark.extraListeners would get a queue and a thread of its own: a thread woken for every event)
         "spark.plugins": _append(existing, "spark.plugins", PLUGIN),
         "spark.crystalperf.python": sys.executable,
         # The listener writes the trace in the schema version of the crystalperf that will read it.

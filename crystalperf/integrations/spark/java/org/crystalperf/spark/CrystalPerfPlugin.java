@@ -56,11 +56,32 @@ import org.crystalperf.common.IoCounters;
 public class CrystalPerfPlugin implements SparkPlugin {
     static final Logger LOG = Logger.getLogger("crystalperf");
 
+    static final String LISTENER = CrystalPerfListener.class.getName();
+
     @Override
     public DriverPlugin driverPlugin() {
         return new DriverPlugin() {
+            /**
+             * Starts the listener on Spark's application status queue, whose thread handles every event anyway
+             * (Spark's own status listener is there): the listener adds its callbacks to that thread's work, where
+             * {@code spark.extraListeners} would start a queue of its own for it (the shared queue, which nothing
+             * else uses when no SQL query listener is registered) and wake its thread for every event -- measured
+             * at about 13 us a task on 50,000 tasks of 1 ms. A listener named in {@code spark.extraListeners} (a
+             * configuration written by hand) is left to Spark.
+             */
             @Override
             public Map<String, String> init(SparkContext sc, PluginContext ctx) {
+                try {
+                    boolean listed = false;
+                    for (String name : sc.getConf().get("spark.extraListeners", "").split(",")) {
+                        listed |= LISTENER.equals(name.trim());
+                    }
+                    if (!listed && sc.getConf().getBoolean("spark.crystalperf.listener", true)) {
+                        sc.listenerBus().addToStatusQueue(new CrystalPerfListener(sc.getConf()));
+                    }
+                } catch (Throwable t) {
+                    LOG.log(Level.WARNING, "crystalperf: the listener did not start (the job is not affected)", t);
+                }
                 return Collections.emptyMap();
             }
 
