@@ -275,7 +275,7 @@ KERAS = PRELUDE + textwrap.dedent('''
 
 SHAPES: dict[str, dict[str, Any]] = {
     "spark-tiny": {"script": SPARK, "tasks": 50_000},
-    "spark-100ms": {"script": SPARK, "tasks": 400, "rows_per_task": 200_000},
+    "spark-100ms": {"script": SPARK, "tasks": 400, "rows_per_task": 400_000},
     "spark-sql": {"script": SPARK, "rows": 4_000_000},
     "flink-wordcount": {"script": FLINK, "rows": 4_000_000},
     "flink-sql": {"script": FLINK, "rows": 120_000_000},
