@@ -81,9 +81,19 @@ PRELUDE = textwrap.dedent('''
                 total += (int(fields[11]) + int(fields[12])) / ticks
                 stack.append(pid)
         return total
+    def host_busy_s():
+        """CPU seconds the whole machine's CPUs were busy (/proc/stat: all but idle and iowait)."""
+        with open("/proc/stat") as f:
+            values = [int(v) for v in f.readline().split()[1:9]]
+        return (sum(values) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")
+    MARKS = []
     def mark():
+        MARKS.append(host_busy_s())
         return time.perf_counter(), tree_cpu_s()
     def result(**figures):
+        if len(MARKS) >= 2:
+            # what other processes used of the machine in the window: the noise a run shared its cores with
+            figures["others_cpu_s"] = max(0.0, MARKS[1] - MARKS[0] - figures["cpu_s"])
         print("RESULT " + json.dumps(figures), flush=True)
 ''')
 
@@ -438,9 +448,12 @@ def summary(args: argparse.Namespace) -> None:
         if not complete:
             continue
         loads = [r["load_before"] for r in runs] + [r["load_after"] for r in runs]
+        others = [r["others_cpu_s"] / r["wall_s"] for r in runs if r.get("others_cpu_s") is not None and r["wall_s"]]
         commits = sorted({r["commit"] for r in runs})
         print(f"\n{shape}: {len(complete)} pairs, commit {', '.join(commits)}, load average "  # noqa: T201
-              f"{min(loads):.2f}-{max(loads):.2f} (median {statistics.median(loads):.2f})")
+              f"{min(loads):.2f}-{max(loads):.2f} (median {statistics.median(loads):.2f})"
+              + (f"; other processes used {statistics.median(others):.2f} CPUs in the windows "
+                 f"({min(others):.2f}-{max(others):.2f})" if others else ""))
         for key, label in (("wall_s", "wall"), ("cpu_s", "CPU")):
             if any(p[side].get(key) is None for p in complete for side in ("on", "off")):
                 continue
