@@ -105,12 +105,12 @@ def test_the_budget_share_comes_from_the_environment(monkeypatch: pytest.MonkeyP
 
 
 def test_the_budget_is_a_share_of_the_cores_the_process_may_use(monkeypatch: pytest.MonkeyPatch) -> None:
-    from crystalperf.core.record import iocounters
+    from crystalperf.core.record import cgroups
 
-    monkeypatch.setattr(iocounters, "cpu_limit", lambda: 0.5)  # a CPU quota of half a core
+    monkeypatch.setattr(cgroups, "cpu_limit", lambda: 0.5)  # a CPU quota of half a core
     assert hb.allowed_cores() == 0.5
     assert hb.CpuBudget(0.01).allowed_rate == pytest.approx(0.005)
-    monkeypatch.setattr(iocounters, "cpu_limit", lambda: None)  # nothing readable: the machine's CPUs
+    monkeypatch.setattr(cgroups, "cpu_limit", lambda: None)  # nothing readable: the machine's CPUs
     assert hb.allowed_cores() >= 1
 
 

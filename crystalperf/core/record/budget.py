@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from crystalperf.core import trace as tr
+from crystalperf.core.record import cgroups
 
 DEFAULT_SHARE = 0.01
 SHARE_ENV = "CRYSTALPERF_CPU_BUDGET"
@@ -180,12 +181,8 @@ class Pace:
 
 def allowed_cores() -> float:
     """The cores this process may use: the CPUs it may run on (affinity, cpuset), fewer where a CPU quota says so
-    (:func:`crystalperf.core.record.iocounters.cpu_limit`)."""
-    from crystalperf.core.record.iocounters import (
-        cpu_limit,  # it reads its rows under a budget: imported here
-    )
-
-    found = cpu_limit()
+    (:func:`crystalperf.core.record.cgroups.cpu_limit`)."""
+    found = cgroups.cpu_limit()
     return max(0.01, found) if found is not None else float(os.cpu_count() or 1)
 
 

@@ -162,7 +162,7 @@ class ReportParts:
 def hook_cost(hook: tr.HookCost | None) -> dict[str, Any] | None:
     """What the hook cost, as it measured itself (the report's ``hook_cost``): its CPU seconds, their share of the
     CPU time of the processes it ran in, where they went, and whether its CPU budget thinned the samples; None
-    for a trace without the figures (an imported event log, a trace before schema 1.8)."""
+    for a trace without the figures (an imported event log, a trace before schema 1.9)."""
     if hook is None or not hook.processes:
         return None
     cpu = hook.cpu_s

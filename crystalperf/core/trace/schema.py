@@ -90,12 +90,11 @@ class ThreadCpu(_Model):
     gc: float = Field(0.0, ge=0, le=MAX_TIME, description="the garbage collector's threads (since 1.7 those that "
                       "work while the job is stopped, where the hook tells them apart: gc_concurrent)")
     jit: float = Field(0.0, ge=0, le=MAX_TIME, description="the JIT compilers' threads")
-    other: float = Field(0.0, ge=0, le=MAX_TIME, description="the rest: timers, heartbeats, RPC (before 1.9 also "
-                         "the hook's own threads)")
+    other: float = Field(0.0, ge=0, le=MAX_TIME, description="the rest: timers, heartbeats, RPC")
     gc_concurrent: float = Field(
         0.0, ge=0, le=MAX_TIME,
         description="(1.7) the collector's threads that work beside the job (G1's refinement and marking)")
-    hook: float = Field(0.0, ge=0, le=MAX_TIME, description="(1.9) crystalperf's own threads (its sampler, its counters)")
+    hook: float = Field(0.0, ge=0, le=MAX_TIME, description="(1.9) crystalperf's own threads (earlier: in other)")
 
     @property
     def total(self) -> float:
@@ -456,29 +455,21 @@ class IoSample(_Model):
 
 
 class HookProcess(_Model):
-    """What the hook cost in one process (1.9), as the hook measured it: its own threads' CPU time (the samplers,
-    the counters) and its work on the job's threads (a listener's or reporter's callbacks, a training callback),
-    from when it started in the process until it wrote what it recorded."""
+    """What the hook cost in one process (1.9), as it measured it: its own threads' CPU time and its work on the
+    job's threads (callbacks), from when it started in the process until it wrote what it recorded."""
 
-    source: str = Field(max_length=1000, description="whose cost: driver, executor:<id>, taskmanager:<pid>, "
-                        "python:<pid>...")
+    source: str = Field(max_length=1000, description="whose cost: driver, executor:<id>, taskmanager:<pid>...")
     host: str | None = Field(None, max_length=1000)
     cpu_s: float = Field(ge=0, le=MAX_TIME, description="the hook's CPU seconds (the sum of parts)")
-    parts: dict[str, FiniteQuantity] = Field(
-        default_factory=dict, description="the hook's CPU seconds by where they went: sampler, counters, callbacks, "
-        "tasks (a plugin's work on the task threads), receiving, writing, trace_write...")
-    process_cpu_s: float | None = Field(None, ge=0, le=MAX_TIME,
-                                        description="the process's CPU seconds over the same span (the hook's included)")
-    cores: float | None = Field(None, gt=0, le=MAX_SLOTS, description="the cores the process may use (CPUs, cpuset, "
-                                "CPU quota)")
-    budget_share: float | None = Field(None, ge=0, le=1, description="the hook's CPU budget, a share of those cores "
-                                       "(0: no budget)")
+    parts: dict[str, FiniteQuantity] = Field(default_factory=dict, description="its CPU seconds by where they went")
+    process_cpu_s: float | None = Field(None, ge=0, le=MAX_TIME, description="the process's CPU seconds over the "
+                                        "same span (the hook's included)")
+    cores: float | None = Field(None, gt=0, le=MAX_SLOTS, description="the cores the process may use")
+    budget_share: float | None = Field(None, ge=0, le=1, description="the hook's CPU budget, a share of cores")
     samples_taken: int | None = Field(None, ge=0, le=MAX_INDEX, description="rounds of stack sampling taken")
-    samples_planned: int | None = Field(None, ge=0, le=MAX_INDEX, description="rounds the configured interval would "
-                                        "have taken: more than taken where the budget thinned the samples")
+    samples_planned: int | None = Field(None, ge=0, le=MAX_INDEX, description="rounds the interval would take")
     windows: int | None = Field(None, ge=0, le=MAX_INDEX, description="budget windows measured (2 s each)")
-    windows_over_budget: int | None = Field(None, ge=0, le=MAX_INDEX, description="windows in which the hook used "
-                                            "more than its budget")
+    windows_over_budget: int | None = Field(None, ge=0, le=MAX_INDEX, description="windows over the budget")
 
 
 class HookCost(_Model):
