@@ -542,7 +542,7 @@ class HtmlRenderer(Renderer):
         cost = report.get("hook_cost")
         if not cost:
             return ('<section id="hook-cost"><h2>Cost of the hook</h2><p class="note">The trace does not say what '
-                    "the hook cost (written before schema 1.8, or imported from the framework's own logs).</p></section>")
+                    "the hook cost (written before schema 1.9, or imported from the framework's own logs).</p></section>")
         items = [("CPU time", esc(seconds(cost.get("cpu_s"))))]
         if cost.get("share") is not None:
             items.append(("share of the job's CPU time", esc(f"{_num(cost['share'], '{:.2%}')} of "
