@@ -27,7 +27,8 @@ which are printed apart (Spark's ``stop()``, the end of ``fit``). How the noise 
   machine's load falls on both sides;
 - CPU time counts the job's own processes only, the steadier figure when other processes share the cores;
 - a run starts only after the previous run's processes are all gone (the cgroup is empty: a detached analysis
-  is waited for) and the machine's 1-minute load average is recorded before and after it;
+  is waited for) and the machine's 1-minute load average is recorded before and after it, with what other
+  processes used of the machine's CPUs in the timed window (``/proc/stat`` busy time less the run's own CPU);
 - the summary gives medians, the spread of each side and the median of the per-pair ratios.
 
 ``--results FILE`` appends one JSON line per run, so a shape can be run a pair or two at a time (each under the
