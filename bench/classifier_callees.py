@@ -1,5 +1,5 @@
 """Does what a method calls help classify it? A stacked experiment on the measured corpus's JVM or Python rows
-(docs/models.md, "What a method calls").
+(docs/models.md, "What we tried and why it lost").
 
 Measured labels are inclusive: a method is disk-bound when the methods it calls are. The sparse model sees
 only the method's own text. Here each method's calls (``Owner.member();`` in its bytecode rendering) are

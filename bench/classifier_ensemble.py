@@ -1,6 +1,6 @@
 """Seed ensembles and validation-fitted class biases for the sparse classifier, scored next to one seed, the
 shipped weights and the keyword baseline on the measured corpus's held-out libraries and on the hand-labelled
-framework set (docs/models.md, "Seed ensembles").
+framework set (docs/models.md, "What we tried and why it lost").
 
 A linear model's logits are linear in its weights, so the mean of K seeds' logits is the logits of the model
 whose table and bias are the K seeds' means: an ensemble of linear models costs nothing at inference and has

@@ -1,5 +1,5 @@
-"""Other learners on the sparse classifier's own features and split (docs/models.md, "Other learners on the same
-features"): logistic regression and linear SVMs at several strengths, cosine nearest neighbours, and logistic
+"""Other learners on the sparse classifier's own features and split (docs/models.md, "What we tried and why
+it lost"): logistic regression and linear SVMs at several strengths, cosine nearest neighbours, and logistic
 regression with the training libraries' unlabelled functions added as soft labels (their measured shares), each
 scored like the shipped weights — validation and held-out test 4-class accuracy / macro-F1, and the framework set
 as the seam sees it (plumbing rules for waiting, else the arg-max of cpu/disk/network).

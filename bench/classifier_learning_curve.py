@@ -1,6 +1,6 @@
 """Would more measured libraries close the gap? The shipped recipe trained on growing shares of the training
-libraries, scored on the same held-out test libraries and the framework set (docs/models.md, "A label is
-partly the workload's, and more libraries help slowly").
+libraries, scored on the same held-out test libraries and the framework set (docs/models.md, "More of the
+same data helps slowly").
 
 Whole libraries are drawn (a seeded hash per draw), as new measured libraries would arrive; the validation
 split and the recipe (weight decay 1e-4, balanced classes, best epoch by validation macro-F1) are the shipped

@@ -1,7 +1,7 @@
 """Retrain the sparse classifier on a (re-)measured corpus and score it next to the shipped weights and the
-keyword baseline: on the corpus's held-out libraries, on the Debian libraries the session-21 drivers added
-(never seen by the session-16 weights), and on the hand-labelled framework set (docs/models.md, "Re-measured
-corpus"). Variants: all training libraries; without the new libraries; plus the low-evidence rows at half
+keyword baseline: on the corpus's held-out libraries, on the Debian libraries of the LibStore and LibNet2 drivers
+(``NEW``; never seen by the weights it is compared with), and on the hand-labelled framework set (docs/models.md, "What we tried and
+why it lost"). Variants: all training libraries; without the new libraries; plus the low-evidence rows at half
 weight. Needs torch (the ``models`` extra).
 
 Usage: python bench/classifier_remeasured.py --measured /work/data/measured --out OUT

@@ -1,5 +1,5 @@
 """Gradient-boosted trees on the sparse classifier's features, alone and averaged with the shipped weights
-(docs/models.md, "Trees, and trees with the shipped weights").
+(docs/models.md, "What we tried and why it lost").
 
 A linear model cannot say "``read`` on a ``Socket`` is network, ``read`` on a ``File`` is disk": it adds the
 evidence of each feature. Trees split on conjunctions, so they are the obvious test of whether the features

@@ -1,6 +1,6 @@
 """Shipped weights against retrained ones on functions neither has seen: the held-out test split's rows whose
 every measuring workload is new (not run for the shipped weights' corpus), by the 4-class scores, with the
-keyword baseline (docs/models.md, "The kept corpus").
+keyword baseline (docs/models.md, "Held-out measured libraries").
 
 Usage: python bench/classifier_unseen.py --measured data/measured --old WEIGHTS --new WEIGHTS \
            --old-workloads NAME [NAME ...]   (workload names as in the rows' "workloads": "LibNet", "pypi:sh", ...)

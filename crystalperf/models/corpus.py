@@ -31,9 +31,9 @@ log = logging.getLogger(__name__)
 
 RECORD_FIELDS = ("id", "library", "language", "qualified_name", "code", "doc", "label", "split")
 RULES_PATH = Path(__file__).resolve().parent / "labelling_rules.txt"
-# Function-level rules for the Python I/O libraries, derived from the strace-verified subset (session 3):
-# they agree with the measurements far better, but a model trained on them is not shipped yet (see
-# docs/models.md); ``crystalperf train --rules`` builds the corpus with them.
+# Function-level rules for the Python I/O libraries, derived from the strace-verified subset:
+# they agree with the measurements far better, but a model trained on them fails the unmistakable cases (see
+# docs/models.md, "What we tried and why it lost"); ``crystalperf train --rules`` builds the corpus with them.
 FUNCTION_RULES_PATH = Path(__file__).resolve().parent / "labelling_rules_functions.txt"
 # The frameworks we evaluate on must stay out of sample (paper Table 4).
 FORBIDDEN = re.compile(r"(^|[.:/])(pyspark|spark|flink|pyflink|tensorflow|keras|tf_keras)([._/]|$)", re.I)
