@@ -53,16 +53,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 
 def _out_dir(out: str) -> Path:
     """``--out``: a directory that exists or can be made; anything else is one line naming it."""
-    path = Path(out)
-    if limits.exists(path) and not limits.is_directory(path):
-        raise BadInputError("--out names an existing file, not a directory", path)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise BadInputError(f"cannot create the output directory: {exc.strerror or exc}", path) from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise BadInputError("the output directory is not writable", path)
-    return path
+    return limits.writable_directory(Path(out), "--out", "output directory")
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:

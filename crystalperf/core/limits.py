@@ -175,6 +175,20 @@ def exists(path: str | Path) -> bool:
         return False
 
 
+def writable_directory(path: Path, what: str, noun: str = "directory") -> Path:
+    """``path`` as a directory the tool can write in, made if missing; anything else is one line naming it
+    (``what``: the option that named it, e.g. ``--out``)."""
+    if exists(path) and not is_directory(path):
+        raise BadInputError(f"{what} names an existing file, not a directory", path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInputError(f"cannot create the {noun}: {exc.strerror or exc}", path) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise BadInputError(f"the {noun} is not writable", path)
+    return path
+
+
 def is_regular_file(path: str | Path) -> bool:
     """Whether ``path`` names a regular file (following symlinks); never blocks, never raises."""
     try:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import logging
-import os
 import re
 import shutil
 import sys
@@ -79,18 +78,6 @@ def _engine(name: str) -> pool.Engine:
     return engine
 
 
-def _directory(path: Path, what: str) -> Path:
-    if limits.exists(path) and not limits.is_directory(path):
-        raise BadInputError(f"{what} names an existing file, not a directory", path)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise BadInputError(f"cannot create the directory: {exc.strerror or exc}", path) from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise BadInputError("the directory is not writable", path)
-    return path
-
-
 class Progress:
     """Counts and an ETA on stderr: a bar on a terminal, a line every ``every_s`` seconds elsewhere."""
 
@@ -153,8 +140,8 @@ def run(paths: Sequence[str], *, out: Path, cache_dir: Path | None = None, since
     require_pyarrow()
     options = options or pool.Options()
     analyse = _engine(engine)
-    out = _directory(out, "--out")
-    cache_dir = _directory(cache_dir or out / "cache", "--cache")
+    out = limits.writable_directory(out, "--out")
+    cache_dir = limits.writable_directory(cache_dir or out / "cache", "--cache")
     if options.log is None:
         options.log = out / WORKER_LOG
     if not options.limits:
