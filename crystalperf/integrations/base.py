@@ -158,6 +158,11 @@ def write_trace_and_report(trace: tr.Trace, out_dir: Path, *, analyze: bool = Tr
     return EXIT_OK
 
 
+# Tests only (with CRYSTALPERF_TESTING=1): seconds a hook's finish process sleeps first, to show the job's end does
+# not wait for it.
+SLOW_FINISH_ENV = "CRYSTALPERF_TEST_FINISH_DELAY_S"
+
+
 def finish_main(integration: Integration, add_arguments: Callable[[argparse.ArgumentParser], None],
                 run: Callable[[argparse.Namespace], int], argv: Sequence[str] | None = None) -> int:
     """``python -m crystalperf.integrations.<fw>.finish``: the same arguments as the ``<fw>-finish``
@@ -167,6 +172,11 @@ def finish_main(integration: Integration, add_arguments: Callable[[argparse.Argu
     add_arguments(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    delay = os.environ.get(SLOW_FINISH_ENV) if os.environ.get("CRYSTALPERF_TESTING") == "1" else None
+    if delay:
+        import time
+
+        time.sleep(float(delay))
     try:
         return run(args)
     except BadInputError as exc:

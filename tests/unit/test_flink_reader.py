@@ -394,8 +394,9 @@ def test_the_cpu_split_by_thread_kind_reaches_each_taskmanager(tmp_path: Path) -
                                      "unknown-kind": 7.0})
     _with_kinds(TM2_PART, tmp_path, {"task": 0.6, "network": 0.2, "gc": 0.08, "jit": 0.4, "other": 0.2})
     merged = load_job(tmp_path / JM_PART.name)
+    # a missing kind is 0, an unknown one left out
     assert merged.thread_kinds == pytest.approx({"task": 0.98, "network": 0.33, "gc": 0.19, "jit": 0.9,
-                                                 "other": 0.9, "gc_concurrent": 0.0})  # a missing kind is 0, an unknown one left out
+                                                 "other": 0.9, "gc_concurrent": 0.0, "hook": 0.0})
     trace = read_metrics(tmp_path / JM_PART.name)
     split = {e.id: e.thread_cpu for e in trace.environment.executors}
     # 29404 is TaskManager 127.0.0.1:33027-7883d4, 30466 127.0.0.1:42641-d2fa04; the JobManager is no executor
@@ -431,7 +432,7 @@ def test_a_malformed_split_is_bad_input_naming_the_file(tmp_path: Path, kinds: o
     bad.write_text(json.dumps(doc))
     if kinds == {"task": -1.0}:
         assert load_part(bad).thread_kinds == {"task": 0.0, "network": 0.0, "gc": 0.0, "jit": 0.0, "other": 0.0,
-                                               "gc_concurrent": 0.0}
+                                               "gc_concurrent": 0.0, "hook": 0.0}
         return
     with pytest.raises(BadInputError, match=TM1_PART.name):
         load_part(bad)

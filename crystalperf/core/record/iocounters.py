@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 
 from crystalperf.core import trace as tr
+from crystalperf.core.record import budget as hook_budget
+from crystalperf.core.record.cgroups import cpu_limit, disk_limits
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +26,11 @@ DEFAULT_INTERVAL_S = 0.25
 # 4096 rows of 9 numbers: well under a megabyte however long the job runs (the sampler halves its
 # resolution when full).
 MAX_SAMPLES = 4096
+# Rows between two walks of the process tree and two reads of the cgroup limits: walking the tree reads every
+# child's files, and a process is seldom moved into a limited cgroup while it runs.
+REWALK_ROWS = 8
+# The longest interval a CPU budget may stretch the rows to: the bandwidth windows are a second long.
+FLOOR_S = 1.0
 _UNLIMITED = 0.0
 
 
@@ -118,116 +125,6 @@ def network_bytes(pid: int | str = "self") -> tuple[int, int] | None:
     return rx, tx
 
 
-def _cgroup_paths(pid: int | str) -> dict[str, str]:
-    """controller -> path of the process's cgroup ("" for the unified v2 hierarchy)."""
-    paths: dict[str, str] = {}
-    try:
-        for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
-            _, controllers, path = line.split(":", 2)
-            for controller in controllers.split(",") if controllers else [""]:
-                paths[controller] = path
-    except (OSError, ValueError):
-        pass
-    return paths
-
-
-def _v1_limit(directory: Path, name: str) -> float | None:
-    strictest: float | None = None
-    try:
-        lines = (directory / name).read_text().split("\n")
-    except OSError:
-        return None
-    for line in lines:
-        fields = line.split()
-        if len(fields) == 2 and fields[1].isdigit() and int(fields[1]) > 0:
-            value = float(fields[1])
-            strictest = value if strictest is None else min(strictest, value)
-    return strictest
-
-
-def _v2_limit(directory: Path, key: str) -> float | None:
-    strictest: float | None = None
-    try:
-        lines = (directory / "io.max").read_text().split("\n")
-    except OSError:
-        return None
-    for line in lines:
-        for item in line.split()[1:]:
-            name, _, value = item.partition("=")
-            if name == key and value.isdigit() and int(value) > 0:
-                strictest = float(value) if strictest is None else min(strictest, float(value))
-    return strictest
-
-
-def disk_limits(pid: int | str = "self", root: Path = Path("/sys/fs/cgroup")) -> tuple[float | None, float | None]:
-    """The strictest read and write byte-rate limits of the process's cgroup and its ancestors (v1 blkio
-    throttle or v2 io.max), any device; ``None`` where none is set."""
-    paths = _cgroup_paths(pid)
-    read: list[float] = []
-    write: list[float] = []
-    for controller, base in (("blkio", root / "blkio"), ("", root)):
-        path = paths.get(controller)
-        if path is None or not base.is_dir():
-            continue
-        directory = base / path.lstrip("/")
-        while True:
-            if controller:
-                limits = (_v1_limit(directory, "blkio.throttle.read_bps_device"),
-                          _v1_limit(directory, "blkio.throttle.write_bps_device"))
-            else:
-                limits = (_v2_limit(directory, "rbps"), _v2_limit(directory, "wbps"))
-            if limits[0] is not None:
-                read.append(limits[0])
-            if limits[1] is not None:
-                write.append(limits[1])
-            if directory == base or base not in directory.parents:
-                break
-            directory = directory.parent
-    return (min(read) if read else None), (min(write) if write else None)
-
-
-def _v1_quota(directory: Path) -> float | None:
-    try:
-        quota = int((directory / "cpu.cfs_quota_us").read_text())
-        period = int((directory / "cpu.cfs_period_us").read_text())
-    except (OSError, ValueError):
-        return None
-    return quota / period if quota > 0 and period > 0 else None
-
-
-def _v2_quota(directory: Path) -> float | None:
-    try:
-        quota, _, period = (directory / "cpu.max").read_text().strip().partition(" ")
-        return int(quota) / int(period) if quota.isdigit() and period.isdigit() and int(period) > 0 else None
-    except (OSError, ValueError):
-        return None
-
-
-def cpu_limit(pid: int | str = "self", root: Path = Path("/sys/fs/cgroup")) -> float | None:
-    """The cores the process may use: its CPU affinity (a cpuset, ``taskset``) and the strictest CPU quota of its
-    cgroup and its ancestors (v1 ``cpu.cfs_quota_us / cpu.cfs_period_us``, v2 ``cpu.max``), whichever is less;
-    None where neither can be read."""
-    limits: list[float] = []
-    try:
-        limits.append(float(len(os.sched_getaffinity(0 if pid == "self" else int(pid)))))
-    except (AttributeError, OSError, ValueError):
-        pass
-    paths = _cgroup_paths(pid)
-    for controller, base in (("cpu", root / "cpu"), ("cpu", root / "cpu,cpuacct"), ("", root)):
-        path = paths.get(controller)
-        if path is None or not base.is_dir():
-            continue
-        directory = base / path.lstrip("/")
-        while True:
-            quota = _v1_quota(directory) if controller else _v2_quota(directory)
-            if quota is not None:
-                limits.append(quota)
-            if directory == base or base not in directory.parents:
-                break
-            directory = directory.parent
-    return min(limits) if limits else None
-
-
 class _ProcessTreeIo:
     """Storage bytes of a process tree, accumulated per pid so that a child's exit never makes the total go
     down (its last reading stays counted)."""
@@ -243,9 +140,12 @@ class _ProcessTreeIo:
         self.ok = False
         self.cpu_ok = False
         self.primed = False  # what runs at the first reading counts from then, a later child from its birth
+        self.pids: list[int] | None = None
 
-    def update(self) -> None:
-        pids = descendants(self.pid) if self.include_children else [self.pid]
+    def update(self, rewalk: bool = True) -> None:
+        if rewalk or self.pids is None:
+            self.pids = descendants(self.pid) if self.include_children else [self.pid]
+        pids = self.pids
         for pid in pids:
             self._update_cpu(pid)
             now = _proc_io(pid)
@@ -281,11 +181,14 @@ class _ProcessTreeIo:
 class IoCounterSampler:
     """Reads the counters of a process (and its descendants) every ``interval_s`` on a daemon thread.
 
-    Memory is bounded: past ``max_samples`` rows every other row is dropped and the interval doubles.
-    Failures are logged once and stop nothing but the sampler."""
+    Memory is bounded: past ``max_samples`` rows every other row is dropped and the interval doubles. The process
+    tree and the cgroup limits are re-read every ``REWALK_ROWS`` rows (and for the last row). The thread's CPU time
+    counts as the hook's (part ``counters``); under a ``budget`` the interval stretches while the hook uses more
+    than its share, never past ``FLOOR_S``. Failures are logged once and stop nothing but the sampler."""
 
     def __init__(self, source: str, *, pid: int | None = None, interval_s: float = DEFAULT_INTERVAL_S,
-                 max_samples: int = MAX_SAMPLES, include_children: bool = True) -> None:
+                 max_samples: int = MAX_SAMPLES, include_children: bool = True,
+                 budget: hook_budget.CpuBudget | None = None) -> None:
         self.source = source
         self.pid = pid or os.getpid()
         self.interval_s = interval_s
@@ -298,14 +201,23 @@ class IoCounterSampler:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._readings = 0
+        self._limits: tuple[float | None, float | None] | None = None
+        self._cpu_limit: float | None = None
+        self.pace = hook_budget.Pace(budget, interval_s, FLOOR_S)
 
-    def sample_once(self) -> tr.IoSample | None:
+    def sample_once(self, *, rewalk: bool = False) -> tr.IoSample | None:
         try:
-            self._tree.update()
+            rewalk = rewalk or self._readings % REWALK_ROWS == 0
+            self._readings += 1
+            self._tree.update(rewalk)
             net = network_bytes(self.pid)
             if net is not None and self._net0 is None:
                 self._net0 = net
-            read_limit, write_limit = disk_limits(self.pid)
+            if rewalk or self._limits is None:
+                self._limits = disk_limits(self.pid)
+                self._cpu_limit = cpu_limit(self.pid)
+            read_limit, write_limit = self._limits
             host = host_cpu()
             if host is not None and self._host0 is None:
                 self._host0 = host
@@ -320,7 +232,7 @@ class IoCounterSampler:
                 host_cpu_busy_s=max(0.0, host[0] - self._host0[0]) if host and self._host0 else None,
                 host_cpu_s=max(0.0, host[1] - self._host0[1]) if host and self._host0 else None,
                 host_cpus=host[2] if host else None,
-                cpu_limit=cpu_limit(self.pid),
+                cpu_limit=self._cpu_limit,
             )
         except Exception as exc:  # never the job's problem
             log.debug("crystalperf: I/O counters unreadable: %s", exc)
@@ -340,8 +252,11 @@ class IoCounterSampler:
         return self
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self.sample_once()
+        wait = self.interval_s
+        while not self._stop.wait(wait):
+            with hook_budget.PROCESS.own_thread("counters"):
+                self.sample_once()
+            wait = max(self.interval_s, self.pace.next())
 
     def stop(self) -> list[tr.IoSample]:
         """Stops the thread (without waiting for more than one interval), takes a last reading and returns
@@ -349,7 +264,7 @@ class IoCounterSampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=min(2.0, self.interval_s + 1.0))
-        self.sample_once()
+        self.sample_once(rewalk=True)  # the last row counts every process alive now
         return self.samples()
 
     def samples(self) -> list[tr.IoSample]:

@@ -15,7 +15,8 @@ Format (``crystalperf-sample-journal`` version 1): the first line is the header 
 "origin", "interval_s", "bucket_s"}``; every other line may hold ``frames``, ``stacks``, ``states``,
 ``keys`` (appended), ``rows`` (``[key, bucket, stack, count]``, the latest count of a row wins), ``held``
 (``[key, stack, count, bucket]``: samples waiting for a row, the latest list wins), ``tasks``
-(``[operation, task, {name: seconds}]``, the latest wins) and ``dropped`` (the latest wins).
+(``[operation, task, {name: seconds}]``, the latest wins), ``dropped`` (the latest wins) and ``hook`` (what the
+hook cost in the process so far, a trace ``HookProcess`` document; the latest wins).
 """
 
 from __future__ import annotations
@@ -58,12 +59,12 @@ class SampleJournal:
         self._fd: int | None = None
         table.track_changes()
 
-    def flush(self, tasks: TaskFigures, changed_tasks: set[tuple[str, str]]) -> None:
+    def flush(self, tasks: TaskFigures, changed_tasks: set[tuple[str, str]], hook: tr.HookProcess | None = None) -> None:
         """Append what changed since the previous flush (compacting when due). ``tasks`` holds every task's
-        figures; ``changed_tasks`` the ones to write now."""
+        figures; ``changed_tasks`` the ones to write now; ``hook`` what the hook cost so far."""
         if self._fd is None or self.table.bucket_s != self._bucket_s or (
                 self._size > self.compact_factor * self._compacted_size + self.compact_slack_bytes):
-            self.compact(tasks)
+            self.compact(tasks, hook)
             return
         with self.table._lock:
             frames, stacks, keys = self._written
@@ -86,9 +87,11 @@ class SampleJournal:
         if changed_tasks:
             record["tasks"] = [[op, task, tasks[(op, task)]] for op, task in sorted(changed_tasks)
                                if (op, task) in tasks]
+        if hook is not None:
+            record["hook"] = hook.model_dump(mode="json", exclude_none=True)
         self._append(_line(record))
 
-    def compact(self, tasks: TaskFigures) -> None:
+    def compact(self, tasks: TaskFigures, hook: tr.HookProcess | None = None) -> None:
         """Rewrite the file atomically as its header and one line holding everything."""
         with self.table._lock:
             held = self.table.held_rows()
@@ -105,6 +108,8 @@ class SampleJournal:
             "rows": [list(r) for r in samples.rows()], "held": held, "dropped": samples.dropped,
             "tasks": [[op, task, figures] for (op, task), figures in sorted(tasks.items())],
         }
+        if hook is not None:
+            body["hook"] = hook.model_dump(mode="json", exclude_none=True)
         data = _line(header) + _line(body)
         self.close()
         atomic.write_bytes(self.path, data)
@@ -133,6 +138,7 @@ class JournalContents:
     samples: tr.StackSamples | None
     tasks: TaskFigures = field(default_factory=dict)
     torn: bool = False  # the last line was cut off (the writer was killed mid-line) and was left out
+    hook: tr.HookProcess | None = None  # what the hook cost in the writing process, at its last flush
 
 
 def read_journal(path: Path, max_bytes: int = MAX_READ_BYTES) -> JournalContents:
@@ -156,6 +162,7 @@ def read_journal(path: Path, max_bytes: int = MAX_READ_BYTES) -> JournalContents
     tasks: TaskFigures = {}
     dropped = 0
     torn = False
+    hook: Any = None
     body = lines[1:]
     for number, raw in enumerate(body):
         if not raw.strip():
@@ -180,15 +187,28 @@ def read_journal(path: Path, max_bytes: int = MAX_READ_BYTES) -> JournalContents
         for operation, task, figures in record.get("tasks") or []:
             tasks[(str(operation), str(task))] = {str(k): float(v) for k, v in dict(figures).items()}
         dropped = int(record.get("dropped") or dropped)
+        hook = record.get("hook", hook)
     for key, stack, count, bucket in held:
         row = (int(key), int(bucket), int(stack))
         rows[row] = rows.get(row, 0) + int(count)
+    cost = _hook(hook)
     items = sorted(rows.items())
     if not items:
-        return JournalContents(None, tasks, torn)
+        return JournalContents(None, tasks, torn, cost)
     samples = tr.StackSamples.model_validate({
         "origin": header["origin"], "interval_s": header["interval_s"], "bucket_s": header["bucket_s"],
         "frames": frames, "stacks": stacks, "states": states if any(states) else [], "keys": keys,
         "key": [k for (k, _, _), _ in items], "bucket": [b for (_, b, _), _ in items],
         "stack": [s for (_, _, s), _ in items], "count": [c for _, c in items], "dropped": dropped})
-    return JournalContents(samples, tasks, torn)
+    return JournalContents(samples, tasks, torn, cost)
+
+
+def _hook(document: Any) -> tr.HookProcess | None:
+    """A journal's hook cost; None when there is none or it does not validate (the samples still count)."""
+    if document is None:
+        return None
+    try:
+        return tr.HookProcess.model_validate(document)
+    except ValueError:
+        log.warning("crystalperf: a journal's hook cost is not valid; left out")
+        return None

@@ -32,6 +32,7 @@ from types import CodeType, FrameType
 from typing import Any
 
 from crystalperf.core import trace as tr
+from crystalperf.core.record import budget as hook_budget
 from crystalperf.core.record.sampletable import (
     SampleTable,
     max_bytes_from_env,
@@ -180,6 +181,10 @@ class PythonStackSampler:
     raises into the sampled program: its own errors are logged and it stops. Its table holds at most
     ``max_bytes`` (default ``CRYSTALPERF_SAMPLER_MAX_BYTES`` or 16 MiB) and stacks of at most ``max_depth``
     frames, the innermost ones.
+
+    Its thread's CPU time counts as the hook's (``crystalperf.core.record.budget.PROCESS``, part ``sampler``);
+    under a ``budget`` its interval stretches while the hook uses more than its share of the cores, never past
+    ``floor_s`` (default: the bucket width, a sample per bucket).
     """
 
     def __init__(
@@ -195,6 +200,9 @@ class PythonStackSampler:
         clock: Callable[[], float] = time.time,
         thread_states: ThreadStates | None = None,
         capture_depth: int | None = None,
+        budget: hook_budget.CpuBudget | None = None,
+        floor_s: float | None = None,
+        on_round: Callable[[], None] | None = None,
     ) -> None:
         self.key_for = key_for
         self.interval_s = interval_s
@@ -215,6 +223,8 @@ class PythonStackSampler:
         # Thread ident -> kernel thread id, for threads whose ``threading.Thread.native_id`` is wrong: the
         # main thread of a forked process keeps its parent's (CPython 3.10-3.13; see register_thread).
         self.native_ids: dict[int, int] = {}
+        self.pace = hook_budget.Pace(budget, interval_s, floor_s if floor_s is not None else bucket_s)
+        self.on_round = on_round  # called on the sampler's thread after each round
 
     def register_thread(self) -> None:
         """Record the calling thread's kernel id; call it from a forked process's main thread."""
@@ -237,15 +247,19 @@ class PythonStackSampler:
         next_at = self.clock()
         while not self._stop.is_set():
             try:
-                self.sample_once()
+                with hook_budget.PROCESS.own_thread("sampler"):
+                    recorded = self.sample_once()
+                    if self.on_round is not None:
+                        self.on_round()
             except Exception:  # a sampler must never hurt the job it watches
                 log.exception("crystalperf: Python stack sampler stopped")
                 return
-            next_at += self.interval_s
+            interval = self.pace.next() if recorded else self.pace.adapt()
+            next_at += interval
             delay = next_at - self.clock()
             if delay < 0:  # fell behind (a long GIL hold): skip missed ticks, don't burst
                 next_at = self.clock()
-                delay = self.interval_s
+                delay = interval
             self._stop.wait(delay)
 
     def _native_id(self, ident: int | None, thread: threading.Thread | None) -> int | None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from crystalperf import __version__
+from crystalperf.core import trace as tr
 from crystalperf.core.predict import Prediction, Predictor
 from crystalperf.core.predict.settings import SettingsSearch
 from crystalperf.core.profile.bottleneck import Bottleneck
@@ -158,6 +159,53 @@ class ReportParts:
     edges: list[dict[str, Any]]
 
 
+def hook_cost(hook: tr.HookCost | None) -> dict[str, Any] | None:
+    """What the hook cost, as it measured itself (the report's ``hook_cost``): its CPU seconds, their share of the
+    CPU time of the processes it ran in, where they went, and whether its CPU budget thinned the samples; None
+    for a trace without the figures (an imported event log, a trace before schema 1.9)."""
+    if hook is None or not hook.processes:
+        return None
+    cpu = hook.cpu_s
+    known = [p.process_cpu_s for p in hook.processes if p.process_cpu_s is not None]
+    job = sum(known) if len(known) == len(hook.processes) else None
+    share = cpu / job if job else None
+    parts: dict[str, float] = {}
+    for process in hook.processes:
+        for part, seconds in process.parts.items():
+            parts[part] = parts.get(part, 0.0) + seconds
+    taken = sum(p.samples_taken or 0 for p in hook.processes)
+    planned = sum(p.samples_planned or 0 for p in hook.processes)
+    over = sum(p.windows_over_budget or 0 for p in hook.processes)
+    windows = sum(p.windows or 0 for p in hook.processes)
+    budgets = sorted({(p.budget_share, p.cores) for p in hook.processes if p.budget_share})
+    sentence = f"The hook used {cpu:.2f} s of CPU"
+    sentence += (f", {share:.2%} of the {job:.1f} s its processes used." if share is not None and job is not None
+                 else ".")
+    if budgets:
+        budget_share, cores = budgets[0]
+        sentence += f" Its budget: {budget_share:.1%} of {cores:g} cores."
+    thinned = planned > taken
+    if thinned:
+        sentence += (f" The budget thinned the stack samples: {taken:,} rounds taken where the configured interval "
+                     f"would have taken {planned:,}.")
+    if over:
+        sentence += (f" It used more than its budget in {over} of {windows} two-second windows, while sampling no "
+                     "less often than the analysis needs.")
+    return {
+        "cpu_s": round(cpu, 6),
+        "job_cpu_s": round(job, 6) if job is not None else None,
+        "share": round(share, 6) if share is not None else None,
+        "parts": {k: round(v, 6) for k, v in sorted(parts.items(), key=lambda kv: -kv[1])},
+        "budget_share": budgets[0][0] if budgets else None,
+        "samples_taken": taken,
+        "samples_planned": planned,
+        "thinned": thinned,
+        "windows_over_budget": over,
+        "processes": [p.model_dump(exclude_none=True) for p in hook.processes[:100]],
+        "sentence": sentence,
+    }
+
+
 def report_parts(profile: ExecutionProfile, bottleneck: Bottleneck, queries: list[dict[str, Any]],
                  skew: SkewFindings) -> ReportParts:
     """The report's entry for every operation (with its SQL operators and task-time distribution), the sources
@@ -286,6 +334,10 @@ def build_report(
             p for p in (resolution.problems if resolution is not None else []) if p.startswith("classifier ")
         ] + _storage_idle_warning(profile) + _network_idle_warning(profile),
     }
+    # What the hook itself cost (trace schema 1.9), measured by the hook.
+    report["hook_cost"] = hook_cost(trace.hook)
+    if report["hook_cost"] is not None and report["hook_cost"]["thinned"]:
+        report["warnings"].append(report["hook_cost"]["sentence"])
     if queries:
         report["sql_queries"] = queries
     if trace.streaming is not None:

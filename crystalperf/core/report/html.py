@@ -158,6 +158,7 @@ class HtmlRenderer(Renderer):
             self._skew(report),
             self._operations(report, hierarchy),
             self._sources(report),
+            self._hook_cost(report),
             self._warnings(report),
         ))
         producer = report.get("producer") or {}
@@ -536,6 +537,28 @@ class HtmlRenderer(Renderer):
             '<h3>The resources the predictions start from</h3><dl class="kv">'
             + "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in env) + "</dl></section>"
         )
+
+    def _hook_cost(self, report: dict[str, Any]) -> str:
+        cost = report.get("hook_cost")
+        if not cost:
+            return ('<section id="hook-cost"><h2>Cost of the hook</h2><p class="note">The trace does not say what '
+                    "the hook cost (written before schema 1.9, or imported from the framework's own logs).</p></section>")
+        items = [("CPU time", esc(seconds(cost.get("cpu_s"))))]
+        if cost.get("share") is not None:
+            items.append(("share of the job's CPU time", esc(f"{_num(cost['share'], '{:.2%}')} of "
+                                                             f"{seconds(cost.get('job_cpu_s'))}")))
+        parts = cost.get("parts") or {}
+        if parts:
+            items.append(("where it went", esc(", ".join(f"{k} {seconds(v)}" for k, v in parts.items()))))
+        if cost.get("budget_share"):
+            items.append(("CPU budget", esc(f"{_num(cost['budget_share'], '{:.1%}')} of the cores each process may "
+                                            "use")))
+        if cost.get("samples_planned"):
+            items.append(("sampling rounds", esc(f"{int(cost.get('samples_taken') or 0):,} taken of "
+                                                 f"{int(cost['samples_planned']):,} at the configured interval")))
+        return ('<section id="hook-cost"><h2>Cost of the hook</h2>'
+                f'<p>{esc(cost.get("sentence", ""))}</p><dl class="kv">'
+                + "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in items) + "</dl></section>")
 
     def _warnings(self, report: dict[str, Any]) -> str:
         warnings = report.get("warnings") or []

@@ -137,6 +137,9 @@ class TerminalRenderer(Renderer):
             console.print(settings)
         for line in report.get("advice", []):
             console.print(f"• {_safe(line, MAX_LINE)}")
+        cost = report.get("hook_cost")
+        if cost:
+            console.print(f"[bold]Cost of the hook[/bold]: {_safe(cost.get('sentence', ''), MAX_LINE)}")
 
     def render(self, report: dict[str, Any]) -> str:
         buffer = io.StringIO()

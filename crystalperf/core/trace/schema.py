@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from crystalperf.core.trace.names import *  # noqa: F403  (one namespace: tr.METRIC_RUN_TIME, tr.THREAD_STATES...)
 from crystalperf.core.trace.names import THREAD_STATES
 
-SCHEMA_VERSION = "1.8"
+SCHEMA_VERSION = "1.9"
 SCHEMA_MAJOR = 1
 SCHEMA_ID = f"urn:crystalperf:trace:{SCHEMA_VERSION}"
 TRACE_FILENAMES = ("crystalperf-trace.json.gz", "crystalperf-trace.json")
@@ -90,14 +90,15 @@ class ThreadCpu(_Model):
     gc: float = Field(0.0, ge=0, le=MAX_TIME, description="the garbage collector's threads (since 1.7 those that "
                       "work while the job is stopped, where the hook tells them apart: gc_concurrent)")
     jit: float = Field(0.0, ge=0, le=MAX_TIME, description="the JIT compilers' threads")
-    other: float = Field(0.0, ge=0, le=MAX_TIME, description="the rest: timers, heartbeats, RPC, the hook's sampler")
+    other: float = Field(0.0, ge=0, le=MAX_TIME, description="the rest: timers, heartbeats, RPC")
     gc_concurrent: float = Field(
         0.0, ge=0, le=MAX_TIME,
         description="(1.7) the collector's threads that work beside the job (G1's refinement and marking)")
+    hook: float = Field(0.0, ge=0, le=MAX_TIME, description="(1.9) crystalperf's own threads (earlier: in other)")
 
     @property
     def total(self) -> float:
-        return self.task + self.network + self.gc + self.jit + self.other + self.gc_concurrent
+        return self.task + self.network + self.gc + self.jit + self.other + self.gc_concurrent + self.hook
 
 
 # The collector families a JVM may run, by the names of its collector beans (java.lang.management).
@@ -453,6 +454,34 @@ class IoSample(_Model):
     _check_t = field_validator("t")(_finite)
 
 
+class HookProcess(_Model):
+    """What the hook cost in one process (1.9), as it measured it: its own threads' CPU time and its work on the
+    job's threads (callbacks), from when it started in the process until it wrote what it recorded."""
+
+    source: str = Field(max_length=1000, description="whose cost: driver, executor:<id>, taskmanager:<pid>...")
+    host: str | None = Field(None, max_length=1000)
+    cpu_s: float = Field(ge=0, le=MAX_TIME, description="the hook's CPU seconds (the sum of parts)")
+    parts: dict[str, FiniteQuantity] = Field(default_factory=dict, description="its CPU seconds by where they went")
+    process_cpu_s: float | None = Field(None, ge=0, le=MAX_TIME, description="the process's CPU seconds over the "
+                                        "same span (the hook's included)")
+    cores: float | None = Field(None, gt=0, le=MAX_SLOTS, description="the cores the process may use")
+    budget_share: float | None = Field(None, ge=0, le=1, description="the hook's CPU budget, a share of cores")
+    samples_taken: int | None = Field(None, ge=0, le=MAX_INDEX, description="rounds of stack sampling taken")
+    samples_planned: int | None = Field(None, ge=0, le=MAX_INDEX, description="rounds the interval would take")
+    windows: int | None = Field(None, ge=0, le=MAX_INDEX, description="budget windows measured (2 s each)")
+    windows_over_budget: int | None = Field(None, ge=0, le=MAX_INDEX, description="windows over the budget")
+
+
+class HookCost(_Model):
+    """The hook's own cost (1.9), per process it ran in."""
+
+    processes: list[HookProcess] = Field(default_factory=list, max_length=100_000)
+
+    @property
+    def cpu_s(self) -> float:
+        return sum(p.cpu_s for p in self.processes)
+
+
 class Producer(_Model):
     """Which hook wrote the trace."""
 
@@ -478,6 +507,7 @@ class Trace(_Model):
     sql_queries: list[SqlQuery] = Field(default_factory=list, max_length=10_000,
                                         description="SQL executions and their physical plans (1.5)")
     io: list[IoSample] = Field(default_factory=list, description="byte counters read during the run (1.3)")
+    hook: HookCost | None = Field(None, description="what the hook itself cost, as it measured it (1.9)")
     warnings: list[str] = Field(default_factory=list, description="problems the hook met while recording")
     partial: str | None = Field(
         None, max_length=1000,

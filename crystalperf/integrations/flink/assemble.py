@@ -27,7 +27,13 @@ from crystalperf.core.errors import BadInputError
 from crystalperf.core.record.sampletable import OTHER, SampleTable, folded_warning
 from crystalperf.core.record.sampling import merge_samples
 from crystalperf.integrations.flink.config import INTEGRATION
-from crystalperf.integrations.flink.pyworkers import WORKER_ROLE, load_spool, load_spool_io, spool_files
+from crystalperf.integrations.flink.pyworkers import (
+    WORKER_ROLE,
+    load_spool,
+    load_spool_hook,
+    load_spool_io,
+    spool_files,
+)
 from crystalperf.integrations.flink.reader import FETCHER_ROLE, Part, PlanNode, Scope, find_plan, load_job
 
 PUSH_TO_OPERATOR = "ChainingOutput.pushToOperator"
@@ -521,6 +527,13 @@ def job_io(job: Part) -> list[t.IoSample]:
     return rows_of_span([*job.io, *spooled], job.start, job.end)
 
 
+def hook_cost(job: Part) -> t.HookCost | None:
+    """What the hook cost: in each JVM over the job (the reporter's parts), and in the Python program that ran its
+    loopback workers (the spool files beside the parts; that process's whole run)."""
+    processes = [*job.hook, *(h for h in (load_spool_hook(p) for p in spool_files(job.path.parent)) if h is not None)]
+    return t.HookCost(processes=processes) if processes else None
+
+
 def warnings_of(job: Part, planned: bool, samples: t.StackSamples | None,
                 workers: WorkerSamples | None = None) -> list[str]:
     """What the trace cannot show, in words for the report."""
@@ -580,6 +593,7 @@ def build_trace(job: Part) -> t.Trace:
                                   classpath=list(job.classpath), **taskmanagers(job)),
         metrics={"cpu_utilization": process_cpu / duration} if process_cpu and duration else {},
         io=job_io(job),
+        hook=hook_cost(job),
         warnings=warnings_of(job, links is not None, samples, workers),
     )
 

@@ -37,6 +37,7 @@ from typing import Any
 
 from crystalperf.core import atomic
 from crystalperf.core import trace as tr
+from crystalperf.core.record import budget as hook_budget
 from crystalperf.core.record.hooks import guard
 from crystalperf.core.record.iocounters import IoCounterSampler
 from crystalperf.core.record.sampletable import MAX_BYTES_ENV, max_bytes_from_env
@@ -83,8 +84,12 @@ class WorkerSampler(PythonStackSampler):
     """A :class:`PythonStackSampler` of the threads that run Beam bundles, spooling to ``out_dir``."""
 
     def __init__(self, out_dir: Path, *, interval_s: float = 0.1) -> None:
+        budget = hook_budget.CpuBudget(hook_budget.share_from_env())
         super().__init__(self._key_for, interval_s=interval_s, capture_depth=_BUNDLE_DEPTH,
-                         max_bytes=max_bytes_from_env() if os.environ.get(MAX_BYTES_ENV) else _MAX_BYTES)
+                         max_bytes=max_bytes_from_env() if os.environ.get(MAX_BYTES_ENV) else _MAX_BYTES,
+                         budget=budget)
+        self.budget = budget
+        self._process_cpu_at_start = time.process_time()
         self.out_dir = out_dir
         self.path = out_dir / f"{SPOOL_PREFIX}{os.getpid()}.json"
         self._working: set[int] = set()
@@ -96,7 +101,7 @@ class WorkerSampler(PythonStackSampler):
         self._flushed_at = 0.0
         self._flush_every_s = _FLUSH_S
         self._unwritable: str | None = None  # why the spool cannot be written; set once, then no more tries
-        self.io = IoCounterSampler(f"python:{os.getpid()}", include_children=False)
+        self.io = IoCounterSampler(f"python:{os.getpid()}", include_children=False, budget=budget)
         self._samples_json: str | None = None  # the samples as last serialised (rewritten when they change)
         self._io_flushed: tuple[float | None, ...] | None = None  # the counters of the last flush
         self._io_moved = False  # they had moved at the last flush
@@ -185,6 +190,11 @@ class WorkerSampler(PythonStackSampler):
             "cpu": [[bucket, seconds] for bucket, seconds in sorted(self.cpu.items())],
             "cpu_bucket_s": self.cpu_bucket_s,
             "io": [row.model_dump(mode="json") for row in self.io.samples()],
+            # what the hook cost in this process so far (every job it ran)
+            "hook": hook_budget.process_cost(
+                f"python:{os.getpid()}", hook_budget.PROCESS.parts(), host=self.io.host,
+                process_cpu_s=max(0.0, time.process_time() - self._process_cpu_at_start), budget=self.budget,
+                paces=[self.pace]).model_dump(mode="json", exclude_none=True),
         }
         # the samples' text is reused while they do not change: the I/O rows alone may have moved
         text = json.dumps(body)[:-1] + ', "samples": ' + self._samples_json + "}"
@@ -259,6 +269,20 @@ def load_spool_io(path: Path) -> list[tr.IoSample]:
     except (OSError, ValueError, TypeError, AttributeError, RecursionError):
         log.warning("crystalperf: ignoring unreadable I/O counters in %s", path)
         return []
+
+
+def load_spool_hook(path: Path) -> tr.HookProcess | None:
+    """What the hook cost in the Python program that wrote a spool file (None where the file does not say)."""
+    try:
+        if Path(path).stat().st_size > MAX_SPOOL_READ_BYTES:
+            raise ValueError(f"larger than {MAX_SPOOL_READ_BYTES} bytes")
+        doc: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
+        if doc.get("format") != SPOOL_FORMAT or doc.get("hook") is None:
+            return None
+        return tr.HookProcess.model_validate(doc["hook"])
+    except (OSError, ValueError, TypeError, AttributeError, RecursionError):
+        log.warning("crystalperf: ignoring an unreadable hook cost in %s", path)
+        return None
 
 
 def spool_files(directory: Path) -> list[Path]:

@@ -13,7 +13,9 @@ by index (``[other]`` stands for the stacks the reporter's byte bound left out, 
 version 5, ``thread_kinds_cpu_s``: the process's CPU time over the job (the span of ``process_cpu_s``) split by
 thread kind, :data:`THREAD_KINDS` (``gc_concurrent`` since the reporter split the collector's threads; a part without
 it counts them in ``gc``), and ``collector``: the JVM's garbage collector beans and the option that chose it
-(:func:`garbage_collector`). Version 1 parts (no thread states, lifetimes or classpath), parts without
+(:func:`garbage_collector`); since version 6, ``hook``: what the hook cost in the process over the job (a
+trace ``HookProcess`` whose ``cpu_s`` is the sum of its ``parts``), and a ``hook`` thread kind (crystalperf's own
+threads, before counted in ``other``). Version 1 parts (no thread states, lifetimes or classpath), parts without
 roles, version 2 parts (no I/O rows) and parts without the split are still read. :func:`crystalperf.integrations.flink.record_plan` writes the job
 graph beside them as ``crystalperf-flink-plan-<hash>.json``. Standard library only: reading the files
 needs no PyFlink.
@@ -34,7 +36,7 @@ from typing import Any
 
 from crystalperf.core import limits
 from crystalperf.core.errors import BadInputError
-from crystalperf.core.trace import MAX_INDEX, MAX_TIME, THREAD_STATES, IoSample
+from crystalperf.core.trace import MAX_INDEX, MAX_TIME, THREAD_STATES, HookProcess, IoSample
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,7 @@ PLAN_PREFIX = "crystalperf-flink-plan-"
 # The kinds of thread a part splits its process's CPU time into (version 5): the job's subtask threads, Flink's
 # netty (data exchange) threads, the garbage collector's, the JIT compilers' and the rest (timers, heartbeats,
 # RPC, the reporter's sampler).
-THREAD_KINDS = ("task", "network", "gc", "jit", "other", "gc_concurrent")
+THREAD_KINDS = ("task", "network", "gc", "jit", "other", "gc_concurrent", "hook")
 # A collector bean's name (java.lang.management.GarbageCollectorMXBean) -> the collector family it belongs to.
 _COLLECTOR_BEANS = (("G1 ", "g1"), ("Copy", "serial"), ("MarkSweepCompact", "serial"), ("PS ", "parallel"),
                     ("ZGC", "z"), ("Shenandoah", "shenandoah"), ("ParNew", "cms"), ("ConcurrentMarkSweep", "cms"))
@@ -115,6 +117,8 @@ class Part:
     # The JVM's garbage collector (trace.GarbageCollector fields: family, option, processors) per TaskManager id,
     # for the same parts as taskmanager_kinds (absent: the part does not say).
     taskmanager_collectors: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # What the hook cost in each process over the job (version 6): one entry per part.
+    hook: list[HookProcess] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -253,6 +257,10 @@ def load_part(path: Path) -> Part:
     except (TypeError, ValueError, OverflowError, AttributeError) as exc:
         raise BadInputError(f"malformed CPU times in a crystalperf Flink metrics file ({exc})", path) from None
     try:
+        hook = [HookProcess.model_validate(_hook_document(doc["hook"]))] if doc.get("hook") is not None else []
+    except (TypeError, ValueError) as exc:
+        raise BadInputError(f"malformed hook cost in a crystalperf Flink metrics file ({exc})", path) from None
+    try:
         collector = garbage_collector(doc.get("collector"), cpu_count)
     except ValueError as exc:
         raise BadInputError(f"malformed garbage collector in a crystalperf Flink metrics file ({exc})", path) from None
@@ -282,9 +290,18 @@ def load_part(path: Path) -> Part:
             taskmanager_kinds={next(iter(taskmanagers)): kinds} if kinds is not None and len(taskmanagers) == 1 else {},
             taskmanager_collectors=(
                 {next(iter(taskmanagers)): collector} if collector is not None and len(taskmanagers) == 1 else {}),
+            hook=hook,
         )
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise BadInputError(f"malformed crystalperf Flink metrics file ({exc})", path) from None
+
+
+def _hook_document(value: Any) -> dict[str, Any]:
+    """A part's ``hook`` as a trace ``HookProcess`` document: its CPU seconds are the sum of its parts."""
+    if not isinstance(value, dict) or not isinstance(value.get("parts", {}), dict):
+        raise ValueError("hook is not an object with parts")
+    parts = {str(k): max(0.0, _time(v)) for k, v in value.get("parts", {}).items()}
+    return {**value, "parts": {k: v for k, v in parts.items() if v > 0}, "cpu_s": sum(parts.values())}
 
 
 def _thread_kinds(value: Any) -> dict[str, float] | None:
@@ -350,6 +367,7 @@ def _add(merged: Part, part: Part) -> None:
     known = set(merged.classpath)
     merged.classpath.extend(entry for entry in dict.fromkeys(part.classpath) if entry not in known)
     merged.io.extend(part.io)
+    merged.hook.extend(part.hook)
     merged.parts += 1
 
 
@@ -358,6 +376,7 @@ def merge_parts(first: Part, others: Iterable[Path]) -> Part:
     ``first`` (its job name and sampling settings are kept)."""
     merged = replace(first, scopes=list(first.scopes), thread_cpu=dict(first.thread_cpu),
                      samples=list(first.samples), classpath=list(first.classpath), io=list(first.io), parts=1,
+                     hook=list(first.hook),
                      thread_kinds=dict(first.thread_kinds) if first.thread_kinds is not None else None,
                      taskmanager_kinds={tm: dict(kinds) for tm, kinds in first.taskmanager_kinds.items()},
                      taskmanager_collectors=dict(first.taskmanager_collectors))

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from crystalperf.core.errors import FrameworkNotInstalledError, IntegrationSetupError
+from crystalperf.core.record.budget import SHARE_ENV as CPU_BUDGET_ENV
 from crystalperf.core.trace import SCHEMA_VERSION
 from crystalperf.integrations.base import Integration
 
@@ -128,18 +129,22 @@ def _python_sampling_conf(existing: dict[str, str], worker_python: str, spool_di
 
 def spark_conf(existing: dict[str, str] | None = None, *, output_dir: str | None = None,
                sample_interval_ms: int | None = None, python_sampling: bool = True,
-               spool_dir: str | None = None, pin_worker_python: bool = False) -> dict[str, str]:
+               spool_dir: str | None = None, pin_worker_python: bool = False,
+               cpu_budget: float | None = None) -> dict[str, str]:
     """The Spark configuration that turns crystalperf on, merged with ``existing`` list-valued settings.
 
     ``pin_worker_python`` also sets ``spark.pyspark.python`` to the Python checked to import our worker
-    hook (for ``spark-submit``, whose workers' Python is otherwise unknown here).
+    hook (for ``spark-submit``, whose workers' Python is otherwise unknown here). ``cpu_budget`` is the hook's
+    CPU budget, a share of the cores each process may use (``spark.crystalperf.cpuBudget``, default 0.01; 0:
+    the samplers keep their intervals), in the JVMs and in the PySpark workers.
     """
     jar = str(check_installation())
     _check_no_plain_jvm()
     existing = dict(existing or {})
     conf = {
         "spark.jars": _append(existing, "spark.jars", jar),
-        "spark.extraListeners": _append(existing, "spark.extraListeners", LISTENER),
+        # the plugin starts the listener itself, on the queue of Spark's own status listener (a listener named
+        # in spark.extraListeners would get a queue and a thread of its own: a thread woken for every event)
         "spark.plugins": _append(existing, "spark.plugins", PLUGIN),
         "spark.crystalperf.python": sys.executable,
         # The listener writes the trace in the schema version of the crystalperf that will read it.
@@ -149,6 +154,9 @@ def spark_conf(existing: dict[str, str] | None = None, *, output_dir: str | None
         conf["spark.crystalperf.outputDir"] = str(output_dir)
     if sample_interval_ms:
         conf["spark.crystalperf.sampleIntervalMs"] = str(int(sample_interval_ms))
+    if cpu_budget is not None:
+        conf["spark.crystalperf.cpuBudget"] = str(float(cpu_budget))
+        conf[f"spark.executorEnv.{CPU_BUDGET_ENV}"] = str(float(cpu_budget))
     worker_python = _worker_python(existing, python_sampling)
     if python_sampling and "spark.python.daemon.module" not in existing:
         conf.update(_python_sampling_conf(existing, worker_python, spool_dir, pin_worker_python))
@@ -159,7 +167,8 @@ def spark_conf(existing: dict[str, str] | None = None, *, output_dir: str | None
 def configure(builder: B, **options: Any) -> B:
     """Turn crystalperf on for a ``SparkSession.builder`` (or a ``SparkConf``); returns it.
 
-    Options: ``output_dir``, ``sample_interval_ms``, ``python_sampling``, ``spool_dir`` (see :func:`spark_conf`).
+    Options: ``output_dir``, ``sample_interval_ms``, ``python_sampling``, ``spool_dir``, ``cpu_budget`` (see
+    :func:`spark_conf`).
     """
     existing: dict[str, str] = {}
     raw = getattr(builder, "_options", None)

@@ -16,17 +16,22 @@ import logging
 import os
 import shutil
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from crystalperf.core import atomic
 from crystalperf.core import trace as tr
+from crystalperf.core.record.budget import add_hook_part, add_hook_processes
 from crystalperf.core.record.hooks import TRACE_NAME, guard
 from crystalperf.integrations.base import REPORT_JSON, finish_main, write_trace_and_report
 from crystalperf.integrations.spark.assemble import add_worker_cpu, add_worker_cpu_wait, merge_worker_samples
 from crystalperf.integrations.spark.config import INTEGRATION
-from crystalperf.integrations.spark.reader import read_spool, read_worker_cpu, read_worker_cpu_wait
+from crystalperf.integrations.spark.reader import (
+    read_spool,
+    read_worker_cpu,
+    read_worker_cpu_wait,
+    read_worker_hook_cost,
+)
 
 log = logging.getLogger("crystalperf")
 
@@ -36,6 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="where the trace and the report go")
     parser.add_argument("--spool", type=Path, help="the PySpark workers' sample files to merge")
     parser.add_argument("--no-analysis", action="store_true", help="write the trace only")
+    parser.add_argument("--trace-write-s", type=float, default=None, metavar="SECONDS",
+                        help="CPU seconds the listener spent writing the trace (added to the driver's hook cost)")
     parser.add_argument("--link-latest", action="store_true",
                         help="OUT is this application's own directory inside a shared one: link the files' documented "
                         "names there to this application's files")
@@ -47,13 +54,12 @@ def _merge_spool(trace: tr.Trace, spool: Path) -> None:
         merge_worker_samples(trace, parts)
         add_worker_cpu(trace, read_worker_cpu(spool))
         add_worker_cpu_wait(trace, read_worker_cpu_wait(spool))
+        add_hook_processes(trace, read_worker_hook_cost(spool))
         log.info("crystalperf: merged the samples of %d Python worker(s)", len(parts))
         # The spool is this application's alone (a fresh temporary directory unless the user chose one).
         shutil.rmtree(spool, ignore_errors=True)
 
 
-# Tests only (with CRYSTALPERF_TESTING=1): seconds the finish sleeps first, to show the driver does not wait for it.
-SLOW_FINISH_ENV = "CRYSTALPERF_SPARK_TEST_FINISH_DELAY_S"
 
 
 def _detach() -> None:
@@ -66,14 +72,13 @@ def _detach() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    delay = os.environ.get(SLOW_FINISH_ENV) if os.environ.get("CRYSTALPERF_TESTING") == "1" else None
-    if delay:
-        time.sleep(float(delay))
     trace = tr.load_trace(args.trace)
     # The listener's document is the trace as the JVM saw it; what only this package knows is added here.
     trace.environment.scaling = trace.environment.scaling or list(INTEGRATION.scaling)
     if args.spool is not None and args.spool.is_dir():
         _merge_spool(trace, args.spool)
+    if args.trace_write_s is not None:
+        add_hook_part(trace, "driver", "trace_write", args.trace_write_s)
     status = write_trace_and_report(trace, args.out, analyze=not args.no_analysis)
     if args.link_latest:
         _link_latest(args.out)

@@ -9,6 +9,12 @@ trace when the application ends. A flush costs what the task added, the journal 
 when it grows, and the worker's memory is bounded in bytes: the sample table's budget
 (``CRYSTALPERF_SAMPLER_MAX_BYTES``, 16 MiB by default) and at most ``MAX_TASK_RECORDS`` per-task CPU
 records, past which a stage's further tasks are summed in its ``[other]`` task.
+
+Per task the worker reads its CPU clock at the task's start and end and appends one journal line (it may be
+killed at any moment after the task). The run-queue delay of its threads (schedstat, a file per thread) is read
+only for the next task after each round of sampling: a sample of the tasks, each of them measured whole. The
+sampler runs under the hook's CPU budget (``CRYSTALPERF_CPU_BUDGET``, :mod:`crystalperf.core.record.budget`), and the
+journal carries what the hook cost in the worker.
 """
 
 from __future__ import annotations
@@ -16,13 +22,16 @@ from __future__ import annotations
 import logging
 import os
 import resource
+import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pyspark.daemon as _daemon
 
 from crystalperf.core import trace as tr
+from crystalperf.core.record import budget as hook_budget
 from crystalperf.core.record.samplejournal import SampleJournal
 from crystalperf.core.record.sampletable import OTHER
 from crystalperf.core.record.sampling import PythonStackSampler
@@ -75,7 +84,15 @@ def _flush() -> None:
         journal = _state["journal"] = SampleJournal(Path(spool) / SPOOL_JOURNAL_FILE.format(pid=os.getpid()),
                                                     sampler.table)
     changed, _state["changed"] = _state["changed"], set()
-    journal.flush(_state["tasks"], changed)
+    journal.flush(_state["tasks"], changed, _hook_cost())
+
+
+def _hook_cost() -> tr.HookProcess:
+    """What the hook cost in this worker so far."""
+    return hook_budget.process_cost(
+        f"python:{os.getpid()}", hook_budget.PROCESS.parts(), host=_state.get("host"),
+        process_cpu_s=max(0.0, _process_cpu_s() - _state["cpu_at_install"]), budget=_state["budget"],
+        paces=[_state["sampler"].pace] if _state["sampler"] is not None else [])
 
 
 def _count_cpu(cpu_at_start: float, queued_at_start: dict[int, int] | None) -> None:
@@ -87,11 +104,17 @@ def _count_cpu(cpu_at_start: float, queued_at_start: dict[int, int] | None) -> N
         task = (task[0], OTHER)  # the stage's total stays exact; which of its tasks spent it is lost
     figures = tasks.setdefault(task, {})
     figures["cpu_time_s"] = figures.get("cpu_time_s", 0.0) + max(0.0, _process_cpu_s() - cpu_at_start)
-    # Every thread of the worker, as for the CPU time: a UDF's own threads queue for cores too.
-    waited = run_queue_delay_s(queued_at_start, run_queue_delays(), _sampler_threads())
-    if waited is not None:
-        figures["cpu_wait_s"] = figures.get("cpu_wait_s", 0.0) + waited
+    if queued_at_start is not None:
+        # Every thread of the worker, as for the CPU time: a UDF's own threads queue for cores too.
+        waited = run_queue_delay_s(queued_at_start, run_queue_delays(), _sampler_threads())
+        if waited is not None:
+            figures["cpu_wait_s"] = figures.get("cpu_wait_s", 0.0) + waited
     _state["changed"].add(task)
+
+
+def _pick_next_task() -> None:
+    """After each round of sampling: the next task this worker starts measures its run-queue delay."""
+    _state["measure_next"] = True
 
 
 def _remember_tasks() -> None:
@@ -115,9 +138,11 @@ def _install() -> None:
         return
     _state["pid"] = os.getpid()
     _state["main"] = threading.get_ident()
-    _state.update(tasks={}, changed=set(), journal=None)  # nothing of another process's
+    hook_budget.PROCESS.reset()  # nothing of another process's
+    _state.update(tasks={}, changed=set(), journal=None, measure_next=True, cpu_at_install=_process_cpu_s(),
+                  host=socket.gethostname(), budget=hook_budget.CpuBudget(hook_budget.share_from_env()))
     interval = float(os.environ.get(INTERVAL_ENV, "0.1"))
-    sampler = PythonStackSampler(_key_for, interval_s=interval)
+    sampler = PythonStackSampler(_key_for, interval_s=interval, budget=_state["budget"], on_round=_pick_next_task)
     sampler.register_thread()  # this forked worker's main thread: its Thread object has the daemon's id
     _state["sampler"] = sampler.start()
     _remember_tasks()
@@ -128,16 +153,20 @@ def _install() -> None:
     def main(infile: Any, outfile: Any) -> Any:
         from pyspark.taskcontext import TaskContext
 
+        started = time.perf_counter()
         TaskContext._taskContext = None  # so no sample is charged to the previous task
         _state["in_task"], _state["task"] = True, None
-        cpu_at_start, queued_at_start = _process_cpu_s(), run_queue_delays()
+        measured, _state["measure_next"] = _state["measure_next"], False
+        cpu_at_start, queued_at_start = _process_cpu_s(), run_queue_delays() if measured else None
+        hook_budget.PROCESS.add("tasks", time.perf_counter() - started)
         try:
             return original_main(infile, outfile)
         finally:
             _state["in_task"] = False
             try:
-                _count_cpu(cpu_at_start, queued_at_start)
-                _flush()
+                with hook_budget.PROCESS.timed("tasks"):
+                    _count_cpu(cpu_at_start, queued_at_start)
+                    _flush()
             except Exception as exc:  # the worker must go on even if the spool is unwritable
                 log.warning("crystalperf: could not write Python worker samples: %s", exc)
 

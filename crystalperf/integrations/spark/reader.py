@@ -544,6 +544,11 @@ def read_spool(spool: Path) -> list[tr.StackSamples]:
     return parts
 
 
+def read_worker_hook_cost(spool: Path) -> list[tr.HookProcess]:
+    """What the hook cost in each PySpark worker of the spool (as its journal last said)."""
+    return [contents.hook for contents in _journals(spool) if contents.hook is not None]
+
+
 def _read_worker_seconds(spool: Path, name: str) -> dict[tuple[str, str], float]:
     """(operation, task) -> the sum of the ``name`` seconds the workers' CPU files give that task (tasks
     without it are left out); an unreadable file is logged and skipped."""

@@ -5,8 +5,15 @@ During the window TensorFlow's own profiler records every kernel and tf.data eve
 and a thread of ours samples the Python stacks of the input pipeline's threads (py_function and
 generator code is invisible to the profiler on TF 2.20+). When training ends the trace is assembled
 and written here; the report comes from ``python -m crystalperf.integrations.tensorflow.finish``, which
-the callback starts and waits for (a bounded time). Nothing here may fail ``fit``: every step of the callback
-is guarded, and a failure costs only the report.
+the callback starts in its own session and, by default, does not wait for: the end of ``fit`` costs the trace's
+writing only. Nothing here may fail ``fit``: every step of the callback is guarded, and a failure costs only the
+report.
+
+What the callback costs is measured by itself (:mod:`crystalperf.core.record.budget`): its work on the training thread,
+reading the profile when the window ends, the sampler's and the I/O counters' threads; the trace's ``hook`` says
+it. The sampler and the counters run under a CPU budget (``cpu_budget``, a share of the cores the process may
+use). TensorFlow's profiler traces the kernels inside TensorFlow's own threads: that part of the cost is not
+separable here (``bench/overhead.py`` measures the profiled steps with and without the callback).
 
 A fit that does not end normally still leaves its trace, marked partial: on SIGTERM (a handler installed for
 the duration of fit writes it, then hands the signal on, so the process still dies of it), when fit raises
@@ -40,6 +47,7 @@ import tensorflow as tf
 from crystalperf.core import trace as tr
 from crystalperf.core.finish import finish_job
 from crystalperf.core.parallel import resident_bytes
+from crystalperf.core.record import budget as hook_budget
 from crystalperf.core.record.hooks import guard, testing
 from crystalperf.core.record.iocounters import IoCounterSampler
 from crystalperf.core.record.sampling import PythonStackSampler, stack_frames
@@ -64,7 +72,7 @@ DEFAULT_SKIP = 2  # the first steps trace and compile the train function
 ANALYSIS_LOG = "crystalperf-analysis.log"
 DEFAULT_MEMORY_BUDGET = 128 * 2**20  # bytes
 MIN_MEMORY_BUDGET = 4 * 2**20
-DEFAULT_REPORT_WAIT_S = 300.0
+DEFAULT_REPORT_WAIT_S = 0.0
 # How the memory budget is shared (see docs/tensorflow.md): the profiler's own buffer (measured as the process's
 # growth during the window), the decoded kernel events, the Python sample rows, the step records. The other half
 # is headroom for the profiler's stop, which turns its buffer into an XSpace and serialises it (about twice the
@@ -121,6 +129,22 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _warm_up_profiler() -> None:
+    """Start and stop TensorFlow's profiler once, saving nothing, before the first step: its first start in a
+    process costs far more than the next ones, and would otherwise fall in the window's first step (TensorBoard's
+    callback warms it up the same way). Another profiler running now (a TensorBoard callback profiling from the
+    first batch) is left alone."""
+    try:
+        tf.profiler.experimental.start("")
+    except Exception as exc:  # already running, or no profiler in this build: the window will say so
+        log.debug("crystalperf: the profiler was not warmed up: %s", exc)
+        return
+    try:
+        tf.profiler.experimental.stop(save=False)
+    except Exception as exc:
+        log.debug("crystalperf: the profiler's warm-up did not stop cleanly: %s", exc)
+
+
 def _bottleneck_sentence(out: Path) -> str:
     with guard("reading the report's verdict", log):
         report = json.loads((out / "crystalperf-report.json").read_text())
@@ -142,14 +166,18 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         memory_budget_bytes: what the callback may hold for the profiled window (step records, the profiler's
             event buffer, decoded kernel events, Python sample rows; default 128 MiB, at least 4 MiB). The
             window ends early, with a warning in the trace, when it would hold more.
-        wait_for_report_s: how long the end of ``fit`` waits for the analysis (default 300 s); past it, fit
-            returns and the analysis finishes in the background. 0 never waits; None waits until it is done.
+        wait_for_report_s: how long the end of ``fit`` waits for the analysis: 0 (the default) never waits, the
+            analysis writes the report in the background (``crystalperf-analysis.log`` says when it is done); a
+            number of seconds waits at most that long; None waits until it is done.
+        cpu_budget: the share of the cores the process may use that the callback's sampler and counters keep its
+            CPU time under (default 0.01; 0: they keep their intervals); they never sample less than once a second.
     """
 
     def __init__(self, output_dir: str | os.PathLike[str] | None = None, steps: int | tuple[int, int] | None = None,
                  sample_interval_ms: float = 20.0, analyze: bool = True,
                  memory_budget_bytes: int = DEFAULT_MEMORY_BUDGET,
-                 wait_for_report_s: float | None = DEFAULT_REPORT_WAIT_S) -> None:
+                 wait_for_report_s: float | None = DEFAULT_REPORT_WAIT_S,
+                 cpu_budget: float = hook_budget.DEFAULT_SHARE) -> None:
         super().__init__()
         self.output_dir = Path(output_dir) if output_dir is not None else None
         self.steps = steps
@@ -157,6 +185,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         self.analyze = analyze
         self.memory_budget_bytes = max(MIN_MEMORY_BUDGET, int(memory_budget_bytes))
         self.wait_for_report_s = None if wait_for_report_s is None else max(0.0, float(wait_for_report_s))
+        self.cpu_budget = max(0.0, float(cpu_budget))
         self.trace_path: Path | None = None
         self.report_dir: Path | None = None
         self._sigterm_handler: Any = None
@@ -191,6 +220,9 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         # (not the profiler's memory): (resident bytes when it began, the step count from which to rebase).
         self._epoch_rebase: tuple[int, int] | None = None
         self._window_cut: str | None = None  # why the window ended before its last step
+        self._cpu_budget: hook_budget.CpuBudget | None = None
+        self._hook_at_start: dict[str, float] = {}
+        self._process_cpu_at_start = 0.0
 
     # -- Keras hooks -----------------------------------------------------------------------------
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
@@ -200,10 +232,13 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         self._reset()
         self._finished = False
         self._fit_start = time.time()
+        self._hook_at_start = hook_budget.PROCESS.parts()
+        self._process_cpu_at_start = _cpu_seconds()
         with guard("crystalperf: starting the I/O counters", log):
+            self._cpu_budget = hook_budget.CpuBudget(self.cpu_budget)
             # Over the whole fit, not only the window: the bytes moved and the cgroup limits in force are
             # what what-ifs scale from, and a window's edges cut a transfer in the middle.
-            self._io = IoCounterSampler(source=f"python:{os.getpid()}").start()
+            self._io = IoCounterSampler(source=f"python:{os.getpid()}", budget=self._cpu_budget).start()
         with guard("crystalperf: preparing the profile window", log):
             self._window = self._choose_window()
             # The fit's other callbacks are locals of Keras frames above this one.
@@ -215,6 +250,8 @@ class CrystalPerfCallback(keras.callbacks.Callback):
             _register_exit(self)
         with guard("crystalperf: installing the SIGTERM handler", log):
             self._install_sigterm()
+        with hook_budget.PROCESS.timed("profile_start"):
+            _warm_up_profiler()
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._epoch = epoch
@@ -225,10 +262,11 @@ class CrystalPerfCallback(keras.callbacks.Callback):
                     self._epoch_rebase = (resident, len(self._steps) + GROWTH_CHECK_AFTER_STEPS)
 
     def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
-        now = time.time()
-        with guard("crystalperf: starting a step", log):
-            if self._batch == self._window[0] and not self._profiling and self._batch < self._window[1]:
+        if self._batch == self._window[0] and not self._profiling and self._batch < self._window[1]:
+            with guard("crystalperf: starting the profiler", log), hook_budget.PROCESS.timed("profile_start"):
                 self._start_window()
+        now = time.time()  # the step begins once the profiler runs
+        with guard("crystalperf: starting a step", log), hook_budget.PROCESS.timed("callbacks"):
             if self._profiling:
                 if self._current is not None and self._steps and self._steps[-1] is self._current:
                     self._current.end = now  # a step lasts until the next begins (callbacks included)
@@ -237,7 +275,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         now = time.time()
-        with guard("crystalperf: ending a step", log):
+        with guard("crystalperf: ending a step", log), hook_budget.PROCESS.timed("callbacks"):
             if self._profiling and self._current is not None:
                 self._current.end = now
             self._batch += 1
@@ -245,6 +283,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
                 self._check_growth()
             if self._profiling and self._batch >= self._window[1]:
                 self._stop_window()
+
 
     def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
         self._finish(status="succeeded")
@@ -306,7 +345,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         self._epoch_rebase = None
         max_rows = max(1_000, self._budget(_SAMPLES_SHARE) // SAMPLE_ROW_BYTES)
         self._sampler = PythonStackSampler(self._key_for, interval_s=self.sample_interval_s, max_rows=max_rows,
-                                           capture_depth=_INPUT_SEARCH_DEPTH).start()
+                                           capture_depth=_INPUT_SEARCH_DEPTH, budget=self._cpu_budget).start()
         self._profiling = True
         try:
             self._logdir = Path(tempfile.mkdtemp(prefix="crystalperf-tf-"))
@@ -334,6 +373,11 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         return None
 
     def _stop_window(self) -> None:
+        with hook_budget.PROCESS.timed("profile_read"):
+            self._read_window()
+
+    def _read_window(self) -> None:
+        """Stops the profiler and reads what it recorded (the window's last step has ended)."""
         cpu = _cpu_seconds() - self._cpu_start
         read_end = _read_bytes()
         self._read = read_end - self._read_start if read_end is not None and self._read_start is not None else None
@@ -371,7 +415,9 @@ class CrystalPerfCallback(keras.callbacks.Callback):
                 if rec is None:
                     return
                 out = self.report_dir or config.DEFAULT_BASE / config.run_id()
-                trace = build_trace_for(rec, self._run_info(out, status))
+                with hook_budget.PROCESS.timed("trace_build"):
+                    trace = build_trace_for(rec, self._run_info(out, status))
+                trace.hook = self._hook_cost()
                 if partial is not None:
                     trace.partial = partial[:1000]
                 self.trace_path = finish_job(trace, out, analyze=False)
@@ -385,6 +431,15 @@ class CrystalPerfCallback(keras.callbacks.Callback):
             # also when the recording failed: no thread or temporary directory of ours outlives the fit
             self._stop_io()
             self._drop_profile()
+
+    def _hook_cost(self) -> tr.HookCost:
+        """What the callback cost in this process since fit began, until the trace was built."""
+        parts = {k: v - self._hook_at_start.get(k, 0.0) for k, v in hook_budget.PROCESS.parts().items()}
+        sampler = self._sampler
+        return tr.HookCost(processes=[hook_budget.process_cost(
+            f"python:{os.getpid()}", parts, host=socket.gethostname(),
+            process_cpu_s=max(0.0, _cpu_seconds() - self._process_cpu_at_start), budget=self._cpu_budget,
+            paces=[sampler.pace] if sampler is not None else [])])
 
     def _drop_profile(self) -> None:
         logdir, self._logdir = self._logdir, None

@@ -79,6 +79,7 @@ def test_the_process_cpu_time_is_split_by_thread_kind(sql_job: Path) -> None:
     assert kinds["task"] == pytest.approx(sum(part.thread_cpu.values()), rel=1e-6)
     assert sum(kinds.values()) == pytest.approx(part.process_cpu_s, abs=0.05)
     assert kinds["jit"] > 0 and kinds["other"] > 0  # a fresh JVM compiles; the JobManager runs in it too
+    assert kinds["hook"] > 0  # the reporter's sampler and the I/O counters are threads of their own
     # the one TaskManager of the mini cluster carries it in the trace
     (executor,) = cpflink.read_metrics(part.path).environment.executors
     assert executor.thread_cpu is not None and executor.thread_cpu.task == pytest.approx(kinds["task"])
@@ -93,6 +94,13 @@ def test_finish_writes_a_report_naming_the_operators_and_a_bottleneck(sql_job: P
     trace_path = cpflink.finish(metrics_file, tmp_path)
     assert trace_path.exists()
     report = json.loads((tmp_path / "crystalperf-report.json").read_text())
+    # what the reporter cost, as it measured itself over the job: in the trace and the report
+    hook = cpflink.read_metrics(metrics_file).hook
+    assert hook is not None and hook.processes[0].source.startswith("minicluster:")
+    process = hook.processes[0]
+    assert 0 < process.cpu_s < (process.process_cpu_s or 0.0)
+    assert {"sampler", "callbacks"} <= set(process.parts) and process.samples_taken
+    assert report["hook_cost"]["cpu_s"] > 0 and 0 < report["hook_cost"]["share"] < 1
     # an unpaced generated source, square roots and a GROUP BY in memory: nothing but computing
     assert report["bottleneck"]["resource"] == "cpu"
     names = json.dumps(report["operations"])

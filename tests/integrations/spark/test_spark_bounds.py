@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from crystalperf.core.trace import load_trace
-from crystalperf.integrations.spark.finish import SLOW_FINISH_ENV
+from crystalperf.integrations.base import SLOW_FINISH_ENV
 from crystalperf.integrations.spark.redact import REPLACEMENT
 from tests.integrations.spark.conftest import PRELUDE, wait_for_finish
 

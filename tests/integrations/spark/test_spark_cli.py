@@ -11,7 +11,8 @@ def test_spark_conf_prints_submit_lines(capsys: pytest.CaptureFixture[str]) -> N
 
     assert main(["spark-conf", "--output-dir", "/tmp/x", "--no-python-sampling"]) == 0
     out = capsys.readouterr().out
-    assert "--conf spark.extraListeners=org.crystalperf.spark.CrystalPerfListener" in out
+    # the plugin starts the listener itself (on Spark's status queue)
+    assert "spark.extraListeners" not in out
     assert "--conf spark.plugins=org.crystalperf.spark.CrystalPerfPlugin" in out
     assert "crystalperf-spark.jar" in out and "spark.crystalperf.outputDir=/tmp/x" in out
     assert f"--conf spark.crystalperf.schemaVersion={SCHEMA_VERSION}" in out
@@ -22,9 +23,11 @@ def test_configure_appends_to_existing_lists() -> None:
 
     from crystalperf.integrations.spark import configure
 
-    conf = SparkConf(loadDefaults=False).set("spark.extraListeners", "com.example.Other")
+    conf = SparkConf(loadDefaults=False).set("spark.plugins", "com.example.Plugin").set(
+        "spark.extraListeners", "com.example.Other")
     configure(conf, python_sampling=False)
-    assert conf.get("spark.extraListeners") == "com.example.Other,org.crystalperf.spark.CrystalPerfListener"
+    assert conf.get("spark.plugins") == "com.example.Plugin,org.crystalperf.spark.CrystalPerfPlugin"
+    assert conf.get("spark.extraListeners") == "com.example.Other"  # the plugin starts crystalperf's listener
 
 
 def test_installed_pyspark_is_supported() -> None:

@@ -60,10 +60,16 @@ spark.stop()
     sampled = {executor_of_task.get(k.task) for k in trace.samples.keys if k.thread == "task"}
     assert {"0", "1"} <= sampled, sampled
     if Path("/proc/thread-self/schedstat").exists():
-        # Every task's run-queue delay came over the RPC, the last stage's too (sent as each task ends).
+        # The measured tasks' run-queue delay came over the RPC, the last stage's too (sent as an executor goes
+        # idle): a task thread's first task is measured, on both executors.
         tasks = [t for op in trace.iter_operations() for t in op.tasks]
-        assert all("cpu_wait_s" in t.metrics for t in tasks), [t.id for t in tasks if "cpu_wait_s" not in t.metrics]
-        assert {t.executor for t in tasks} >= {"0", "1"}
+        last = max((op for op in trace.iter_operations() if op.tasks), key=lambda op: op.end)
+        assert any("cpu_wait_s" in t.metrics for t in last.tasks)
+        assert {t.executor for t in tasks if "cpu_wait_s" in t.metrics} >= {"0", "1"}
+    # each executor's hook cost came with its samples
+    assert trace.hook is not None
+    assert {p.source for p in trace.hook.processes} >= {"driver", "executor:0", "executor:1"}
+    assert all(p.cpu_s > 0 for p in trace.hook.processes if p.source.startswith("executor:"))
     assert_no_plumbing_top_functions(json.loads((out / "crystalperf-report.json").read_text()))
 
 

@@ -18,15 +18,21 @@ def _top_names(op: dict) -> list[str]:
     return [f["name"] for f in op.get("top_functions", [])]
 
 
-def _assert_run_queue_delay_recorded(tasks: list[tr.Task], *, python: bool = False) -> None:
-    """Every task has its run-queue delay where the kernel says it (none where it cannot), within the run
-    time together with the CPU time."""
+def _assert_run_queue_delay_recorded(tasks: list[tr.Task], *, python: bool = False, every_task: bool = False) -> None:
+    """The tasks the hook measured have their run-queue delay where the kernel says it (none where it cannot),
+    within the run time together with the CPU time. It measures a thread's first task and, after each round of
+    sampling, the next task to start on each thread: ``every_task`` where every task follows a task that lasted
+    longer than a round."""
     assert tasks
-    for task in tasks:
+    measured = [task for task in tasks if tr.METRIC_CPU_WAIT_TIME in task.metrics]
+    if not SCHEDSTAT:
+        assert not measured
+        return
+    assert measured
+    if every_task:
+        assert len(measured) == len(tasks), [t.id for t in tasks if t not in measured]
+    for task in measured:
         m = task.metrics
-        if not SCHEDSTAT:
-            assert tr.METRIC_CPU_WAIT_TIME not in m
-            continue
         assert m[tr.METRIC_CPU_WAIT_TIME] >= 0, m
         assert m[tr.METRIC_CPU_TIME] + m[tr.METRIC_CPU_WAIT_TIME] <= m[tr.METRIC_RUN_TIME] + 1e-9, m
         if python:
@@ -123,9 +129,12 @@ def test_cpu_heavy_python_udf_is_cpu_bound_and_named(run_app, tmp_path: Path) ->
     assert report["bottleneck"]["resource"] == "cpu"
     udf_stage = max((o for o in report["operations"] if o["kind"] == "stage"), key=lambda o: o["runtime_s"])
     _assert_run_queue_delay_recorded(next(op for op in trace.iter_operations() if op.id == udf_stage["id"]).tasks,
-                                     python=True)
+                                     python=True, every_task=True)
     assert udf_stage["vector"]["cpu"] > 0.5
     assert any("burn_cycles_in_python" in n for n in _top_names(udf_stage)), _top_names(udf_stage)
+    # the Python workers' samplers count in the hook's cost too, each worker a process of its own
+    workers = [p for p in trace.hook.processes if p.source.startswith("python:")] if trace.hook else []
+    assert workers and all(p.cpu_s > 0 and "sampler" in p.parts for p in workers)
 
 
 def test_gzip_decompression_job_is_cpu_bound(run_app, tmp_path: Path) -> None:
@@ -152,6 +161,15 @@ def test_gzip_decompression_job_is_cpu_bound(run_app, tmp_path: Path) -> None:
     assert report["bottleneck"]["resource"] == "cpu", report["bottleneck"]
     trace = load_trace(out / "crystalperf-trace.json.gz")
     _assert_run_queue_delay_recorded([t for op in trace.iter_operations() for t in op.tasks])
+    # what the hook cost, as it measured itself: in the trace (the finish added the writing of the listener's)
+    # and in the report
+    assert trace.hook is not None
+    driver = trace.hook.processes[0]
+    assert driver.source == "driver" and {"sampler", "callbacks", "tasks", "trace_write"} <= set(driver.parts)
+    assert 0 < driver.cpu_s < (driver.process_cpu_s or 0.0)
+    assert driver.budget_share == 0.01 and driver.cores and driver.samples_taken
+    assert report["hook_cost"]["cpu_s"] == pytest.approx(trace.hook.cpu_s, abs=1e-6)  # rounded to a microsecond
+    assert 0 < report["hook_cost"]["share"] < 1
 
 
 def test_spark_submit_with_the_printed_conf_lines(tmp_path: Path) -> None:
@@ -189,7 +207,7 @@ def test_spark_submit_with_the_printed_conf_lines(tmp_path: Path) -> None:
 @pytest.mark.skipif(not SCHEDSTAT, reason="no /proc/thread-self/schedstat: no run-queue delay to record")
 def test_task_threads_sharing_one_core_record_their_run_queue_delay(run_app, tmp_path: Path) -> None:
     """Two JVM task threads on one core each wait for it about as long as they run on it: the delay the
-    plugin reads from each task thread's schedstat (at task start and end, from a file that thread keeps
+    plugin reads from each measured task thread's schedstat (at task start and end, from a file that thread keeps
     open) must show it, not just stay within its bounds."""
     out = tmp_path / "report"
     result = run_app(f'''
@@ -202,7 +220,7 @@ def test_task_threads_sharing_one_core_record_their_run_queue_delay(run_app, tmp
     assert result.returncode == 0, result.stderr[-3000:]
     trace = load_trace(out / "crystalperf-trace.json.gz")
     stage = max(trace.iter_operations(), key=lambda op: sum(t.metrics[tr.METRIC_CPU_TIME] for t in op.tasks))
-    _assert_run_queue_delay_recorded(stage.tasks)
+    _assert_run_queue_delay_recorded(stage.tasks, every_task=True)
     cpu = sum(t.metrics[tr.METRIC_CPU_TIME] for t in stage.tasks)
     waited = sum(t.metrics[tr.METRIC_CPU_WAIT_TIME] for t in stage.tasks)
     assert cpu > 0 and waited > 0.25 * cpu, (waited, cpu)

@@ -25,8 +25,19 @@ from crystalperf.core.trace import load_trace  # noqa: E402
 from crystalperf.integrations.tensorflow import CrystalPerfCallback  # noqa: E402
 
 
-def _report(out: Path) -> dict[str, Any]:
-    return json.loads((out / "crystalperf-report.json").read_text())
+def _report(out: Path, timeout_s: float = 600) -> dict[str, Any]:
+    """The report the callback's finish process writes after fit returned (fit does not wait for it)."""
+    path = out / "crystalperf-report.json"
+    deadline = time.monotonic() + timeout_s
+    while not path.is_file():
+        assert time.monotonic() < deadline, f"no report in {out} after {timeout_s} s: {_log(out)}"
+        time.sleep(0.2)
+    return json.loads(path.read_text())
+
+
+def _log(out: Path) -> str:
+    log_path = out / "crystalperf-analysis.log"
+    return log_path.read_text()[-3000:] if log_path.is_file() else "no analysis log"
 
 
 def _ops(report: dict[str, Any], kind: str) -> list[dict[str, Any]]:
@@ -258,6 +269,26 @@ def test_a_slow_python_map_makes_the_steps_wait_on_the_input_pipeline(tmp_path: 
     _assert_no_plumbing_top_function(report)
 
 
+def test_the_end_of_fit_does_not_wait_for_the_report(image_files: list[str], tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The analysis runs in a process of its own after fit. Made slow here (a test-only knob), fit has returned
+    with the trace written and the report still to come; the report follows. The trace says what the callback
+    cost."""
+    from crystalperf.integrations.base import SLOW_FINISH_ENV
+
+    monkeypatch.setenv(SLOW_FINISH_ENV, "20")
+    out = tmp_path / "report"
+    callback = CrystalPerfCallback(output_dir=out, steps=4)
+    _cnn().fit(_image_dataset(image_files[:96]), epochs=1, verbose=0, callbacks=[callback])
+    assert callback.trace_path is not None and callback.trace_path.is_file()
+    assert not (out / "crystalperf-report.json").exists()  # the finish process is still asleep
+    hook = load_trace(callback.trace_path).hook
+    assert hook is not None and hook.processes[0].source == f"python:{os.getpid()}"
+    assert {"callbacks", "profile_start", "profile_read", "trace_build"} <= set(hook.processes[0].parts)
+    assert 0 < hook.cpu_s < (hook.processes[0].process_cpu_s or 0.0)
+    assert _report(out)["hook_cost"]["cpu_s"] == pytest.approx(hook.cpu_s, abs=1e-6)
+
+
 def test_default_output_dir_is_next_to_the_tensorboard_logs(image_files: list[str], tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
@@ -267,7 +298,7 @@ def test_default_output_dir_is_next_to_the_tensorboard_logs(image_files: list[st
                callbacks=[keras.callbacks.TensorBoard(log_dir=str(logs), profile_batch=0), callback])
     assert callback.trace_path is not None
     assert callback.trace_path.parent.parent == logs / "crystalperf"
-    assert (callback.trace_path.parent / "crystalperf-report.json").is_file()
+    assert _report(callback.trace_path.parent)["operations"]
 
 
 def test_unwritable_output_dir_never_fails_fit(image_files: list[str], tmp_path: Path,

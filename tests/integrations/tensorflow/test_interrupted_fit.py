@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -131,4 +132,7 @@ def test_input_code_in_a_file_whose_name_is_not_utf8_leaves_a_trace_and_a_report
     assert trace.samples is not None
     files = {f.file for f in trace.samples.frames if f.file}
     assert any(f.endswith("input-\\xff\\xfe.py") for f in files), files  # sampled, its bytes escaped
+    deadline = time.monotonic() + 600  # the report comes from the finish process fit did not wait for
+    while not (out / "crystalperf-report.json").is_file() and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert json.loads((out / "crystalperf-report.json").read_text())["operations"]

@@ -25,13 +25,17 @@ import java.util.stream.Collectors;
  * <p>Every {@code intervalMs} on a daemon thread: {@code /proc/<pid>/io} read_bytes/write_bytes of the
  * process and its descendants (accumulated per pid, so an exiting child never makes the total go down),
  * {@code /proc/<pid>/net/dev} (non-loopback interfaces, namespace-wide) and the strictest cgroup v1
- * blkio.throttle / v2 io.max limit on the process's cgroup and its ancestors, re-read at every row (a
- * process may be moved into a limited cgroup after it started). Counters are cumulative since the first row,
- * which reads 0. CPU (1.8): the processes' CPU time ({@code /proc/<pid>/stat} utime + stime, accumulated per pid
- * as the bytes are), the host's busy and total CPU time ({@code /proc/stat}), its online CPUs, and the cores the
- * process may use (its affinity, and the strictest cgroup v1 {@code cpu.cfs_quota_us} / v2 {@code cpu.max}
- * quota). At most {@code maxRows} rows: when full, every other row is dropped and the interval
- * doubles. Nothing here throws, and the thread never holds up the JVM's exit.
+ * blkio.throttle / v2 io.max limit on the process's cgroup and its ancestors. Counters are cumulative since the
+ * first row, which reads 0. CPU (1.8): the processes' CPU time ({@code /proc/<pid>/stat} utime + stime, accumulated
+ * per pid as the bytes are), the host's busy and total CPU time ({@code /proc/stat}), its online CPUs, and the cores
+ * the process may use (its affinity, and the strictest cgroup v1 {@code cpu.cfs_quota_us} / v2 {@code cpu.max}
+ * quota). The process tree and the cgroup limits are re-read every {@link #REWALK_ROWS} rows (a process may be
+ * moved into a limited cgroup after it started; a child that starts and ends between two walks is missed): walking
+ * the tree reads every process's stat file of the machine, which at every row cost more than all the rest. At
+ * most {@code maxRows} rows: when full, every other row is dropped and the interval doubles. Under a
+ * {@link CpuBudget} the interval also stretches while the hook uses more than its share (never past one row a
+ * second, what the bandwidth windows need); the thread's CPU time counts as the hook's ({@link HookCpu#COUNTERS}).
+ * Nothing here throws, and the thread never holds up the JVM's exit.
  */
 public final class IoCounters {
     private static final Logger LOG = Logger.getLogger("crystalperf");
@@ -42,6 +46,10 @@ public final class IoCounters {
     private static final Path CGROUP_ROOT = Paths.get("/sys/fs/cgroup");
     /** USER_HZ: the unit of /proc/<pid>/stat's and /proc/stat's CPU times (100 on every Linux a JVM runs on). */
     private static final double CLOCK_TICKS = 100.0;
+    /** Rows between two walks of the process tree and two reads of the cgroup limits. */
+    static final int REWALK_ROWS = 8;
+    /** The longest interval a budget may stretch to: the bandwidth windows are a second long. */
+    static final long FLOOR_MS = 1000;
 
     /** One reading; null fields were unreadable (another OS, a hidden /proc). */
     public static final class Row {
@@ -140,6 +148,11 @@ public final class IoCounters {
     private List<Row> rows = new ArrayList<>();
     private Thread thread;
     private volatile boolean stopped;
+    private CpuBudget.Pace pace;
+    private long readings;
+    private List<Long> tree;
+    private double[] limits;
+    private double cores = Double.NaN;
 
     public IoCounters(String source) {
         this(source, DEFAULT_INTERVAL_MS, MAX_ROWS, true);
@@ -155,6 +168,14 @@ public final class IoCounters {
 
     public String source() {
         return source;
+    }
+
+    /** Reads under this budget (call before {@link #start()}); the same object. */
+    public synchronized IoCounters budget(CpuBudget budget) {
+        if (budget != null && thread == null) {
+            pace = budget.new Pace(intervalMs, FLOOR_MS);
+        }
+        return this;
     }
 
     /** Takes the first row (all counters 0) and starts the daemon thread; a second call does nothing. */
@@ -173,14 +194,19 @@ public final class IoCounters {
     }
 
     private void loop() {
+        long wait = intervalMs;
         while (!stopped) {
             try {
-                Thread.sleep(intervalMs);
+                Thread.sleep(wait);
             } catch (InterruptedException e) {
                 return;
             }
             if (!stopped) {
+                long cpu = HookCpu.ownThreadNanos();
                 sampleOnce();
+                HookCpu.addOwn(HookCpu.COUNTERS, cpu);
+                CpuBudget.Pace p = pace;
+                wait = p == null ? intervalMs : Math.max(intervalMs, p.next());
             }
         }
     }
@@ -199,6 +225,9 @@ public final class IoCounters {
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }
+        }
+        synchronized (this) {
+            tree = null;  // the last row counts every process alive now
         }
         sampleOnce();
         return rows();
@@ -259,12 +288,14 @@ public final class IoCounters {
                 if (net != null && net0 == null) {
                     net0 = net;
                 }
-                double[] limits = diskLimits(pid, CGROUP_ROOT);
+                if (limits == null || readings % REWALK_ROWS == 0) {
+                    limits = diskLimits(pid, CGROUP_ROOT);
+                    cores = cpuLimit(pid, CGROUP_ROOT);
+                }
                 double[] hostNow = hostCpu();
                 if (hostNow != null && host0 == null) {
                     host0 = hostNow;
                 }
-                double cores = cpuLimit(pid, CGROUP_ROOT);
                 row = new Row(System.currentTimeMillis() / 1000.0, source, host,
                         ioOk ? (double) read : null, ioOk ? (double) written : null,
                         net != null && net0 != null ? (double) Math.max(0, net[0] - net0[0]) : null,
@@ -294,7 +325,11 @@ public final class IoCounters {
     }
 
     private void updateTree() {
-        List<Long> pids = includeChildren ? descendants(pid) : List.of(pid);
+        if (tree == null || readings % REWALK_ROWS == 0) {
+            tree = includeChildren ? descendants(pid) : List.of(pid);
+        }
+        readings++;
+        List<Long> pids = tree;
         for (long p : pids) {
             updateCpu(p);
             long[] now = procIo(p);
@@ -657,7 +692,7 @@ public final class IoCounters {
     }
 
     /** This host's name as gethostname(2) gives it (no DNS lookup: that may hang). */
-    static String hostname() {
+    public static String hostname() {
         String name = read(Paths.get("/proc/sys/kernel/hostname"));
         if (name != null && !name.trim().isEmpty()) {
             return name.trim();

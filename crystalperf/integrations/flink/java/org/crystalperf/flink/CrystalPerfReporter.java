@@ -27,6 +27,8 @@ import org.apache.flink.metrics.Metric;
 import org.apache.flink.metrics.MetricConfig;
 import org.apache.flink.metrics.MetricGroup;
 import org.apache.flink.metrics.reporter.MetricReporter;
+import org.crystalperf.common.CpuBudget;
+import org.crystalperf.common.HookCpu;
 import org.crystalperf.common.IoCounters;
 
 /**
@@ -41,7 +43,13 @@ import org.crystalperf.common.IoCounters;
  * <p>Each part also holds this process's I/O counter rows ({@link IoCounters}: one sampler per JVM) over the
  * job's span, with one row before and one after (part format version 3), and (version 5) the process's CPU time
  * over the job split by thread kind ({@link ThreadKinds}): the job's task threads, the netty threads, the
- * collector's, the compilers' and the rest.
+ * collector's, the compilers', the hook's own and the rest.
+ *
+ * <p>What the reporter costs is measured by itself ({@link HookCpu}: its sampler thread, its metric callbacks, the
+ * parts it writes, the I/O counters) and written in each part (version 6, {@code hook}). The sampler keeps the
+ * hook's CPU time under a budget ({@code cpu.budget}, a share of the cores the process may use, default 0.01):
+ * its interval stretches while the hook uses more, never past one sample a second. Between two scans of the
+ * JVM's thread names (once a second, or when a task starts) it samples the task threads it found, by id.
  */
 public class CrystalPerfReporter implements MetricReporter {
     private static final Logger LOG = Logger.getLogger(CrystalPerfReporter.class.getName());
@@ -97,6 +105,20 @@ public class CrystalPerfReporter implements MetricReporter {
     private ThreadKinds threadKinds = new ThreadKinds(1L << 20);
     /** How often the sampler re-reads the threads' CPU times (a thread that ends loses at most this much). */
     private static final long THREAD_KINDS_INTERVAL_MS = 1000;
+    /** How often the sampler re-reads every thread's name to find the task threads (sooner when a task starts). */
+    private static final long THREAD_SCAN_INTERVAL_MS = 1000;
+    /** Bumped when a task thread prefix is added or removed: the next round scans the thread names again. */
+    private volatile long taskThreadsVersion;
+    /** The task threads the last scan found: ids, their owners, legacy-source flags and roles. */
+    private long scannedVersion = -1;
+    private long lastScan;
+    private long[] scanIds = new long[0];
+    private List<String[]> scanOwners = new ArrayList<>();
+    private List<Boolean> scanLegacy = new ArrayList<>();
+    private List<String> scanRoles = new ArrayList<>();
+    private CpuBudget budget;
+    private CpuBudget.Pace pace;
+
 
     private static final class Entry {
         final String jobId;
@@ -131,6 +153,9 @@ public class CrystalPerfReporter implements MetricReporter {
         final long processCpuAtStart = processCpuNanos();
         /** The process's CPU time per thread kind then ({@link ThreadKinds#totals}; null: unknown). */
         final long[] kindsAtStart;
+        /** The hook's CPU time by part, its sampling rounds (taken, planned) and budget windows (all, over) then. */
+        final long[] hookAtStart = HookCpu.parts();
+        long[] paceAtStart = new long[4];
         /** Latest CPU time (ns) of each thread of a subtask, "task_name\u0001subtask\u0001thread id" -> ns, seen by
          * the sampler: a legacy source's subtask runs on two threads (the task's and the source's), a FLIP-27
          * source's on its task thread and its fetcher threads. */
@@ -185,6 +210,14 @@ public class CrystalPerfReporter implements MetricReporter {
         } catch (RuntimeException e) {
             LOG.log(Level.WARNING, "crystalperf: bad flush.interval.ms, using 5000", e);
         }
+        double share = CpuBudget.DEFAULT_SHARE;
+        try {
+            share = Double.parseDouble(config.getString("cpu.budget", String.valueOf(CpuBudget.DEFAULT_SHARE)).trim());
+        } catch (RuntimeException e) {
+            LOG.log(Level.WARNING, "crystalperf: bad cpu.budget, using " + share, e);
+        }
+        budget = new CpuBudget(share);
+        pace = budget.new Pace(Math.max(1, sampleIntervalMs), (long) (BUCKET_S * 1000));
         if (!"false".equalsIgnoreCase(config.getString("io.counters", "true").trim())) {
             acquireIo();
         }
@@ -214,7 +247,7 @@ public class CrystalPerfReporter implements MetricReporter {
         try {
             synchronized (CrystalPerfReporter.class) {
                 if (ioCounters == null) {
-                    ioCounters = new IoCounters(ioSource(System.getProperty("sun.java.command"))).start();
+                    ioCounters = new IoCounters(ioSource(System.getProperty("sun.java.command"))).budget(budget).start();
                 }
                 ioUsers++;
                 usesIo = true;
@@ -290,20 +323,26 @@ public class CrystalPerfReporter implements MetricReporter {
         ThreadMXBean mx = ManagementFactory.getThreadMXBean();
         long lastFlush = System.currentTimeMillis();
         long lastKinds = lastFlush;
-        long tick = Math.min(sampleIntervalMs > 0 ? sampleIntervalMs : flushIntervalMs, THREAD_KINDS_INTERVAL_MS);
+        long idleTick = Math.min(flushIntervalMs > 0 ? flushIntervalMs : THREAD_KINDS_INTERVAL_MS,
+                THREAD_KINDS_INTERVAL_MS);
+        long tick = sampleIntervalMs > 0 ? Math.min(sampleIntervalMs, idleTick) : idleTick;
         while (!closed) {
             try {
                 Thread.sleep(tick);
+                long cpu = HookCpu.ownThreadNanos();
                 if (sampleIntervalMs > 0) {
-                    sampleOnce(mx);
+                    boolean sampled = sampleOnce(mx);
+                    tick = Math.min(sampled ? pace.next() : pace.adapt(), idleTick);
                 }
                 if (System.currentTimeMillis() - lastKinds >= THREAD_KINDS_INTERVAL_MS) {
                     lastKinds = System.currentTimeMillis();
                     refreshKinds();
                 }
+                cpu = HookCpu.addOwn(HookCpu.SAMPLER, cpu);
                 if (flushIntervalMs > 0 && System.currentTimeMillis() - lastFlush >= flushIntervalMs) {
                     lastFlush = System.currentTimeMillis();
                     flushOpenJobs();
+                    HookCpu.addOwn(HookCpu.WRITING, cpu);
                 }
             } catch (InterruptedException e) {
                 return;
@@ -339,54 +378,31 @@ public class CrystalPerfReporter implements MetricReporter {
         }
     }
 
-    private void sampleOnce(ThreadMXBean mx) {
-        Map<String, String[]> prefixes;
-        synchronized (this) {
-            if (taskThreads.isEmpty()) {
-                return;
+    /** One round; false when no task thread was there to sample. */
+    private boolean sampleOnce(ThreadMXBean mx) {
+        long version = taskThreadsVersion;
+        long now = System.currentTimeMillis();
+        if (version != scannedVersion || now - lastScan >= THREAD_SCAN_INTERVAL_MS) {
+            if (!scanTaskThreads(mx)) {
+                return false;
             }
-            prefixes = new HashMap<>(taskThreads);
+            scannedVersion = version;
+            lastScan = now;
         }
-        // Names first (no stacks: cheap), then stacks of the task threads only, which pauses them less.
-        List<Long> ids = new ArrayList<>();
-        List<String[]> owners = new ArrayList<>();
-        List<Boolean> legacy = new ArrayList<>();
-        List<String> roles = new ArrayList<>();
+        if (scanIds.length == 0) {
+            return false;
+        }
+        long[] idArray = scanIds;
+        List<String[]> owners = scanOwners;
+        List<Boolean> legacy = scanLegacy;
+        List<String> roles = scanRoles;
         java.util.Set<String[]> withLegacyThread =
                 java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
-        for (ThreadInfo info : mx.getThreadInfo(mx.getAllThreadIds(), 0)) {
-            if (info == null) {
-                continue;
-            }
-            String name = info.getThreadName();
-            // Legacy sources (SQL datagen, from_collection) run the source and its chained operators here.
-            boolean isLegacy = name.startsWith(LEGACY_SOURCE_THREAD);
-            boolean isFetcher = !isLegacy && name.startsWith(FETCHER_THREAD);
-            if (isLegacy) {
-                name = name.substring(LEGACY_SOURCE_THREAD.length());
-            } else if (isFetcher) {
-                name = name.substring(FETCHER_THREAD.length());
-            }
-            int paren = name.lastIndexOf(" (");
-            int slash = name.indexOf('/', paren + 1);
-            if (paren < 0 || slash < 0) {
-                continue;
-            }
-            String[] owner = prefixes.get(name.substring(0, slash + 1));
-            if (owner != null) {
-                ids.add(info.getThreadId());
-                owners.add(owner);
-                legacy.add(isLegacy);
-                roles.add(isFetcher ? FETCHER_ROLE : "");
-                if (isLegacy) {
-                    withLegacyThread.add(owner);
-                }
+        for (int i = 0; i < idArray.length; i++) {
+            if (legacy.get(i)) {
+                withLegacyThread.add(owners.get(i));
             }
         }
-        if (ids.isEmpty()) {
-            return;
-        }
-        long[] idArray = ids.stream().mapToLong(Long::longValue).toArray();
         ThreadInfo[] infos = mx.getThreadInfo(idArray, MAX_STACK_DEPTH);
         // A task thread (and a fetcher thread) lives for one task attempt, so its CPU time is the task's own.
         long[] cpu = new long[idArray.length];
@@ -436,6 +452,57 @@ public class CrystalPerfReporter implements MetricReporter {
                 count(job, owner[1] + "\u0001" + owner[2], bucket, state + "\u0001" + roles.get(i), stack.toString());
             }
         }
+        return true;
+    }
+
+    /**
+     * Finds the task threads by name (no stacks: cheap, but every thread of the JVM): the subtask threads, the
+     * legacy sources' and the FLIP-27 fetchers'. False when no task runs here.
+     */
+    private boolean scanTaskThreads(ThreadMXBean mx) {
+        Map<String, String[]> prefixes;
+        synchronized (this) {
+            if (taskThreads.isEmpty()) {
+                scanIds = new long[0];
+                return false;
+            }
+            prefixes = new HashMap<>(taskThreads);
+        }
+        List<Long> ids = new ArrayList<>();
+        List<String[]> owners = new ArrayList<>();
+        List<Boolean> legacy = new ArrayList<>();
+        List<String> roles = new ArrayList<>();
+        for (ThreadInfo info : mx.getThreadInfo(mx.getAllThreadIds(), 0)) {
+            if (info == null) {
+                continue;
+            }
+            String name = info.getThreadName();
+            // Legacy sources (SQL datagen, from_collection) run the source and its chained operators here.
+            boolean isLegacy = name.startsWith(LEGACY_SOURCE_THREAD);
+            boolean isFetcher = !isLegacy && name.startsWith(FETCHER_THREAD);
+            if (isLegacy) {
+                name = name.substring(LEGACY_SOURCE_THREAD.length());
+            } else if (isFetcher) {
+                name = name.substring(FETCHER_THREAD.length());
+            }
+            int paren = name.lastIndexOf(" (");
+            int slash = name.indexOf('/', paren + 1);
+            if (paren < 0 || slash < 0) {
+                continue;
+            }
+            String[] owner = prefixes.get(name.substring(0, slash + 1));
+            if (owner != null) {
+                ids.add(info.getThreadId());
+                owners.add(owner);
+                legacy.add(isLegacy);
+                roles.add(isFetcher ? FETCHER_ROLE : "");
+            }
+        }
+        scanIds = ids.stream().mapToLong(Long::longValue).toArray();
+        scanOwners = owners;
+        scanLegacy = legacy;
+        scanRoles = roles;
+        return true;
     }
 
     /** The id of an interned stack; the "[other]" stack's once the byte bound is reached. */
@@ -524,6 +591,7 @@ public class CrystalPerfReporter implements MetricReporter {
 
     @Override
     public synchronized void notifyOfAddedMetric(Metric metric, String metricName, MetricGroup group) {
+        long started = System.nanoTime();
         try {
             Map<String, String> vars = group.getAllVariables();
             String jobId = vars.get("<job_id>");
@@ -533,6 +601,7 @@ public class CrystalPerfReporter implements MetricReporter {
             Job job = jobs.get(jobId);
             if (job == null) {
                 job = new Job(jobId, kindsNow());
+                job.paceAtStart = paceNow();
                 jobs.put(jobId, job);
             }
             finished.remove(jobId);
@@ -560,6 +629,7 @@ public class CrystalPerfReporter implements MetricReporter {
                 if (task != null && subtask != null) {
                     taskThreads.put(task + " (" + (Integer.parseInt(subtask) + 1) + "/",
                             new String[] {jobId, task, subtask});
+                    taskThreadsVersion++;
                 }
             }
             double now = System.currentTimeMillis() / 1000.0;
@@ -572,19 +642,25 @@ public class CrystalPerfReporter implements MetricReporter {
         } catch (RuntimeException e) {
             LOG.log(Level.WARNING, "crystalperf: could not track metric " + metricName, e);
         }
+        HookCpu.since(HookCpu.CALLBACKS, started);
     }
 
     @Override
     public void notifyOfRemovedMetric(Metric metric, String metricName, MetricGroup group) {
+        long started = System.nanoTime();
         Snapshot ended = null;
         synchronized (this) {
             ended = removeMetric(metric, metricName);
         }
+        HookCpu.since(HookCpu.CALLBACKS, started);
         if (ended != null) {
+            // rare (a job's end here), and the write waits for the disk: the thread's CPU time, not its wall time
+            long cpu = HookCpu.ownThreadNanos();
             Path part = writePart(ended);
             synchronized (this) {
                 analyse(ended.job, part);
             }
+            HookCpu.addOwn(HookCpu.WRITING, cpu);
         }
     }
 
@@ -613,7 +689,9 @@ public class CrystalPerfReporter implements MetricReporter {
                 // A TaskManager of a batch job sees one stage end before the next is deployed: the job
                 // stays (bounded) so later stages add to the same part, rewritten as a whole each time.
                 Snapshot complete = snapshot(job, true);
-                taskThreads.values().removeIf(owner -> owner[0].equals(job.id));
+                if (taskThreads.values().removeIf(owner -> owner[0].equals(job.id))) {
+                    taskThreadsVersion++;
+                }
                 finished.remove(job.id);
                 finished.add(job.id);
                 while (finished.size() > MAX_FINISHED_JOBS) {
@@ -830,7 +908,7 @@ public class CrystalPerfReporter implements MetricReporter {
     /** The part's JSON (format version 5: stacks interned once, rows refer to them by index; CPU by thread kind). */
     private String render(Snapshot s) {
         StringBuilder w = new StringBuilder(4096 + 64 * s.samples.size());
-        w.append("{\"format\":\"crystalperf-flink-metrics\",\"version\":5,\"job_id\":").append(quote(s.id));
+        w.append("{\"format\":\"crystalperf-flink-metrics\",\"version\":6,\"job_id\":").append(quote(s.id));
         w.append(",\"job_name\":").append(quote(s.name));
         w.append(",\"process\":").append(PROCESS_ID);
         // complete: none of the job's metrics is left in this process; a flushed part is not
@@ -847,6 +925,9 @@ public class CrystalPerfReporter implements MetricReporter {
             }
         }
         w.append(",\"cpu_count\":").append(Runtime.getRuntime().availableProcessors());
+        // version 6: what the hook cost in this process since the reporter opened (the whole process's hook: the
+        // reporters of a JVM share its sampler budget and its I/O counters)
+        w.append(",\"hook\":").append(hookJson(s.job, processCpu));
         w.append(",\"collector\":").append(collectorJson());
         w.append(",\"thread_cpu\":[");
         int t = 0;
@@ -927,6 +1008,34 @@ public class CrystalPerfReporter implements MetricReporter {
             w.append(",\"").append(ThreadKinds.KINDS[i]).append("\":").append(used / 1e9);
         }
         return w.append(",\"other\":").append(Math.max(0, processNanos - known) / 1e9).append('}').toString();
+    }
+
+    /** Sampling rounds taken and planned, budget windows measured and over budget, so far. */
+    private long[] paceNow() {
+        long[] w = budget == null ? new long[2] : budget.windows();
+        return pace == null ? new long[] {0, 0, w[0], w[1]} : new long[] {pace.taken(), pace.planned(), w[0], w[1]};
+    }
+
+    /**
+     * The part's {@code hook} (version 6): what the hook cost in this process over the job's span here (its CPU
+     * seconds by part, the process's, the budget, the sampling rounds it took and would have taken).
+     */
+    private String hookJson(Job job, long processNanos) {
+        long[] p = paceNow();
+        StringBuilder b = new StringBuilder("{\"source\":").append(quote(ioSource(System.getProperty("sun.java.command"))))
+                .append(",\"host\":").append(quote(IoCounters.hostname()))
+                .append(",\"parts\":").append(HookCpu.partsJson(HookCpu.parts(), job.hookAtStart));
+        if (processNanos >= 0 && job.processCpuAtStart >= 0) {
+            b.append(",\"process_cpu_s\":").append((processNanos - job.processCpuAtStart) / 1e9);
+        }
+        if (budget != null) {
+            b.append(",\"cores\":").append(budget.cores()).append(",\"budget_share\":").append(budget.share());
+        }
+        long taken = p[0] - job.paceAtStart[0];
+        return b.append(",\"samples_taken\":").append(taken)
+                .append(",\"samples_planned\":").append(Math.max(taken, p[1] - job.paceAtStart[1]))
+                .append(",\"windows\":").append(p[2] - job.paceAtStart[2])
+                .append(",\"windows_over_budget\":").append(p[3] - job.paceAtStart[3]).append('}').toString();
     }
 
     /** Command-line options that choose the garbage collector (the JVM's ergonomics then stay out of it). */

@@ -17,10 +17,11 @@ import java.util.logging.Logger;
 /**
  * CPU time this JVM's threads used, by the kind of thread, read from {@code /proc/self/task} (Linux): Flink's
  * netty threads (the data exchange, {@link #NETWORK}), the garbage collector's pause workers ({@link #GC}), its
- * concurrent threads ({@link #GC_CONCURRENT}) and the JIT compilers' ({@link #JIT}). Task threads are counted by
+ * concurrent threads ({@link #GC_CONCURRENT}), the JIT compilers' ({@link #JIT}) and crystalperf's own
+ * ({@link #HOOK}: the reporter's sampler, the I/O counters). Task threads are counted by
  * the reporter per subtask (their names are longer than the 15 characters the kernel keeps, so they are found
  * through the ThreadMXBean), and whatever is left of the process's CPU time is the "other" kind (timers,
- * heartbeats, RPC, the reporter's own sampler).
+ * heartbeats, RPC).
  *
  * <p>The totals are cumulative from this object's first look and never go down: a thread that ended keeps the
  * time it was last seen to have used (a refresh every second or so loses at most that much of a short-lived
@@ -34,8 +35,9 @@ final class ThreadKinds {
     static final String GC = "gc";
     static final String JIT = "jit";
     static final String GC_CONCURRENT = "gc_concurrent";
+    static final String HOOK = "hook";
     /** The kinds this class measures, in the order of {@link #totals()}. */
-    static final String[] KINDS = {NETWORK, GC, JIT, GC_CONCURRENT};
+    static final String[] KINDS = {NETWORK, GC, JIT, GC_CONCURRENT, HOOK};
     /** Estimated heap of one followed thread (map entry, boxed key, the long[] value). */
     static final int ENTRY_BYTES = 112;
     private static final int UNTRACKED = -1;
@@ -78,6 +80,9 @@ final class ThreadKinds {
     static int kindOf(String comm) {
         if (comm.startsWith("Flink Netty")) {
             return 0;
+        }
+        if (comm.startsWith("crystalperf")) {
+            return 4;  // the hook's own threads: its sampler, its I/O counters
         }
         if (comm.startsWith("G1 ") || comm.startsWith("CMS ") || comm.startsWith("Conc#")) {
             return 3;

@@ -31,6 +31,8 @@ import org.apache.spark.SparkConf;
 import org.apache.spark.executor.TaskMetrics;
 import org.apache.spark.scheduler.*;
 import org.apache.spark.storage.RDDInfo;
+import org.crystalperf.common.CpuBudget;
+import org.crystalperf.common.HookCpu;
 import org.crystalperf.common.IoCounters;
 import scala.Option;
 import scala.Tuple2;
@@ -50,7 +52,7 @@ public class CrystalPerfListener extends SparkListener {
      * configured by hand); crystalperf's {@code spark_conf} sets it to the version its Python side reads.
      * A unit test keeps this equal to {@code crystalperf.core.trace.SCHEMA_VERSION}.
      */
-    static final String SCHEMA_VERSION = "1.8";
+    static final String SCHEMA_VERSION = "1.9";
     private static final Pattern WRITE_PATH =
             Pattern.compile(
             "InsertIntoHadoopFsRelationCommand\\s*(?:\\nInput: [^\\n]*\\nArguments:)?\\s+(?:file:(?://)?)?(/[^,\\s\\]]+)");
@@ -141,14 +143,19 @@ public class CrystalPerfListener extends SparkListener {
      * the analysis derives the bandwidth the job saw from them. Null where it could not start.
      */
     private final IoCounters io;
+    /** The hook's CPU time and the process's when the application began (a JVM may run several in turn). */
+    private final long[] hookAtStart = HookCpu.parts();
+    private final long processAtStart = HookCpu.processNanos();
+    private final CpuBudget budget;
 
     public CrystalPerfListener(SparkConf conf) {
         this.conf = conf;
         SampleStore.clear();
+        budget = Budgets.of(conf);
         IoCounters started = null;
         if (conf.getBoolean("spark.crystalperf.ioCounters", true)) {
             try {
-                started = new IoCounters("driver").start();
+                started = new IoCounters("driver").budget(budget).start();
             } catch (Throwable t) {
                 LOG.log(Level.WARNING, "crystalperf: the I/O counters did not start (the job is not affected): " + t);
             }
@@ -169,10 +176,10 @@ public class CrystalPerfListener extends SparkListener {
         shutdownHook = hook;
     }
 
-    private synchronized void measured(int[] stage, long[] task, long[] pythonWaitSamples, long[] runQueueNs) {
+    private synchronized void measured(int[] stage, long[] task, long[] pythonWaitMs, long[] runQueueNs) {
         guard("recording the tasks' executor measures", () -> {
             for (int t = 0; t < task.length; t++) {
-                tasks.measured(stage[t], task[t], pythonWaitSamples[t], runQueueNs[t]);
+                tasks.measured(stage[t], task[t], pythonWaitMs[t], runQueueNs[t]);
             }
         });
     }
@@ -185,18 +192,25 @@ public class CrystalPerfListener extends SparkListener {
         }
     }
 
+    /** Runs a callback's body: its failure is logged and kept as a warning, its time counted as the hook's. */
     private void guard(String what, Runnable body) {
+        long started = System.nanoTime();
         try {
             body.run();
         } catch (Throwable t) {
-            if (testing) {
-                LOG.log(Level.SEVERE, "crystalperf: " + what + " failed", t);
-            } else {
-                LOG.log(Level.WARNING, "crystalperf: " + what + " failed (the job is not affected): " + t);
-            }
-            synchronized (this) {
-                warn(what + " failed: " + t);
-            }
+            failed(what, t);
+        }
+        HookCpu.since(HookCpu.CALLBACKS, started);
+    }
+
+    private void failed(String what, Throwable t) {
+        if (testing) {
+            LOG.log(Level.SEVERE, "crystalperf: " + what + " failed", t);
+        } else {
+            LOG.log(Level.WARNING, "crystalperf: " + what + " failed (the job is not affected): " + t);
+        }
+        synchronized (this) {
+            warn(what + " failed: " + t);
         }
     }
 
@@ -368,22 +382,20 @@ public class CrystalPerfListener extends SparkListener {
 
     @Override
     public synchronized void onTaskEnd(SparkListenerTaskEnd e) {
-        guard("onTaskEnd", () -> {
+        // Inline, not through guard(): no object per task, whatever the task count.
+        long started = System.nanoTime();
+        try {
             TaskInfo ti = e.taskInfo();
-            TaskTable.Record rec = new TaskTable.Record();
-            rec.id = ti.taskId();
-            rec.index = ti.index();
-            rec.attempt = ti.attemptNumber();
-            rec.executor = tasks.intern(ti.executorId());
-            rec.host = tasks.intern(ti.host());
-            rec.start = sec(ti.launchTime());
-            double end = sec(ti.finishTime() > 0 ? ti.finishTime() : System.currentTimeMillis());
-            rec.end = Math.max(rec.start, end);
-            rec.status = ti.successful() ? TaskTable.SUCCESS : ti.killed() ? TaskTable.KILLED
+            double begun = sec(ti.launchTime());
+            double ended = Math.max(begun, sec(ti.finishTime() > 0 ? ti.finishTime() : System.currentTimeMillis()));
+            byte status = ti.successful() ? TaskTable.SUCCESS : ti.killed() ? TaskTable.KILLED
                     : ti.failed() ? TaskTable.FAILED : TaskTable.UNKNOWN;
-            rec.raw = TaskTable.raw(e.taskMetrics());
-            tasks.add(e.stageId(), rec);
-        });
+            tasks.add(e.stageId(), ti.taskId(), ti.index(), ti.attemptNumber(), ti.executorId(), ti.host(), begun,
+                    ended, status, e.taskMetrics());
+        } catch (Throwable t) {
+            failed("onTaskEnd", t);
+        }
+        HookCpu.since(HookCpu.CALLBACKS, started);
     }
 
     /** Every task metric, under the core's well-known names and under Spark's own. */
@@ -446,6 +458,7 @@ public class CrystalPerfListener extends SparkListener {
     private void finish(double end, String partial, boolean startFinish) {
         File outDir = null;
         File trace = null;
+        long cpu = HookCpu.ownThreadNanos();
         try {
             outDir = outputDir();
             synchronized (this) {
@@ -458,9 +471,10 @@ public class CrystalPerfListener extends SparkListener {
             }
             LOG.warning("crystalperf: could not write the trace to " + outDir + " (the job is not affected): " + t);
         }
+        long written = HookCpu.ownThreadNanos();
         if (trace != null && startFinish) {
             try {
-                finishInPython(trace, outDir);
+                finishInPython(trace, outDir, cpu >= 0 && written >= cpu ? (written - cpu) / 1e9 : -1);
             } catch (Throwable t) {
                 LOG.warning("crystalperf: the analysis did not run (the trace is kept; run `crystalperf analyze "
                         + trace + "`): " + t);
@@ -686,6 +700,7 @@ public class CrystalPerfListener extends SparkListener {
         }
         ioRows.addAll(SampleStore.ioRows());
         g.writeObjectField("io", ioRows);
+        g.writeObjectField("hook", hookCost());
         if (!sqlPlans.isEmpty()) {
             g.writeObjectField("sql_queries", sqlPlans.toTrace());
         }
@@ -699,6 +714,35 @@ public class CrystalPerfListener extends SparkListener {
         }
         g.writeObjectField("warnings", all);
         g.writeEndObject();
+    }
+
+    /**
+     * What the hook cost (schema 1.8), per process: the driver's (in local mode the executor's too: the same JVM),
+     * measured here, and each cluster executor's latest report.
+     */
+    private Map<String, Object> hookCost() {
+        long[] now = HookCpu.parts();
+        for (int i = 0; i < now.length; i++) {
+            now[i] -= hookAtStart[i];
+        }
+        long process = HookCpu.processNanos();
+        long[] pace = new long[2];
+        CrystalPerfPlugin.Sampler local = CrystalPerfPlugin.Sampler.local;
+        if (local != null) {
+            pace = local.paceCounts();
+        }
+        long[] windows = budget.windows();
+        HookReport driver = new HookReport("driver", IoCounters.hostname(), now,
+                process >= 0 && processAtStart >= 0 ? process - processAtStart : -1, budget.share(), budget.cores(),
+                pace[0], pace[1], windows[0], windows[1]);
+        List<Map<String, Object>> processes = new ArrayList<>();
+        processes.add(driver.document());
+        for (HookReport executor : SampleStore.hookReports()) {
+            processes.add(executor.as("executor:" + executor.source).document());
+        }
+        Map<String, Object> hook = new LinkedHashMap<>();
+        hook.put("processes", processes);
+        return hook;
     }
 
     private Map<String, Object> environment() {
@@ -781,7 +825,6 @@ public class CrystalPerfListener extends SparkListener {
 
     private void writeOperations(JsonGenerator g, double appEnd) throws IOException {
         Map<Integer, Integer> owner = ranIn();
-        double waitInterval = SampleStore.intervalMs() / 1000.0;
         for (Map.Entry<Integer, Map<String, Object>> je : jobs.entrySet()) {
             int jobId = je.getKey();
             Map<String, Object> job = je.getValue();
@@ -808,7 +851,7 @@ public class CrystalPerfListener extends SparkListener {
             g.writeObjectField("attributes", attrs);
             g.writeArrayFieldStart("children");
             for (int sid : jobStageIds) {
-                writeStage(g, sid, jobId, jobStageIds, owner, jstart, appEnd, waitInterval);
+                writeStage(g, sid, jobId, jobStageIds, owner, jstart, appEnd);
             }
             g.writeEndArray();
             g.writeEndObject();
@@ -820,7 +863,7 @@ public class CrystalPerfListener extends SparkListener {
     }
 
     private void writeStage(JsonGenerator g, int sid, int jobId, List<Integer> sids, Map<Integer, Integer> owner,
-                            double jstart, double appEnd, double waitInterval) throws IOException {
+                            double jstart, double appEnd) throws IOException {
         StageMeta si = stageInfos.get(sid);
         Map<String, Object> st = stages.get(sid);
         boolean ran = st != null && Integer.valueOf(jobId).equals(owner.get(sid));
@@ -852,18 +895,22 @@ public class CrystalPerfListener extends SparkListener {
             TaskTable.Stage recorded = tasks.existing(sid);
             g.writeArrayFieldStart("tasks");
             if (recorded != null) {
-                for (TaskTable.Record rec : recorded.kept) {
-                    tasks.writeTask(g, rec, waitInterval);
+                for (int i = 0; i < recorded.keptCount; i++) {
+                    tasks.writeTask(g, recorded.kept(i));
                 }
             }
             g.writeEndArray();
             // Schema 1.4: how many tasks ran, and their exact totals (tasks may be a uniform sample of them).
             g.writeNumberField("task_count", recorded != null ? recorded.taskCount : 0);
             if (recorded != null) {
-                g.writeObjectField("metrics", tasks.stageMetrics(recorded, waitInterval));
-                if (recorded.taskCount > recorded.kept.size()) {
-                    attrs.put("tasks_sampled", recorded.kept.size() + " of " + recorded.taskCount
+                g.writeObjectField("metrics", tasks.stageMetrics(recorded));
+                if (recorded.taskCount > recorded.keptCount) {
+                    attrs.put("tasks_sampled", recorded.keptCount + " of " + recorded.taskCount
                             + " (spark.crystalperf.maxTaskBytes)");
+                }
+                long measured = tasks.queueMeasured(recorded);
+                if (measured > 0 && measured < recorded.taskCount) {
+                    attrs.put("cpu_wait_measured", measured + " of " + recorded.taskCount + " tasks");
                 }
                 if (recorded.failed > 0) {
                     attrs.put("failed_tasks", Long.toString(recorded.failed));
@@ -996,7 +1043,7 @@ public class CrystalPerfListener extends SparkListener {
      * samples into the trace, so the trace is final when stop() returns). The command line is the one Python's
      * {@code INTEGRATION.finish_command(trace, "--out", dir, ...)} builds.
      */
-    private void finishInPython(File trace, File outDir) throws Exception {
+    private void finishInPython(File trace, File outDir, double writingS) throws Exception {
         String python = conf.get("spark.crystalperf.python", "");
         if (python.isEmpty()) {
             python = System.getenv().getOrDefault("PYSPARK_DRIVER_PYTHON", System.getenv().getOrDefault("PYSPARK_PYTHON", "python3"));
@@ -1023,6 +1070,11 @@ public class CrystalPerfListener extends SparkListener {
         boolean analysis = conf.getBoolean("spark.crystalperf.analysis", true);
         if (!analysis) {
             cmd.add("--no-analysis");
+        }
+        if (writingS >= 0) {
+            // the trace cannot hold what writing it cost: the finish adds it to the driver's hook cost
+            cmd.add("--trace-write-s");
+            cmd.add(Double.toString(writingS));
         }
         long timeout = conf.getLong("spark.crystalperf.analysisTimeoutS", 900);
         long wait = conf.getLong("spark.crystalperf.waitForAnalysisS", analysis ? 0 : timeout);

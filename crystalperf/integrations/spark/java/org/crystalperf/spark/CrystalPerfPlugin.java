@@ -7,6 +7,7 @@ import java.io.IOException;
 import java.io.RandomAccessFile;
 import java.net.URL;
 import java.security.CodeSource;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.Map;
@@ -20,6 +21,8 @@ import org.apache.spark.api.plugin.DriverPlugin;
 import org.apache.spark.api.plugin.ExecutorPlugin;
 import org.apache.spark.api.plugin.PluginContext;
 import org.apache.spark.api.plugin.SparkPlugin;
+import org.crystalperf.common.CpuBudget;
+import org.crystalperf.common.HookCpu;
 import org.crystalperf.common.IoCounters;
 
 /**
@@ -30,9 +33,18 @@ import org.crystalperf.common.IoCounters;
  * Only task threads are sampled, by id, with a bounded depth: sampling every thread of the JVM costs
  * far more safepoint time.
  *
- * Each task thread also reads its own run-queue delay (Linux schedstat: runnable, waiting for a core) when
- * its task starts and ends (the plugin's task callbacks run in the task thread): CPU the task wanted that
- * its CPU time does not show on a busy machine.
+ * What the plugin does on a task's own thread costs the same whatever the task count: a task thread registers
+ * once (a {@link Slot} of primitives it reuses for every task it runs), and a task's start and end write two of its
+ * fields. No file is read and no system call made on a task's thread, except for the tasks picked for the
+ * run-queue measurement: after each round of sampling, the next task to start on each task thread reads its own
+ * run-queue delay (Linux schedstat: runnable, waiting for a core) when it starts and ends -- CPU the task wanted
+ * that its CPU time does not show on a busy machine. Those tasks are a sample of every task (all of them where
+ * tasks last longer than the sampling interval), and the ones the trace gives {@code cpu_wait_s}.
+ *
+ * The sampler keeps the hook's CPU time under a budget ({@link CpuBudget}, {@code spark.crystalperf.cpuBudget}, a
+ * share of the cores the executor may use): its interval stretches while the hook uses more, never past one sample
+ * per time bucket. Its own CPU time and the task callbacks' time are counted ({@link HookCpu}) and shipped to the
+ * driver with the samples, for the trace's {@code hook}.
  *
  * The task thread's bytes read from storage (read_bytes of /proc/thread-self/io) are not recorded: Parquet
  * scans read on pool threads of their own (a 234 MB scan showed 74 KB on its task threads), so the task's
@@ -44,16 +56,38 @@ import org.crystalperf.common.IoCounters;
 public class CrystalPerfPlugin implements SparkPlugin {
     static final Logger LOG = Logger.getLogger("crystalperf");
 
+    static final String LISTENER = CrystalPerfListener.class.getName();
+
     @Override
     public DriverPlugin driverPlugin() {
         return new DriverPlugin() {
+            /**
+             * Starts the listener on Spark's application status queue, whose thread handles every event anyway
+             * (Spark's own status listener is there): the listener adds its callbacks to that thread's work, where
+             * {@code spark.extraListeners} would start a queue of its own for it (the shared queue, which nothing
+             * else uses when no SQL query listener is registered) and wake its thread for every event -- measured
+             * at about 13 us a task on 50,000 tasks of 1 ms. A listener named in {@code spark.extraListeners} (a
+             * configuration written by hand) is left to Spark.
+             */
             @Override
             public Map<String, String> init(SparkContext sc, PluginContext ctx) {
+                try {
+                    boolean listed = false;
+                    for (String name : sc.getConf().get("spark.extraListeners", "").split(",")) {
+                        listed |= LISTENER.equals(name.trim());
+                    }
+                    if (!listed && sc.getConf().getBoolean("spark.crystalperf.listener", true)) {
+                        sc.listenerBus().addToStatusQueue(new CrystalPerfListener(sc.getConf()));
+                    }
+                } catch (Throwable t) {
+                    LOG.log(Level.WARNING, "crystalperf: the listener did not start (the job is not affected)", t);
+                }
                 return Collections.emptyMap();
             }
 
             @Override
             public Object receive(Object message) {
+                long started = System.nanoTime();
                 try {
                     if (message instanceof SampleBatch) {
                         SampleStore.add((SampleBatch) message);
@@ -63,6 +97,7 @@ public class CrystalPerfPlugin implements SparkPlugin {
                 } catch (Throwable t) {
                     LOG.log(Level.WARNING, "crystalperf: dropping a sample batch", t);
                 }
+                HookCpu.since(HookCpu.RECEIVING, started);
                 return null;
             }
         };
@@ -73,22 +108,32 @@ public class CrystalPerfPlugin implements SparkPlugin {
         return new Sampler();
     }
 
+    /**
+     * A task thread of this executor, registered the first time it runs a task and reused for every task after:
+     * what the sampler needs to know of the task running on it, in primitives. The task thread writes it as its
+     * task starts and ends; the sampler reads it.
+     */
+    static final class Slot {
+        final Thread thread;
+        final long threadId;
+        /** The task running on the thread; -1 between tasks. Written last as a task starts, first as it ends. */
+        volatile long task = -1;
+        volatile int stage;
+        /** Set by the sampler: the next task to start here measures its run-queue delay (a thread's first does). */
+        volatile boolean measureNext = true;
+        /** The run-queue delay (ns) when the current task started; -1: this task is not measured. */
+        long queuedAtStart = -1;
+
+        Slot(Thread thread) {
+            this.thread = thread;
+            this.threadId = thread.getId();
+        }
+    }
+
     /** The executor side: registers task threads as tasks start and samples them on a daemon thread. */
     static final class Sampler implements ExecutorPlugin {
         /** The sampler of the executor living in this JVM (local mode): the driver flushes it directly. */
         static volatile Sampler local;
-
-        /** A task running on a registered task thread (primitives only: one small object a task). */
-        private static final class Running {
-            final int stageId;
-            final long taskId;
-            final long runQueueNs;  // the task thread's run-queue delay when the task started; -1 where unknown
-            Running(int stageId, long taskId, long runQueueNs) {
-                this.stageId = stageId;
-                this.taskId = taskId;
-                this.runQueueNs = runQueueNs;
-            }
-        }
 
         /** A row of this shipment: samples of one interned stack for one task in one bucket. */
         private static final class RowKey {
@@ -117,15 +162,19 @@ public class CrystalPerfPlugin implements SparkPlugin {
         /** The frames and stacks seen since the tables were last reset, each once (frames are shared by stacks). */
         static final int MAX_INTERNED = 32_768;
         private static final String[] STATES = {"runnable", "blocked", "waiting", "timed_waiting", ""};
-        private final Map<Long, Running> running = new ConcurrentHashMap<>();
+        /** The task threads of this executor (bounded by its live task threads: a thread that ended is dropped). */
+        private final java.util.concurrent.CopyOnWriteArrayList<Slot> slots = new java.util.concurrent.CopyOnWriteArrayList<>();
+        private final ThreadLocal<Slot> ownSlot = new ThreadLocal<>();
         private final Map<String, String> jarOfClass = new ConcurrentHashMap<>();
         private final Map<StackTraceElement, Integer> frameIds = new HashMap<>();
         private final java.util.List<String> frameText = new java.util.ArrayList<>();
         private final Map<SampleStore.IntArray, Integer> stackIds = new HashMap<>();
         private final java.util.List<int[]> stackFrames = new java.util.ArrayList<>();  // last element: state
         private HashMap<RowKey, long[]> rows = new HashMap<>();
-        /** task id -> {stage, samples waiting for the Python worker, run-queue ns (-1: none)}. */
+        /** task id -> {stage, ms waiting for the Python worker, run-queue ns (-1: none)}. */
         private HashMap<Long, long[]> taskMeasures = new HashMap<>();
+        /** Measures wait for the next shipment (read without the lock by a task thread leaving the executor idle). */
+        private volatile boolean measuresWaiting;
         private long dropped;
         private PluginContext ctx;
         private long intervalMs = 100;
@@ -139,6 +188,9 @@ public class CrystalPerfPlugin implements SparkPlugin {
         /** This executor's I/O counters (a cluster's executors; in local mode the listener's cover the JVM). */
         private volatile IoCounters io;
         private double ioShippedUpTo = Double.NEGATIVE_INFINITY;
+        private CpuBudget budget;
+        private CpuBudget.Pace pace;
+        private long processNanosAtStart = -1;
 
         @Override
         public void init(PluginContext ctx, Map<String, String> extraConf) {
@@ -148,10 +200,14 @@ public class CrystalPerfPlugin implements SparkPlugin {
                 if (!conf.getBoolean("spark.crystalperf.sampling", true)) {
                     return;
                 }
+                processNanosAtStart = HookCpu.processNanos();
                 intervalMs = Math.max(1, conf.getLong("spark.crystalperf.sampleIntervalMs", 100));
                 bucketMs = Math.max(intervalMs, conf.getLong("spark.crystalperf.bucketMs", 1000));
                 maxDepth = conf.getInt("spark.crystalperf.maxStackDepth", 64);
                 maxRows = conf.getInt("spark.crystalperf.maxSampleRows", 100_000);
+                budget = Budgets.of(conf);
+                // the analysis needs a sample of every running task thread in every time bucket
+                pace = budget.new Pace(intervalMs, bucketMs);
                 thread = new Thread(this::loop, "crystalperf-sampler");
                 thread.setDaemon(true);
                 thread.start();
@@ -167,16 +223,43 @@ public class CrystalPerfPlugin implements SparkPlugin {
 
         @Override
         public void onTaskStart() {
+            long started = System.nanoTime();
             try {
-                TaskContext tc = TaskContext.get();
-                if (tc != null && thread != null) {
-                    taskLoader = Thread.currentThread().getContextClassLoader();
-                    running.put(Thread.currentThread().getId(),
-                            new Running(tc.stageId(), tc.taskAttemptId(), threadRunQueueNs()));
+                if (thread == null) {
+                    return;
                 }
+                TaskContext tc = TaskContext.get();
+                if (tc == null) {
+                    return;
+                }
+                Slot slot = ownSlot.get();
+                if (slot == null) {
+                    slot = register();
+                }
+                slot.stage = tc.stageId();
+                if (slot.measureNext) {
+                    slot.measureNext = false;
+                    slot.queuedAtStart = threadRunQueueNs();
+                } else {
+                    slot.queuedAtStart = -1;
+                }
+                slot.task = tc.taskAttemptId();
             } catch (Throwable t) {
                 LOG.log(Level.FINE, "crystalperf: task not registered (the job is not affected)", t);
+            } finally {
+                HookCpu.since(HookCpu.TASKS, started);
             }
+        }
+
+        /** The calling task thread's slot, registered once per thread. */
+        private Slot register() {
+            Slot slot = new Slot(Thread.currentThread());
+            ownSlot.set(slot);
+            if (taskLoader == null) {
+                taskLoader = Thread.currentThread().getContextClassLoader();
+            }
+            slots.add(slot);
+            return slot;
         }
 
         @Override
@@ -190,37 +273,53 @@ public class CrystalPerfPlugin implements SparkPlugin {
         }
 
         /**
-         * In the task thread, as its task ends: how long it queued for a core since the task started, kept with
-         * this shipment's measures. A cluster executor's measures must reach the driver before the end of the
-         * application's last tasks is reported (the next shipment could come after the trace was written), but a
-         * message a task is a cost on the driver at many short tasks: the task thread that leaves the executor
-         * with no running task sends what is waiting. The job of a task cannot end before the executor's other
+         * In the task thread, as its task ends: a measured task's run-queue delay since it started, kept with this
+         * shipment's measures. A cluster executor's measures must reach the driver before the end of the
+         * application's last tasks is reported (the next shipment could come after the trace was written), so the
+         * task thread that leaves the executor with no running task sends what is waiting -- at most once a round
+         * of sampling, since measures are taken only then. The job of a task cannot end before the executor's other
          * running tasks ended, and each task records its measure before it stops counting as running.
          */
         private void taskEnded() {
-            long thread = Thread.currentThread().getId();
-            Running r = running.get(thread);
+            long started = System.nanoTime();
+            Slot slot = ownSlot.get();
+            if (slot == null) {
+                return;
+            }
             try {
-                if (r != null && r.runQueueNs >= 0) {
+                if (slot.queuedAtStart >= 0) {
                     long waited = threadRunQueueNs();
-                    if (waited >= r.runQueueNs) {
+                    if (waited >= slot.queuedAtStart) {
                         synchronized (this) {
-                            long[] m = measures(r);
-                            m[2] = Math.max(0, m[2]) + waited - r.runQueueNs;
+                            long[] m = measures(slot.stage, slot.task);
+                            m[2] = Math.max(0, m[2]) + waited - slot.queuedAtStart;
+                            measuresWaiting = true;
                         }
                     }
+                    slot.queuedAtStart = -1;
                 }
             } catch (Throwable t) {
                 LOG.log(Level.FINE, "crystalperf: task counters not recorded (the job is not affected)", t);
             }
-            running.remove(thread);
+            slot.task = -1;
             try {
-                if (r != null && ctx != null && !"driver".equals(ctx.executorID()) && running.isEmpty()) {
+                if (measuresWaiting && ctx != null && !"driver".equals(ctx.executorID()) && idle()) {
                     shipMeasures();
                 }
             } catch (Throwable t) {
                 LOG.log(Level.FINE, "crystalperf: task counters not sent (the job is not affected)", t);
             }
+            HookCpu.since(HookCpu.TASKS, started);
+        }
+
+        /** No task runs on this executor now. */
+        private boolean idle() {
+            for (Slot s : slots) {
+                if (s.task >= 0) {
+                    return false;
+                }
+            }
+            return true;
         }
 
         /** Sends the per-task measures waiting for the next shipment now (send only enqueues), without samples. */
@@ -245,6 +344,7 @@ public class CrystalPerfPlugin implements SparkPlugin {
                     t++;
                 }
                 taskMeasures = new HashMap<>();
+                measuresWaiting = false;
                 batch = SampleBatch.measures(ctx.executorID(), intervalMs, bucketMs, stage, task, wait, queue);
             }
             ctx.send(batch);
@@ -283,16 +383,20 @@ public class CrystalPerfPlugin implements SparkPlugin {
 
         private void loop() {
             long nextShip = System.currentTimeMillis() + 1000;
+            long wait = intervalMs;
             while (!stopped) {
                 try {
-                    Thread.sleep(intervalMs);
-                    sampleOnce();
+                    Thread.sleep(wait);
+                    long cpu = HookCpu.ownThreadNanos();
+                    boolean sampled = sampleOnce();
                     long now = System.currentTimeMillis();
                     if (now >= nextShip) {
                         flush();
                         shipIo();
                         nextShip = now + 1000;
                     }
+                    HookCpu.addOwn(HookCpu.SAMPLER, cpu);
+                    wait = sampled ? pace.next() : pace.adapt();
                 } catch (InterruptedException e) {
                     return;
                 } catch (Throwable t) {
@@ -302,22 +406,39 @@ public class CrystalPerfPlugin implements SparkPlugin {
             }
         }
 
-        private void sampleOnce() {
-            if (running.isEmpty()) {
-                return;
+        /** One round: the running task threads' stacks; each task thread's next task is picked for measuring. */
+        private boolean sampleOnce() {
+            int n = 0;
+            long[] tids = new long[slots.size()];
+            Slot[] running = new Slot[tids.length];
+            long[] taskOf = new long[tids.length];
+            int[] stageOf = new int[tids.length];
+            for (Slot s : slots) {
+                if (!s.thread.isAlive()) {
+                    slots.remove(s);  // the executor's pool retired the thread
+                    continue;
+                }
+                s.measureNext = true;
+                long task = s.task;
+                if (task >= 0 && n < tids.length) {
+                    tids[n] = s.threadId;
+                    running[n] = s;
+                    taskOf[n] = task;
+                    stageOf[n] = s.stage;
+                    n++;
+                }
             }
-            Long[] ids = running.keySet().toArray(new Long[0]);
-            long[] tids = new long[ids.length];
-            for (int i = 0; i < ids.length; i++) {
-                tids[i] = ids[i];
+            if (n == 0) {
+                return false;
             }
-            ThreadInfo[] infos = mx.getThreadInfo(tids, maxDepth);
+            ThreadInfo[] infos = mx.getThreadInfo(Arrays.copyOf(tids, n), maxDepth);
             long bucket = System.currentTimeMillis() / bucketMs;
+            long waitedMs = pace.intervalMs();
             synchronized (this) {
                 for (int i = 0; i < infos.length; i++) {
                     ThreadInfo info = infos[i];
-                    Running r = running.get(tids[i]);
-                    if (info == null || r == null) {
+                    // the task ended since: the stack may be of the thread's next task, or of none
+                    if (info == null || running[i].task != taskOf[i]) {
                         continue;
                     }
                     StackTraceElement[] st = info.getStackTrace();
@@ -325,7 +446,9 @@ public class CrystalPerfPlugin implements SparkPlugin {
                         continue;
                     }
                     if (waitsForPythonWorker(st)) {
-                        measures(r)[1]++;
+                        // what one sample stands for: the time since the last round
+                        measures(stageOf[i], taskOf[i])[1] += waitedMs;
+                        measuresWaiting = true;
                         continue;
                     }
                     // The state is part of the stack: the same frames parked and running are different evidence.
@@ -334,7 +457,7 @@ public class CrystalPerfPlugin implements SparkPlugin {
                         dropped++;
                         continue;
                     }
-                    RowKey key = new RowKey(r.stageId, r.taskId, bucket, stack);
+                    RowKey key = new RowKey(stageOf[i], taskOf[i], bucket, stack);
                     long[] count = rows.get(key);
                     if (count != null) {
                         count[0]++;
@@ -345,26 +468,41 @@ public class CrystalPerfPlugin implements SparkPlugin {
                     }
                 }
             }
+            return true;
         }
 
         /** The task's entry in this shipment's measures (the caller holds this sampler's lock). */
-        private long[] measures(Running r) {
-            long[] m = taskMeasures.get(r.taskId);
+        private long[] measures(int stage, long task) {
+            long[] m = taskMeasures.get(task);
             if (m == null) {
-                m = new long[] {r.stageId, 0, -1};
-                taskMeasures.put(r.taskId, m);
+                m = new long[] {stage, 0, -1};
+                taskMeasures.put(task, m);
             }
             return m;
+        }
+
+        /** Sampling rounds taken, and those the configured interval would have taken. */
+        long[] paceCounts() {
+            return pace == null ? new long[2] : new long[] {pace.taken(), pace.planned()};
+        }
+
+        /** What this executor's hook cost so far, for the driver. */
+        HookReport hookReport() {
+            long[] w = budget == null ? new long[2] : budget.windows();
+            long process = HookCpu.processNanos();
+            return new HookReport(ctx == null ? "" : ctx.executorID(), IoCounters.hostname(), HookCpu.parts(),
+                    process >= 0 && processNanosAtStart >= 0 ? process - processNanosAtStart : -1,
+                    budget == null ? 0 : budget.share(), budget == null ? 0 : budget.cores(),
+                    pace == null ? 0 : pace.taken(), pace == null ? 0 : pace.planned(), w[0], w[1]);
         }
 
         private static volatile boolean schedstat = true;
 
         /**
          * A task thread's own /proc/thread-self/schedstat, opened once by that thread (the path names the thread
-         * that opens it) and read again from offset 0 at each task start and end: opening the file and splitting
-         * its text each time cost about 30 us a read, a tenth of a 1 ms task's hook budget; this read costs ~4 us.
-         * The descriptor is closed when its thread ends (the executor's pool retires idle threads) and the holder
-         * is collected.
+         * that opens it) and read again from offset 0 for each measured task: opening the file and splitting its
+         * text each time cost about 30 us a read; this read costs ~4 us. The descriptor is closed when its thread
+         * ends (the executor's pool retires idle threads) and the holder is collected.
          */
         private static final class Schedstat {
             final RandomAccessFile file;
@@ -526,6 +664,7 @@ public class CrystalPerfPlugin implements SparkPlugin {
                 }
                 batch = takeBatch();
             }
+            batch.hook = "driver".equals(ctx.executorID()) ? null : hookReport();
             try {
                 if ("driver".equals(ctx.executorID())) {
                     SampleStore.add(batch);
@@ -597,6 +736,7 @@ public class CrystalPerfPlugin implements SparkPlugin {
                     rowCount, taskStage, taskId, taskWait, taskQueue, dropped);
             rows = new HashMap<>();
             taskMeasures = new HashMap<>();
+            measuresWaiting = false;
             dropped = 0;
             if (frameIds.size() >= MAX_INTERNED / 2 || stackIds.size() >= MAX_INTERNED / 2) {
                 // Batches carry their own tables, so forgetting ours costs only re-encoding the next stacks.

@@ -13,13 +13,16 @@ import java.io.Serializable;
  *     (lower-cased {@link Thread.State}, "" for another) the frames were sampled in;</li>
  * <li>row r: {@code rowCount[r]} samples of stack {@code rowStack[r]} for task {@code rowTask[r]} of stage
  *     {@code rowStage[r]} in the absolute bucket {@code rowBucket[r]};</li>
- * <li>task measures t: for task {@code taskId[t]} of stage {@code taskStage[t]}, {@code taskPythonWait[t]}
- *     samples where the task thread only waited for its Python worker and {@code taskRunQueueNs[t]}
- *     nanoseconds it was runnable but waited for a core (schedstat; -1: not measured).</li>
+ * <li>task measures t: for task {@code taskId[t]} of stage {@code taskStage[t]}, {@code taskPythonWaitMs[t]}
+ *     milliseconds the samples found the task thread only waiting for its Python worker (each sample standing for
+ *     the interval before it) and {@code taskRunQueueNs[t]} nanoseconds it was runnable but waited for a core
+ *     (schedstat; -1: not measured).</li>
  * </ul>
+ * A cluster executor's batch also says what its hook cost so far ({@link #hook}; null in local mode, where the
+ * listener reads it in the same JVM).
  */
 public final class SampleBatch implements Serializable {
-    private static final long serialVersionUID = 3L;
+    private static final long serialVersionUID = 4L;
     public final String executorId;
     public final long intervalMs;
     public final long bucketMs;
@@ -33,14 +36,16 @@ public final class SampleBatch implements Serializable {
     public final long[] rowCount;
     public final int[] taskStage;
     public final long[] taskId;
-    public final long[] taskPythonWait;
+    public final long[] taskPythonWaitMs;
     public final long[] taskRunQueueNs;
     public final long dropped;
+    /** The executor's hook cost, cumulative (null: not sent with this batch). */
+    public HookReport hook;
 
     @SuppressWarnings("checkstyle:ParameterNumber")
     public SampleBatch(String executorId, long intervalMs, long bucketMs, String[] frames, int[][] stacks,
                        String[] states, int[] rowStage, long[] rowTask, long[] rowBucket, int[] rowStack,
-                       long[] rowCount, int[] taskStage, long[] taskId, long[] taskPythonWait,
+                       long[] rowCount, int[] taskStage, long[] taskId, long[] taskPythonWaitMs,
                        long[] taskRunQueueNs, long dropped) {
         this.executorId = executorId;
         this.intervalMs = intervalMs;
@@ -55,15 +60,15 @@ public final class SampleBatch implements Serializable {
         this.rowCount = rowCount;
         this.taskStage = taskStage;
         this.taskId = taskId;
-        this.taskPythonWait = taskPythonWait;
+        this.taskPythonWaitMs = taskPythonWaitMs;
         this.taskRunQueueNs = taskRunQueueNs;
         this.dropped = dropped;
     }
 
     /** A batch of per-task measures only (sent by a task thread as the executor's last running task ends). */
     static SampleBatch measures(String executorId, long intervalMs, long bucketMs, int[] stage, long[] task,
-                                long[] pythonWait, long[] runQueueNs) {
+                                long[] pythonWaitMs, long[] runQueueNs) {
         return new SampleBatch(executorId, intervalMs, bucketMs, new String[0], new int[0][], new String[0],
-                new int[0], new long[0], new long[0], new int[0], new long[0], stage, task, pythonWait, runQueueNs, 0);
+                new int[0], new long[0], new long[0], new int[0], new long[0], stage, task, pythonWaitMs, runQueueNs, 0);
     }
 }

@@ -53,7 +53,7 @@ public final class SampleStore {
      * listener takes its lock (which Spark's listener bus contends for) once a shipment, not once a task.
      */
     interface TaskMeasureSink {
-        void measured(int[] stage, long[] task, long[] pythonWaitSamples, long[] runQueueNs);
+        void measured(int[] stage, long[] task, long[] pythonWaitMs, long[] runQueueNs);
     }
 
     private static long maxBytes = DEFAULT_MAX_BYTES;
@@ -73,6 +73,8 @@ public final class SampleStore {
     private static long[] rowSamples = new long[0];
 
     private static final Map<String, Boolean> EXECUTORS = new HashMap<>();
+    /** Executor id -> its latest hook cost report (cumulative: the latest says all). */
+    private static final Map<String, HookReport> HOOK = new TreeMap<>();
     private static final AtomicLong DROPPED = new AtomicLong();
     /** Executor source -> its I/O counter rows, oldest first (bounded like the executor's own buffer). */
     private static final Map<String, List<Map<String, Object>>> IO = new TreeMap<>();
@@ -92,13 +94,16 @@ public final class SampleStore {
 
     static void add(SampleBatch batch) {
         addSamples(batch);
+        if (batch.hook != null) {
+            addHook(batch.executorId, batch.hook);
+        }
         TaskMeasureSink to = sink;
         if (to == null || batch.taskId == null) {
             return;
         }
         // Outside the store's lock: the listener takes its own, and calls the store while holding it.
         if (batch.taskId.length > 0) {
-            to.measured(batch.taskStage, batch.taskId, batch.taskPythonWait, batch.taskRunQueueNs);
+            to.measured(batch.taskStage, batch.taskId, batch.taskPythonWaitMs, batch.taskRunQueueNs);
         }
     }
 
@@ -345,6 +350,21 @@ public final class SampleStore {
         return all;
     }
 
+    private static synchronized void addHook(String executorId, HookReport report) {
+        if (HOOK.containsKey(executorId) || HOOK.size() < MAX_EXECUTORS) {
+            HOOK.put(executorId, report);
+        }
+    }
+
+    /** Every cluster executor's latest hook cost report (source: its executor id). */
+    static synchronized List<HookReport> hookReports() {
+        List<HookReport> out = new ArrayList<>();
+        for (Map.Entry<String, HookReport> e : HOOK.entrySet()) {
+            out.add(e.getValue().as(e.getKey()));
+        }
+        return out;
+    }
+
     static synchronized java.util.Set<String> executors() { return new java.util.TreeSet<>(EXECUTORS.keySet()); }
     static long dropped() { return DROPPED.get(); }
     static long intervalMs() { return intervalMs; }
@@ -366,6 +386,7 @@ public final class SampleStore {
         rowSamples = new long[0];
         bytes = 0;
         EXECUTORS.clear();
+        HOOK.clear();
         IO.clear();
         DROPPED.set(0);
         sink = null;

@@ -2,6 +2,7 @@ package org.crystalperf.spark;
 
 import java.io.IOException;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -17,16 +18,39 @@ import org.apache.spark.executor.TaskMetrics;
  * Per stage: exact sums of every task metric over all its tasks (the trace's stage {@code metrics}), its task
  * count and failed/killed counts, and a uniform sample of its task records (Algorithm R). While all records fit
  * the budget every task is kept; when they would not, every stage's sample is cut to the same size (halved until
- * the total fits; at least one task a stage), so each stays a uniform sample of its tasks. A record is a few
- * primitives and one {@code long[]} of Spark's raw metric values; the trace's named metrics are derived from
- * them when it is written.
+ * the total fits; at least one task a stage), so each stays a uniform sample of its tasks.
+ *
+ * A record is a row of primitives (its id, times, status, Spark's raw metric values...) in chunks of
+ * {@link #CHUNK_ROWS} rows, allocated as the table grows to its budget and reused as records are replaced: a task's
+ * end allocates nothing that outlives it, whatever the task count, and no chunk is large enough to be a humongous
+ * object for G1 (half a region: 512 KB on a heap of 2 GB or less), so the driver's collector has no more to do on a
+ * job of a million tasks than of a thousand. The trace's named metrics are derived from the raw values when it is
+ * written.
  *
  * Not thread-safe: the listener calls it under its own lock.
  */
 final class TaskTable {
     static final long DEFAULT_MAX_BYTES = 32L << 20;
-    /** Estimated bytes of one kept record: the object, its raw metrics array, its slot in the id index. */
-    static final int RECORD_BYTES = 88 + (16 + 8 * Raw.COUNT) + 56;
+    /** A row's longs: its id, start and end (double bits), Python-worker wait (ms), run-queue delay (ns), raw values. */
+    private static final int ID = 0;
+    private static final int START = 1;
+    private static final int END = 2;
+    private static final int PY_WAIT = 3;
+    private static final int QUEUE = 4;
+    private static final int RAW = 5;
+    private static final int LONGS = RAW + 24;
+    /** A row's ints: its partition index, attempt, executor and host (string ids), status. */
+    private static final int INDEX = 0;
+    private static final int ATTEMPT = 1;
+    private static final int EXECUTOR = 2;
+    private static final int HOST = 3;
+    private static final int STATUS = 4;
+    private static final int INTS = 5;
+    static final int CHUNK_SHIFT = 9;
+    static final int CHUNK_ROWS = 1 << CHUNK_SHIFT;
+    private static final int CHUNK_MASK = CHUNK_ROWS - 1;
+    /** Bytes of one kept record: its longs and ints, its slot in the id index (at half load) and its stage list's. */
+    static final int RECORD_BYTES = 8 * LONGS + 4 * INTS + 2 * (8 + 4 + 1) + 4;
     /** Measures (Python wait, run-queue delay) that arrived before their task's end, most recent kept. */
     static final int MAX_PENDING_MEASURES = 16_384;
 
@@ -61,36 +85,42 @@ final class TaskTable {
         private Raw() {}
     }
 
-    static long[] raw(TaskMetrics t) {
+    /** Spark's metric values of a task into {@code r} (COUNT values from {@code at}); false when Spark sent none. */
+    static boolean raw(TaskMetrics t, long[] r, int at) {
         if (t == null) {
-            return null;
+            return false;
         }
+        r[at + Raw.RUN_MS] = t.executorRunTime();
+        r[at + Raw.CPU_NS] = t.executorCpuTime();
+        r[at + Raw.GC_MS] = t.jvmGCTime();
+        r[at + Raw.FETCH_WAIT_MS] = t.shuffleReadMetrics().fetchWaitTime();
+        r[at + Raw.SHUFFLE_WRITE_NS] = t.shuffleWriteMetrics().writeTime();
+        r[at + Raw.INPUT_BYTES] = t.inputMetrics().bytesRead();
+        r[at + Raw.INPUT_RECORDS] = t.inputMetrics().recordsRead();
+        r[at + Raw.OUTPUT_BYTES] = t.outputMetrics().bytesWritten();
+        r[at + Raw.OUTPUT_RECORDS] = t.outputMetrics().recordsWritten();
+        r[at + Raw.REMOTE_BYTES] = t.shuffleReadMetrics().remoteBytesRead();
+        r[at + Raw.LOCAL_BYTES] = t.shuffleReadMetrics().localBytesRead();
+        r[at + Raw.REMOTE_TO_DISK_BYTES] = t.shuffleReadMetrics().remoteBytesReadToDisk();
+        r[at + Raw.SHUFFLE_RECORDS_READ] = t.shuffleReadMetrics().recordsRead();
+        r[at + Raw.REMOTE_BLOCKS] = t.shuffleReadMetrics().remoteBlocksFetched();
+        r[at + Raw.LOCAL_BLOCKS] = t.shuffleReadMetrics().localBlocksFetched();
+        r[at + Raw.SHUFFLE_WRITE_BYTES] = t.shuffleWriteMetrics().bytesWritten();
+        r[at + Raw.SHUFFLE_RECORDS_WRITTEN] = t.shuffleWriteMetrics().recordsWritten();
+        r[at + Raw.DISK_SPILLED] = t.diskBytesSpilled();
+        r[at + Raw.MEMORY_SPILLED] = t.memoryBytesSpilled();
+        r[at + Raw.PEAK_MEMORY] = t.peakExecutionMemory();
+        r[at + Raw.DESERIALIZE_MS] = t.executorDeserializeTime();
+        r[at + Raw.DESERIALIZE_CPU_NS] = t.executorDeserializeCpuTime();
+        r[at + Raw.RESULT_SIZE] = t.resultSize();
+        r[at + Raw.RESULT_SERIALIZATION_MS] = t.resultSerializationTime();
+        return true;
+    }
+
+    /** Spark's metric values of a task (null when Spark sent none). */
+    static long[] raw(TaskMetrics t) {
         long[] r = new long[Raw.COUNT];
-        r[Raw.RUN_MS] = t.executorRunTime();
-        r[Raw.CPU_NS] = t.executorCpuTime();
-        r[Raw.GC_MS] = t.jvmGCTime();
-        r[Raw.FETCH_WAIT_MS] = t.shuffleReadMetrics().fetchWaitTime();
-        r[Raw.SHUFFLE_WRITE_NS] = t.shuffleWriteMetrics().writeTime();
-        r[Raw.INPUT_BYTES] = t.inputMetrics().bytesRead();
-        r[Raw.INPUT_RECORDS] = t.inputMetrics().recordsRead();
-        r[Raw.OUTPUT_BYTES] = t.outputMetrics().bytesWritten();
-        r[Raw.OUTPUT_RECORDS] = t.outputMetrics().recordsWritten();
-        r[Raw.REMOTE_BYTES] = t.shuffleReadMetrics().remoteBytesRead();
-        r[Raw.LOCAL_BYTES] = t.shuffleReadMetrics().localBytesRead();
-        r[Raw.REMOTE_TO_DISK_BYTES] = t.shuffleReadMetrics().remoteBytesReadToDisk();
-        r[Raw.SHUFFLE_RECORDS_READ] = t.shuffleReadMetrics().recordsRead();
-        r[Raw.REMOTE_BLOCKS] = t.shuffleReadMetrics().remoteBlocksFetched();
-        r[Raw.LOCAL_BLOCKS] = t.shuffleReadMetrics().localBlocksFetched();
-        r[Raw.SHUFFLE_WRITE_BYTES] = t.shuffleWriteMetrics().bytesWritten();
-        r[Raw.SHUFFLE_RECORDS_WRITTEN] = t.shuffleWriteMetrics().recordsWritten();
-        r[Raw.DISK_SPILLED] = t.diskBytesSpilled();
-        r[Raw.MEMORY_SPILLED] = t.memoryBytesSpilled();
-        r[Raw.PEAK_MEMORY] = t.peakExecutionMemory();
-        r[Raw.DESERIALIZE_MS] = t.executorDeserializeTime();
-        r[Raw.DESERIALIZE_CPU_NS] = t.executorDeserializeCpuTime();
-        r[Raw.RESULT_SIZE] = t.resultSize();
-        r[Raw.RESULT_SERIALIZATION_MS] = t.resultSerializationTime();
-        return r;
+        return raw(t, r, 0) ? r : null;
     }
 
     /**
@@ -148,33 +178,29 @@ final class TaskTable {
     static final byte FAILED = 1;
     static final byte KILLED = 2;
     static final byte UNKNOWN = 3;
-    private static final String[] STATUS = {"success", "failed", "killed", "unknown"};
+    /** Set in a row's status when Spark sent no metrics for its task. */
+    private static final byte NO_METRICS = 8;
+    private static final String[] STATUS_NAMES = {"success", "failed", "killed", "unknown"};
 
-    /** One task as the trace writes it. */
-    static final class Record {
-        long id;
-        int index;
-        int attempt;
-        int executor;  // into the table's strings
-        int host;
-        double start;
-        double end;
-        byte status;
-        long pythonWaitSamples;
-        long runQueueNs = -1;
-        long[] raw;  // null: Spark sent no metrics
-    }
-
-    /** A stage's exact sums and its sample of task records. */
+    /** A stage's exact sums, and its sample of task records (row numbers). */
     static final class Stage {
         long taskCount;
         long failed;
         long killed;
         final long[] sums = new long[Raw.COUNT];
         boolean anyMetrics;
-        long pythonWaitSamples;
-        long runQueueNs;
-        final ArrayList<Record> kept = new ArrayList<>();
+        long pythonWaitMs;
+        /** Run-queue delay of the tasks it was measured for, each within its run time less its CPU time. */
+        long queueNs;
+        /** Those tasks' CPU time (ns), and how many they are. */
+        long queueCpuNs;
+        long queueTasks;
+        int[] kept = new int[4];
+        int keptCount;
+
+        int kept(int i) {
+            return kept[i];
+        }
     }
 
     private final long capacity;
@@ -182,7 +208,7 @@ final class TaskTable {
     private long keptTotal;
     private final Random random = new Random(0x5eed);
     private final Map<Integer, Stage> stages = new HashMap<>();
-    private final Map<Long, Record> byId = new HashMap<>();
+    private final LongIntMap byId = new LongIntMap();
     private final LinkedHashMap<Long, long[]> pending = new LinkedHashMap<Long, long[]>() {
         @Override
         protected boolean removeEldestEntry(Map.Entry<Long, long[]> eldest) {
@@ -192,6 +218,16 @@ final class TaskTable {
     private final Map<String, Integer> stringIds = new HashMap<>();
     private final List<String> strings = new ArrayList<>();
 
+    // the kept records, in chunks of rows; rows freed by a shrink are reused
+    private int rows;
+    private int[] free = new int[16];
+    private int freeCount;
+    private long[][] longs = new long[0][];
+    private int[][] ints = new int[0][];
+
+    /** The task being added ({@link #begin}, then {@link #add}): its raw values are written straight into a row. */
+    private final long[] scratch = new long[Raw.COUNT];
+
     TaskTable(long budgetBytes) {
         this.capacity = Math.max(1, budgetBytes / RECORD_BYTES);
     }
@@ -200,17 +236,22 @@ final class TaskTable {
         if (s == null) {
             return -1;
         }
-        Integer id = stringIds.get(s);
-        if (id == null) {
-            id = strings.size();
-            stringIds.put(s, id);
+        Integer sid = stringIds.get(s);
+        if (sid == null) {
+            sid = strings.size();
+            stringIds.put(s, sid);
             strings.add(s);
         }
-        return id;
+        return sid;
     }
 
     Stage stage(int sid) {
-        return stages.computeIfAbsent(sid, k -> new Stage());
+        Stage st = stages.get(sid);
+        if (st == null) {
+            st = new Stage();
+            stages.put(sid, st);
+        }
+        return st;
     }
 
     Stage existing(int sid) {
@@ -221,50 +262,113 @@ final class TaskTable {
         return keptTotal;
     }
 
-    /** A task ended: counted and summed into its stage, and its record offered to the stage's sample. */
-    void add(int sid, Record rec) {
+    /**
+     * A task ended: counted and summed into its stage, and offered to the stage's sample. Nothing is allocated per
+     * task (a new chunk of the columns now and then, while the table grows to its budget).
+     */
+    void add(int sid, long taskId, int taskIndex, int taskAttempt, String executorId, String hostName,
+             double taskStart, double taskEnd, byte taskStatus, TaskMetrics metrics) {
         Stage st = stage(sid);
         st.taskCount++;
-        if (rec.status == FAILED) {
+        if (taskStatus == FAILED) {
             st.failed++;
-        } else if (rec.status == KILLED) {
+        } else if (taskStatus == KILLED) {
             st.killed++;
         }
-        if (rec.raw != null) {
+        boolean hasMetrics = raw(metrics, scratch, 0);
+        if (hasMetrics) {
             st.anyMetrics = true;
             for (int i = 0; i < Raw.COUNT; i++) {
-                st.sums[i] += rec.raw[i];
+                st.sums[i] += scratch[i];
             }
         }
-        long[] early = pending.remove(rec.id);
-        if (early != null) {
-            rec.pythonWaitSamples += early[0];
-            if (early[1] >= 0) {
-                rec.runQueueNs = Math.max(0, rec.runQueueNs) + early[1];
-            }
+        long[] early = pending.isEmpty() ? null : pending.remove(taskId);  // no boxing where none is waiting
+        long waitMs = early != null ? early[0] : 0;
+        long queued = early != null ? early[1] : -1;
+        if (queued >= 0 && hasMetrics) {
+            countQueue(st, queued, scratch, 0);
         }
-        if (st.kept.size() < perStageCap) {
-            keep(st, rec, -1);
+        int row;
+        if (st.keptCount < perStageCap) {
+            row = newRow();
+            keep(st, row, -1);
         } else {
             long j = (long) (random.nextDouble() * st.taskCount);
-            if (j < st.kept.size()) {
-                keep(st, rec, (int) j);
+            if (j >= st.keptCount) {
+                return;
             }
+            row = st.kept[(int) j];
+            byId.remove(longAt(row, ID));
+            keep(st, row, (int) j);
         }
+        long[] l = longs[row >>> CHUNK_SHIFT];
+        int at = (row & CHUNK_MASK) * LONGS;
+        l[at + ID] = taskId;
+        l[at + START] = Double.doubleToRawLongBits(taskStart);
+        l[at + END] = Double.doubleToRawLongBits(taskEnd);
+        l[at + PY_WAIT] = waitMs;
+        l[at + QUEUE] = queued;
+        System.arraycopy(scratch, 0, l, at + RAW, Raw.COUNT);
+        int[] n = ints[row >>> CHUNK_SHIFT];
+        int in = (row & CHUNK_MASK) * INTS;
+        n[in + INDEX] = taskIndex;
+        n[in + ATTEMPT] = taskAttempt;
+        n[in + EXECUTOR] = intern(executorId);
+        n[in + HOST] = intern(hostName);
+        n[in + STATUS] = taskStatus | (hasMetrics ? 0 : NO_METRICS);
+        byId.put(taskId, row);
         if (keptTotal > capacity) {
             shrink();
         }
     }
 
-    private void keep(Stage st, Record rec, int replacing) {
+    /** A measured task's delay in its stage's figures, bounded by its run time less its CPU time. */
+    private static void countQueue(Stage st, long queued, long[] values, int at) {
+        long runNs = values[at + Raw.RUN_MS] * 1_000_000L;
+        long cpuNs = values[at + Raw.CPU_NS];
+        st.queueNs += Math.max(0, Math.min(queued, runNs - cpuNs));
+        st.queueCpuNs += Math.max(0, cpuNs);
+        st.queueTasks++;
+    }
+
+    private int newRow() {
+        if (freeCount > 0) {
+            return free[--freeCount];
+        }
+        int chunk = rows >>> CHUNK_SHIFT;
+        if (chunk == longs.length) {
+            longs = Arrays.copyOf(longs, Math.max(4, 2 * longs.length));
+            ints = Arrays.copyOf(ints, longs.length);
+        }
+        if (longs[chunk] == null) {
+            longs[chunk] = new long[CHUNK_ROWS * LONGS];
+            ints[chunk] = new int[CHUNK_ROWS * INTS];
+        }
+        return rows++;
+    }
+
+    private long longAt(int row, int field) {
+        return longs[row >>> CHUNK_SHIFT][(row & CHUNK_MASK) * LONGS + field];
+    }
+
+    private void setLong(int row, int field, long value) {
+        longs[row >>> CHUNK_SHIFT][(row & CHUNK_MASK) * LONGS + field] = value;
+    }
+
+    private int intAt(int row, int field) {
+        return ints[row >>> CHUNK_SHIFT][(row & CHUNK_MASK) * INTS + field];
+    }
+
+    private void keep(Stage st, int row, int replacing) {
         if (replacing < 0) {
-            st.kept.add(rec);
+            if (st.keptCount == st.kept.length) {
+                st.kept = Arrays.copyOf(st.kept, st.kept.length * 2);
+            }
+            st.kept[st.keptCount++] = row;
             keptTotal++;
         } else {
-            byId.remove(st.kept.get(replacing).id);
-            st.kept.set(replacing, rec);
+            st.kept[replacing] = row;
         }
-        byId.put(rec.id, rec);
     }
 
     /** Halves the per-stage sample size until every kept record fits the budget (one a stage at least). */
@@ -272,95 +376,140 @@ final class TaskTable {
         while (keptTotal > capacity && perStageCap > 1) {
             int largest = 0;
             for (Stage st : stages.values()) {
-                largest = Math.max(largest, st.kept.size());
+                largest = Math.max(largest, st.keptCount);
             }
             perStageCap = Math.max(1, Math.min(perStageCap, largest) / 2);
             for (Stage st : stages.values()) {
-                int n = st.kept.size();
+                int n = st.keptCount;
                 if (n <= perStageCap) {
                     continue;
                 }
                 // A uniform subset of a uniform sample is a uniform sample (partial Fisher-Yates).
                 for (int i = 0; i < perStageCap; i++) {
                     int j = i + random.nextInt(n - i);
-                    Record tmp = st.kept.get(i);
-                    st.kept.set(i, st.kept.get(j));
-                    st.kept.set(j, tmp);
+                    int tmp = st.kept[i];
+                    st.kept[i] = st.kept[j];
+                    st.kept[j] = tmp;
                 }
                 for (int i = perStageCap; i < n; i++) {
-                    byId.remove(st.kept.get(i).id);
+                    int row = st.kept[i];
+                    byId.remove(longAt(row, ID));
+                    if (freeCount == free.length) {
+                        free = Arrays.copyOf(free, free.length * 2);
+                    }
+                    free[freeCount++] = row;
                 }
-                st.kept.subList(perStageCap, n).clear();
-                st.kept.trimToSize();
+                st.keptCount = perStageCap;
+                st.kept = Arrays.copyOf(st.kept, Math.max(4, perStageCap));
                 keptTotal -= n - perStageCap;
             }
         }
+        if (freeCount >= CHUNK_ROWS) {
+            compact();
+        }
     }
 
-    /** A task's Python-worker wait samples and run-queue delay (-1: none) arrived from its executor. */
-    void measured(int sid, long task, long pythonWaitSamples, long runQueueNs) {
-        Stage st = stage(sid);
-        st.pythonWaitSamples += pythonWaitSamples;
-        if (runQueueNs > 0) {
-            st.runQueueNs += runQueueNs;
+    /** Moves the kept rows to the front and lets the chunks they left go: the heap follows what is kept. */
+    private void compact() {
+        long[][] movedLongs = new long[Math.max(4, (int) ((keptTotal + CHUNK_MASK) >>> CHUNK_SHIFT))][];
+        int[][] movedInts = new int[movedLongs.length][];
+        int next = 0;
+        for (Stage st : stages.values()) {
+            for (int k = 0; k < st.keptCount; k++) {
+                int row = st.kept[k];
+                int chunk = next >>> CHUNK_SHIFT;
+                if (movedLongs[chunk] == null) {
+                    movedLongs[chunk] = new long[CHUNK_ROWS * LONGS];
+                    movedInts[chunk] = new int[CHUNK_ROWS * INTS];
+                }
+                System.arraycopy(longs[row >>> CHUNK_SHIFT], (row & CHUNK_MASK) * LONGS, movedLongs[chunk],
+                        (next & CHUNK_MASK) * LONGS, LONGS);
+                System.arraycopy(ints[row >>> CHUNK_SHIFT], (row & CHUNK_MASK) * INTS, movedInts[chunk],
+                        (next & CHUNK_MASK) * INTS, INTS);
+                st.kept[k] = next;
+                next++;
+            }
         }
-        Record rec = byId.get(task);
-        if (rec != null) {
-            rec.pythonWaitSamples += pythonWaitSamples;
-            if (runQueueNs >= 0) {
-                rec.runQueueNs = Math.max(0, rec.runQueueNs) + runQueueNs;
+        longs = movedLongs;
+        ints = movedInts;
+        rows = next;
+        freeCount = 0;
+        free = new int[16];
+        byId.clear();
+        for (int row = 0; row < rows; row++) {
+            byId.put(longAt(row, ID), row);
+        }
+    }
+
+    /** A task's Python-worker wait (ms) and run-queue delay (ns, -1: none) arrived from its executor. */
+    void measured(int sid, long task, long pythonWait, long queued) {
+        Stage st = stage(sid);
+        st.pythonWaitMs += pythonWait;
+        int row = byId.get(task);
+        if (row >= 0) {
+            setLong(row, PY_WAIT, longAt(row, PY_WAIT) + pythonWait);
+            if (queued >= 0) {
+                if ((intAt(row, STATUS) & NO_METRICS) == 0) {
+                    countQueue(st, queued, longs[row >>> CHUNK_SHIFT], (row & CHUNK_MASK) * LONGS + RAW);
+                }
+                setLong(row, QUEUE, Math.max(0, longAt(row, QUEUE)) + queued);
             }
             return;
         }
         // Before the task's end (a cluster executor sends as the task ends), or a task not kept.
         long[] m = pending.computeIfAbsent(task, k -> new long[] {0, -1});
-        m[0] += pythonWaitSamples;
-        if (runQueueNs >= 0) {
-            m[1] = Math.max(0, m[1]) + runQueueNs;
+        m[0] += pythonWait;
+        if (queued >= 0) {
+            m[1] = Math.max(0, m[1]) + queued;
         }
     }
 
-    /** A task's named metrics, with what its executor measured. */
-    Map<String, Double> metrics(Record rec, double waitInterval) {
-        Map<String, Double> m = named(rec.raw);
-        if (rec.pythonWaitSamples > 0) {
-            m.put("python_worker_wait_s", rec.pythonWaitSamples * waitInterval);
+    /** A row's named metrics, with what its executor measured. */
+    private Map<String, Double> metrics(int row) {
+        int at = (row & CHUNK_MASK) * LONGS;
+        Map<String, Double> m = (intAt(row, STATUS) & NO_METRICS) != 0 ? new LinkedHashMap<>()
+                : named(Arrays.copyOfRange(longs[row >>> CHUNK_SHIFT], at + RAW, at + RAW + Raw.COUNT));
+        long pythonWaitMs = longAt(row, PY_WAIT);
+        long queueNs = longAt(row, QUEUE);
+        if (pythonWaitMs > 0) {
+            m.put("python_worker_wait_s", pythonWaitMs / 1000.0);
         }
-        if (rec.runQueueNs >= 0) {
+        if (queueNs >= 0) {
             // A part of the run time, like the CPU time: the thread cannot be on a core and queued for one at
             // once. The plugin's task end comes after the run time's (the result is serialized between them),
             // hence the bound.
             double run = m.getOrDefault("run_time_s", 0.0);
             double cpu = m.getOrDefault("cpu_time_s", 0.0);
-            m.put("cpu_wait_s", Math.max(0.0, Math.min(rec.runQueueNs / 1e9, run - cpu)));
+            m.put("cpu_wait_s", Math.max(0.0, Math.min(queueNs / 1e9, run - cpu)));
         }
         return m;
     }
 
     /**
-     * The stage's totals over all its tasks. The run-queue delay is exact (the sum of its tasks' bounded values)
-     * while every task is kept; once sampled, the stage's delay bounded by its run time less its CPU time.
+     * The stage's totals over all its tasks. The run-queue delay is measured for a sample of the tasks (the plugin
+     * picks one a sampling round a task thread): exact where every task was measured, else their delay per CPU
+     * second scaled to the stage's CPU time, within its run time less its CPU time.
      */
-    Map<String, Double> stageMetrics(Stage st, double waitInterval) {
-        if (st.kept.size() == st.taskCount) {
-            Map<String, Double> total = new LinkedHashMap<>();
-            for (Record rec : st.kept) {
-                for (Map.Entry<String, Double> e : metrics(rec, waitInterval).entrySet()) {
-                    total.merge(e.getKey(), e.getValue(), Double::sum);
-                }
-            }
-            return total;
-        }
+    Map<String, Double> stageMetrics(Stage st) {
         Map<String, Double> m = st.anyMetrics ? named(st.sums) : new LinkedHashMap<>();
-        if (st.pythonWaitSamples > 0) {
-            m.put("python_worker_wait_s", st.pythonWaitSamples * waitInterval);
+        if (st.pythonWaitMs > 0) {
+            m.put("python_worker_wait_s", st.pythonWaitMs / 1000.0);
         }
-        if (st.runQueueNs > 0) {
-            double run = m.getOrDefault("run_time_s", 0.0);
+        if (st.queueTasks > 0) {
+            double waited = st.queueNs / 1e9;
             double cpu = m.getOrDefault("cpu_time_s", 0.0);
-            m.put("cpu_wait_s", Math.max(0.0, Math.min(st.runQueueNs / 1e9, run - cpu)));
+            if (st.queueTasks < st.taskCount && st.queueCpuNs > 0) {
+                waited *= cpu / (st.queueCpuNs / 1e9);
+            }
+            double run = m.getOrDefault("run_time_s", 0.0);
+            m.put("cpu_wait_s", Math.max(0.0, Math.min(waited, run - cpu)));
         }
         return m;
+    }
+
+    /** How many of the stage's tasks had their run-queue delay measured. */
+    long queueMeasured(Stage st) {
+        return st.queueTasks;
     }
 
     /** Sums of a metric over every stage (the trace's job-wide figures). */
@@ -374,25 +523,120 @@ final class TaskTable {
         return sum;
     }
 
-    void writeTask(JsonGenerator g, Record rec, double waitInterval) throws IOException {
+    void writeTask(JsonGenerator g, int row) throws IOException {
         g.writeStartObject();
-        g.writeStringField("id", Long.toString(rec.id));
-        g.writeNumberField("index", rec.index);
-        g.writeNumberField("attempt", rec.attempt);
-        if (rec.executor >= 0) {
-            g.writeStringField("executor", strings.get(rec.executor));
+        g.writeStringField("id", Long.toString(longAt(row, ID)));
+        g.writeNumberField("index", intAt(row, INDEX));
+        g.writeNumberField("attempt", intAt(row, ATTEMPT));
+        if (intAt(row, EXECUTOR) >= 0) {
+            g.writeStringField("executor", strings.get(intAt(row, EXECUTOR)));
         }
-        if (rec.host >= 0) {
-            g.writeStringField("host", strings.get(rec.host));
+        if (intAt(row, HOST) >= 0) {
+            g.writeStringField("host", strings.get(intAt(row, HOST)));
         }
-        g.writeNumberField("start", rec.start);
-        g.writeNumberField("end", rec.end);
-        g.writeStringField("status", STATUS[rec.status]);
+        g.writeNumberField("start", Double.longBitsToDouble(longAt(row, START)));
+        g.writeNumberField("end", Double.longBitsToDouble(longAt(row, END)));
+        g.writeStringField("status", STATUS_NAMES[intAt(row, STATUS) & 3]);
         g.writeObjectFieldStart("metrics");
-        for (Map.Entry<String, Double> e : metrics(rec, waitInterval).entrySet()) {
+        for (Map.Entry<String, Double> e : metrics(row).entrySet()) {
             g.writeNumberField(e.getKey(), e.getValue());
         }
         g.writeEndObject();
         g.writeEndObject();
+    }
+
+    /**
+     * long -> int (task id -> row), open addressing with linear probing and backward-shift deletion: no object per
+     * entry, so a million task ids cost two arrays.
+     */
+    static final class LongIntMap {
+        private long[] keys = new long[16];
+        private int[] values = new int[16];
+        private boolean[] used = new boolean[16];
+        private int size;
+
+        private static int hash(long k, int mask) {
+            long h = k * 0x9E3779B97F4A7C15L;
+            return (int) (h ^ (h >>> 32)) & mask;
+        }
+
+        int get(long k) {
+            int mask = keys.length - 1;
+            for (int i = hash(k, mask); used[i]; i = (i + 1) & mask) {
+                if (keys[i] == k) {
+                    return values[i];
+                }
+            }
+            return -1;
+        }
+
+        void put(long k, int v) {
+            if ((size + 1) * 2 > keys.length) {
+                rehash(keys.length * 2);
+            }
+            int mask = keys.length - 1;
+            int i = hash(k, mask);
+            while (used[i]) {
+                if (keys[i] == k) {
+                    values[i] = v;
+                    return;
+                }
+                i = (i + 1) & mask;
+            }
+            used[i] = true;
+            keys[i] = k;
+            values[i] = v;
+            size++;
+        }
+
+        void remove(long k) {
+            int mask = keys.length - 1;
+            int i = hash(k, mask);
+            while (used[i] && keys[i] != k) {
+                i = (i + 1) & mask;
+            }
+            if (!used[i]) {
+                return;
+            }
+            // shift back the entries after the hole whose home is at or before it
+            int hole = i;
+            for (int j = (i + 1) & mask; used[j]; j = (j + 1) & mask) {
+                int home = hash(keys[j], mask);
+                boolean movable = hole <= j ? (home <= hole || home > j) : (home <= hole && home > j);
+                if (movable) {
+                    keys[hole] = keys[j];
+                    values[hole] = values[j];
+                    hole = j;
+                }
+            }
+            used[hole] = false;
+            size--;
+        }
+
+        int size() {
+            return size;
+        }
+
+        void clear() {
+            keys = new long[16];
+            values = new int[16];
+            used = new boolean[16];
+            size = 0;
+        }
+
+        private void rehash(int capacity) {
+            long[] oldKeys = keys;
+            int[] oldValues = values;
+            boolean[] oldUsed = used;
+            keys = new long[capacity];
+            values = new int[capacity];
+            used = new boolean[capacity];
+            size = 0;
+            for (int i = 0; i < oldKeys.length; i++) {
+                if (oldUsed[i]) {
+                    put(oldKeys[i], oldValues[i]);
+                }
+            }
+        }
     }
 }

@@ -1,0 +1,118 @@
+package org.crystalperf.common;
+
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
+import java.util.concurrent.atomic.AtomicLongArray;
+
+/**
+ * The hook's own CPU time in this JVM, by part: what the report's {@code hook_cost} and the CPU budget
+ * ({@link CpuBudget}) are made of. Measured by the hook itself, cheaply:
+ * <ul>
+ * <li>the hook's own threads (the stack sampler, the I/O counters) add their thread's CPU time, read once per
+ * round of work ({@link #ownThreadNanos()}, one system call on the hook's thread);</li>
+ * <li>work the hook does on the job's threads (the listener's callbacks on Spark's listener bus, the executor
+ * plugin's task callbacks, the reporter's metric callbacks) adds its elapsed {@link System#nanoTime()}, which
+ * the vDSO answers without a system call: that code never blocks, so its wall time is its CPU time.</li>
+ * </ul>
+ * Cumulative since the JVM loaded this class; lock-free (a task thread adding its few nanoseconds never waits).
+ */
+public final class HookCpu {
+    /** The hook's stack sampler thread (sampling, interning, shipping its batches). */
+    public static final int SAMPLER = 0;
+    /** The I/O counter thread. */
+    public static final int COUNTERS = 1;
+    /** A listener's or reporter's callbacks on the framework's threads. */
+    public static final int CALLBACKS = 2;
+    /** The executor plugin's work on the task threads as each task starts and ends. */
+    public static final int TASKS = 3;
+    /** Receiving the executors' batches on the driver. */
+    public static final int RECEIVING = 4;
+    /** Writing the hook's files while the job runs (a Flink reporter's parts). */
+    public static final int WRITING = 5;
+    /** The trace's parts, as the trace names them. */
+    public static final String[] PARTS = {"sampler", "counters", "callbacks", "tasks", "receiving", "writing"};
+
+    private static final AtomicLongArray NANOS = new AtomicLongArray(PARTS.length);
+    private static final ThreadMXBean MX = ManagementFactory.getThreadMXBean();
+    private static volatile boolean threadCpu = true;
+
+    private HookCpu() {}
+
+    /** Adds {@code nanos} of CPU time to a part (negative or zero: nothing). */
+    public static void add(int part, long nanos) {
+        if (nanos > 0) {
+            NANOS.addAndGet(part, nanos);
+        }
+    }
+
+    /** Adds the nanoseconds since {@code startedNanos} (a {@link System#nanoTime()} reading) to a part. */
+    public static void since(int part, long startedNanos) {
+        add(part, System.nanoTime() - startedNanos);
+    }
+
+    /** The CPU nanoseconds of every part so far. */
+    public static long total() {
+        long sum = 0;
+        for (int i = 0; i < PARTS.length; i++) {
+            sum += NANOS.get(i);
+        }
+        return sum;
+    }
+
+    /** The CPU nanoseconds of each part so far ({@link #PARTS} order). */
+    public static long[] parts() {
+        long[] copy = new long[PARTS.length];
+        for (int i = 0; i < PARTS.length; i++) {
+            copy[i] = NANOS.get(i);
+        }
+        return copy;
+    }
+
+    /**
+     * The calling thread's CPU time (ns); -1 where the JVM does not measure it. A hook thread reads it before and
+     * after a round of its work.
+     */
+    public static long ownThreadNanos() {
+        if (!threadCpu) {
+            return -1;
+        }
+        try {
+            return MX.getCurrentThreadCpuTime();
+        } catch (RuntimeException | LinkageError e) {
+            threadCpu = false;
+            return -1;
+        }
+    }
+
+    /** Adds what the calling thread used since {@code before} (an {@link #ownThreadNanos()} reading) to a part. */
+    public static long addOwn(int part, long before) {
+        long now = ownThreadNanos();
+        if (before >= 0 && now >= before) {
+            add(part, now - before);
+        }
+        return now;
+    }
+
+    /** CPU time of this whole JVM (ns), or -1 where the JVM does not expose it. */
+    public static long processNanos() {
+        try {
+            java.lang.management.OperatingSystemMXBean os = ManagementFactory.getOperatingSystemMXBean();
+            if (os instanceof com.sun.management.OperatingSystemMXBean) {
+                return ((com.sun.management.OperatingSystemMXBean) os).getProcessCpuTime();
+            }
+        } catch (RuntimeException | LinkageError e) {
+            // no process CPU time on this JVM
+        }
+        return -1;
+    }
+
+    /** Parts as a JSON object of seconds, differences against {@code since} (null: since the start). */
+    public static String partsJson(long[] now, long[] since) {
+        StringBuilder w = new StringBuilder("{");
+        for (int i = 0; i < PARTS.length; i++) {
+            long v = now[i] - (since == null ? 0 : since[i]);
+            w.append(i > 0 ? "," : "").append('"').append(PARTS[i]).append("\":").append(Math.max(0, v) / 1e9);
+        }
+        return w.append('}').toString();
+    }
+}
