@@ -717,7 +717,7 @@ public class CrystalPerfListener extends SparkListener {
     }
 
     /**
-     * What the hook cost (schema 1.8), per process: the driver's (in local mode the executor's too: the same JVM),
+     * What the hook cost (schema 1.9), per process: the driver's (in local mode the executor's too: the same JVM),
      * measured here, and each cluster executor's latest report.
      */
     private Map<String, Object> hookCost() {
