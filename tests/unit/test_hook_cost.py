@@ -3,6 +3,7 @@ report, and the places that carry it (a worker's journal, a finish adding the tr
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -213,3 +214,32 @@ def test_what_the_trace_could_not_hold_is_added_to_its_process() -> None:
     assert bare.hook is not None and bare.hook.cpu_s == 0.5
     hb.add_hook_part(bare, "driver", "trace_write", float("nan"))
     assert bare.hook.cpu_s == 0.5
+
+
+def test_a_flink_clients_spool_counts_the_hook_since_its_sampler_started(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client process that ran jobs before (a notebook, a test session) must not charge their hooks' CPU to
+    this one: the parts and the process's CPU time cover the same span."""
+    from crystalperf.integrations.flink.pyworkers import WorkerSampler, load_spool, spool_files
+
+    meter = hb.HookCpu()
+    monkeypatch.setattr(hb, "PROCESS", meter)
+    meter.add("sampler", 100.0)  # the jobs before
+    sampler = WorkerSampler(tmp_path)
+    meter.add("sampler", 0.5)
+    meter.add("counters", 0.25)
+    sampler.flush()
+    loaded = load_spool(spool_files(tmp_path)[0])
+    assert loaded is not None
+    hook = json.loads(spool_files(tmp_path)[0].read_text())["hook"]
+    assert hook["parts"] == {"sampler": 0.5, "counters": 0.25}
+    assert hook["cpu_s"] == pytest.approx(0.75)
+
+
+def test_a_meter_gives_what_was_counted_after_a_mark() -> None:
+    meter = hb.HookCpu()
+    meter.add("sampler", 2.0)
+    mark = meter.parts()
+    meter.add("sampler", 0.5)
+    meter.add("writing", 0.25)
+    assert meter.since(mark) == {"sampler": 0.5, "writing": 0.25}

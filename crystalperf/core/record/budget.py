@@ -74,6 +74,11 @@ class HookCpu:
         with self._lock:
             return dict(self._parts)
 
+    def since(self, start: dict[str, float]) -> dict[str, float]:
+        """The parts counted after ``start`` (an earlier :meth:`parts`): one hook's share of a process that ran
+        others before it (a notebook's earlier fits, a client's earlier jobs)."""
+        return {k: v - start.get(k, 0.0) for k, v in self.parts().items()}
+
     def reset(self) -> None:
         """Forget what was counted (a forked process starts from nothing of its parent's)."""
         with self._lock:

@@ -29,6 +29,7 @@ MAX_SAMPLES = 4096
 # Rows between two walks of the process tree and two reads of the cgroup limits: walking the tree reads every
 # child's files, and a process is seldom moved into a limited cgroup while it runs.
 REWALK_ROWS = 8
+LIMITS_REREAD_S = 1.0
 # The longest interval a CPU budget may stretch the rows to: the bandwidth windows are a second long.
 FLOOR_S = 1.0
 _UNLIMITED = 0.0
@@ -182,7 +183,9 @@ class IoCounterSampler:
     """Reads the counters of a process (and its descendants) every ``interval_s`` on a daemon thread.
 
     Memory is bounded: past ``max_samples`` rows every other row is dropped and the interval doubles. The process
-    tree and the cgroup limits are re-read every ``REWALK_ROWS`` rows (and for the last row). The thread's CPU time
+    tree is re-walked every ``REWALK_ROWS`` rows (walking it reads every process's stat file); the cgroup limits,
+    a few small files, at most every ``LIMITS_REREAD_S`` so that a limit set while the job runs shows within its
+    bandwidth window. Both are re-read for the last row. The thread's CPU time
     counts as the hook's (part ``counters``); under a ``budget`` the interval stretches while the hook uses more
     than its share, never past ``FLOOR_S``. Failures are logged once and stop nothing but the sampler."""
 
@@ -203,6 +206,7 @@ class IoCounterSampler:
         self._thread: threading.Thread | None = None
         self._readings = 0
         self._limits: tuple[float | None, float | None] | None = None
+        self._limits_read_at = 0.0
         self._cpu_limit: float | None = None
         self.pace = hook_budget.Pace(budget, interval_s, FLOOR_S)
 
@@ -214,9 +218,11 @@ class IoCounterSampler:
             net = network_bytes(self.pid)
             if net is not None and self._net0 is None:
                 self._net0 = net
-            if rewalk or self._limits is None:
+            now = time.monotonic()
+            if self._limits is None or now - self._limits_read_at >= LIMITS_REREAD_S or self._stop.is_set():
                 self._limits = disk_limits(self.pid)
                 self._cpu_limit = cpu_limit(self.pid)
+                self._limits_read_at = now
             read_limit, write_limit = self._limits
             host = host_cpu()
             if host is not None and self._host0 is None:

@@ -90,6 +90,7 @@ class WorkerSampler(PythonStackSampler):
                          budget=budget)
         self.budget = budget
         self._process_cpu_at_start = time.process_time()
+        self._hook_at_start = hook_budget.PROCESS.parts()
         self.out_dir = out_dir
         self.path = out_dir / f"{SPOOL_PREFIX}{os.getpid()}.json"
         self._working: set[int] = set()
@@ -190,9 +191,10 @@ class WorkerSampler(PythonStackSampler):
             "cpu": [[bucket, seconds] for bucket, seconds in sorted(self.cpu.items())],
             "cpu_bucket_s": self.cpu_bucket_s,
             "io": [row.model_dump(mode="json") for row in self.io.samples()],
-            # what the hook cost in this process so far (every job it ran)
+            # what the hook cost in this process since this sampler started, over the same span as the process's
+            # CPU time (a client that ran jobs before this one counted their hooks' CPU too)
             "hook": hook_budget.process_cost(
-                f"python:{os.getpid()}", hook_budget.PROCESS.parts(), host=self.io.host,
+                f"python:{os.getpid()}", hook_budget.PROCESS.since(self._hook_at_start), host=self.io.host,
                 process_cpu_s=max(0.0, time.process_time() - self._process_cpu_at_start), budget=self.budget,
                 paces=[self.pace]).model_dump(mode="json", exclude_none=True),
         }

@@ -434,7 +434,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
 
     def _hook_cost(self) -> tr.HookCost:
         """What the callback cost in this process since fit began, until the trace was built."""
-        parts = {k: v - self._hook_at_start.get(k, 0.0) for k, v in hook_budget.PROCESS.parts().items()}
+        parts = hook_budget.PROCESS.since(self._hook_at_start)
         sampler = self._sampler
         return tr.HookCost(processes=[hook_budget.process_cost(
             f"python:{os.getpid()}", parts, host=socket.gethostname(),

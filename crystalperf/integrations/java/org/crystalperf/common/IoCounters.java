@@ -29,9 +29,10 @@ import java.util.stream.Collectors;
  * first row, which reads 0. CPU (1.8): the processes' CPU time ({@code /proc/<pid>/stat} utime + stime, accumulated
  * per pid as the bytes are), the host's busy and total CPU time ({@code /proc/stat}), its online CPUs, and the cores
  * the process may use (its affinity, and the strictest cgroup v1 {@code cpu.cfs_quota_us} / v2 {@code cpu.max}
- * quota). The process tree and the cgroup limits are re-read every {@link #REWALK_ROWS} rows (a process may be
- * moved into a limited cgroup after it started; a child that starts and ends between two walks is missed): walking
- * the tree reads every process's stat file of the machine, which at every row cost more than all the rest. At
+ * quota). The process tree is re-walked every {@link #REWALK_ROWS} rows (a child that starts and ends between two
+ * walks is missed): walking it reads every process's stat file of the machine, which at every row cost more than
+ * all the rest. The cgroup limits are re-read at most once a second and at the last row (a process may be moved
+ * into a limited cgroup after it started). At
  * most {@code maxRows} rows: when full, every other row is dropped and the interval doubles. Under a
  * {@link CpuBudget} the interval also stretches while the hook uses more than its share (never past one row a
  * second, what the bandwidth windows need); the thread's CPU time counts as the hook's ({@link HookCpu#COUNTERS}).
@@ -46,8 +47,13 @@ public final class IoCounters {
     private static final Path CGROUP_ROOT = Paths.get("/sys/fs/cgroup");
     /** USER_HZ: the unit of /proc/<pid>/stat's and /proc/stat's CPU times (100 on every Linux a JVM runs on). */
     private static final double CLOCK_TICKS = 100.0;
-    /** Rows between two walks of the process tree and two reads of the cgroup limits. */
+    /** Rows between two walks of the process tree. */
     static final int REWALK_ROWS = 8;
+    /**
+     * The cgroup limits are re-read at most once a second: a handful of small files, unlike the tree walk, and a
+     * limit set or lifted while the job runs must show within the bandwidth window it changes.
+     */
+    private static final long LIMITS_REREAD_NANOS = 1_000_000_000L;
     /** The longest interval a budget may stretch to: the bandwidth windows are a second long. */
     static final long FLOOR_MS = 1000;
 
@@ -152,6 +158,7 @@ public final class IoCounters {
     private long readings;
     private List<Long> tree;
     private double[] limits;
+    private long limitsReadNanos;
     private double cores = Double.NaN;
 
     public IoCounters(String source) {
@@ -228,6 +235,7 @@ public final class IoCounters {
         }
         synchronized (this) {
             tree = null;  // the last row counts every process alive now
+            limits = null;  // and the limits in force now
         }
         sampleOnce();
         return rows();
@@ -288,9 +296,11 @@ public final class IoCounters {
                 if (net != null && net0 == null) {
                     net0 = net;
                 }
-                if (limits == null || readings % REWALK_ROWS == 0) {
+                long nowNanos = System.nanoTime();
+                if (limits == null || nowNanos - limitsReadNanos >= LIMITS_REREAD_NANOS) {
                     limits = diskLimits(pid, CGROUP_ROOT);
                     cores = cpuLimit(pid, CGROUP_ROOT);
+                    limitsReadNanos = nowNanos;
                 }
                 double[] hostNow = hostCpu();
                 if (hostNow != null && host0 == null) {

@@ -49,7 +49,7 @@ import org.crystalperf.common.IoCounters;
  * parts it writes, the I/O counters) and written in each part (version 6, {@code hook}). The sampler keeps the
  * hook's CPU time under a budget ({@code cpu.budget}, a share of the cores the process may use, default 0.01):
  * its interval stretches while the hook uses more, never past one sample a second. Between two scans of the
- * JVM's thread names (once a second, or when a task starts) it samples the task threads it found, by id.
+ * JVM's thread names (once a second, or when a task or any thread starts) it samples the task threads it found, by id.
  */
 public class CrystalPerfReporter implements MetricReporter {
     private static final Logger LOG = Logger.getLogger(CrystalPerfReporter.class.getName());
@@ -111,6 +111,7 @@ public class CrystalPerfReporter implements MetricReporter {
     private volatile long taskThreadsVersion;
     /** The task threads the last scan found: ids, their owners, legacy-source flags and roles. */
     private long scannedVersion = -1;
+    private long scannedStarted = -1;
     private long lastScan;
     private long[] scanIds = new long[0];
     private List<String[]> scanOwners = new ArrayList<>();
@@ -382,11 +383,15 @@ public class CrystalPerfReporter implements MetricReporter {
     private boolean sampleOnce(ThreadMXBean mx) {
         long version = taskThreadsVersion;
         long now = System.currentTimeMillis();
-        if (version != scannedVersion || now - lastScan >= THREAD_SCAN_INTERVAL_MS) {
+        // A task starts its legacy source thread and its fetcher threads after it registered its metrics, so a
+        // scan right after the registration misses them: any thread started since the last scan forces another.
+        long started = mx.getTotalStartedThreadCount();
+        if (version != scannedVersion || started != scannedStarted || now - lastScan >= THREAD_SCAN_INTERVAL_MS) {
             if (!scanTaskThreads(mx)) {
                 return false;
             }
             scannedVersion = version;
+            scannedStarted = started;
             lastScan = now;
         }
         if (scanIds.length == 0) {
