@@ -105,7 +105,7 @@ public class CrystalPerfReporter implements MetricReporter {
     private ThreadKinds threadKinds = new ThreadKinds(1L << 20);
     /** How often the sampler re-reads the threads' CPU times (a thread that ends loses at most this much). */
     private static final long THREAD_KINDS_INTERVAL_MS = 1000;
-    /** How often the sampler re-reads every thread's name to find the task threads (sooner when a task starts). */
+    /** How often the sampler re-reads every thread's name to find the task threads (sooner when a task or a thread starts). */
     private static final long THREAD_SCAN_INTERVAL_MS = 1000;
     /** Bumped when a task thread prefix is added or removed: the next round scans the thread names again. */
     private volatile long taskThreadsVersion;
