@@ -167,3 +167,34 @@ def test_fewer_subtasks_on_saturated_cores_get_the_cores_they_waited_for() -> No
     prediction = predictor(trace).predict(Changes({"parallelism": 1}), band=False)
     assert prediction.crystalperf.runtime_s == pytest.approx(6.0)
     assert prediction.replay.runtime_s == pytest.approx(12.0)
+
+
+def subtask_samples(threads: int, seconds: int = 6, subtasks: int = 2) -> tr.StackSamples:
+    """Every 0.1 s, each subtask's ``threads`` threads (the task thread, then source fetchers) sampled runnable in a
+    parse: ``threads`` x 10 samples a second per subtask."""
+    roles: list[str | None] = [None, *["fetcher"] * (threads - 1)]
+    keys = [tr.SampleKey(operation="chain", task=f"p{i}", thread=role) for i in range(subtasks) for role in roles]
+    rows = [(k, b) for k in range(len(keys)) for b in range(seconds)]
+    return tr.StackSamples(origin=0.0, frames=[tr.Frame(name="org.example.Parser.parse", language="java")],
+                           stacks=[[0]], states=["runnable"], keys=keys, key=[k for k, _ in rows],
+                           bucket=[b for _, b in rows], stack=[0] * len(rows), count=[10] * len(rows))
+
+
+def test_a_subtask_whose_threads_ran_side_by_side_waited_for_a_core_in_each() -> None:
+    """Two subtasks of 6 s, each a task thread and a source's fetcher thread that were runnable all the time, 6 s of
+    CPU each (3 s a thread), on two cores: 24 s runnable for 12 s of CPU, the cores loaded twice over. One subtask
+    doing all the work loads them once over: its two threads take 12 s of CPU in 6 s, side by side. Counting one
+    thread a subtask (12 s runnable, as much as the CPU time) finds no wait and puts the two subtasks' 6 s spans in
+    a row: 12 s."""
+    tasks = [task(f"p{i}", 0, 6, cpu_time_s=6.0, run_time_s=6.0) for i in range(2)]
+    trace = make_trace([op("chain", 0, 6, tasks=tasks, parallelism=2)], total_slots=2, scaling=["parallelism"],
+                       samples=subtask_samples(threads=2))
+    trace.application.framework = "flink"
+    trace.io = io_rows(6, process_cores=2.0)
+    prediction = predictor(trace).predict(Changes({"parallelism": 1}), band=False)
+    assert prediction.crystalperf.runtime_s == pytest.approx(6.0)
+    assert prediction.replay.runtime_s == pytest.approx(12.0)
+    assert any("waited 12.00 s for a core" in note for note in prediction.notes)
+    # the same subtasks sampled in their task threads alone: one thread each, never waiting
+    trace.samples = subtask_samples(threads=1)
+    assert predictor(trace).predict(Changes({"parallelism": 1}), band=False).crystalperf.runtime_s == pytest.approx(12.0)

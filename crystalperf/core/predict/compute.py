@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from crystalperf.core import trace as tr
+from crystalperf.core.attribution.vectors import SOURCE_SAMPLES
 from crystalperf.core.predict.base import (
     DEFAULT_GPU_SPEEDUP,
     STORAGE_READ_BYTES,
@@ -177,7 +178,10 @@ class SharedHostModel:
     collector, compression, the kernel filling the page cache), so it scales with the tasks side by side: ``L' =
     L * k' / k``, and a task's CPU part (CPU time plus run-queue delay) scales by ``max(L', 1) / L``. Where the
     trace measured no saturation (a delay under ``SATURATED_WAIT_SHARE`` of the CPU time) more tasks are taken
-    to find cores enough: how far below saturation the cores were is not in the trace.
+    to find cores enough: how far below saturation the cores were is not in the trace. Without a measured delay,
+    the time the samples saw the tasks' threads runnable less their CPU time is the delay, counted in thread
+    seconds: a task whose threads ran side by side (a source's fetcher beside its task thread) was runnable in
+    each of them.
 
     The device part of the disk time (what ``storage_read_bytes`` at the bandwidth the job saw accounts for)
     scales by ``k' / k`` as well: tasks reading side by side share the device's bandwidth, which is what the
@@ -196,6 +200,7 @@ class SharedHostModel:
         self.device_share = 0.0
         self._factors: dict[str, tuple[float, float]] = {}
         self._machine: SharedMachine | None = None
+        self._interval_s = 0.0  # the trace's sampling interval
 
     def prepare(self, profile: ExecutionProfile, baseline: Baseline, changes: Changes) -> list[str]:
         self._factors = {}
@@ -217,6 +222,8 @@ class SharedHostModel:
         read = profile.trace.metrics.get(STORAGE_READ_BYTES)
         self.device_share = 1.0 - _page_cache_share(profile, baseline) if read else 0.0
         self._machine = _shared(profile)
+        samples = profile.trace.samples
+        self._interval_s = samples.interval_s if samples is not None else 0.0
         waited, cpu = self._run_queue_delay(profile)
         notes = [f"task slots per host {self.before:g} -> {self.after:g}: the tasks side by side share their host's "
                  f"CPUs and storage device"]
@@ -285,8 +292,15 @@ class SharedHostModel:
         busy = share.cpu_s / share.window_s + share.other_cores
         if busy < SATURATED_CORES * self._machine.cores:
             return 0.0, 0.0
-        sampled_cpu = prof.vector.vector.cpu * task_seconds(prof.op)
+        sampled_cpu = prof.vector.vector.cpu * max(task_seconds(prof.op), self._thread_seconds(prof))
         return max(0.0, sampled_cpu - measured), measured
+
+    def _thread_seconds(self, prof: OperationProfile) -> float:
+        """Seconds the operation's sampled threads were sampled in, all its tasks' threads together: more than its
+        tasks' wall time where a task's threads ran side by side (a source's fetcher beside its task thread)."""
+        if prof.vector.source != SOURCE_SAMPLES:
+            return 0.0
+        return prof.vector.samples * self._interval_s
 
     def _run_queue_delay(self, profile: ExecutionProfile) -> tuple[float, float]:
         waited = cpu = 0.0
