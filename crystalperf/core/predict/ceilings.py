@@ -8,7 +8,11 @@ least:
   processes can have: the cores they may use (as near to all of them as the busiest second of the run got, where
   the job wanted more than that second gave it: ``machine_reach``), less what other processes of the hosts kept
   busy, or what the operation was seen using where that was more. Task slots add no cores: only more executors
-  (more hosts), a quota that follows the executor's cores (a container's), or a CPU share change do;
+  (more hosts), a quota that follows the executor's cores (a container's), or a CPU share change do. Where the
+  whole application ran on one machine (``SharedMachine.one_machine``), its executors, however many, have no more
+  than that machine's CPUs less what else used them; and each executor more that runs an operation's tasks adds
+  what one executor's process spent beside its tasks in it, less the collector's pauses (its compilers warm the
+  same code up again);
 - **the storage device**: the bytes it read from the device over the device's bandwidth (the traced one, or the
   scenario's ``disk``), or what the operation was seen reading at where that was faster;
 - **the link**: the bytes over the busiest link over its bandwidth (the traced one, or the scenario's
