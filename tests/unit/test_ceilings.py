@@ -198,3 +198,61 @@ def test_a_subtask_whose_threads_ran_side_by_side_waited_for_a_core_in_each() ->
     # the same subtasks sampled in their task threads alone: one thread each, never waiting
     trace.samples = subtask_samples(threads=1)
     assert predictor(trace).predict(Changes({"parallelism": 1}), band=False).crystalperf.runtime_s == pytest.approx(12.0)
+
+
+def process_rows(source: str, host: str, *, process_cores: float, host_busy_cores: float, limit: float,
+                 seconds: int = 10, cpus: int = 2) -> list[tr.IoSample]:
+    """One counter row a second of one process that kept ``process_cores`` busy on a host whose CPUs were
+    ``host_busy_cores`` busy (it included)."""
+    return [tr.IoSample(t=float(t), source=source, host=host, process_cpu_s=process_cores * t,
+                        host_cpu_busy_s=host_busy_cores * t, host_cpu_s=cpus * t, host_cpus=cpus, cpu_limit=limit)
+            for t in range(seconds + 1)]
+
+
+def cluster_job(driver_host: str = "vm") -> tr.Trace:
+    """Ten 1 s tasks one after another on one executor of one core under a one-core quota, on a 2-CPU machine:
+    each task 0.5 s of CPU, the executor's process a whole core (5 s beside its tasks), the driver half a core —
+    on the executor's machine (its host name) or on one of its own."""
+    tasks = [task(f"t{i}", i, i + 1, cpu_time_s=0.5, run_time_s=1.0) for i in range(10)]
+    for t in tasks:
+        t.executor = "0"
+    trace = make_trace([op("s", 0, 10, tasks=tasks)], total_slots=1, cores_per_executor=1,
+                       hosts=["10.0.0.2"], executors=[tr.Executor(id="0", host="10.0.0.2", cores=1)])
+    shared = driver_host == "vm"
+    trace.io = (process_rows("driver", driver_host, process_cores=0.5, host_busy_cores=1.5 if shared else 0.5,
+                             limit=2.0)
+                + process_rows("executor:0", "vm", process_cores=1.0, host_busy_cores=1.5 if shared else 1.0,
+                               limit=1.0))
+    return trace
+
+
+def test_an_executor_more_on_the_machine_its_driver_shares_gets_what_the_machine_has_left() -> None:
+    machine = shared_machine(build_profile(cluster_job(), KeywordClassifier()))
+    assert machine is not None and machine.one_machine
+    assert machine.cores == 1 and machine.host_cpus == 2 and machine.other_cores == pytest.approx(0.5)
+    # two executors: 10 s of task CPU, and the second JVM's own 5 s beside its tasks as the first's: 15 s on
+    # what the machine's 2 CPUs leave beside the driver's half core, 1.5: 10 s (the replay's two slots take 5 s)
+    prediction = predictor(cluster_job()).predict(Changes({"executors": 2}), band=False)
+    assert prediction.crystalperf.runtime_s == pytest.approx(10.0)
+    assert any("share one machine's 2 CPUs" in note for note in prediction.notes)
+
+
+def test_an_executor_more_on_a_machine_of_its_own_brings_its_core() -> None:
+    # the driver elsewhere: the two executors have a core each, 15 s of CPU on 2 cores take 7.5 s
+    trace = cluster_job(driver_host="edge")
+    machine = shared_machine(build_profile(trace, KeywordClassifier()))
+    assert machine is not None and not machine.one_machine
+    assert predictor(trace).predict(Changes({"executors": 2}), band=False).crystalperf.runtime_s == pytest.approx(7.5)
+
+
+@pytest.mark.parametrize(("addresses", "cores"), [(["10.0.0.2", "10.0.0.3"], 2.0), (["10.0.0.2", "10.0.0.2"], 1.0)])
+def test_quotas_of_executors_at_addresses_of_their_own_add_up(addresses: list[str], cores: float) -> None:
+    # two one-core quotas on one 2-CPU machine: namespaced hosts (an address each) have one each; two executors a
+    # worker started at one address share its quota
+    tasks = [task(f"t{i}", i, i + 1, cpu_time_s=0.5) for i in range(4)]
+    trace = make_trace([op("s", 0, 10, tasks=tasks)], total_slots=2, cores_per_executor=1,
+                       executors=[tr.Executor(id=str(i), host=a, cores=1) for i, a in enumerate(addresses)])
+    trace.io = [row for i in range(2)
+                for row in process_rows(f"executor:{i}", "vm", process_cores=0.5, host_busy_cores=1.0, limit=1.0)]
+    machine = shared_machine(build_profile(trace, KeywordClassifier()))
+    assert machine is not None and machine.hosts == 1 and machine.cores == pytest.approx(cores)

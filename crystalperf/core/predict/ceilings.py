@@ -8,7 +8,11 @@ least:
   processes can have: the cores they may use (as near to all of them as the busiest second of the run got, where
   the job wanted more than that second gave it: ``machine_reach``), less what other processes of the hosts kept
   busy, or what the operation was seen using where that was more. Task slots add no cores: only more executors
-  (more hosts), a quota that follows the executor's cores (a container's), or a CPU share change do;
+  (more hosts), a quota that follows the executor's cores (a container's), or a CPU share change do. Where the
+  whole application ran on one machine (``SharedMachine.one_machine``), its executors, however many, have no more
+  than that machine's CPUs less what else used them; and each executor more that runs an operation's tasks adds
+  what one executor's process spent beside its tasks in it, less the collector's pauses (its compilers warm the
+  same code up again);
 - **the storage device**: the bytes it read from the device over the device's bandwidth (the traced one, or the
   scenario's ``disk``), or what the operation was seen reading at where that was faster;
 - **the link**: the bytes over the busiest link over its bandwidth (the traced one, or the scenario's
@@ -115,8 +119,13 @@ class Ceilings:
         hosts = changes.number("executors", baseline.executors) / baseline.executors if "executors" in changes else 1.0
         disk = (changes.number("disk", baseline.disk_bandwidth) / baseline.disk_bandwidth) * hosts
         network = changes.number("network", baseline.network_bandwidth) / baseline.network_bandwidth
+        machine_cpus = (changes.number("host_cpus", 1.0) * machine.hosts if "host_cpus" in changes
+                        else float(machine.host_cpus))
         for path, share in machine.shares.items():
-            candidates = [(self._cores_floor(share, machine, cpu_factor, cores, pessimistic), CORES)]
+            cpu_s = share.cpu_s + share.per_process_cpu_s * (_busy_workers(share, baseline.executors * hosts)
+                                                             / _busy_workers(share, baseline.executors) - 1.0)
+            candidates = [(self._cores_floor(share, machine, cpu_s * cpu_factor, cores, machine_cpus, pessimistic),
+                           CORES)]
             if self.device_known and share.read_bytes > 0:
                 candidates.append((self._bandwidth_floor(share.read_bytes, share.window_s, baseline.disk_bandwidth,
                                                          disk), DEVICE))
@@ -129,8 +138,8 @@ class Ceilings:
                 found.kinds[path] = kind
         return found
 
-    def _cores_floor(self, share: OperationShare, machine: SharedMachine, cpu_factor: float, cores: float,
-                     pessimistic: bool = False) -> float:
+    def _cores_floor(self, share: OperationShare, machine: SharedMachine, cpu_s: float, cores: float,
+                     machine_cpus: float, pessimistic: bool = False) -> float:
         if share.window_s <= 0 or share.cpu_s <= 0:
             return 0.0
         used = share.cpu_s / share.window_s
@@ -138,8 +147,11 @@ class Ceilings:
         # reaches (the band's pessimistic end: no nearer than the operation itself got), or what it was seen using
         # where that was more
         reach = used / machine.cores if pessimistic else self.reach
-        available = max(machine.cores * reach - share.other_cores, used)
-        return share.cpu_s * cpu_factor / (available * cores)
+        available = max(machine.cores * reach - share.other_cores, used) * cores
+        if machine.one_machine:
+            # workers of one machine, however many, share its CPUs with what else ran there
+            available = min(available, max(machine_cpus - share.other_cores, used))
+        return cpu_s / available
 
     @staticmethod
     def _bandwidth_floor(moved: float, window_s: float, bandwidth: float, factor: float) -> float:
@@ -180,6 +192,8 @@ class Ceilings:
                     used += f" ({background:.2f} of them beside the tasks' threads: collector, compilers, fetchers)"
                 if machine.other_cores >= 0.05:
                     used += f", other processes {machine.other_cores:.2f}"
+                if machine.one_machine and machine.host_cpus > machine.cores:
+                    used += f"; its workers share one machine's {machine.host_cpus} CPUs"
                 notes.append(f"ceiling: the cores — {used}; task slots share the same cores, which add "
                              f"{added:.2f} s over the replay")
             elif kind == DEVICE:
@@ -205,6 +219,12 @@ class Ceilings:
         elif kind == LINK:
             values["network"] = baseline.network_bandwidth * factor
         return Changes(values, changes.baselines, changes.added)
+
+
+def _busy_workers(share: OperationShare, executors: float) -> float:
+    """How many of ``executors`` workers run the operation's tasks: each is a process (a JVM) of its own, and
+    what one pays for itself (its compilers warming the same code up) comes with every one more that runs them."""
+    return max(1.0, min(executors, share.tasks) if share.tasks > 0 else executors)
 
 
 def machine_reach(machine: SharedMachine, slots: int) -> float:

@@ -42,11 +42,20 @@ class OperationShare:
     other_cores: float  # cores other processes kept busy on the job's hosts, on average over the window
     read_bytes: float  # bytes read from the storage devices, its share
     network_bytes: float  # bytes over the busiest link (received or sent, the larger), its share
+    gc_s: float = 0.0  # its tasks' time in the collector's pauses, where measured (the collector ran as long)
+    tasks: float = 0.0  # its tasks (each recorded one standing for those it was sampled from)
 
     @property
     def background_cpu_s(self) -> float:
         """CPU seconds its processes spent beside its tasks' threads (where the tasks' own was measured)."""
         return max(0.0, self.cpu_s - self.task_cpu_s) if self.task_cpu_s is not None else 0.0
+
+    @property
+    def per_process_cpu_s(self) -> float:
+        """Of the background, what each process pays for itself rather than for the records: all but the
+        collector's pauses (which grow with what the tasks allocate) — the compilers warming the same code up in
+        every JVM, its timers, heartbeats and RPC."""
+        return max(0.0, self.background_cpu_s - self.gc_s)
 
 
 @dataclass
@@ -67,6 +76,10 @@ class SharedMachine:
     peak_utilization: float = 1.0
     # seconds between two counter readings (the median): how far a window's figures may be off at each end
     reading_interval_s: float = 0.25
+    # every process of the application (its coordinator too) reported one host name: one machine, whose workers
+    # (network namespaces, as in a test cluster on one box) come out of its CPUs, not with CPUs of their own.
+    # Containers with host names of their own look like machines apart: each worker keeps its own CPUs.
+    one_machine: bool = False
 
     @property
     def busy_cores(self) -> float:
@@ -151,11 +164,11 @@ def shared_machine(profile: ExecutionProfile) -> SharedMachine | None:
     host_cpus = 0
     limited_by = "cpus"
     busy: list[CounterSeries] = []
+    addresses = {e.id: e.host for e in trace.environment.executors if e.host}
     for host_rows in hosts.values():
         rows = [r for source_rows in host_rows for r in source_rows]
         cpus = max((r.host_cpus for r in rows if r.host_cpus), default=None)
-        limits = [r.cpu_limit for r in rows if r.cpu_limit]
-        limit = statistics.median(limits) if limits else None
+        limit = _machine_limit(host_rows, addresses)
         if cpus is None and limit is None:
             return None
         host_cores = min(x for x in (cpus, limit) if x is not None)
@@ -179,12 +192,28 @@ def shared_machine(profile: ExecutionProfile) -> SharedMachine | None:
                 if any(tr.METRIC_CPU_TIME in t.metrics for t in p.op.tasks) or tr.METRIC_CPU_TIME in p.op.metrics]
     machine = SharedMachine(cores, len(hosts), host_cpus, limited_by, end - start, process_cpu,
                             sum(measured) if measured else None, other)
+    # the coordinator counts here: a driver on the executors' machine is the application's whole cluster there
+    machine.one_machine = len(hosts) == 1 and len({r.host for r in trace.io}) == 1
     machine.shares = _operation_shares(trace, processes, cpu, busy, units)
     machine.peak_utilization = _peak_utilization(busy or cpu, cores, start, end)
     gaps = [b - a for series in cpu for a, b in zip(series.t, series.t[1:], strict=False) if b > a]
     if gaps:
         machine.reading_interval_s = statistics.median(gaps)
     return machine
+
+
+def _machine_limit(process_rows: list[list[tr.IoSample]], addresses: dict[str, str]) -> float | None:
+    """The cores a machine's task processes may use together under their limits: the processes of one network
+    address (one host, one container) are taken to share one limit (the median of theirs: a worker and the
+    executors it started sit in its cgroup), while workers at addresses of their own (containers, pods or
+    namespaced hosts on one machine) each have theirs, so those add up."""
+    by_address: dict[str | None, list[float]] = {}
+    for rows in process_rows:
+        source = rows[0].source
+        address = addresses.get(source.split(":", 1)[1]) if source.startswith(WORKERS) else None
+        by_address.setdefault(address, []).extend(r.cpu_limit for r in rows if r.cpu_limit)
+    limits = [statistics.median(found) for found in by_address.values() if found]
+    return sum(limits) if limits else None
 
 
 def _peak_utilization(series: list[CounterSeries], cores: float, start: float, end: float) -> float:
@@ -227,6 +256,8 @@ def _operation_shares(trace: tr.Trace, processes: dict[str, list[tr.IoSample]], 
             other_cores=max(0.0, window_busy - window_cpu) / (b - a),
             read_bytes=sum(s.between(a, b) for s in read) * share,
             network_bytes=(max(s.between(a, b) for s in network) * share) if network else 0.0,
+            gc_s=metric_total(op, tr.METRIC_GC_TIME) if measured is not None else 0.0,
+            tasks=sum(w for _s, _e, w in intervals) if op.tasks else 0.0,
         )
     return shares
 
