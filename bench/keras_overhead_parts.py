@@ -1,0 +1,99 @@
+"""Where the Keras callback's cost on short steps goes: the bench's ``keras-fit`` model (``bench/overhead.py``) run
+in interleaved rounds without any hook, with TensorFlow's profiler alone over the same 20-step window, with the
+callback, and with the callback but no Python stack sampler; per mode the median over rounds of the ratio to the
+round's run without a hook, in the window's wall time (the 20 steps) and the process's CPU time.
+
+    .nox/tensorflow/bin/python bench/keras_overhead_parts.py --rounds 5
+
+Each run is a fresh process. Nothing is asserted: the figures go to docs/overhead.md."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+MODES = ("off", "profiler", "callback", "callback-no-sampler")
+FIRST, STOP = 2, 22  # the callback's default window: 20 steps after 2 warm-up steps
+
+ONE_RUN = '''
+import glob, json, os, resource, sys, tempfile, time
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import tensorflow as tf, keras
+mode, images, first, stop = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+files = sorted(glob.glob(images + "/*.png"))
+def load(path, label):
+    image = tf.io.decode_png(tf.io.read_file(path), channels=3)
+    image = tf.image.random_flip_left_right(tf.cast(image, tf.float32) / 255.0)
+    return tf.image.random_crop(image, (56, 56, 3)), label
+data = (tf.data.Dataset.from_tensor_slices((files, [i % 10 for i in range(len(files))])).repeat()
+        .map(load, num_parallel_calls=2).batch(32).prefetch(2))
+model = keras.Sequential([keras.Input((56, 56, 3)), keras.layers.Conv2D(32, 3, activation="relu"),
+                          keras.layers.MaxPooling2D(), keras.layers.Conv2D(64, 3, activation="relu"),
+                          keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)])
+model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+def cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+class Window(keras.callbacks.Callback):
+    steps = []
+    def on_train_begin(self, logs=None):
+        if mode == "profiler":  # warmed up as the callback warms it up
+            tf.profiler.experimental.start("")
+            tf.profiler.experimental.stop(save=False)
+    def on_train_batch_begin(self, batch, logs=None):
+        if batch == first:
+            if mode == "profiler":
+                tf.profiler.experimental.start(tempfile.mkdtemp())
+            self.cpu0 = cpu()
+        self.t = time.perf_counter()
+    def on_train_batch_end(self, batch, logs=None):
+        if first <= batch < stop:
+            self.steps.append(time.perf_counter() - self.t)
+        if batch == stop - 1:
+            self.cpu1 = cpu()
+            if mode == "profiler":
+                tf.profiler.experimental.stop()
+window = Window()
+callbacks = [window]
+if mode.startswith("callback"):
+    from crystalperf.integrations.tensorflow import CrystalPerfCallback
+    options = {"sample_interval_ms": 600_000} if mode == "callback-no-sampler" else {}
+    callbacks.append(CrystalPerfCallback(output_dir=tempfile.mkdtemp(), analyze=False, **options))
+model.fit(data, epochs=1, steps_per_epoch=stop + 18, verbose=0, callbacks=callbacks)
+print(json.dumps({"mode": mode, "wall_s": sum(window.steps), "cpu_s": window.cpu1 - window.cpu0}))
+'''
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from overhead import _write_images
+
+    images = tempfile.mkdtemp(prefix="keras-parts-")
+    _write_images(images)
+    ratios: dict[str, dict[str, list[float]]] = {m: {"wall_s": [], "cpu_s": []} for m in MODES[1:]}
+    for round_ in range(args.rounds):
+        order = MODES if round_ % 2 == 0 else tuple(reversed(MODES))
+        runs = {}
+        for mode in order:
+            done = subprocess.run([sys.executable, "-c", ONE_RUN, mode, images, str(FIRST), str(STOP)],
+                                  capture_output=True, text=True, check=True)
+            runs[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+            print(json.dumps({"round": round_, **runs[mode]}), flush=True)
+        for mode in MODES[1:]:
+            for key in ("wall_s", "cpu_s"):
+                ratios[mode][key].append(runs[mode][key] / runs["off"][key] - 1)
+    for mode, by_key in ratios.items():
+        print(mode + ": " + ", ".join(
+            f"{key} median {statistics.median(v):+.1%} ({min(v):+.1%} to {max(v):+.1%})" for key, v in by_key.items()))
+
+
+if __name__ == "__main__":
+    main()
