@@ -285,3 +285,25 @@ def test_cli_validate_prints_and_writes(tmp_path: Path, capsys) -> None:
     assert "cores=2" in out and "error -20.0%" in out and "linear scaling" in out
     assert json.loads((tmp_path / "v.json").read_text())["measured_runtime_s"] == 2.5
     assert 'id="predictors"' in (tmp_path / "v.html").read_text()
+
+
+def test_validate_leaves_out_a_bandwidth_difference_that_neither_run_needed() -> None:
+    from crystalperf.core.compare.validate import DerivedChanges, _bandwidth_change
+
+    def base(bandwidth: float, moved: float) -> dict[str, object]:
+        return {"disk_bandwidth": bandwidth, "bandwidth_origins": {"disk": "declared"},
+                "observed": {"disk": {"bytes": moved, "limit": None}}}
+
+    # 100 -> 50 MB/s; the runs (2 s, 4 s) read 5 MB and 10 MB: at 50 MB/s 0.1 s and 0.2 s, 5 % of each run.
+    idle = DerivedChanges()
+    _bandwidth_change("disk", (base(100e6, 5e6), 2.0), (base(50e6, 10e6), 4.0), idle)
+    assert idle.values == {} and "5.0% of a run at most" in idle.not_expressed[0]
+    # The rerun read 50 MB: 1 s of its 4 s (25 %) at 50 MB/s: the change is predicted.
+    busy = DerivedChanges()
+    _bandwidth_change("disk", (base(100e6, 5e6), 2.0), (base(50e6, 50e6), 4.0), busy)
+    assert busy.values == {"disk": 50e6} and busy.not_expressed == []
+    # Without the counters nothing says the device was idle: the declared bandwidths are the change.
+    unknown = DerivedChanges()
+    _bandwidth_change("disk", ({"disk_bandwidth": 100e6, "bandwidth_origins": {"disk": "declared"}}, 2.0),
+                      (base(50e6, 10e6), 4.0), unknown)
+    assert unknown.values == {"disk": 50e6}

@@ -9,7 +9,7 @@ from crystalperf.core.predict import Changes, Predictor
 from crystalperf.core.profile.dag import build_profile
 from crystalperf.integrations.tensorflow.assemble import build_trace, layer_name, op_group, pipeline_split
 from crystalperf.integrations.tensorflow.reader import OpEvent, Recording, Step, Timeline
-from crystalperf.integrations.tensorflow.whatif import amdahl_factor, parallel_fraction
+from crystalperf.integrations.tensorflow.whatif import amdahl_factor, parallel_fraction, step_utilization
 
 LAYERS = frozenset({"sequential", "conv_a", "dense"})
 
@@ -40,6 +40,16 @@ def test_parallel_fraction_and_amdahl_by_hand() -> None:
     assert amdahl_factor(p, 2, 1) == pytest.approx(1.5)
     assert amdahl_factor(p, 2, 4) == pytest.approx(0.75)
     assert parallel_fraction(5.0, 2) == 1.0 and parallel_fraction(0.5, 2) == 0.0
+
+
+def test_the_input_pipeline_s_cpu_is_not_the_steps_parallel_work() -> None:
+    # 10 steps of 0.2 s (a 2 s window) at 1.8 cores, of which tf.data's kernels ran 0.4 CPU-s: 0.2 cores.
+    metrics = {"cpu_utilization": 1.8, "steps": 10.0, "step_time_s": 0.2, "input_work_cpu_s": 0.4}
+    assert step_utilization(metrics) == pytest.approx(1.6)
+    # p = (1 - 1/1.6) / (1/2) = 0.75, and 2 -> 1 thread costs (0.25 + 0.75) / (0.25 + 0.375) = 1.6x, not 1.8x.
+    assert amdahl_factor(parallel_fraction(1.6, 2), 2, 1) == pytest.approx(1.6)
+    assert step_utilization({"cpu_utilization": 1.8}) == pytest.approx(1.8)
+    assert step_utilization({"steps": 10.0}) is None
 
 
 def _kernel(node: str, op_type: str, start: float, duration: float, thread: str = "tf_Compute") -> OpEvent:
@@ -125,10 +135,12 @@ def test_bottleneck_and_threads_prediction_of_the_assembled_trace() -> None:
     assert found.seconds["disk"] == pytest.approx(0.6)
     # Most of the CPU is the steps' own, so the verdict is not "through the input".
     assert found.upstream_work is None
-    # 2 -> 1 thread with U = 1.5: the steps' CPU parts x1.5 -> each step 1.0 + 0.6 * 0.5 = 1.3 s; 2 steps:
-    # 2.6 s. The wait given to the pipeline's CPU stays as it was: prefetching, not the step's threads.
+    # 2 -> 1 thread with U = 1.5, of which the pipeline's DecodePng (0.1 CPU-s per 1 s step) is 0.1 cores: the
+    # steps' threads 1.4, p = (1 - 1/1.4) / (1/2) = 4/7, the steps' CPU parts x(3/7 + 4/7) / (3/7 + 2/7) = x1.4
+    # -> each step 1.0 + 0.6 * 0.4 = 1.24 s; 2 steps: 2.48 s. The wait given to the pipeline's CPU stays as it
+    # was: prefetching, not the step's threads.
     prediction = Predictor(profile).predict(Changes.parse(["cores=1"]), band=False)
-    assert prediction.crystalperf.runtime_s == pytest.approx(2.6)
+    assert prediction.crystalperf.runtime_s == pytest.approx(2.48)
 
 
 def test_the_report_gives_the_mean_step_time_and_predicted_step_times() -> None:
@@ -138,7 +150,7 @@ def test_the_report_gives_the_mean_step_time_and_predicted_step_times() -> None:
     report = analyze(trace, classifier=KeywordClassifier(), locators=[],
                      scenarios=[Changes.parse(["cores=1"])]).report
     assert report["iterations"]["steps"] == 2 and report["iterations"]["step_time_s"] == pytest.approx(1.0)
-    assert report["iterations"]["predicted_step_time_s"]["cores=1"] == pytest.approx(1.3)
+    assert report["iterations"]["predicted_step_time_s"]["cores=1"] == pytest.approx(1.24)
     assert report["input_bound"]["highly_input_bound"]  # 40 % of each step waits for input
 
 

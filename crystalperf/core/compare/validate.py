@@ -29,6 +29,12 @@ SLOT_SETTINGS = {
 }
 
 
+# A bandwidth difference is a change to predict only where a run's bytes needed the slower of the two bandwidths
+# for at least this share of its runtime: below it, a rate recorded as the bandwidth (e.g. what each read
+# achieved) differs from run to run while the device or link sits idle, and re-runs vary by more than it.
+BUSY_SHARE_TO_MATTER = 0.1
+
+
 @dataclass
 class DerivedChanges:
     values: dict[str, float | str] = field(default_factory=dict)
@@ -74,7 +80,7 @@ def derive_changes(traced: Run, rerun: Run) -> DerivedChanges:
     if _text(a.get("device")) and _text(b.get("device")) and a.get("device") != b.get("device"):
         out.values["device"] = _text(b.get("device"), 10)
     for key in ("network", "disk"):
-        _bandwidth_change(key, a, b, out)
+        _bandwidth_change(key, (a, traced.runtime_s), (b, rerun.runtime_s), out)
     if rerun.trace is not None:
         ea, eb = traced.trace.environment, rerun.trace.environment
         if ea.cpu_speed != eb.cpu_speed:
@@ -103,11 +109,21 @@ def _expressed(name: str, values: dict[str, float | str]) -> bool:
     return "crystalperf" in key.lower() or any(key in SLOT_SETTINGS.get(k, ()) for k in values)
 
 
-def _bandwidth_change(key: str, a: dict[str, Any], b: dict[str, Any], out: DerivedChanges) -> None:
+def _bandwidth_change(key: str, run_a: tuple[dict[str, Any], float], run_b: tuple[dict[str, Any], float],
+                      out: DerivedChanges) -> None:
+    (a, runtime_a), (b, runtime_b) = run_a, run_b
     va, vb = a.get(f"{key}_bandwidth"), b.get(f"{key}_bandwidth")
     if not (isinstance(va, (int, float)) and isinstance(vb, (int, float)) and va > 0 and vb > 0):
         return
     if _close(float(va), float(vb)):
+        return
+    rate = format_bandwidth if key == "network" else format_byte_rate
+    busy = _busiest_share(key, float(min(va, vb)), (a, runtime_a), (b, runtime_b))
+    if busy is not None and busy < BUSY_SHARE_TO_MATTER:
+        out.not_expressed.append(
+            f"the {key} bandwidth differs ({rate(float(va))}; {rate(float(vb))}) but neither run needed it: at the "
+            f"slower of the two, the bytes the counters saw move take {busy:.1%} of a run at most, so the "
+            "difference is left out of the prediction")
         return
     oa, ob = _dict(a.get("bandwidth_origins")).get(key), _dict(b.get("bandwidth_origins")).get(key)
 
@@ -118,7 +134,6 @@ def _bandwidth_change(key: str, a: dict[str, Any], b: dict[str, Any], out: Deriv
         return origin in ("declared", "stated") or (origin == "observed" and isinstance(seen, dict)
                                                      and seen.get("limit") is not None)
 
-    rate = format_bandwidth if key == "network" else format_byte_rate
     if configured(a, oa) and configured(b, ob):
         out.values[key] = float(vb)
     else:
@@ -126,6 +141,19 @@ def _bandwidth_change(key: str, a: dict[str, Any], b: dict[str, Any], out: Deriv
             f"the {key} bandwidth differs ({rate(float(va))}, {oa or '?'}; {rate(float(vb))}, {ob or '?'}) but "
             "is not a declared bandwidth or a cgroup limit in both runs: what a job is seen moving is its "
             "demand, not a configuration, so it is left out of the prediction")
+
+
+def _busiest_share(key: str, bandwidth: float, *runs: tuple[dict[str, Any], float]) -> float | None:
+    """The largest share of its runtime a run's counted bytes need at ``bandwidth``; None when a run's counters
+    are missing (then nothing says the resource was idle)."""
+    shares = []
+    for base, runtime in runs:
+        seen = _dict(_dict(base.get("observed")).get(key))
+        moved = seen.get("bytes")
+        if not isinstance(moved, (int, float)) or runtime <= 0:
+            return None
+        shares.append(float(moved) / bandwidth / runtime)
+    return max(shares)
 
 
 def _measured(run: Run, streaming: bool) -> float:

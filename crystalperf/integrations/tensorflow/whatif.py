@@ -5,7 +5,8 @@ Threads (``cores``): a step's kernels are not independent tasks a scheduler coul
 (most depend on the previous one); each kernel is itself split over TF's intra-op thread pool. So the
 step's CPU time scales as ``(1 - p) + p / T`` with ``T`` threads, where the parallel fraction ``p``
 follows from the CPU utilisation ``U`` the callback measured over the window (process CPU seconds /
-wall seconds): ``U = 1 / ((1 - p) + p / T)``.
+wall seconds), less the input pipeline's kernels (tf.data runs them on its own threads, not on the pool):
+``U = 1 / ((1 - p) + p / T)``.
 
 Storage and network (``disk``, ``network``): the input pipeline prefetches, so what a step waits for is
 not the pipeline's I/O time but how far the pipeline's time per batch exceeds the step's compute. The
@@ -42,6 +43,17 @@ def parallel_fraction(utilization: float, threads: int) -> float:
         return ASSUMED_PARALLEL_FRACTION
     u = min(max(utilization, 1.0), float(threads))
     return min(1.0, max(0.0, (1 - 1 / u) / (1 - 1 / threads)))
+
+
+def step_utilization(metrics: dict[str, float]) -> float | None:
+    """The cores the training steps' own threads kept busy: the process's CPU utilisation over the window less
+    the input pipeline's kernel time over it (tf.data's threads, whatever the intra-op pool's size)."""
+    utilization = metrics.get("cpu_utilization")
+    if not utilization:
+        return None
+    window = metrics.get("step_time_s", 0.0) * metrics.get("steps", 0.0)
+    pipeline = metrics.get("input_work_cpu_s", 0.0)
+    return utilization - pipeline / window if window > 0 else utilization
 
 
 def amdahl_factor(p: float, threads: int, new_threads: int) -> float:
@@ -91,10 +103,11 @@ class TensorFlowModel:
     def _prepare_threads(self, profile: ExecutionProfile, baseline: Baseline, changes: Changes) -> str:
         threads = baseline.cores_per_executor
         new_threads = int(changes.number("cores", threads))
-        utilization = profile.trace.metrics.get("cpu_utilization")
+        utilization = step_utilization(profile.trace.metrics)
         if threads > 1 and utilization:
             p = parallel_fraction(utilization, threads)
-            how = f"from the measured CPU utilisation {utilization:.2f} of {threads} threads"
+            how = (f"from the measured CPU utilisation {utilization:.2f} of {threads} threads "
+                   "(the input pipeline's own threads left out)")
         else:
             p = ASSUMED_PARALLEL_FRACTION
             how = "assumed (one traced thread: nothing to measure)"
