@@ -17,6 +17,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from overhead import KERAS_MODEL  # noqa: E402  (bench/ is not a package)
+
 MODES = ("off", "profiler", "callback", "callback-no-sampler")
 FIRST, STOP = 2, 22  # the callback's default window: 20 steps after 2 warm-up steps
 
@@ -25,18 +28,7 @@ import glob, json, os, resource, sys, tempfile, time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import tensorflow as tf, keras
 mode, images, first, stop = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-files = sorted(glob.glob(images + "/*.png"))
-def load(path, label):
-    image = tf.io.decode_png(tf.io.read_file(path), channels=3)
-    image = tf.image.random_flip_left_right(tf.cast(image, tf.float32) / 255.0)
-    return tf.image.random_crop(image, (56, 56, 3)), label
-data = (tf.data.Dataset.from_tensor_slices((files, [i % 10 for i in range(len(files))])).repeat()
-        .map(load, num_parallel_calls=2).batch(32).prefetch(2))
-model = keras.Sequential([keras.Input((56, 56, 3)), keras.layers.Conv2D(32, 3, activation="relu"),
-                          keras.layers.MaxPooling2D(), keras.layers.Conv2D(64, 3, activation="relu"),
-                          keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)])
-model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-def cpu():
+''' + KERAS_MODEL + '''def cpu():
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 class Window(keras.callbacks.Callback):

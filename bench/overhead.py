@@ -234,10 +234,9 @@ FLINK = PRELUDE + textwrap.dedent('''
     result(**figures)
 ''')
 
-KERAS = PRELUDE + textwrap.dedent('''
-    import glob, gzip
-    import tensorflow as tf, keras
-    mode, steps, images, out = PARAMS["mode"], PARAMS["steps"], PARAMS["images"], PARAMS["out"]
+# The keras-fit job's input pipeline and model (``images``: a directory of PNGs), shared with
+# bench/keras_overhead_parts.py so that both benches time the same steps.
+KERAS_MODEL = textwrap.dedent('''
     files = sorted(glob.glob(images + "/*.png"))
     def load(path, label):
         image = tf.io.decode_png(tf.io.read_file(path), channels=3)
@@ -249,6 +248,13 @@ KERAS = PRELUDE + textwrap.dedent('''
                               keras.layers.MaxPooling2D(), keras.layers.Conv2D(64, 3, activation="relu"),
                               keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)])
     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+''')
+
+KERAS = PRELUDE + textwrap.dedent('''
+    import glob, gzip
+    import tensorflow as tf, keras
+    mode, steps, images, out = PARAMS["mode"], PARAMS["steps"], PARAMS["images"], PARAMS["out"]
+''') + KERAS_MODEL + textwrap.dedent('''
     first, stop = 2, 22  # the callback's default window: 20 steps after 2 warm-up steps
     marks, steps_s = {}, []
     class Window(keras.callbacks.Callback):
