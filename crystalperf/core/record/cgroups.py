@@ -5,6 +5,7 @@ that record them, because the hook's CPU budget needs the cores too."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 
@@ -19,6 +20,22 @@ def _cgroup_paths(pid: int | str) -> dict[str, str]:
     except (OSError, ValueError):
         pass
     return paths
+
+
+def _hierarchy(pid: int | str, mounts: Iterable[tuple[str, Path]]) -> Iterator[tuple[str, Path]]:
+    """(controller, directory) of the process's cgroup and of each of its ancestors up to the hierarchy's root, in
+    each of ``mounts`` (controller, where its hierarchy is mounted; "" for the unified v2 one) that is there."""
+    paths = _cgroup_paths(pid)
+    for controller, base in mounts:
+        path = paths.get(controller)
+        if path is None or not base.is_dir():
+            continue
+        directory = base / path.lstrip("/")
+        while True:
+            yield controller, directory
+            if directory == base or base not in directory.parents:
+                break
+            directory = directory.parent
 
 
 def _v1_limit(directory: Path, name: str) -> float | None:
@@ -52,27 +69,18 @@ def _v2_limit(directory: Path, key: str) -> float | None:
 def disk_limits(pid: int | str = "self", root: Path = Path("/sys/fs/cgroup")) -> tuple[float | None, float | None]:
     """The strictest read and write byte-rate limits of the process's cgroup and its ancestors (v1 blkio
     throttle or v2 io.max), any device; ``None`` where none is set."""
-    paths = _cgroup_paths(pid)
     read: list[float] = []
     write: list[float] = []
-    for controller, base in (("blkio", root / "blkio"), ("", root)):
-        path = paths.get(controller)
-        if path is None or not base.is_dir():
-            continue
-        directory = base / path.lstrip("/")
-        while True:
-            if controller:
-                limits = (_v1_limit(directory, "blkio.throttle.read_bps_device"),
-                          _v1_limit(directory, "blkio.throttle.write_bps_device"))
-            else:
-                limits = (_v2_limit(directory, "rbps"), _v2_limit(directory, "wbps"))
-            if limits[0] is not None:
-                read.append(limits[0])
-            if limits[1] is not None:
-                write.append(limits[1])
-            if directory == base or base not in directory.parents:
-                break
-            directory = directory.parent
+    for controller, directory in _hierarchy(pid, (("blkio", root / "blkio"), ("", root))):
+        if controller:
+            limits = (_v1_limit(directory, "blkio.throttle.read_bps_device"),
+                      _v1_limit(directory, "blkio.throttle.write_bps_device"))
+        else:
+            limits = (_v2_limit(directory, "rbps"), _v2_limit(directory, "wbps"))
+        if limits[0] is not None:
+            read.append(limits[0])
+        if limits[1] is not None:
+            write.append(limits[1])
     return (min(read) if read else None), (min(write) if write else None)
 
 
@@ -102,17 +110,8 @@ def cpu_limit(pid: int | str = "self", root: Path = Path("/sys/fs/cgroup")) -> f
         limits.append(float(len(os.sched_getaffinity(0 if pid == "self" else int(pid)))))
     except (AttributeError, OSError, ValueError):
         pass
-    paths = _cgroup_paths(pid)
-    for controller, base in (("cpu", root / "cpu"), ("cpu", root / "cpu,cpuacct"), ("", root)):
-        path = paths.get(controller)
-        if path is None or not base.is_dir():
-            continue
-        directory = base / path.lstrip("/")
-        while True:
-            quota = _v1_quota(directory) if controller else _v2_quota(directory)
-            if quota is not None:
-                limits.append(quota)
-            if directory == base or base not in directory.parents:
-                break
-            directory = directory.parent
+    for controller, directory in _hierarchy(pid, (("cpu", root / "cpu"), ("cpu", root / "cpu,cpuacct"), ("", root))):
+        quota = _v1_quota(directory) if controller else _v2_quota(directory)
+        if quota is not None:
+            limits.append(quota)
     return min(limits) if limits else None
