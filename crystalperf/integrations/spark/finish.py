@@ -26,12 +26,7 @@ from crystalperf.core.record.hooks import TRACE_NAME, guard
 from crystalperf.integrations.base import REPORT_JSON, finish_main, write_trace_and_report
 from crystalperf.integrations.spark.assemble import add_worker_cpu, add_worker_cpu_wait, merge_worker_samples
 from crystalperf.integrations.spark.config import INTEGRATION
-from crystalperf.integrations.spark.reader import (
-    read_spool,
-    read_worker_cpu,
-    read_worker_cpu_wait,
-    read_worker_hook_cost,
-)
+from crystalperf.integrations.spark.reader import read_worker_spool
 
 log = logging.getLogger("crystalperf")
 
@@ -50,16 +45,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _merge_spool(trace: tr.Trace, spool: Path) -> None:
     with guard("merging the Python workers' samples"):
-        parts = read_spool(spool)
-        merge_worker_samples(trace, parts)
-        add_worker_cpu(trace, read_worker_cpu(spool))
-        add_worker_cpu_wait(trace, read_worker_cpu_wait(spool))
-        add_hook_processes(trace, read_worker_hook_cost(spool))
-        log.info("crystalperf: merged the samples of %d Python worker(s)", len(parts))
+        workers = read_worker_spool(spool)
+        merge_worker_samples(trace, workers.samples)
+        add_worker_cpu(trace, workers.cpu)
+        add_worker_cpu_wait(trace, workers.cpu_wait)
+        add_hook_processes(trace, workers.hook)
+        log.info("crystalperf: merged the samples of %d Python worker(s)", len(workers.samples))
         # The spool is this application's alone (a fresh temporary directory unless the user chose one).
         shutil.rmtree(spool, ignore_errors=True)
-
-
 
 
 def _detach() -> None:

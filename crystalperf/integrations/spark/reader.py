@@ -530,28 +530,46 @@ def _journals(spool: Path) -> list[JournalContents]:
     return found
 
 
+@dataclass
+class WorkerSpool:
+    """What the PySpark workers left in a spool directory, each file read once."""
+
+    samples: list[tr.StackSamples]
+    cpu: dict[tuple[str, str], float]  # (operation, task) -> the workers' CPU seconds on that task
+    cpu_wait: dict[tuple[str, str], float]  # (operation, task) -> their run-queue delay during it
+    hook: list[tr.HookProcess]  # what the hook cost in each worker, as its journal last said
+
+
+def read_worker_spool(spool: Path) -> WorkerSpool:
+    """Everything the PySpark workers of the spool recorded; an unreadable file is logged and skipped."""
+    journals = _journals(spool)
+    return WorkerSpool(samples=_spool_samples(spool, journals),
+                       cpu=_read_worker_seconds(spool, "cpu_time_s", journals),
+                       cpu_wait=_read_worker_seconds(spool, "cpu_wait_s", journals),
+                       hook=[contents.hook for contents in journals if contents.hook is not None])
+
+
 def read_spool(spool: Path) -> list[tr.StackSamples]:
     """The samples of every PySpark worker in the spool directory; an unreadable file is logged and skipped."""
+    return _spool_samples(spool, _journals(spool))
+
+
+def _spool_samples(spool: Path, journals: list[JournalContents]) -> list[tr.StackSamples]:
     parts: list[tr.StackSamples] = []
     for path in sorted(spool.glob(SPOOL_FILE.format(pid="*"))):
         with guard(f"reading Python worker samples {path}"):
             if path.stat().st_size > MAX_SPOOL_READ_BYTES:
                 raise ValueError(f"{path} is larger than {MAX_SPOOL_READ_BYTES} bytes")
             parts.append(tr.StackSamples.model_validate_json(path.read_text()))
-    for contents in _journals(spool):
+    for contents in journals:
         if contents.samples is not None:
             parts.append(without_jvm_waits(contents.samples))
     return parts
 
 
-def read_worker_hook_cost(spool: Path) -> list[tr.HookProcess]:
-    """What the hook cost in each PySpark worker of the spool (as its journal last said)."""
-    return [contents.hook for contents in _journals(spool) if contents.hook is not None]
-
-
-def _read_worker_seconds(spool: Path, name: str) -> dict[tuple[str, str], float]:
-    """(operation, task) -> the sum of the ``name`` seconds the workers' CPU files give that task (tasks
-    without it are left out); an unreadable file is logged and skipped."""
+def _read_worker_seconds(spool: Path, name: str, journals: list[JournalContents]) -> dict[tuple[str, str], float]:
+    """(operation, task) -> the sum of the ``name`` seconds the workers' CPU files and ``journals`` give that task
+    (tasks without it are left out); an unreadable file is logged and skipped."""
     seconds: dict[tuple[str, str], float] = {}
     for path in sorted(spool.glob(SPOOL_CPU_FILE.format(pid="*"))):
         with guard(f"reading Python worker CPU times {path}"):
@@ -562,7 +580,7 @@ def _read_worker_seconds(spool: Path, name: str) -> dict[tuple[str, str], float]
                     found[task] = found.get(task, 0.0) + float(entry[name])
             for task, value in found.items():  # a damaged file adds nothing, not half of itself
                 seconds[task] = seconds.get(task, 0.0) + value
-    for contents in _journals(spool):
+    for contents in journals:
         for task, figures in contents.tasks.items():
             if name in figures and math.isfinite(figures[name]):
                 seconds[task] = seconds.get(task, 0.0) + figures[name]
@@ -572,10 +590,10 @@ def _read_worker_seconds(spool: Path, name: str) -> dict[tuple[str, str], float]
 def read_worker_cpu(spool: Path) -> dict[tuple[str, str], float]:
     """(operation, task) -> the CPU seconds the PySpark workers spent on that task, over every worker's file
     in the spool; an unreadable file is logged and skipped."""
-    return _read_worker_seconds(spool, "cpu_time_s")
+    return _read_worker_seconds(spool, "cpu_time_s", _journals(spool))
 
 
 def read_worker_cpu_wait(spool: Path) -> dict[tuple[str, str], float]:
     """(operation, task) -> the seconds the PySpark workers' threads were runnable but waited for a core
     during that task (schedstat's run-queue delay), where the workers could read it."""
-    return _read_worker_seconds(spool, "cpu_wait_s")
+    return _read_worker_seconds(spool, "cpu_wait_s", _journals(spool))
