@@ -240,14 +240,23 @@ def _stop(sampler: WorkerSampler) -> None:
         sampler._maybe_flush(force=True)
 
 
+def _spool_document(path: Path) -> dict[str, Any] | None:
+    """A spool file's document; None when it is not a spool of this format (being replaced, or another file).
+    Raises OSError, ValueError or RecursionError when it cannot be read."""
+    if Path(path).stat().st_size > MAX_SPOOL_READ_BYTES:
+        raise ValueError(f"larger than {MAX_SPOOL_READ_BYTES} bytes")
+    doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(doc, dict):
+        raise ValueError("not a JSON object")
+    return doc if doc.get("format") == SPOOL_FORMAT else None
+
+
 def load_spool(path: Path) -> tuple[tr.StackSamples, dict[float, float], float] | None:
     """A spool file's samples, CPU seconds by the start time of their bucket, and when it was written;
     None when it is not a readable spool (being replaced, or another file)."""
     try:
-        if Path(path).stat().st_size > MAX_SPOOL_READ_BYTES:
-            raise ValueError(f"larger than {MAX_SPOOL_READ_BYTES} bytes")
-        doc: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
-        if doc.get("format") != SPOOL_FORMAT:
+        doc = _spool_document(path)
+        if doc is None:
             return None
         samples = tr.StackSamples.model_validate(doc["samples"])
         # cpu_bucket_s since crystalperf wrote it apart from the samples' (which may merge buckets on their own)
@@ -262,12 +271,8 @@ def load_spool(path: Path) -> tuple[tr.StackSamples, dict[float, float], float] 
 def load_spool_io(path: Path) -> list[tr.IoSample]:
     """A spool file's I/O counter rows (none in version 1 files, or when it is not a readable spool)."""
     try:
-        if Path(path).stat().st_size > MAX_SPOOL_READ_BYTES:
-            raise ValueError(f"larger than {MAX_SPOOL_READ_BYTES} bytes")
-        doc: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
-        if doc.get("format") != SPOOL_FORMAT:
-            return []
-        return [tr.IoSample.model_validate(row) for row in doc.get("io") or []]
+        doc = _spool_document(path)
+        return [tr.IoSample.model_validate(row) for row in doc.get("io") or []] if doc is not None else []
     except (OSError, ValueError, TypeError, AttributeError, RecursionError):
         log.warning("crystalperf: ignoring unreadable I/O counters in %s", path)
         return []
@@ -276,12 +281,8 @@ def load_spool_io(path: Path) -> list[tr.IoSample]:
 def load_spool_hook(path: Path) -> tr.HookProcess | None:
     """What the hook cost in the Python program that wrote a spool file (None where the file does not say)."""
     try:
-        if Path(path).stat().st_size > MAX_SPOOL_READ_BYTES:
-            raise ValueError(f"larger than {MAX_SPOOL_READ_BYTES} bytes")
-        doc: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
-        if doc.get("format") != SPOOL_FORMAT or doc.get("hook") is None:
-            return None
-        return tr.HookProcess.model_validate(doc["hook"])
+        doc = _spool_document(path)
+        return tr.HookProcess.model_validate(doc["hook"]) if doc is not None and doc.get("hook") is not None else None
     except (OSError, ValueError, TypeError, AttributeError, RecursionError):
         log.warning("crystalperf: ignoring an unreadable hook cost in %s", path)
         return None
