@@ -151,7 +151,7 @@ public class CrystalPerfReporter implements MetricReporter {
         long droppedSamples;
         final double firstSeen = System.currentTimeMillis() / 1000.0;
         /** CPU time of this whole process when the job was first seen (ns, -1 when unknown). */
-        final long processCpuAtStart = processCpuNanos();
+        final long processCpuAtStart = HookCpu.processNanos();
         /** The process's CPU time per thread kind then ({@link ThreadKinds#totals}; null: unknown). */
         final long[] kindsAtStart;
         /** The hook's CPU time by part, its sampling rounds (taken, planned) and budget windows (all, over) then. */
@@ -760,19 +760,6 @@ public class CrystalPerfReporter implements MetricReporter {
         }
     }
 
-    /** CPU time of this JVM (all threads), or -1 where the JVM does not expose it. */
-    private static long processCpuNanos() {
-        try {
-            java.lang.management.OperatingSystemMXBean os = ManagementFactory.getOperatingSystemMXBean();
-            if (os instanceof com.sun.management.OperatingSystemMXBean) {
-                return ((com.sun.management.OperatingSystemMXBean) os).getProcessCpuTime();
-            }
-        } catch (RuntimeException | LinkageError e) {
-            LOG.log(Level.FINE, "crystalperf: no process CPU time", e);
-        }
-        return -1;
-    }
-
     private static String nz(String s) {
         return s == null ? "" : s;
     }
@@ -921,7 +908,7 @@ public class CrystalPerfReporter implements MetricReporter {
         w.append(",\"start\":").append(s.firstSeen).append(",\"end\":").append(s.end);
         // version 3: this process's I/O counter rows over the job (the trace's io)
         w.append(",\"io\":").append(ioRowsOf(s.job, s.end, s.complete));
-        long processCpu = processCpuNanos();
+        long processCpu = HookCpu.processNanos();
         long[] kinds = s.kindsAtStart == null ? null : kindsNow();
         if (processCpu >= 0 && s.processCpuAtStart >= 0) {
             w.append(",\"process_cpu_s\":").append((processCpu - s.processCpuAtStart) / 1e9);
