@@ -305,6 +305,26 @@ def test_a_fetched_sources_idle_time_is_left_to_its_fetchers_samples() -> None:
     assert task_metrics(scope, 4.0, 20.0, fetched=True) == {"run_time_s": 10.5, "backpressured_time_s": 0.5,
                                                             "cpu_time_s": 4.0}
     assert task_metrics(scope, 12.0, 20.0, fetched=True)["cpu_time_s"] == 10.0
+    # version 7: the fetchers' part of the threads' CPU time is known; the threads' time is kept whole beside the
+    # capped CPU time (they ran side by side: 12 CPU-s in a 10 s run)
+    assert task_metrics(scope, 12.0, 20.0, fetched=True, fetcher_cpu=7.0) == {
+        "run_time_s": 10.5, "backpressured_time_s": 0.5, "cpu_time_s": 10.0, "threads_cpu_time_s": 12.0,
+        "reader_cpu_time_s": 7.0}
+
+
+def test_a_parts_fetcher_cpu_is_read_where_its_rows_have_it(tmp_path: Path) -> None:
+    doc = json.loads(LOCAL_PART.read_text())
+    name, subtask, seconds = doc["thread_cpu"][0][:3]
+    doc["thread_cpu"][0] = [name, subtask, seconds, seconds / 2]
+    part_path = tmp_path / LOCAL_PART.name
+    part_path.write_text(json.dumps(doc))
+    part = load_part(part_path)
+    assert part.fetcher_cpu == {(name, subtask): pytest.approx(seconds / 2)}
+    assert load_part(LOCAL_PART).fetcher_cpu == {}  # three figures a row: no fetchers measured
+    doc["thread_cpu"][0] = [name, subtask]
+    part_path.write_text(json.dumps(doc))
+    with pytest.raises(BadInputError, match="thread_cpu row"):
+        load_part(part_path)
 
 
 def test_scopes_become_chains_without_the_job_scope() -> None:

@@ -504,3 +504,63 @@ def test_a_large_credit_loop_is_approximated_within_a_per_cent_of_the_exact_one(
         monkeypatch.setattr(streaming, "EXACT_LOOP_BUFFERS", 1024)
         assert approximated == pytest.approx(exact, rel=0.01)
         assert approximated <= min(window / (delay + service), SEGMENT_BYTES / service) * 1.0001
+
+
+def _one_chain_scan(threads_cpu_s: float | None, reader_cpu_s: float | None, utilization: float) -> tr.Trace:
+    """A 10 s Flink job of one chain (a file source, a filter and a sink chained) at parallelism 2 on 2 CPUs, each
+    subtask's CPU time 9 s; ``threads_cpu_s`` / ``reader_cpu_s``: each subtask's threads' CPU time and its fetchers'
+    part of it (None: not recorded)."""
+    from tests.unit.helpers import make_trace, op, task
+
+    metrics: dict[str, float] = {"run_time_s": 10.0, "cpu_time_s": 9.0}
+    if threads_cpu_s is not None and reader_cpu_s is not None:
+        metrics |= {tr.METRIC_THREADS_CPU_TIME: threads_cpu_s, tr.METRIC_READER_CPU_TIME: reader_cpu_s}
+    tasks = [task(f"scan#{i}", 0, 10, **metrics) for i in range(2)]
+    trace = make_trace([op("scan", 0, 10, tasks=tasks, parallelism=2)], end=10, cpu_count=2)
+    trace.application.framework = "flink"
+    trace.streaming = tr.Streaming(latency_s=10.0)
+    trace.metrics["cpu_utilization"] = utilization
+    return trace
+
+
+def test_a_subtask_whose_fetcher_ran_beside_its_task_thread_is_limited_by_the_busier_of_the_two() -> None:
+    from crystalperf.core.predict import Predictor
+    from crystalperf.core.profile.dag import build_profile
+    from tests.unit.test_io_memory_models import FixedClassifier
+
+    # Each subtask: 9 CPU-s on its threads, 5 of them in its fetcher, 4 on its task thread; the process used
+    # 19.6 CPU-s in 10 s. At parallelism 1 the one subtask's fetcher reads 10 CPU-s and its task thread parses
+    # 8, side by side: the busiest thread 10 s, the machine 19.6 / 2 = 9.8 s: 10 s, the traced runtime.
+    side_by_side = Predictor(build_profile(_one_chain_scan(9.0, 5.0, 1.96), FixedClassifier({}), locators=[]))
+    one = side_by_side.predict(Changes({"parallelism": 1}), band=False)
+    assert one.crystalperf.runtime_s == pytest.approx(10.0)
+    assert any("busiest subtask thread 5.00 CPU-s" in note for note in one.notes)
+    # Without the split each subtask's 9 CPU-s are one thread's: 18 s at parallelism 1.
+    one_thread = Predictor(build_profile(_one_chain_scan(None, None, 1.96), FixedClassifier({}), locators=[]))
+    one_thread_cpu = one_thread.predict(Changes({"parallelism": 1}), band=False).crystalperf.runtime_s
+    assert one_thread_cpu == pytest.approx(18.0)
+
+
+def test_a_subtask_whose_threads_used_more_than_its_run_is_bounded_by_it() -> None:
+    from crystalperf.core.predict.streaming import busiest_thread
+    from tests.unit.helpers import task
+
+    # threads 16 CPU-s in a 10 s run (capped to 10 as cpu_time_s): the fetcher 11 of them is more than the run
+    capped = task("scan#0", 0, 10, run_time_s=10, cpu_time_s=10, threads_cpu_time_s=16.0, reader_cpu_time_s=11.0)
+    assert busiest_thread(capped) == pytest.approx(10.0)
+    assert busiest_thread(task("t", 0, 10, run_time_s=10, cpu_time_s=4.0)) == pytest.approx(4.0)
+    assert busiest_thread(task("t", 0, 10, run_time_s=10)) is None
+
+
+def test_a_one_chain_batch_job_of_waves_is_left_to_the_replay() -> None:
+    from crystalperf.core.predict.streaming import long_running
+    from crystalperf.core.profile.dag import build_profile
+    from tests.unit.test_io_memory_models import FixedClassifier
+
+    trace = _one_chain_scan(9.0, 5.0, 1.96)
+    assert long_running(build_profile(trace, FixedClassifier({}), locators=[]))
+    trace.operations[0].parallelism = 4  # two of its four subtasks recorded: not the whole chain side by side
+    assert not long_running(build_profile(trace, FixedClassifier({}), locators=[]))
+    trace.operations[0].parallelism = 2
+    trace.streaming = None  # no hook that ran long-lived subtasks (a Spark stage)
+    assert not long_running(build_profile(trace, FixedClassifier({}), locators=[]))

@@ -27,7 +27,7 @@ from crystalperf.core.predict.simulation import (
     make_parts,
     same_durations,
 )
-from crystalperf.core.predict.streaming import Link, StreamingCpu
+from crystalperf.core.predict.streaming import Link, StreamingCpu, long_running
 from crystalperf.core.profile.bottleneck import Pace, expand, level_critical_path
 from crystalperf.core.profile.dag import ExecutionProfile, LevelGraph, OperationProfile
 from crystalperf.core.resources import ResourceVector
@@ -51,8 +51,10 @@ class Simulator:
         latency = streaming.latency_s if streaming is not None else None
         self.runtime = latency if self.streaming and latency else profile.trace.application.duration
         self._path = expand(profile.top, level_critical_path(profile.top)) if self.streaming else []
-        self._stream_cpu = (StreamingCpu.of(profile.trace, self.runtime, self._busiest_link()) if self.streaming
-                            else None)
+        # A job of one operator chain runs its subtasks side by side from start to end as a pipeline's chains do:
+        # the throughput model answers what it covers there too (its level has no edge that could overlap).
+        self._stream_cpu = (StreamingCpu.of(profile.trace, self.runtime, self._busiest_link())
+                            if self.streaming or long_running(profile) else None)
         self._prepared: tuple[Changes, list[str]] | None = None
         self.ceilings = Ceilings(profile, self.baseline)
         self._floors: Floors | None = None
@@ -399,7 +401,7 @@ class Simulator:
         self.prepare(changes)
         draw = draw or Draw()
         slots = self.new_slots(changes)
-        if self.streaming and with_vectors and self._stream_cpu is not None:
+        if with_vectors and self._stream_cpu is not None:
             throughput_bound = self._stream_cpu.predict(changes)
             if throughput_bound is not None:
                 return throughput_bound

@@ -61,6 +61,7 @@ from dataclasses import dataclass
 from crystalperf.core import trace as tr
 from crystalperf.core.predict.base import Changes, describe_rtt
 from crystalperf.core.profile.bottleneck import Pace
+from crystalperf.core.profile.dag import ExecutionProfile
 from crystalperf.core.units import format_bandwidth, format_size
 
 # Changes this model answers (a network change too where it knows the busiest link); anything else (disk,
@@ -94,7 +95,8 @@ _LOCAL_STRATEGIES = ("FORWARD",)
 
 @dataclass(frozen=True)
 class Chain:
-    """One operator chain: the CPU seconds of each of its subtask threads."""
+    """One operator chain: the CPU seconds of each of its subtasks' busiest thread (the subtask's CPU time, unless
+    its threads ran side by side: a FLIP-27 source's split fetchers beside its task thread, :func:`busiest_thread`)."""
 
     cpu_s: Sequence[float]
 
@@ -149,7 +151,7 @@ class StreamingCpu:
         for op in trace.operations:
             if not op.tasks:
                 continue
-            cpu = [t.metrics.get(tr.METRIC_CPU_TIME) for t in op.tasks]
+            cpu = [busiest_thread(t) for t in op.tasks]
             if any(c is None for c in cpu):
                 return None
             chains.append(Chain([float(c) for c in cpu if c is not None]))
@@ -418,6 +420,31 @@ def credit_loop_service(window_bytes: float, delay_s: float, rate: float) -> flo
         else:
             high = middle
     return math.sqrt(low * high)
+
+
+def long_running(profile: ExecutionProfile) -> bool:
+    """Whether the job is one operator chain of long-running subtasks (a Flink job whose operators all chained):
+    its subtasks run side by side from its start to its end, as a pipeline's chains do, with no other chain to
+    overlap. A trace with streaming figures is such a job's (the hook ran its subtasks so); one whose operation
+    recorded fewer tasks than its parallelism ran them in waves and is not."""
+    nodes = list(profile.top.nodes.values())
+    if profile.trace.streaming is None or len(nodes) != 1:
+        return False
+    op = nodes[0].op
+    return bool(op.tasks) and op.parallelism == len(op.tasks)
+
+
+def busiest_thread(task: tr.Task) -> float | None:
+    """CPU seconds of the task's busiest thread: where its reader threads ran beside its main thread (a FLIP-27
+    source's fetchers, ``reader_cpu_time_s``), the larger of their part and the main thread's; else its CPU time
+    (None: not measured). Each of a subtask's threads runs on one core at a time, so its busiest thread, not the
+    sum, is what a subtask of fewer or more records takes longer or shorter for."""
+    cpu = task.metrics.get(tr.METRIC_CPU_TIME)
+    threads = task.metrics.get(tr.METRIC_THREADS_CPU_TIME)
+    reader = task.metrics.get(tr.METRIC_READER_CPU_TIME)
+    if cpu is None or threads is None or reader is None:
+        return cpu
+    return min(cpu, max(threads - reader, reader))
 
 
 def _time_share(op: tr.Operation, metric: str) -> float | None:

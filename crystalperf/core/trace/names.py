@@ -28,6 +28,11 @@ METRIC_WAIT_TIME = "wait_time_s"  # other measured waiting (a training step wait
 # Time the task's threads were runnable but waited for a core (Linux schedstat run-queue delay): CPU demand
 # that CPU time does not show on a busy machine, counted as CPU.
 METRIC_CPU_WAIT_TIME = "cpu_wait_s"
+# A task whose threads ran side by side (a FLIP-27 source's split fetchers beside its task thread) may use more than
+# one core at once: all its threads' CPU time, which may exceed run_time_s (cpu_time_s, a part of run_time_s, stops
+# at it), and the reader threads' part of it. Its main thread then did the rest.
+METRIC_THREADS_CPU_TIME = "threads_cpu_time_s"
+METRIC_READER_CPU_TIME = "reader_cpu_time_s"
 
 # Operation attribute a hook may set: what the operation's waiting was for (free text, e.g. "input pipeline").
 ATTRIBUTE_WAITS_ON = "waits_on"

@@ -169,14 +169,18 @@ def task_span(scope: Scope, job: Part) -> tuple[float, float]:
     return max(start, job.start), max(min(end, job.end), max(start, job.start))
 
 
-def task_metrics(scope: Scope, cpu: float | None, span: float, fetched: bool = False) -> dict[str, float]:
+def task_metrics(scope: Scope, cpu: float | None, span: float, fetched: bool = False,
+                 fetcher_cpu: float | None = None) -> dict[str, float]:
     """The subtask's measured times: run = busy + idle + back-pressured, each waiting a part of it, and its
     threads' CPU time bounded by the busy time (CPU spent before the mailbox loop, compiling generated code,
     is in no Flink timer).
 
     ``fetched``: the subtask's source read in fetcher threads that were sampled. Its task thread's idle time
     is then the time it waited for them to read, which their samples split (a disk read, a parse, or really
-    nothing to read); their CPU time is in ``cpu`` and bounded by the time the subtask was not back-pressured."""
+    nothing to read); their CPU time is in ``cpu`` and bounded by the time the subtask was not back-pressured.
+    ``fetcher_cpu``: their part of ``cpu``, where the part measured it (version 7): the subtask's threads' CPU time
+    unbounded and the fetchers' part of it are kept beside (``threads_cpu_time_s``, ``reader_cpu_time_s``), since
+    threads side by side may use more than one core's time of the subtask's run."""
     values = scope.values
     busy = values.get("accumulateBusyTimeMs")
     backpressured = values.get("accumulateBackPressuredTimeMs", 0.0) / 1000.0
@@ -200,6 +204,9 @@ def task_metrics(scope: Scope, cpu: float | None, span: float, fetched: bool = F
         metrics[t.METRIC_NETWORK_BYTES] = values["numBytesIn"] + values.get("numBytesOut", 0.0)
     if cpu is not None:
         metrics[t.METRIC_CPU_TIME] = min(cpu, working)
+        if fetcher_cpu is not None:
+            metrics[t.METRIC_THREADS_CPU_TIME] = cpu
+            metrics[t.METRIC_READER_CPU_TIME] = min(fetcher_cpu, cpu)
     return metrics
 
 
@@ -232,8 +239,8 @@ def chain_tasks(chain: Chain, job: Part) -> list[t.Task]:
     fetched = fetched_subtasks(job)
     for scope in sorted(chain.tasks.values(), key=lambda s: s.index):
         start, end = task_span(scope, job)
-        metrics = task_metrics(scope, job.thread_cpu.get((chain.name, scope.subtask)), end - start,
-                               (chain.name, scope.subtask) in fetched)
+        key = (chain.name, scope.subtask)
+        metrics = task_metrics(scope, job.thread_cpu.get(key), end - start, key in fetched, job.fetcher_cpu.get(key))
         tasks.append(t.Task(id=f"{chain.name}#{scope.subtask}", index=scope.index, start=start, end=end,
                             metrics=metrics, host=scope.host, executor=scope.taskmanager))
     return tasks

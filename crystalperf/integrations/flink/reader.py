@@ -15,7 +15,9 @@ thread kind, :data:`THREAD_KINDS` (``gc_concurrent`` since the reporter split th
 it counts them in ``gc``), and ``collector``: the JVM's garbage collector beans and the option that chose it
 (:func:`garbage_collector`); since version 6, ``hook``: what the hook cost in the process over the job (a
 trace ``HookProcess`` whose ``cpu_s`` is the sum of its ``parts``), and a ``hook`` thread kind (crystalperf's own
-threads, before counted in ``other``). Version 1 parts (no thread states, lifetimes or classpath), parts without
+threads, before counted in ``other``); since version 7, a ``thread_cpu`` row of a subtask with a FLIP-27 source's
+fetcher threads holds a fourth figure, their part of its CPU time: they run beside the task thread, so the subtask's
+CPU time is not one thread's. Version 1 parts (no thread states, lifetimes or classpath), parts without
 roles, version 2 parts (no I/O rows) and parts without the split are still read. :func:`crystalperf.integrations.flink.record_plan` writes the job
 graph beside them as ``crystalperf-flink-plan-<hash>.json``. Standard library only: reading the files
 needs no PyFlink.
@@ -119,6 +121,9 @@ class Part:
     taskmanager_collectors: dict[str, dict[str, Any]] = field(default_factory=dict)
     # What the hook cost in each process over the job (version 6): one entry per part.
     hook: list[HookProcess] = field(default_factory=list)
+    # (task name, subtask) -> CPU seconds of its fetcher threads, part of its thread_cpu (version 7): a subtask
+    # absent here ran on its task thread (and a legacy source's thread, which take turns).
+    fetcher_cpu: dict[tuple[str, str], float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -247,7 +252,7 @@ def load_part(path: Path) -> Part:
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise BadInputError(f"malformed crystalperf Flink metrics file ({exc})", path) from None
     try:
-        thread_cpu = {(str(name), str(sub)): max(0.0, _time(sec)) for name, sub, sec in doc.get("thread_cpu") or []}
+        thread_cpu, fetcher_cpu = _thread_cpu(doc.get("thread_cpu") or [])
         process_cpu = _number(doc["process_cpu_s"]) if "process_cpu_s" in doc else None
         if process_cpu is not None and not 0 <= process_cpu <= MAX_TIME:
             raise ValueError(f"process_cpu_s {process_cpu} is out of range")
@@ -276,6 +281,7 @@ def load_part(path: Path) -> Part:
             written=_time(doc.get("written", 0)),
             scopes=scopes,
             thread_cpu=thread_cpu,
+            fetcher_cpu=fetcher_cpu,
             process_cpu_s=process_cpu,
             cpu_count=cpu_count,
             dropped_metrics=_count(doc.get("dropped_metrics") or 0),
@@ -302,6 +308,23 @@ def _hook_document(value: Any) -> dict[str, Any]:
         raise ValueError("hook is not an object with parts")
     parts = {str(k): max(0.0, _time(v)) for k, v in value.get("parts", {}).items()}
     return {**value, "parts": {k: v for k, v in parts.items() if v > 0}, "cpu_s": sum(parts.values())}
+
+
+def _thread_cpu(rows: Any) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], float]]:
+    """A part's ``thread_cpu`` rows, ``[task name, subtask, CPU-s]`` with (version 7) the fetcher threads' part of
+    it fourth: the CPU seconds per subtask, and those of its fetchers where the row has them (at most its total)."""
+    if not isinstance(rows, list):
+        raise ValueError("thread_cpu is not a list")
+    total: dict[tuple[str, str], float] = {}
+    fetchers: dict[tuple[str, str], float] = {}
+    for row in rows:
+        if not isinstance(row, list) or len(row) not in (3, 4):
+            raise ValueError(f"thread_cpu row {row!r} is not [task, subtask, seconds(, fetcher seconds)]")
+        key = (str(row[0]), str(row[1]))
+        total[key] = max(0.0, _time(row[2]))
+        if len(row) == 4:
+            fetchers[key] = min(total[key], max(0.0, _time(row[3])))
+    return total, fetchers
 
 
 def _thread_kinds(value: Any) -> dict[str, float] | None:
@@ -353,6 +376,7 @@ def _add(merged: Part, part: Part) -> None:
     merged.dropped_metrics += part.dropped_metrics
     merged.dropped_samples += part.dropped_samples
     merged.thread_cpu.update(part.thread_cpu)
+    merged.fetcher_cpu.update(part.fetcher_cpu)
     if part.process_cpu_s is not None:
         merged.process_cpu_s = (merged.process_cpu_s or 0.0) + part.process_cpu_s
     for taskmanager, kinds in part.taskmanager_kinds.items():
@@ -375,6 +399,7 @@ def merge_parts(first: Part, others: Iterable[Path]) -> Part:
     """Join the parts that the JobManager and each TaskManager wrote for the same job, starting from
     ``first`` (its job name and sampling settings are kept)."""
     merged = replace(first, scopes=list(first.scopes), thread_cpu=dict(first.thread_cpu),
+                     fetcher_cpu=dict(first.fetcher_cpu),
                      samples=list(first.samples), classpath=list(first.classpath), io=list(first.io), parts=1,
                      hook=list(first.hook),
                      thread_kinds=dict(first.thread_kinds) if first.thread_kinds is not None else None,

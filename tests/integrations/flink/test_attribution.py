@@ -179,5 +179,7 @@ def test_a_file_sources_fetcher_thread_is_sampled_as_its_subtasks_work(file_job:
     # the fetcher's CPU time counts in the subtask's
     task = source.tasks[0].metrics
     assert t.METRIC_IDLE_TIME not in task and task[t.METRIC_CPU_TIME] > 0
+    # the reporter measured the fetcher's part of the subtask's threads' CPU time: neither thread used all of it
+    assert 0 < task[t.METRIC_READER_CPU_TIME] < task[t.METRIC_THREADS_CPU_TIME]
     assert report["bottleneck"]["resource"] == "cpu", report["bottleneck"]["sentence"]
     assert plumbing_top_functions(report) == []

@@ -157,9 +157,9 @@ public class CrystalPerfReporter implements MetricReporter {
         /** The hook's CPU time by part, its sampling rounds (taken, planned) and budget windows (all, over) then. */
         final long[] hookAtStart = HookCpu.parts();
         long[] paceAtStart = new long[4];
-        /** Latest CPU time (ns) of each thread of a subtask, "task_name\u0001subtask\u0001thread id" -> ns, seen by
-         * the sampler: a legacy source's subtask runs on two threads (the task's and the source's), a FLIP-27
-         * source's on its task thread and its fetcher threads. */
+        /** Latest CPU time (ns) of each thread of a subtask, "task_name\u0001subtask\u0001role\u0001thread id" -> ns,
+         * seen by the sampler: a legacy source's subtask runs on two threads (the task's and the source's), a FLIP-27
+         * source's on its task thread and its fetcher threads (role FETCHER_ROLE). */
         final Map<String, Long> threadCpu = new HashMap<>();
         /** Scope key -> {when its first metric was registered, when its last was removed} (s, 0: not yet):
          * a task's metric group lives from the task's deployment to its end. */
@@ -435,7 +435,7 @@ public class CrystalPerfReporter implements MetricReporter {
                     continue;
                 }
                 job.events++;
-                String threadKey = owner[1] + "\u0001" + owner[2] + "\u0001" + idArray[i];
+                String threadKey = owner[1] + "\u0001" + owner[2] + "\u0001" + roles.get(i) + "\u0001" + idArray[i];
                 if (cpu[i] >= 0 && (job.threadCpu.containsKey(threadKey) || job.threadCpu.size() < maxScopesPerJob)) {
                     job.threadCpu.merge(threadKey, cpu[i], Math::max);
                 }
@@ -827,6 +827,8 @@ public class CrystalPerfReporter implements MetricReporter {
         long processCpuAtStart;
         long[] kindsAtStart;
         Map<String, Long> subtaskCpu;
+        /** The part of subtaskCpu its fetcher threads used, for the subtasks that have them. */
+        Map<String, Long> fetcherCpu;
         List<String> classpath;
         long dropped;
         List<Map<String, String>> scopes;
@@ -855,8 +857,16 @@ public class CrystalPerfReporter implements MetricReporter {
         // A subtask's threads (a legacy source's two, a FLIP-27 source's fetchers, restarted attempts') add up
         // to its CPU time.
         s.subtaskCpu = new LinkedHashMap<>();
+        s.fetcherCpu = new HashMap<>();
         for (Map.Entry<String, Long> e : job.threadCpu.entrySet()) {
-            s.subtaskCpu.merge(e.getKey().substring(0, e.getKey().lastIndexOf('\u0001')), e.getValue(), Long::sum);
+            String key = e.getKey();
+            int idAt = key.lastIndexOf('\u0001');
+            int roleAt = key.lastIndexOf('\u0001', idAt - 1);
+            String subtask = key.substring(0, roleAt);
+            s.subtaskCpu.merge(subtask, e.getValue(), Long::sum);
+            if (FETCHER_ROLE.equals(key.substring(roleAt + 1, idAt))) {
+                s.fetcherCpu.merge(subtask, e.getValue(), Long::sum);
+            }
         }
         s.classpath = new ArrayList<>(job.classpath);
         s.dropped = job.dropped;
@@ -897,10 +907,10 @@ public class CrystalPerfReporter implements MetricReporter {
         return s;
     }
 
-    /** The part's JSON (format version 5: stacks interned once, rows refer to them by index; CPU by thread kind). */
+    /** The part's JSON (format version 7; see the Python reader for what each version added). */
     private String render(Snapshot s) {
         StringBuilder w = new StringBuilder(4096 + 64 * s.samples.size());
-        w.append("{\"format\":\"crystalperf-flink-metrics\",\"version\":6,\"job_id\":").append(quote(s.id));
+        w.append("{\"format\":\"crystalperf-flink-metrics\",\"version\":7,\"job_id\":").append(quote(s.id));
         w.append(",\"job_name\":").append(quote(s.name));
         w.append(",\"process\":").append(PROCESS_ID);
         // complete: none of the job's metrics is left in this process; a flushed part is not
@@ -926,7 +936,14 @@ public class CrystalPerfReporter implements MetricReporter {
         for (Map.Entry<String, Long> e : s.subtaskCpu.entrySet()) {
             String[] key = e.getKey().split("\u0001", 2);
             w.append(t++ > 0 ? "," : "").append('[').append(quote(key[0])).append(',').append(quote(key[1]))
-                    .append(',').append(e.getValue() / 1e9).append(']');
+                    .append(',').append(e.getValue() / 1e9);
+            // version 7: a FLIP-27 source's fetcher threads run beside its task thread, so the subtask's CPU time
+            // is not one thread's: their part of it
+            Long fetcher = s.fetcherCpu.get(e.getKey());
+            if (fetcher != null) {
+                w.append(',').append(fetcher / 1e9);
+            }
+            w.append(']');
         }
         w.append("],\"classpath\":[");
         int c = 0;
