@@ -73,6 +73,7 @@ def _shipped_classifier(args: argparse.Namespace) -> Any:
 
 def _cmd_classify(args: argparse.Namespace) -> int:
     from crystalperf.core.attribution.classify import CachedClassifier
+    from crystalperf.models.sparse import LOW_CONFIDENCE
 
     source = Path(args.input)
     if str(source) == "-":
@@ -85,6 +86,7 @@ def _cmd_classify(args: argparse.Namespace) -> int:
     inner = _shipped_classifier(args)
     classifier = inner if args.no_cache else CachedClassifier(inner)
     waiting_of = getattr(inner, "waiting_probability", None)
+    confidence_of = getattr(inner, "confidence", None)
     out_stream = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
     try:
         for start in range(0, len(rows), CLASSIFY_BATCH):
@@ -94,13 +96,14 @@ def _cmd_classify(args: argparse.Namespace) -> int:
             # cpu + disk + network sum to 1 (the core's seam); waiting is the 4-class model's own
             # probability that the time is waiting, 0 from a classifier without that class.
             waiting = waiting_of(functions) if waiting_of is not None else [0.0] * len(chunk)
-            for (ident, _), v, w in zip(chunk, vectors, waiting, strict=True):
-                out_stream.write(
-                    json.dumps(
-                        {"id": ident, "cpu": v.cpu, "disk": v.disk, "network": v.network, "waiting": w}
-                    )
-                    + "\n"
-                )
+            confidence = confidence_of(functions) if confidence_of is not None else [None] * len(chunk)
+            for (ident, _), v, w, c in zip(chunk, vectors, waiting, confidence, strict=True):
+                row: dict[str, Any] = {"id": ident, "cpu": v.cpu, "disk": v.disk, "network": v.network, "waiting": w}
+                if c is not None:
+                    # how likely the 4-class arg-max is right; under LOW_CONFIDENCE the class is a guess
+                    row["confidence"] = round(float(c), 4)
+                    row["low_confidence"] = bool(c < LOW_CONFIDENCE)
+                out_stream.write(json.dumps(row) + "\n")
     finally:
         if out_stream is not sys.stdout:
             out_stream.close()
@@ -281,6 +284,7 @@ def _train_sparse(
         progress=not args.quiet,
         extra_config={"source": source, **(extra or {})},
         share_rows=share_rows,
+        keyword_blend=args.keyword_blend,
     )
     fit = classifier.config["training"].get("share_fit")
     if fit:
@@ -517,6 +521,12 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:  # type: ign
         type=float,
         default=1.0,
         help="sparse classifier's class weights: balanced to this power (1 balanced, 0 none)",
+    )
+    p.add_argument(
+        "--keyword-blend",
+        action="store_true",
+        help="sparse classifier: add the keyword counter's log-vector to the logits with a weight per language "
+        "fitted on validation (not the shipped weights: docs/models.md)",
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -12,6 +12,11 @@ a function 70 % likely to be CPU-bound spends, on measured corpora, nearer 90 % 
 training on the measured shares of the validation libraries' functions (:func:`fit_share_temperature`); the
 arg-max, hence every accuracy, is unchanged.
 
+How sure the model is shows in :meth:`SparseClassifier.confidence`: the chance that its arg-max is the function's
+measured label, a logistic curve over the log-odds of the top probability fitted at training on the validation
+libraries (``confidence`` in ``config.json``; :func:`fit_confidence`). Below :data:`LOW_CONFIDENCE` the class is
+a guess a reader should not take as a verdict.
+
 The weights file holds only the hash buckets seen in training (``keys``, sorted) and their rows
 (``table``); a bucket never seen in training contributes nothing, exactly as its untrained zero row would.
 """
@@ -35,6 +40,12 @@ if TYPE_CHECKING:
 LABELS4 = ("cpu", "disk", "network", "waiting")
 # Candidates for the share temperature, from none (1) to near arg-max: a grid, so the fit is exact to reproduce.
 SHARE_TEMPERATURES = (1.0, 0.85, 0.7, 0.6, 0.5, 0.45, 0.4, 0.35, 0.3, 0.25, 0.2, 0.15, 0.1, 0.05)
+# A function whose confidence is under this is "low confidence": on held-out libraries fewer than two in three
+# such calls name the measured class.
+LOW_CONFIDENCE = 2 / 3
+# Candidates for the weight of the keyword counter's log-vector added to the logits (``keyword_blend``).
+KEYWORD_BLEND_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
+KEYWORD_FLOOR = 1e-3  # keeps log(0) out of the blend: a class the keyword counter gives nothing to
 WEIGHTS_SUBDIR = "sparse"
 MODEL_FILE = "model.npz"
 CONFIG_FILE = "config.json"
@@ -71,6 +82,66 @@ def fit_share_temperature(probs: np.ndarray, shares: np.ndarray) -> tuple[float,
         if error < best[0] - 1e-9:
             best = (error, temperature)
     return best[1], unchanged, best[0]
+
+
+def _top_log_odds(probs: np.ndarray) -> np.ndarray:
+    import numpy as np
+
+    top = np.clip(np.asarray(probs, dtype=np.float64).max(axis=1), 1e-6, 1 - 1e-6)
+    return np.log(top / (1 - top))
+
+
+def confidence_of(probs: np.ndarray, slope: float, intercept: float) -> np.ndarray:
+    """The chance each row's arg-max is right: ``sigmoid(slope * logit(max p) + intercept)``."""
+    import numpy as np
+
+    return 1.0 / (1.0 + np.exp(-(slope * _top_log_odds(probs) + intercept)))
+
+
+def fit_confidence(probs: np.ndarray, labels: np.ndarray, *, iterations: int = 50) -> tuple[float, float]:
+    """(slope, intercept) of :func:`confidence_of` by maximum likelihood (Newton's method, deterministic) on rows
+    of class probabilities and the index of each row's true class; (1, 0) when there are no rows or the arg-max
+    is always right or always wrong (nothing to fit)."""
+    import numpy as np
+
+    right = (np.asarray(probs).argmax(axis=1) == np.asarray(labels)).astype(np.float64)
+    if not len(right) or right.min() == right.max():
+        return 1.0, 0.0
+    x = np.stack([_top_log_odds(probs), np.ones(len(right))], axis=1)
+    w = np.zeros(2)
+    for _ in range(iterations):
+        q = 1.0 / (1.0 + np.exp(-(x @ w)))
+        hessian = (x * (q * (1 - q))[:, None]).T @ x + 1e-9 * np.eye(2)
+        step = np.linalg.solve(hessian, x.T @ (q - right))
+        w -= step
+        if np.abs(step).max() < 1e-12:
+            break
+    return float(w[0]), float(w[1])
+
+
+def keyword_log_vectors(functions: Sequence[FunctionSource]) -> np.ndarray:
+    """[n, 4] logs of the keyword counter's vectors in the order cpu, disk, network, waiting, waiting given the
+    cpu part: the counter never says waiting, and "no resource word" speaks for neither over the other."""
+    import numpy as np
+
+    from crystalperf.core.attribution.classify import KeywordClassifier
+
+    rows = np.asarray([[v.cpu, v.disk, v.network, v.cpu] for v in KeywordClassifier().classify(functions)],
+                      dtype=np.float32).reshape(-1, 4)
+    return np.log(rows + KEYWORD_FLOOR)
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    import numpy as np
+
+    logits = logits - logits.max(axis=1, keepdims=True)
+    e = np.exp(logits)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def blend_keyword(logits: np.ndarray, keyword_logs: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Logits plus each row's keyword weight times its keyword log-vector (a weight of 0 leaves a row as it was)."""
+    return logits + weights[:, None] * keyword_logs
 
 
 class SparseWeightsMissingError(FileNotFoundError):
@@ -127,6 +198,8 @@ class SparseClassifier:
         if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 < temperature <= 1:
             raise SparseWeightsError(f"share_temperature {temperature!r} is not in (0, 1]", config_path)
         self.share_temperature = float(temperature)
+        self.keyword_blend = self._keyword_blend(config_path)
+        self.confidence_fit = self._confidence_fit(config_path)
         try:
             with np.load(model) as data:
                 arrays = {name: data[name] for name in data.files}
@@ -143,6 +216,25 @@ class SparseClassifier:
         self.labels = tuple(self.config.get("labels", LABELS4))
         self.batch_size = batch_size
         self._version = weights_version(self.weights_dir)
+
+    def _keyword_blend(self, config_path: Path) -> dict[str, float]:
+        """Per language, the weight of the keyword counter's log-vector in the logits (none: the model alone)."""
+        blend = self.config.get("keyword_blend", {})
+        if not isinstance(blend, dict) or not all(
+            isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+            for k, v in blend.items()
+        ):
+            raise SparseWeightsError(f"keyword_blend {blend!r} is not a map of languages to weights >= 0", config_path)
+        return {k: float(v) for k, v in blend.items() if v}
+
+    def _confidence_fit(self, config_path: Path) -> tuple[float, float] | None:
+        fit = self.config.get("confidence")
+        if fit is None:
+            return None
+        parts = (fit.get("slope"), fit.get("intercept")) if isinstance(fit, dict) else (None, None)
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in parts):
+            raise SparseWeightsError(f"confidence {fit!r} needs numbers slope and intercept", config_path)
+        return float(parts[0]), float(parts[1])  # type: ignore[arg-type]
 
     @property
     def version(self) -> str:
@@ -180,10 +272,13 @@ class SparseClassifier:
 
         parts = []
         for start in range(0, len(functions), self.batch_size):
-            logits = self.logits_from_features(*batch_features(functions[start : start + self.batch_size]))
-            logits = logits - logits.max(axis=1, keepdims=True)
-            e = np.exp(logits)
-            parts.append(e / e.sum(axis=1, keepdims=True))
+            batch = functions[start : start + self.batch_size]
+            logits = self.logits_from_features(*batch_features(batch))
+            if self.keyword_blend:
+                weights = np.asarray([self.keyword_blend.get(f.language, 0.0) for f in batch], dtype=np.float32)
+                if weights.any():
+                    logits = blend_keyword(logits, keyword_log_vectors(batch), weights)
+            parts.append(_softmax(logits))
         if not parts:
             return np.zeros((0, len(self.labels)), dtype=np.float32)
         return np.concatenate(parts)
@@ -198,6 +293,21 @@ class SparseClassifier:
         if not functions:
             return []
         return [float(p) for p in self.predict_proba4(functions)[:, self.labels.index("waiting")]]
+
+    def confidence(self, functions: Sequence[FunctionSource]) -> np.ndarray:
+        """How likely each function's 4-class arg-max is right: the fit in ``config.json`` (the validation
+        libraries' measured labels), else the top probability itself. Under :data:`LOW_CONFIDENCE` the class is
+        a guess."""
+        return self.confidence_from_proba(self.predict_proba4(functions))
+
+    def confidence_from_proba(self, probs4: np.ndarray) -> np.ndarray:
+        import numpy as np
+
+        if not len(probs4):
+            return np.zeros(0)
+        if self.confidence_fit is None:
+            return np.asarray(probs4, dtype=np.float64).max(axis=1)
+        return confidence_of(probs4, *self.confidence_fit)
 
     def share_vectors(self, functions: Sequence[FunctionSource]) -> np.ndarray:
         """[n, 3] <cpu, disk, network> shares of each function's busy time: the probabilities, sharpened by the

@@ -18,13 +18,17 @@ import torch
 from torch import nn
 
 from crystalperf.models.evaluate import to_function
-from crystalperf.models.features import HASH_BITS, hashed_features
+from crystalperf.models.features import HASH_BITS, batch_features, hashed_features
 from crystalperf.models.sparse import (
     CONFIG_FILE,
+    KEYWORD_BLEND_WEIGHTS,
     LABELS4,
     MODEL_FILE,
     SparseClassifier,
+    blend_keyword,
+    fit_confidence,
     fit_share_temperature,
+    keyword_log_vectors,
 )
 
 FEATURE_VERSION = 1  # bump when features.py changes what a function's features are
@@ -119,6 +123,25 @@ def macro_f1(y: np.ndarray, pred: np.ndarray) -> float:
     return float(np.mean(f1s)) if f1s else 0.0
 
 
+def fit_keyword_blend(
+    logits: np.ndarray, keyword_logs: np.ndarray, labels: np.ndarray, languages: Sequence[str]
+) -> dict[str, float]:
+    """Per language, the :data:`KEYWORD_BLEND_WEIGHTS` value whose blend of the model's logits with the keyword
+    counter's log-vectors gives that language's rows the best macro-F1 (ties: the smaller weight)."""
+    langs = np.asarray(languages)
+    blend: dict[str, float] = {}
+    for language in sorted(set(languages)):
+        rows = langs == language
+        best = (-1.0, 0.0)
+        for weight in KEYWORD_BLEND_WEIGHTS:
+            mixed = blend_keyword(logits[rows], keyword_logs[rows], np.full(int(rows.sum()), weight, np.float32))
+            score = macro_f1(labels[rows], mixed.argmax(1))
+            if score > best[0] + 1e-12:
+                best = (score, weight)
+        blend[language] = best[1]
+    return blend
+
+
 def train_sparse_classifier(
     train: Sequence[dict[str, Any]],
     val: Sequence[dict[str, Any]],
@@ -136,11 +159,14 @@ def train_sparse_classifier(
     progress: bool = False,
     extra_config: dict[str, Any] | None = None,
     share_rows: Sequence[dict[str, Any]] | None = None,
+    keyword_blend: bool = False,
 ) -> SparseClassifier:
     """Train on ``train`` (records with ``label`` in cpu/disk/network/waiting), keep the epoch with the best
     validation macro-F1, write ``model.npz`` + ``config.json`` into ``out_dir``, return the numpy classifier.
     ``share_rows`` (measured functions of the validation libraries with ``busy_shares``,
-    ``measured.share_rows``) fit the share temperature ``classify`` sharpens its vectors with."""
+    ``measured.share_rows``) fit the share temperature ``classify`` sharpens its vectors with. The validation rows
+    also fit what the exported model's confidence means (``confidence``) and, with ``keyword_blend``, per
+    language, how much of the keyword counter's vector to add to the model's logits."""
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(True)
     threads = torch.get_num_threads()
@@ -222,6 +248,14 @@ def train_sparse_classifier(
             },
         }
         (out_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        val_functions = [to_function(r) for r in val]
+        if keyword_blend and len(val):
+            # on the exported model's numpy inference, which is what users run
+            logits = SparseClassifier(out_dir).logits_from_features(*batch_features(val_functions))
+            config["keyword_blend"] = fit_keyword_blend(
+                logits, keyword_log_vectors(val_functions), y_val, [f.language for f in val_functions]
+            )
+            (out_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
         if share_rows:
             # fitted on the exported model's numpy inference, which is what users run
             probs = SparseClassifier(out_dir).predict_proba([to_function(r) for r in share_rows])
@@ -230,6 +264,11 @@ def train_sparse_classifier(
             config["share_temperature"] = temperature
             config["training"]["share_fit"] = {"functions": len(share_rows), "error_unsharpened": round(before, 6),
                                                "error": round(after, 6)}
+            (out_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        if len(val):
+            slope, intercept = fit_confidence(SparseClassifier(out_dir).predict_proba4(val_functions), y_val)
+            config["confidence"] = {"slope": round(slope, 6), "intercept": round(intercept, 6),
+                                    "functions": len(val)}
             (out_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     finally:
         torch.set_num_threads(threads)
