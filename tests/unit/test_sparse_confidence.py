@@ -73,6 +73,19 @@ def test_nothing_to_fit_gives_the_top_probability():
     assert fit_confidence(np.zeros((0, 4)), np.zeros(0, dtype=int)) == (1.0, 0.0)
 
 
+def test_the_shipped_classifier_says_how_sure_it_is():
+    classifier = SparseClassifier()
+    assert classifier.confidence_fit is not None
+    probs = classifier.predict_proba4(FUNCTIONS)
+    confidence = classifier.confidence(FUNCTIONS)
+    assert confidence.shape == (len(FUNCTIONS),) and ((confidence > 0) & (confidence < 1)).all()
+    assert np.allclose(confidence, confidence_of(probs, *classifier.confidence_fit))
+    # more probable is more confident
+    order = np.argsort(probs.max(axis=1))
+    assert (np.diff(confidence[order]) >= 0).all()
+    assert classifier.confidence([]).shape == (0,)
+
+
 def test_weights_without_a_confidence_fit_report_the_top_probability(tmp_path):
     classifier = SparseClassifier(_weights_with(tmp_path, confidence=None))
     assert classifier.confidence_fit is None
