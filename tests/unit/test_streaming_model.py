@@ -535,6 +535,9 @@ def test_a_subtask_whose_fetcher_ran_beside_its_task_thread_is_limited_by_the_bu
     one = side_by_side.predict(Changes({"parallelism": 1}), band=False)
     assert one.crystalperf.runtime_s == pytest.approx(10.0)
     assert any("busiest subtask thread 5.00 CPU-s" in note for note in one.notes)
+    # the 0.2 s of the run beyond its machine limit (9.8 s) may stay or go: the band spans 10 to 10.2 s
+    banded = side_by_side.predict(Changes({"parallelism": 1})).crystalperf
+    assert (banded.low_s, banded.high_s) == (pytest.approx(10.0), pytest.approx(10.2))
     # Without the split each subtask's 9 CPU-s are one thread's: 18 s at parallelism 1.
     one_thread = Predictor(build_profile(_one_chain_scan(None, None, 1.96), FixedClassifier({}), locators=[]))
     one_thread_cpu = one_thread.predict(Changes({"parallelism": 1}), band=False).crystalperf.runtime_s
@@ -564,3 +567,13 @@ def test_a_one_chain_batch_job_of_waves_is_left_to_the_replay() -> None:
     trace.operations[0].parallelism = 2
     trace.streaming = None  # no hook that ran long-lived subtasks (a Spark stage)
     assert not long_running(build_profile(trace, FixedClassifier({}), locators=[]))
+
+
+def test_the_band_spans_the_seconds_beyond_the_cpu_limit_kept_and_gone() -> None:
+    # T = 9 of D = 10: 1 s the limits did not set. One thread does the source's 12 CPU-s: the point fills that
+    # second with the extra work (12 s); the band spans the new limit alone to the new limit with the second.
+    assert pipeline().band(Changes({"parallelism": 1})) == pytest.approx((12.0, 13.0))
+    assert pipeline().band(Changes({"cpu_speed": 2.0})) == pytest.approx((4.5, 5.5))
+    # a job paced by its input keeps its runtime: nothing to span; nor for changes the model does not answer
+    assert pipeline(runtime_s=30.0).band(Changes({"parallelism": 1})) is None
+    assert pipeline().band(Changes({"parallelism": 1, "disk": 1e6})) is None

@@ -187,6 +187,12 @@ class Predictor(Simulator):
                 self._floors = self.ceilings.floors(changes, baseline, self.new_slots(changes), pessimistic=True)
                 draws.append(self.simulate(changes))
                 self._floors = point_floors
+            # The throughput model's point lets extra work fill the traced seconds its limits did not set: the band
+            # spans those seconds kept and gone.
+            if stream is not None and (unexplained := stream.band(changes)) is not None:
+                draws.extend(unexplained)
+                notes.append(f"the band spans the {self.runtime - stream.limit():.2f} s of the traced run beyond "
+                             "its CPU limit (start-up, the first records, the last output) kept and gone")
             monte_carlo, guesses = draws[:runs], draws[runs:]
             estimate.low_s = min([point, quantile(monte_carlo, BAND_QUANTILES[0]), *guesses])
             estimate.high_s = max([point, quantile(monte_carlo, BAND_QUANTILES[1]), *guesses])

@@ -240,6 +240,17 @@ class StreamingCpu:
                 runtime = max(cpu, link_s + idle)
         return runtime
 
+    def band(self, changes: Changes) -> tuple[float, float] | None:
+        """Where a CPU limit set the traced pace, the runtime with and without the seconds of the traced run beyond
+        it (start-up, the first records, the last output: what the limits do not explain, which the point estimate
+        lets extra work fill): the new limit alone, and the new limit with those seconds. None where the changes
+        are not this model's CPU changes or the job was paced by its input or a link."""
+        if not set(changes.values) <= KEYS or self.pace().limit not in ("thread", "machine"):
+            return None
+        parallelism = int(changes.number("parallelism", 0)) or None
+        after = self.limit(parallelism, changes.number("cpu_share", 1.0), changes.number("cpu_speed", 1.0))
+        return after, after + max(0.0, self.runtime_s - self.limit())
+
     def credit_rates(self, changes: Changes, rtt: tuple[float, float], old: float, new: float) -> tuple[float, float]:
         """The busiest link's rate (bytes/s) as the credits leave it, traced and under the changes, from its bandwidth
         before and after (``old``, ``new``) and the round trips."""
