@@ -7,8 +7,9 @@ TaskManager and everything they start are in it) instead of CPUs of its own. Eve
 - Spark ``cluster-shuffle-link``: the wide-row shuffle join of ``bench.whatif.cluster`` on 50 Mbit/s links, workers
   of two cores, executors 2 -> 4 (two per host, one core each): the bytes that cross the links are the same, and
   the quota gives no host more CPU; the link is the ceiling.
-- Flink ``cluster-sha``: a streaming job hashing a bounded datagen sequence (``SHA512(SHA256(...))``), one slot per
-  TaskManager, parallelism 1 -> 2: the second subtask runs on the other host's core.
+- Flink ``cluster-sha``: a streaming job hashing a bounded datagen sequence (``SHA512(SHA256(...))``, 3.2 M rows:
+  about 10 s at parallelism 1), one slot per TaskManager, parallelism 1 -> 2: the second subtask runs on the other
+  host's core.
 
 One cluster per case, started before its first run, warmed up with untraced runs and removed after the case.
 The runtime is the application's span (Spark) or the job's net runtime (Flink).
@@ -37,7 +38,7 @@ LINK_MBIT = 50
 SHUFFLE_ROWS = 40_000
 SHUFFLE_WIDTH = 1600
 WARM_UP = 1  # untraced applications or jobs before the first measured run on a fresh cluster
-FLINK_ROWS = 400_000
+FLINK_ROWS = 3_200_000
 
 FLINK_JOB = textwrap.dedent('''
     import json, sys
