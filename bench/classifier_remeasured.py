@@ -40,7 +40,7 @@ test = [r for r in rows if r["split"] == "test"]
 variants = {}
 variants["retrained"] = out / "retrained"
 train_sparse_classifier(train, val, variants["retrained"], weight_decay=1e-4, seed=0)
-# without the libraries new this session: what the re-measurement alone changes, and a fair score on them
+# without the newly measured libraries (NEW): what the re-measurement alone changes, and a fair score on them
 nonew_train = [r for r in train if r["library"] not in NEW]
 nonew_val = [r for r in val if r["library"] not in NEW]
 variants["retrained-without-new-libs"] = out / "nonew"
