@@ -148,6 +148,32 @@ def _network_idle_warning(profile: ExecutionProfile) -> list[str]:
             "on a socket keeps its share (a slow peer's latency moves few bytes)"]
 
 
+# A process whose collector took at least this share of its CPU time (and this many CPU-s) is flagged: its heap
+# is under pressure, or its records allocate more than its work needs, and no what-if here predicts the change.
+COLLECTOR_SHARE_TO_FLAG = 0.5
+COLLECTOR_SECONDS_TO_FLAG = 2.0
+
+
+def _collector_warning(trace: tr.Trace) -> list[str]:
+    """One warning per process (executor, TaskManager) whose garbage collector used at least
+    ``COLLECTOR_SHARE_TO_FLAG`` of its CPU time, where the hook split that time by thread kind."""
+    warnings = []
+    for executor in trace.environment.executors:
+        kinds = executor.thread_cpu
+        if kinds is None or kinds.total <= 0:
+            continue
+        collector = kinds.gc + kinds.gc_concurrent
+        if collector >= COLLECTOR_SECONDS_TO_FLAG and collector >= COLLECTOR_SHARE_TO_FLAG * kinds.total:
+            family = executor.garbage_collector.family if executor.garbage_collector is not None else None
+            warnings.append(
+                f"the {family + ' ' if family else ''}garbage collector used {collector:.2f} of the "
+                f"{kinds.total:.2f} CPU-s of process {executor.id} ({collector / kinds.total:.0%}) against "
+                f"{kinds.task:.2f} in its task threads: its heap is under pressure or its records allocate heavily; "
+                "more memory per process, fewer records held per task, or more processes to share them would give "
+                "that CPU back to the job, which the what-ifs here do not predict")
+    return warnings
+
+
 @dataclass
 class ReportParts:
     """What the report shows that no prediction changes (worked out while the predictions are: ``analyze``)."""
@@ -332,7 +358,7 @@ def build_report(
         "sources": sources,
         "warnings": list(trace.warnings) + [
             p for p in (resolution.problems if resolution is not None else []) if p.startswith("classifier ")
-        ] + _storage_idle_warning(profile) + _network_idle_warning(profile),
+        ] + _storage_idle_warning(profile) + _network_idle_warning(profile) + _collector_warning(trace),
     }
     # What the hook itself cost (trace schema 1.9), measured by the hook.
     report["hook_cost"] = hook_cost(trace.hook)
