@@ -39,7 +39,9 @@ def test_classify_jsonl_in_jsonl_out_with_cache(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert [line["id"] for line in lines] == ["a", "b", "c"]
     for line in lines:
-        assert set(line) == {"id", "cpu", "disk", "network", "waiting"}
+        # the shipped sparse classifier also says how sure it is of each class
+        assert set(line) == {"id", "cpu", "disk", "network", "waiting", "confidence", "low_confidence"}
+        assert 0.0 <= line["confidence"] <= 1.0 and line["low_confidence"] == (line["confidence"] < 2 / 3)
         assert abs(line["cpu"] + line["disk"] + line["network"] - 1.0) < 1e-6
         assert 0.0 <= line["waiting"] <= 1.0
     # The shipped sparse classifier is the default; its version names the cache file.
