@@ -142,6 +142,10 @@ def fit_keyword_blend(
     return blend
 
 
+def _write_config(out_dir: Path, config: dict[str, Any]) -> None:
+    (out_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
 def train_sparse_classifier(
     train: Sequence[dict[str, Any]],
     val: Sequence[dict[str, Any]],
@@ -247,7 +251,7 @@ def train_sparse_classifier(
                 **(extra_config or {}),
             },
         }
-        (out_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        _write_config(out_dir, config)
         val_functions = [to_function(r) for r in val]
         if keyword_blend and len(val):
             # on the exported model's numpy inference, which is what users run
@@ -255,21 +259,22 @@ def train_sparse_classifier(
             config["keyword_blend"] = fit_keyword_blend(
                 logits, keyword_log_vectors(val_functions), y_val, [f.language for f in val_functions]
             )
-            (out_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+            _write_config(out_dir, config)
+        # the fits below read the exported model's numpy inference (with its keyword blend), which is what users run;
+        # neither changes the probabilities the other reads
+        exported = SparseClassifier(out_dir)
         if share_rows:
-            # fitted on the exported model's numpy inference, which is what users run
-            probs = SparseClassifier(out_dir).predict_proba([to_function(r) for r in share_rows])
+            probs = exported.predict_proba([to_function(r) for r in share_rows])
             shares = np.asarray([r["busy_shares"] for r in share_rows], dtype=np.float64)
             temperature, before, after = fit_share_temperature(probs.astype(np.float64), shares)
             config["share_temperature"] = temperature
             config["training"]["share_fit"] = {"functions": len(share_rows), "error_unsharpened": round(before, 6),
                                                "error": round(after, 6)}
-            (out_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
         if len(val):
-            slope, intercept = fit_confidence(SparseClassifier(out_dir).predict_proba4(val_functions), y_val)
+            slope, intercept = fit_confidence(exported.predict_proba4(val_functions), y_val)
             config["confidence"] = {"slope": round(slope, 6), "intercept": round(intercept, 6),
                                     "functions": len(val)}
-            (out_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        _write_config(out_dir, config)
     finally:
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(False)
