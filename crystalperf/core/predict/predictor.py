@@ -191,7 +191,7 @@ class Predictor(Simulator):
             # spans those seconds kept and gone.
             if stream is not None and (unexplained := stream.band(changes)) is not None:
                 draws.extend(unexplained)
-                notes.append(f"the band spans the {self.runtime - stream.limit():.2f} s of the traced run beyond "
+                notes.append(f"the band spans the {unexplained[1] - unexplained[0]:.2f} s of the traced run beyond "
                              "its CPU limit (start-up, the first records, the last output) kept and gone")
             monte_carlo, guesses = draws[:runs], draws[runs:]
             estimate.low_s = min([point, quantile(monte_carlo, BAND_QUANTILES[0]), *guesses])

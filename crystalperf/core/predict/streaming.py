@@ -212,7 +212,7 @@ class StreamingCpu:
         keys = KEYS | {"network", "rtt"} if self.link is not None else KEYS
         if not set(changes.values) <= keys:
             return None
-        parallelism = int(changes.number("parallelism", 0)) or None
+        parallelism, share, speed = cpu_changes(changes)
         # the traced run's bandwidth as the user stated it (network=OLD:NEW), else as the trace gave it
         old = changes.baselines.get("network", self.link.bandwidth if self.link is not None else None)
         new = changes.number("network", old) if old is not None else None
@@ -221,7 +221,6 @@ class StreamingCpu:
             # what the credits let through a round trip bounds the link, before and after
             old, new = self.credit_rates(changes, rtt, old, new)
         before = self.limit(bandwidth=old)
-        share, speed = changes.number("cpu_share", 1.0), changes.number("cpu_speed", 1.0)
         after = self.limit(parallelism, share, speed, new)
         runtime = max(after, self.runtime_s - max(0.0, before - after))
         if self.link is not None and self.link.active_s is not None and new is not None:
@@ -247,8 +246,7 @@ class StreamingCpu:
         are not this model's CPU changes or the job was paced by its input or a link."""
         if not set(changes.values) <= KEYS or self.pace().limit not in ("thread", "machine"):
             return None
-        parallelism = int(changes.number("parallelism", 0)) or None
-        after = self.limit(parallelism, changes.number("cpu_share", 1.0), changes.number("cpu_speed", 1.0))
+        after = self.limit(*cpu_changes(changes))
         return after, after + max(0.0, self.runtime_s - self.limit())
 
     def credit_rates(self, changes: Changes, rtt: tuple[float, float], old: float, new: float) -> tuple[float, float]:
@@ -431,6 +429,11 @@ def credit_loop_service(window_bytes: float, delay_s: float, rate: float) -> flo
         else:
             high = middle
     return math.sqrt(low * high)
+
+
+def cpu_changes(changes: Changes) -> tuple[int | None, float, float]:
+    """The parallelism (None: as traced), CPU share and CPU speed the changes give, as ``limit`` takes them."""
+    return int(changes.number("parallelism", 0)) or None, changes.number("cpu_share", 1.0), changes.number("cpu_speed", 1.0)
 
 
 def long_running(profile: ExecutionProfile) -> bool:

@@ -160,8 +160,9 @@ def _collector_warning(trace: tr.Trace) -> list[str]:
     warnings = []
     for executor in trace.environment.executors:
         kinds = executor.thread_cpu
-        if kinds is None or kinds.total <= 0:
+        if kinds is None:
             continue
+        # at least COLLECTOR_SECONDS_TO_FLAG of the collector's keeps the total above 0
         collector = kinds.gc + kinds.gc_concurrent
         if collector >= COLLECTOR_SECONDS_TO_FLAG and collector >= COLLECTOR_SHARE_TO_FLAG * kinds.total:
             family = executor.garbage_collector.family if executor.garbage_collector is not None else None
