@@ -122,6 +122,8 @@ class SettingsSearch:
     predictions: int = 0  # predictions made, bands included
     near: float = NEAR_BEST
     blocked: Blocked | None = None  # the setting a ceiling held back most, with the resource it needs
+    # settings predicted faster with more resources whose band reaches the traced runtime: not advised
+    unsure: list[tuple[Candidate, Prediction]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -133,6 +135,10 @@ class SettingsSearch:
             "predictions": self.predictions,  # new predictions made for them (reused ones cost none)
             "near_best": self.near,
             **({"blocked": self.blocked.as_dict()} if self.blocked is not None else {}),
+            **({"not_advised": [{"typed": c.typed, "runtime_s": round(p.crystalperf.runtime_s, 6),
+                                 "high_s": round(p.crystalperf.high_s or p.crystalperf.runtime_s, 6),
+                                 "reason": "more resources for a gain within the band"}
+                                for c, p in self.unsure]} if self.unsure else {}),
             "candidates": [{"changes": dict(c.changes.values), "typed": c.typed, "runtime_s": round(c.runtime_s, 6)}
                            for c in self.candidates],
         }
@@ -148,6 +154,13 @@ class SettingsSearch:
     def _advice(self) -> list[str]:
         if not self.searched:
             return []
+        if not self.suggestions and self.unsure:
+            candidate, p = self.unsure[0]
+            return [f"Settings: {' '.join(candidate.typed)} is predicted to take "
+                    f"{format_seconds(p.crystalperf.runtime_s)}, but its band reaches "
+                    f"{format_seconds(p.crystalperf.high_s or p.crystalperf.runtime_s)} against the traced "
+                    f"{format_seconds(self.candidates[0].runtime_s)}: more resources for a gain the prediction "
+                    "cannot tell from none, so no setting is advised."]
         if not self.suggestions:
             tried = sorted(self.candidates[1:], key=lambda c: c.runtime_s)[:3]
             shown = "; ".join(f"{' '.join(c.typed)}: {format_seconds(c.runtime_s)}" for c in tried)
@@ -257,6 +270,10 @@ def search_settings(predictor: Predictor, *, budget: int | None = None, near: fl
         if prediction.crystalperf.low_s is None and search.predictions < budget:
             prediction = predictor.predict(candidate.changes, band=True)
             search.predictions += 1
+        if candidate.cost > base.cost and _may_gain_nothing(prediction, base.runtime_s):
+            # more resources for a gain the band cannot tell from none: said, not advised
+            search.unsure.append((candidate, prediction))
+            continue
         search.suggestions.append(Suggestion(kind, candidate, prediction, smap.typed(candidate.values),
                                              {k: smap.shown(k, v) for k, v in candidate.values.items()
                                               if v != smap.current[k]},
@@ -268,6 +285,12 @@ def search_settings(predictor: Predictor, *, budget: int | None = None, near: fl
         candidate.typed = smap.typed(candidate.values)
     search.blocked = _blocked(predictor, search)
     return search
+
+
+def _may_gain_nothing(prediction: Prediction, runtime_s: float) -> bool:
+    """Whether the band's slow end comes within MIN_STEP_GAIN of the traced runtime."""
+    high = prediction.crystalperf.high_s
+    return high is not None and high >= runtime_s * (1 - MIN_STEP_GAIN)
 
 
 def _blocked(predictor: Predictor, search: SettingsSearch) -> Blocked | None:
