@@ -1,7 +1,8 @@
 """Where the Keras callback's cost on short steps goes: the bench's ``keras-fit`` model (``bench/overhead.py``) run
 in interleaved rounds without any hook, with TensorFlow's profiler alone over the same 20-step window, with the
 callback, and with the callback but no Python stack sampler; per mode the median over rounds of the ratio to the
-round's run without a hook, in the window's wall time (the 20 steps) and the process's CPU time.
+round's run without a hook, in the window's wall time (the 20 steps), its median step (what each profiled step
+costs, without the profiler's start inside the first) and the process's CPU time.
 
     .nox/tensorflow/bin/python bench/keras_overhead_parts.py --rounds 5
 
@@ -22,6 +23,9 @@ from overhead import KERAS_MODEL  # noqa: E402  (bench/ is not a package)
 
 MODES = ("off", "profiler", "callback", "callback-no-sampler")
 FIRST, STOP = 2, 22  # the callback's default window: 20 steps after 2 warm-up steps
+# The window's wall time holds what starts and stops the profiler where Keras calls it inside a step (the callback
+# starts it in the first step's begin, after the bench's timer started); the median step is the steady cost.
+KEYS = ("wall_s", "step_median_s", "cpu_s")
 
 ONE_RUN = '''
 import glob, json, os, resource, sys, tempfile, time
@@ -57,7 +61,9 @@ if mode.startswith("callback"):
     options = {"sample_interval_ms": 600_000} if mode == "callback-no-sampler" else {}
     callbacks.append(CrystalPerfCallback(output_dir=tempfile.mkdtemp(), analyze=False, **options))
 model.fit(data, epochs=1, steps_per_epoch=stop + 18, verbose=0, callbacks=callbacks)
-print(json.dumps({"mode": mode, "wall_s": sum(window.steps), "cpu_s": window.cpu1 - window.cpu0}))
+steps = sorted(window.steps)
+print(json.dumps({"mode": mode, "wall_s": sum(steps), "step_median_s": steps[len(steps) // 2],
+                  "cpu_s": window.cpu1 - window.cpu0}))
 '''
 
 
@@ -70,7 +76,7 @@ def main() -> None:
 
     images = tempfile.mkdtemp(prefix="keras-parts-")
     _write_images(images)
-    ratios: dict[str, dict[str, list[float]]] = {m: {"wall_s": [], "cpu_s": []} for m in MODES[1:]}
+    ratios: dict[str, dict[str, list[float]]] = {m: {k: [] for k in KEYS} for m in MODES[1:]}
     for round_ in range(args.rounds):
         order = MODES if round_ % 2 == 0 else tuple(reversed(MODES))
         runs = {}
@@ -80,7 +86,7 @@ def main() -> None:
             runs[mode] = json.loads(done.stdout.strip().splitlines()[-1])
             print(json.dumps({"round": round_, **runs[mode]}), flush=True)
         for mode in MODES[1:]:
-            for key in ("wall_s", "cpu_s"):
+            for key in KEYS:
                 ratios[mode][key].append(runs[mode][key] / runs["off"][key] - 1)
     for mode, by_key in ratios.items():
         print(mode + ": " + ", ".join(

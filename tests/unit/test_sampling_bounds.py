@@ -222,3 +222,43 @@ def test_a_journal_line_is_json_with_no_surrogates(tmp_path: Path):
     journal.flush({}, set())
     for line in path.read_bytes().splitlines():
         json.loads(line.decode("utf-8"))  # strict: every byte is valid UTF-8
+
+
+class _CountedWaits(threading.Event):
+    """The sampler's stop event, recording each wait and moving a fake clock by it instead of sleeping."""
+
+    def __init__(self, clock: list[float], rounds: int) -> None:
+        super().__init__()
+        self.clock, self.rounds, self.waits = clock, rounds, []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(round(timeout or 0.0, 6))
+        self.clock[0] += timeout or 0.0
+        if len(self.waits) >= self.rounds:
+            self.set()
+        return self.is_set()
+
+
+def _waits(idle_max_s: float | None, found_in_rounds: range) -> list[float]:
+    now = [0.0]
+    rounds = {"n": 0}
+    main = threading.main_thread().ident
+
+    def key_for(ident: int, name: str) -> tr.SampleKey | None:
+        return tr.SampleKey(operation="op") if ident == main and rounds["n"] in found_in_rounds else None
+
+    sampler = PythonStackSampler(key_for, interval_s=0.01, clock=lambda: now[0], idle_max_s=idle_max_s,
+                                 on_round=lambda: rounds.__setitem__("n", rounds["n"] + 1))
+    sampler._stop = stop = _CountedWaits(now, 10)
+    sampler.start()
+    assert sampler._thread is not None
+    sampler._thread.join(10)
+    return stop.waits
+
+
+def test_an_idle_sampler_waits_longer_until_it_first_finds_a_thread_then_keeps_its_interval():
+    # rounds 1-5 find nothing: 10, 20, 40, 80, 80 ms; the 6th and 7th find the main thread, and the interval
+    # holds from then on, through the rounds that find nothing again
+    assert _waits(0.08, range(5, 7)) == [0.01, 0.02, 0.04, 0.08, 0.08, 0.01, 0.01, 0.01, 0.01, 0.01]
+    # without idle_max_s the interval holds from the start
+    assert _waits(None, range(5, 7)) == [0.01] * 10

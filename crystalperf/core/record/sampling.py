@@ -184,7 +184,11 @@ class PythonStackSampler:
 
     Its thread's CPU time counts as the hook's (``crystalperf.core.record.budget.PROCESS``, part ``sampler``);
     under a ``budget`` its interval stretches while the hook uses more than its share of the cores, never past
-    ``floor_s`` (default: the bucket width, a sample per bucket).
+    ``floor_s`` (default: the bucket width, a sample per bucket). With ``idle_max_s``, until a round first finds a
+    thread to sample each empty round doubles the wait, up to ``idle_max_s``; from then on the interval holds, so
+    the on-and-off work of a thread that was found is sampled as often as configured. For a caller whose threads
+    of interest are there from the start or never (TensorFlow's input threads over a profiled window), not for
+    one whose tasks come and go.
     """
 
     def __init__(
@@ -203,6 +207,7 @@ class PythonStackSampler:
         budget: hook_budget.CpuBudget | None = None,
         floor_s: float | None = None,
         on_round: Callable[[], None] | None = None,
+        idle_max_s: float | None = None,
     ) -> None:
         self.key_for = key_for
         self.interval_s = interval_s
@@ -225,6 +230,7 @@ class PythonStackSampler:
         self.native_ids: dict[int, int] = {}
         self.pace = hook_budget.Pace(budget, interval_s, floor_s if floor_s is not None else bucket_s)
         self.on_round = on_round  # called on the sampler's thread after each round
+        self.idle_max_s = idle_max_s
 
     def register_thread(self) -> None:
         """Record the calling thread's kernel id; call it from a forked process's main thread."""
@@ -245,6 +251,7 @@ class PythonStackSampler:
     def _run(self) -> None:
         self._own_ident = threading.get_ident()
         next_at = self.clock()
+        idle_wait: float | None = 0.0  # grows while no round has found a thread to sample; None once one has
         while not self._stop.is_set():
             try:
                 with hook_budget.PROCESS.own_thread("sampler"):
@@ -254,7 +261,13 @@ class PythonStackSampler:
             except Exception:  # a sampler must never hurt the job it watches
                 log.exception("crystalperf: Python stack sampler stopped")
                 return
-            interval = self.pace.next() if recorded else self.pace.adapt()
+            if recorded:
+                interval, idle_wait = self.pace.next(), None
+            else:
+                interval = self.pace.adapt()
+                if self.idle_max_s is not None and idle_wait is not None:
+                    # nothing found is nothing thinned: the pace's count of planned rounds is not touched
+                    idle_wait = interval = min(max(interval, self.idle_max_s), max(interval, 2 * idle_wait))
             next_at += interval
             delay = next_at - self.clock()
             if delay < 0:  # fell behind (a long GIL hold): skip missed ticks, don't burst

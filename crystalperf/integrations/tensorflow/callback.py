@@ -87,6 +87,9 @@ GROWTH_CHECK_AFTER_STEPS = 4
 _INPUT_CODE_MARKERS = ("script_ops.py", "data_adapters", "py_dataset", "generator")
 # How deep a thread's stack is searched for those markers.
 _INPUT_SEARCH_DEPTH = 256
+# Until the sampler first finds an input thread running Python, its wait doubles up to this many intervals: an
+# input pipeline of TensorFlow's own ops (no Python) is then looked at a few times a second, not fifty.
+IDLE_SAMPLER_WAITS = 8
 
 
 def _layer_names(model: Any) -> frozenset[str]:
@@ -345,7 +348,8 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         self._epoch_rebase = None
         max_rows = max(1_000, self._budget(_SAMPLES_SHARE) // SAMPLE_ROW_BYTES)
         self._sampler = PythonStackSampler(self._key_for, interval_s=self.sample_interval_s, max_rows=max_rows,
-                                           capture_depth=_INPUT_SEARCH_DEPTH, budget=self._cpu_budget).start()
+                                           capture_depth=_INPUT_SEARCH_DEPTH, budget=self._cpu_budget,
+                                           idle_max_s=IDLE_SAMPLER_WAITS * self.sample_interval_s).start()
         self._profiling = True
         try:
             self._logdir = Path(tempfile.mkdtemp(prefix="crystalperf-tf-"))
