@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from crystalperf.core.predict.base import Baseline, Changes
 from crystalperf.core.profile.dag import ExecutionProfile
+from crystalperf.core.profile.machine import ClusterSpread
 from crystalperf.core.profile.shared import OperationShare, SharedMachine, shared_machine
 from crystalperf.core.units import format_bandwidth, format_byte_rate
 
@@ -76,8 +77,9 @@ class Floors:
 class Ceilings:
     """The shared machine of a traced job, turned into each scenario's floors."""
 
-    def __init__(self, profile: ExecutionProfile, baseline: Baseline) -> None:
+    def __init__(self, profile: ExecutionProfile, baseline: Baseline, spread: ClusterSpread | None = None) -> None:
         self.baseline = baseline
+        self.spread = spread
         self.machine: SharedMachine | None = shared_machine(profile)
         self.reach = machine_reach(self.machine, baseline.slots) if self.machine is not None else 1.0
         observed = baseline.origins
@@ -89,12 +91,25 @@ class Ceilings:
     def useful(self) -> bool:
         return self.machine is not None and bool(self.machine.shares)
 
+    def workers_factor(self, changes: Changes, new_slots: int) -> float:
+        """How many times the traced run's workers a parallelism change spreads the job over (its workers' cores,
+        disks and processes with it), where the trace says what the cluster had; else 1."""
+        if self.spread is None or "parallelism" not in changes:
+            return 1.0
+        return self.spread.factor(new_slots)
+
+    def hosts_factor(self, changes: Changes, new_slots: int) -> float:
+        """How many times the traced run's executors or workers the scenario's job runs on."""
+        executors = self.baseline.executors
+        factor = changes.number("executors", executors) / executors if "executors" in changes else 1.0
+        return factor * self.workers_factor(changes, new_slots)
+
     def cores_factor(self, changes: Changes, new_slots: int) -> float:
         """How many times the cores the traced run's processes could have the scenario's have."""
         machine = self.machine
         assert machine is not None
         b = self.baseline
-        factor = changes.number("executors", b.executors) / b.executors if "executors" in changes else 1.0
+        factor = self.hosts_factor(changes, new_slots)
         per_executor = machine.cores / max(1, b.executors)
         if machine.limited_by == "limit" and abs(per_executor - b.cores_per_executor) <= TIED_QUOTA:
             # a container's quota that matched the executor's cores: more cores per executor come with theirs
@@ -116,11 +131,11 @@ class Ceilings:
             return found
         cpu_factor = 1.0 / changes.number("cpu_speed", 1.0)
         cores = self.cores_factor(changes, new_slots)
-        hosts = changes.number("executors", baseline.executors) / baseline.executors if "executors" in changes else 1.0
+        hosts = self.hosts_factor(changes, new_slots)
         disk = (changes.number("disk", baseline.disk_bandwidth) / baseline.disk_bandwidth) * hosts
         network = changes.number("network", baseline.network_bandwidth) / baseline.network_bandwidth
         machine_cpus = (changes.number("host_cpus", 1.0) * machine.hosts if "host_cpus" in changes
-                        else float(machine.host_cpus))
+                        else float(machine.host_cpus)) * self.workers_factor(changes, new_slots)
         for path, share in machine.shares.items():
             cpu_s = share.cpu_s + share.per_process_cpu_s * (_busy_workers(share, baseline.executors * hosts)
                                                              / _busy_workers(share, baseline.executors) - 1.0)

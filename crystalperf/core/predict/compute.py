@@ -19,6 +19,7 @@ from crystalperf.core.predict.base import (
     TaskParts,
 )
 from crystalperf.core.profile.dag import ExecutionProfile, OperationProfile
+from crystalperf.core.profile.machine import cluster_spread
 from crystalperf.core.profile.shared import SharedMachine, shared_machine
 from crystalperf.core.trace.totals import task_count, task_seconds
 
@@ -189,7 +190,8 @@ class SharedHostModel:
 
     ``k`` is the tasks of one operation that ran side by side on a host: its tasks per executor, at most the
     slots per executor. ``executors`` alone (the same slots per executor, on hosts of their own) changes
-    neither."""
+    neither, nor does a parallelism that spreads over workers of the cluster the job did not use
+    (:class:`crystalperf.core.profile.machine.ClusterSpread`)."""
 
     name = "contention"
     keys = frozenset({"cores", "slots", "executors", "parallelism"})
@@ -208,6 +210,10 @@ class SharedHostModel:
         new_executors = max(1, int(changes.number("executors", executors)))
         if "slots" in changes or "parallelism" in changes:
             slots = max(1.0, changes.number("slots", changes.number("parallelism", baseline.slots)))
+            spread = cluster_spread(profile.trace, baseline.slots) if "parallelism" in changes else None
+            if spread is not None:
+                # the parallelism takes more (or fewer) of the cluster's workers, each on a host of its own
+                new_executors = max(1, round(executors * spread.factor(int(slots))))
         elif "cores" in changes or "executors" in changes:
             slots = max(1.0, changes.number("cores", baseline.cores_per_executor) * new_executors)
         else:

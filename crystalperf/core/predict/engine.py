@@ -30,6 +30,7 @@ from crystalperf.core.predict.simulation import (
 from crystalperf.core.predict.streaming import Link, StreamingCpu, long_running
 from crystalperf.core.profile.bottleneck import Pace, expand, level_critical_path
 from crystalperf.core.profile.dag import ExecutionProfile, LevelGraph, OperationProfile
+from crystalperf.core.profile.machine import cluster_spread
 from crystalperf.core.resources import ResourceVector
 from crystalperf.core.schedule import replay
 from crystalperf.core.trace import ATTRIBUTE_WAITS_ON, METRIC_RUN_TIME
@@ -53,10 +54,12 @@ class Simulator:
         self._path = expand(profile.top, level_critical_path(profile.top)) if self.streaming else []
         # A job of one operator chain runs its subtasks side by side from start to end as a pipeline's chains do:
         # the throughput model answers what it covers there too (its level has no edge that could overlap).
-        self._stream_cpu = (StreamingCpu.of(profile.trace, self.runtime, self._busiest_link())
+        # what a larger parallelism spreads over, where the trace says what the cluster had beside the job's workers
+        self.spread = cluster_spread(profile.trace, self.baseline.slots)
+        self._stream_cpu = (StreamingCpu.of(profile.trace, self.runtime, self._busiest_link(), self.spread)
                             if self.streaming or long_running(profile) else None)
         self._prepared: tuple[Changes, list[str]] | None = None
-        self.ceilings = Ceilings(profile, self.baseline)
+        self.ceilings = Ceilings(profile, self.baseline, self.spread)
         self._floors: Floors | None = None
         # Per operation and per level, what every simulation of every scenario reads the same way.
         self._units: dict[str, Unit] = {}

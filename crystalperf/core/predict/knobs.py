@@ -306,6 +306,12 @@ class FlinkSettings(SettingsMap):
         p = values["parallelism.default"]
         if p <= self.baseline.slots:
             return []
+        env = self.trace.environment
+        if env.cluster_slots and env.cluster_workers:
+            had = (f"the cluster had {env.cluster_slots} on {env.cluster_workers} "
+                   f"TaskManager{'s' if env.cluster_workers != 1 else ''}")
+            more = "" if p <= env.cluster_slots else " (more TaskManagers or taskmanager.numberOfTaskSlots)"
+            return [f"needs {p} task slots: {had}{more}"]
         return [f"needs {p} task slots (taskmanager.numberOfTaskSlots x TaskManagers)"] + self._cpu_note(p)
 
 

@@ -143,6 +143,9 @@ class Predictor(Simulator):
         if self.baseline.slots != self.new_slots(changes):
             notes.append(f"task slots {self.baseline.slots} -> {self.new_slots(changes)}"
                          + (f" (first-wave warm-up factor {self.warmup:.2f})" if self.warmup != 1.0 else ""))
+            spread = self.spread.note(self.new_slots(changes)) if self.spread and "parallelism" in changes else None
+            if spread:
+                notes.append(spread)
         point = self.simulate(changes, record_point=True)
         bound: dict[str, tuple[float, float]] = {}
         if self._floors is not None:

@@ -62,6 +62,7 @@ from crystalperf.core import trace as tr
 from crystalperf.core.predict.base import Changes, describe_rtt
 from crystalperf.core.profile.bottleneck import Pace
 from crystalperf.core.profile.dag import ExecutionProfile
+from crystalperf.core.profile.machine import ClusterSpread
 from crystalperf.core.units import format_bandwidth, format_size
 
 # Changes this model answers (a network change too where it knows the busiest link); anything else (disk,
@@ -139,11 +140,15 @@ class StreamingCpu:
     credit_waits: float | None = None
     # The JVMs whose ergonomics chose G1: (processors each saw, CPU-s of its collector's concurrent threads).
     ergonomic_g1: Sequence[tuple[int, float]] = ()
+    # The workers a parallelism runs on, where the trace says what the cluster had (None: the traced CPUs stay).
+    spread: ClusterSpread | None = None
 
     @classmethod
-    def of(cls, trace: tr.Trace, runtime_s: float, link: Link | None = None) -> StreamingCpu | None:
+    def of(cls, trace: tr.Trace, runtime_s: float, link: Link | None = None,
+           spread: ClusterSpread | None = None) -> StreamingCpu | None:
         """The inputs from a trace that has them (the Flink reporter with sampling on), else None. ``link``: the
-        busiest link, where the trace's byte counters saw one carry the job's data."""
+        busiest link, where the trace's byte counters saw one carry the job's data; ``spread``: the cluster's
+        workers, where the trace says what it had."""
         utilization = trace.metrics.get("cpu_utilization")
         count = trace.environment.cpu_count
         duration = trace.application.duration
@@ -166,10 +171,10 @@ class StreamingCpu:
         work = work_cpu(trace)
         if work is None:
             return cls(chains, process, count, runtime_s, link, stalled_exchange=stalled, window_bytes=window,
-                       window_shares_queue=shares_queue, credit_waits=waits)
+                       window_shares_queue=shares_queue, credit_waits=waits, spread=spread)
         work = min(work, process)
         return cls(chains, process, count, runtime_s, link, work, (process - work) / duration, stalled, window,
-                   shares_queue, waits, ergonomic_g1(trace))
+                   shares_queue, waits, ergonomic_g1(trace), spread)
 
     def limit(self, parallelism: int | None = None, cpu_share: float = 1.0, cpu_speed: float = 1.0,
               bandwidth: float | None = None) -> float:
@@ -182,12 +187,15 @@ class StreamingCpu:
             if c.cpu_s
         )
         network = self.link.bytes / (bandwidth or self.link.bandwidth) if self.link is not None else 0.0
-        return max(thread / cpu_speed, self.machine(cpu_share, cpu_speed), network)
+        return max(thread / cpu_speed, self.machine(cpu_share, cpu_speed, parallelism), network)
 
-    def machine(self, cpu_share: float = 1.0, cpu_speed: float = 1.0) -> float:
-        """The machine limit: seconds the job's CPU time needs on its CPUs at that share and speed."""
+    def machine(self, cpu_share: float = 1.0, cpu_speed: float = 1.0, parallelism: int | None = None) -> float:
+        """The machine limit: seconds the job's CPU time needs on its CPUs at that share and speed, the CPUs of as
+        many of the cluster's workers as the parallelism (None: as traced) takes. A worker more also compiles and
+        collects for itself: left out (a second or so of a JVM's compilers, beside the job's CPU-s)."""
         work = self.process_cpu_s if self.work_cpu_s is None else self.work_cpu_s - self.serial_savings(cpu_share)
-        return work / (self.cpu_count * cpu_share) / cpu_speed
+        workers = self.spread.factor(parallelism) if self.spread is not None and parallelism else 1.0
+        return work / (self.cpu_count * workers * cpu_share) / cpu_speed
 
     def serial_savings(self, cpu_share: float) -> float:
         """CPU-s of G1's concurrent threads in the JVMs that would take the serial collector at that CPU share: those

@@ -45,6 +45,52 @@ def traced_slots(trace: tr.Trace) -> TracedSlots:
     return TracedSlots(slots, executors, cores, assumptions)
 
 
+@dataclass(frozen=True)
+class ClusterSpread:
+    """How many of the cluster's workers a job of some task slots runs on, where the trace says what the cluster had
+    registered beside what the job used (``cluster_slots``, ``cluster_workers``): a scheduler that fills a worker's
+    slots before it takes the next (Flink's default, ``cluster.evenly-spread-out-slots: false``) takes
+    ``ceil(slots / slots per worker)`` of them, at most all. Each worker taken or given back brings or takes its
+    CPUs: the traced workers' ``cpus`` each, the ones the job did not use taken to be like them."""
+
+    slots_per_worker: int
+    workers: int  # registered with the cluster
+    used: int  # the workers the traced job ran tasks on
+    cpus: float  # CPUs each traced worker could use
+
+    def workers_for(self, slots: int) -> int:
+        return min(self.workers, max(1, -(-slots // self.slots_per_worker)))
+
+    def factor(self, slots: int) -> float:
+        """The workers (and their CPUs) a job of ``slots`` slots has, as a multiple of the traced run's."""
+        return self.workers_for(slots) / self.used
+
+    def note(self, slots: int) -> str | None:
+        """What ``slots`` slots take of the cluster, in words; None where they take the traced workers."""
+        taken = self.workers_for(slots)
+        if taken == self.used:
+            return None
+        return (f"{slots} task slots take {taken} of the {self.workers} workers registered with the cluster "
+                f"({self.slots_per_worker} slot{'s' if self.slots_per_worker != 1 else ''} each) instead of "
+                f"{self.used}: {taken * self.cpus:g} CPUs instead of {self.used * self.cpus:g}, the workers the "
+                "traced job did not use taken to be like those it did")
+
+
+def cluster_spread(trace: tr.Trace, traced: int) -> ClusterSpread | None:
+    """The trace's :class:`ClusterSpread` (``traced``: the traced run's task slots); None where the trace does not
+    say what the cluster had, where the traced workers shared a host (the others' hosts are then unknown), or where
+    the fill-first rule does not give the traced run's own placement (the scheduler spread its slots otherwise)."""
+    env = trace.environment
+    workers = [e for e in env.executors if e.id != "driver"]
+    if not env.cluster_slots or not env.cluster_workers or not workers or not env.cpu_count:
+        return None
+    if len({e.host for e in workers}) < len(workers) or None in {e.host for e in workers}:
+        return None
+    spread = ClusterSpread(max(1, env.cluster_slots // env.cluster_workers), env.cluster_workers, len(workers),
+                           env.cpu_count / len(workers))
+    return spread if spread.workers_for(traced) == spread.used else None
+
+
 def scaling_keys(trace: tr.Trace) -> tuple[str, ...]:
     """The what-if keys that change how many tasks of this job run at once: as the trace declares them, else
     (traces written before the declaration) as the integration registered under the trace's framework name

@@ -7,8 +7,7 @@ Stack samples are stored compactly: frames and stacks are interned once, and the
 columnar (one row per operation/task key, time bucket and stack, with a count), so a job with a million
 samples stays a few megabytes and validates fast.
 
-Compatibility rule: a reader accepts any document with the same major ``schema_version`` (minor versions
-only add optional fields) and rejects a newer major version or a foreign document with one clear line.
+Which versions a reader accepts: ``version``.
 """
 
 from __future__ import annotations
@@ -23,10 +22,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from crystalperf.core.trace.names import *  # noqa: F403  (one namespace: tr.METRIC_RUN_TIME, tr.THREAD_STATES...)
 from crystalperf.core.trace.names import THREAD_STATES
+from crystalperf.core.trace.version import (
+    SCHEMA_ID,
+    SCHEMA_MAJOR,
+    SCHEMA_VERSION,
+    major_version,
+    shown_version,
+)
 
-SCHEMA_VERSION = "1.9"
-SCHEMA_MAJOR = 1
-SCHEMA_ID = f"urn:crystalperf:trace:{SCHEMA_VERSION}"
 TRACE_FILENAMES = ("crystalperf-trace.json.gz", "crystalperf-trace.json")
 
 Framework = Literal["spark", "tensorflow", "flink", "other"]
@@ -149,6 +152,10 @@ class Environment(_Model):
     classpath: list[str] = Field(default_factory=list, description="jars/dirs of the job (bytecode fallback)")
     source_roots: list[str] = Field(default_factory=list, description="user-configured source dirs/jars")
     properties: dict[str, str] = Field(default_factory=dict, description="framework configuration")
+    cluster_slots: int | None = Field(None, ge=1, le=MAX_SLOTS, description="(1.10) task slots registered with "
+                                      "the cluster when the job ran, the job's or not (Flink: taskSlotsTotal)")
+    cluster_workers: int | None = Field(None, ge=1, le=MAX_SLOTS, description="(1.10) worker processes registered "
+                                        "then, the job's or not (Flink: TaskManagers, numRegisteredTaskManagers)")
     scaling: list[str] = Field(
         default_factory=list,
         description="what-if keys that change how many tasks run at once, e.g. cores and executors, or "
@@ -573,22 +580,6 @@ def _check_level(ops: list[Operation], where: str, depth: int = 1) -> None:
             raise ValueError(f"operation {op.id}: parent(s) {unknown} not found at {where}")
         if op.children:
             _check_level(op.children, f"children of {op.id}", depth + 1)
-
-
-# Digits a major version may have: more are no version this reader or a later one writes, and Python refuses to
-# convert a number of thousands of digits.
-_MAJOR_DIGITS = 9
-
-
-def major_version(version: str) -> int | None:
-    head = version.split(".", 1)[0]
-    return int(head) if head.isdigit() and len(head) <= _MAJOR_DIGITS else None
-
-
-def shown_version(version: object) -> str:
-    """A schema_version as an error line may show it: at most 40 characters of it."""
-    text = repr(version) if not isinstance(version, str) else version
-    return text if len(text) <= 40 else f"{text[:40]}... ({len(text)} characters)"
 
 
 def json_schema() -> dict[str, Any]:

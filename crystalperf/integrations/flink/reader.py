@@ -17,7 +17,9 @@ it counts them in ``gc``), and ``collector``: the JVM's garbage collector beans 
 trace ``HookProcess`` whose ``cpu_s`` is the sum of its ``parts``), and a ``hook`` thread kind (crystalperf's own
 threads, before counted in ``other``); since version 7, a ``thread_cpu`` row of a subtask with a FLIP-27 source's
 fetcher threads holds a fourth figure, their part of its CPU time: they run beside the task thread, so the subtask's
-CPU time is not one thread's. Version 1 parts (no thread states, lifetimes or classpath), parts without
+CPU time is not one thread's; since version 8, ``cluster`` (in the JobManager's part): the task slots and
+TaskManagers registered with the cluster, the most its gauges read while the job ran (not kept from a process that
+also ran subtasks: a mini cluster sizes its slots to its job). Version 1 parts (no thread states, lifetimes or classpath), parts without
 roles, version 2 parts (no I/O rows) and parts without the split are still read. :func:`crystalperf.integrations.flink.record_plan` writes the job
 graph beside them as ``crystalperf-flink-plan-<hash>.json``. Standard library only: reading the files
 needs no PyFlink.
@@ -124,6 +126,14 @@ class Part:
     # (task name, subtask) -> CPU seconds of its fetcher threads, part of its thread_cpu (version 7): a subtask
     # absent here ran on its task thread (and a legacy source's thread, which take turns).
     fetcher_cpu: dict[tuple[str, str], float] = field(default_factory=dict)
+    # The task slots and TaskManagers registered with the cluster (version 8, the JobManager's part; None: unknown).
+    cluster: Cluster | None = None
+
+
+@dataclass(frozen=True)
+class Cluster:
+    task_slots: int
+    taskmanagers: int
 
 
 @dataclass(frozen=True)
@@ -269,7 +279,15 @@ def load_part(path: Path) -> Part:
         collector = garbage_collector(doc.get("collector"), cpu_count)
     except ValueError as exc:
         raise BadInputError(f"malformed garbage collector in a crystalperf Flink metrics file ({exc})", path) from None
+    try:
+        cluster = _cluster(doc.get("cluster"))
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise BadInputError(f"malformed cluster in a crystalperf Flink metrics file ({exc})", path) from None
     taskmanagers = {s.taskmanager for s in scopes if s.task_name and s.taskmanager}
+    if taskmanagers:
+        # A JobManager that ran subtasks is a mini cluster's (local execution), which sizes its slots to the job
+        # it runs: its gauges say nothing of what a larger parallelism would find.
+        cluster = None
     try:
         return Part(
             path=path,
@@ -297,9 +315,20 @@ def load_part(path: Path) -> Part:
             taskmanager_collectors=(
                 {next(iter(taskmanagers)): collector} if collector is not None and len(taskmanagers) == 1 else {}),
             hook=hook,
+            cluster=cluster,
         )
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise BadInputError(f"malformed crystalperf Flink metrics file ({exc})", path) from None
+
+
+def _cluster(value: Any) -> Cluster | None:
+    """A part's ``cluster``; None when absent or when the JobManager had no TaskManager registered yet."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError("cluster is not an object")
+    slots, taskmanagers = _count(value["task_slots"]), _count(value["taskmanagers"])
+    return Cluster(slots, taskmanagers) if slots and taskmanagers else None
 
 
 def _hook_document(value: Any) -> dict[str, Any]:
@@ -377,6 +406,7 @@ def _add(merged: Part, part: Part) -> None:
     merged.dropped_samples += part.dropped_samples
     merged.thread_cpu.update(part.thread_cpu)
     merged.fetcher_cpu.update(part.fetcher_cpu)
+    merged.cluster = merged.cluster or part.cluster  # the JobManager's part has it
     if part.process_cpu_s is not None:
         merged.process_cpu_s = (merged.process_cpu_s or 0.0) + part.process_cpu_s
     for taskmanager, kinds in part.taskmanager_kinds.items():

@@ -32,8 +32,8 @@ def create_keyed_tables(env: Any, rows: int, *, keys: int = 10, sink_value: str 
 CLUSTER_JOB_TIMEOUT_S = 300
 
 
-def run_on_cluster(env: Any, statement: str, logs: Callable[[], str]) -> None:
-    """Run ``statement`` on a standalone cluster and wait for it, at most ``CLUSTER_JOB_TIMEOUT_S``."""
+def run_on_cluster(env: Any, statement: str, logs: Callable[[], str]) -> str:
+    """Run ``statement`` on a standalone cluster and wait for it, at most ``CLUSTER_JOB_TIMEOUT_S``; its job id."""
     import pytest
 
     result = env.execute_sql(statement)
@@ -41,4 +41,5 @@ def run_on_cluster(env: Any, statement: str, logs: Callable[[], str]) -> None:
         result.wait(CLUSTER_JOB_TIMEOUT_S * 1000)
     except Exception as exc:  # py4j's wrapper of the TimeoutException, or the job's own failure
         pytest.fail(f"the job did not finish in {CLUSTER_JOB_TIMEOUT_S} s: {str(exc)[:2000]}\n{logs()}")
+    return str(result.get_job_client().get_job_id())
 

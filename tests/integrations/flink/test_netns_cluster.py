@@ -77,10 +77,38 @@ def test_taskmanagers_in_namespaces_report_from_their_hosts(cluster: FlinkCluste
     assert {e.host for e in trace.environment.executors} == set(cluster.hosts)
     ran_on = {task.host for op in trace.iter_operations() for task in op.tasks}
     assert ran_on == set(cluster.hosts), ran_on
+    # The JobManager's part says what the cluster had: a slot on each TaskManager.
+    assert (trace.environment.cluster_slots, trace.environment.cluster_workers) == (2, 2)
     cpflink.finish(parts[-1], tmp_path)
     report = json.loads((tmp_path / "crystalperf-report.json").read_text())
     assert {op["id"] for op in report["operations"]} >= {"chain0", "chain1"}
     assert plumbing_top_functions(report) == []
+
+
+def test_a_larger_parallelism_takes_the_taskmanager_the_job_left_idle(cluster: FlinkCluster) -> None:
+    """At parallelism 1 the job runs on one TaskManager; the trace still knows the cluster had two of one slot each,
+    so parallelism 2 is predicted with the second TaskManager's CPUs, and the prediction says so."""
+    from pyflink.common import Configuration
+
+    from crystalperf.core.analysis import analyze
+    from crystalperf.core.attribution.classify import KeywordClassifier
+    from crystalperf.core.predict import Changes, Predictor
+
+    assert cluster.out is not None
+    config = Configuration()
+    for key, value in cluster.client_config().items():
+        config.set_string(key, value)
+    env = batch_table_env(config, parallelism=1)
+    create_keyed_tables(env, 50000, keys=100)
+    job = run_on_cluster(env, "INSERT INTO snk SELECT k, SUM(SQRT(v * v + 1)) FROM src GROUP BY k", cluster.logs)
+    # the JobManager's part and the one TaskManager's that ran it
+    parts = cpflink.wait_for_metrics(cluster.out, job, parts=2, timeout_s=90)
+    trace = cpflink.read_metrics(parts[0])
+    assert len(trace.environment.executors) == 1, trace.environment.executors
+    assert (trace.environment.cluster_slots, trace.environment.cluster_workers) == (2, 2)
+    predictor = Predictor(analyze(trace, classifier=KeywordClassifier(), scenarios=[]).profile)
+    prediction = predictor.predict(Changes({"parallelism": 2}), band=False)
+    assert any("take 2 of the 2 workers registered with the cluster" in n for n in prediction.notes), prediction.notes
 
 
 def _samples_by_host(parts: list[Path]) -> dict[str, int]:

@@ -53,6 +53,9 @@ import org.crystalperf.common.IoCounters;
  */
 public class CrystalPerfReporter implements MetricReporter {
     private static final Logger LOG = Logger.getLogger(CrystalPerfReporter.class.getName());
+    /** Flink's names (MetricNames) of the JobManager's gauges of the cluster's registered slots and TaskManagers. */
+    static final String TASK_SLOTS_TOTAL = "taskSlotsTotal";
+    static final String REGISTERED_TASK_MANAGERS = "numRegisteredTaskManagers";
     /** Bounds memory on jobs with very many subtasks; metrics beyond it are dropped and counted. */
     private int maxScopesPerJob = 200_000;
 
@@ -61,6 +64,10 @@ public class CrystalPerfReporter implements MetricReporter {
     private final java.util.LinkedHashSet<String> finished = new java.util.LinkedHashSet<>();
     private static final int MAX_FINISHED_JOBS = 16;
     private final Map<Metric, Entry> live = new HashMap<>();
+    /** The JobManager's gauges of the task slots and TaskManagers registered with the cluster (part format 8): what
+     * a job could have spread over beyond the TaskManagers it ran on. Null in a process without them. */
+    private Metric clusterSlots;
+    private Metric clusterTaskManagers;
     private Path outputDir = Paths.get(".");
     /** Aggregated stack samples are bounded per job in rows and in (estimated) bytes: past either bound a new
      * stack folds into the "[other]" stack and a new row into its subtask's "[other]" row, so every sample
@@ -157,6 +164,11 @@ public class CrystalPerfReporter implements MetricReporter {
         /** The hook's CPU time by part, its sampling rounds (taken, planned) and budget windows (all, over) then. */
         final long[] hookAtStart = HookCpu.parts();
         long[] paceAtStart = new long[4];
+        /** The most task slots and TaskManagers the cluster had registered while the job's metrics were seen (0:
+         * unknown): read when the job starts and at each snapshot, since the JobManager's gauges go (or read 0) as a
+         * local cluster shuts down before the job's last part is written. */
+        double clusterSlots;
+        double clusterTaskManagers;
         /** Latest CPU time (ns) of each thread of a subtask, "task_name\u0001subtask\u0001role\u0001thread id" -> ns,
          * seen by the sampler: a legacy source's subtask runs on two threads (the task's and the source's), a FLIP-27
          * source's on its task thread and its fetcher threads (role FETCHER_ROLE). */
@@ -601,13 +613,20 @@ public class CrystalPerfReporter implements MetricReporter {
             Map<String, String> vars = group.getAllVariables();
             String jobId = vars.get("<job_id>");
             if (jobId == null || jobId.isEmpty()) {
-                return;  // JobManager/TaskManager-wide metrics say nothing about one job
+                // JobManager/TaskManager-wide metrics say nothing about one job, bar what the cluster offered it
+                if (TASK_SLOTS_TOTAL.equals(metricName)) {
+                    clusterSlots = metric;
+                } else if (REGISTERED_TASK_MANAGERS.equals(metricName)) {
+                    clusterTaskManagers = metric;
+                }
+                return;
             }
             Job job = jobs.get(jobId);
             if (job == null) {
                 job = new Job(jobId, kindsNow());
                 job.paceAtStart = paceNow();
                 jobs.put(jobId, job);
+                readCluster(job);
             }
             finished.remove(jobId);
             String jobName = vars.get("<job_name>");
@@ -672,6 +691,11 @@ public class CrystalPerfReporter implements MetricReporter {
     /** Records a removed metric's final value; the snapshot of the job's complete part when it was its last. */
     private Snapshot removeMetric(Metric metric, String metricName) {
         try {
+            if (metric == clusterSlots) {
+                clusterSlots = null;
+            } else if (metric == clusterTaskManagers) {
+                clusterTaskManagers = null;
+            }
             Entry entry = live.remove(metric);
             if (entry == null) {
                 return null;
@@ -839,6 +863,19 @@ public class CrystalPerfReporter implements MetricReporter {
         List<String> stacks;
         List<Map.Entry<String, Long>> samples;
         List<String> heldRows;
+        /** The cluster's registered task slots and TaskManagers (0: unknown). */
+        double clusterSlots;
+        double clusterTaskManagers;
+    }
+
+    /** Raises the job's view of the cluster to what the JobManager's gauges say now (call with the lock held). */
+    private void readCluster(Job job) {
+        Double slots = clusterSlots == null ? null : valueOf(clusterSlots);
+        Double taskManagers = clusterTaskManagers == null ? null : valueOf(clusterTaskManagers);
+        if (slots != null && taskManagers != null && slots > 0 && taskManagers > 0) {
+            job.clusterSlots = Math.max(job.clusterSlots, slots);
+            job.clusterTaskManagers = Math.max(job.clusterTaskManagers, taskManagers);
+        }
     }
 
     /** Copies what the part of job says now (call with the reporter's lock held). */
@@ -890,6 +927,11 @@ public class CrystalPerfReporter implements MetricReporter {
             }
         }
         s.droppedSamples = job.droppedSamples;
+        readCluster(job);
+        s.clusterSlots = job.clusterSlots;
+        s.clusterTaskManagers = job.clusterTaskManagers;
+        s.clusterSlots = clusterSlots == null ? null : valueOf(clusterSlots);
+        s.clusterTaskManagers = clusterTaskManagers == null ? null : valueOf(clusterTaskManagers);
         s.heldRows = new ArrayList<>();
         if (!job.held.isEmpty()) {
             int other = stackId(job, OTHER_STACK);
@@ -907,10 +949,10 @@ public class CrystalPerfReporter implements MetricReporter {
         return s;
     }
 
-    /** The part's JSON (format version 7; see the Python reader for what each version added). */
+    /** The part's JSON (format version 8; see the Python reader for what each version added). */
     private String render(Snapshot s) {
         StringBuilder w = new StringBuilder(4096 + 64 * s.samples.size());
-        w.append("{\"format\":\"crystalperf-flink-metrics\",\"version\":7,\"job_id\":").append(quote(s.id));
+        w.append("{\"format\":\"crystalperf-flink-metrics\",\"version\":8,\"job_id\":").append(quote(s.id));
         w.append(",\"job_name\":").append(quote(s.name));
         w.append(",\"process\":").append(PROCESS_ID);
         // complete: none of the job's metrics is left in this process; a flushed part is not
@@ -927,6 +969,11 @@ public class CrystalPerfReporter implements MetricReporter {
             }
         }
         w.append(",\"cpu_count\":").append(Runtime.getRuntime().availableProcessors());
+        if (s.clusterSlots > 0 && s.clusterTaskManagers > 0) {
+            // version 8: the JobManager's view of the cluster when the part was written
+            w.append(",\"cluster\":{\"task_slots\":").append(Math.round(s.clusterSlots))
+                    .append(",\"taskmanagers\":").append(Math.round(s.clusterTaskManagers)).append('}');
+        }
         // version 6: what the hook cost in this process since the reporter opened (the whole process's hook: the
         // reporters of a JVM share its sampler budget and its I/O counters)
         w.append(",\"hook\":").append(hookJson(s.job, processCpu));
