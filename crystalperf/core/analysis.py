@@ -17,6 +17,7 @@ from crystalperf.core import collector
 from crystalperf.core import trace as tr
 from crystalperf.core.attribution.attribute import attribute
 from crystalperf.core.attribution.classify import ResourceClassifier, load_classifier
+from crystalperf.core.attribution.confidence import attach_confidence
 from crystalperf.core.attribution.vectors import ATTRIBUTION_EVIDENCE
 from crystalperf.core.errors import BadInputError
 from crystalperf.core.parallel import MIN_OPERATIONS, Beside
@@ -29,7 +30,7 @@ from crystalperf.core.profile.dag import ExecutionProfile, profile_of
 from crystalperf.core.profile.machine import traced_slots
 from crystalperf.core.profile.skew import find_skew
 from crystalperf.core.profile.sqlplan import sql_operators
-from crystalperf.core.report.document import ReportParts, build_report, report_parts
+from crystalperf.core.report.document import TOP_FUNCTIONS, ReportParts, build_report, report_parts
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,9 @@ def analyze(
         try:
             attributed = attribute(trace, classifier, locators=locators, source_roots=source_roots,
                                    reclassify=reclassify, attribution=attribution)
+            # only for the functions the report shows: without a cache, each confidence is a classification
+            attach_confidence((f for v in attributed.vectors.values() for f in v.functions[:TOP_FUNCTIONS]),
+                              classifier)
             profile = profile_of(trace, attributed)
         except (ValueError, nx.NetworkXException) as exc:
             raise BadInputError(f"inconsistent trace: {exc}") from None

@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+# The report applies the core's LOW_CONFIDENCE to every classifier's confidence; re-exported for this model's users.
+from crystalperf.core.attribution.classify import LOW_CONFIDENCE as LOW_CONFIDENCE
 from crystalperf.core.attribution.classify import FunctionSource
 from crystalperf.core.errors import BadInputError
 from crystalperf.core.resources import ResourceVector
@@ -40,9 +42,6 @@ if TYPE_CHECKING:
 LABELS4 = ("cpu", "disk", "network", "waiting")
 # Candidates for the share temperature, from none (1) to near arg-max: a grid, so the fit is exact to reproduce.
 SHARE_TEMPERATURES = (1.0, 0.85, 0.7, 0.6, 0.5, 0.45, 0.4, 0.35, 0.3, 0.25, 0.2, 0.15, 0.1, 0.05)
-# A function whose confidence is under this is "low confidence": on held-out libraries fewer than two in three
-# such calls name the measured class.
-LOW_CONFIDENCE = 2 / 3
 # Candidates for the weight of the keyword counter's log-vector added to the logits (``keyword_blend``).
 KEYWORD_BLEND_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 KEYWORD_FLOOR = 1e-3  # keeps log(0) out of the blend: a class the keyword counter gives nothing to
@@ -299,6 +298,10 @@ class SparseClassifier:
         libraries' measured labels), else the top probability itself. Under :data:`LOW_CONFIDENCE` the class is
         a guess."""
         return self.confidence_from_proba(self.predict_proba4(functions))
+
+    def confidences(self, functions: Sequence[FunctionSource]) -> list[float | None]:
+        """:meth:`confidence` as Python floats: the core's ``ConfidentClassifier`` seam, which the report reads."""
+        return [float(c) for c in self.confidence(functions)]
 
     def confidence_from_proba(self, probs4: np.ndarray) -> np.ndarray:
         import numpy as np

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from collections.abc import Sequence
 from importlib import metadata
 from importlib.machinery import ModuleSpec
 
 import pytest
 
 from crystalperf.core import trace as tr
+from crystalperf.core.attribution.classify import FixedClassifier, FunctionSource
+from crystalperf.core.resources import ResourceVector
 from crystalperf.integrations.base import Integration
 
 
@@ -69,3 +72,22 @@ def assert_same_document(actual: object, expected: object, path: str = "", rel: 
             assert_same_document(a, e, f"{path}[{index}]", rel)
     else:
         assert actual == expected, f"{path}: {actual!r} != {expected!r}"
+
+
+class RatedClassifier(FixedClassifier):
+    """A classifier that gives confidences (``ConfidentClassifier``): the fixed classifier's vectors, a fixed
+    confidence per qualified name (None for the others), and the names it was asked to classify and to rate."""
+
+    def __init__(self, rules: dict[str, ResourceVector], confidence: dict[str, float]) -> None:
+        super().__init__(rules)
+        self.confidence = confidence
+        self.rated: list[str] = []
+        self.classified: list[str] = []
+
+    def classify(self, functions: Sequence[FunctionSource]) -> list[ResourceVector]:
+        self.classified += [f.qualified_name for f in functions]
+        return super().classify(functions)
+
+    def confidences(self, functions: Sequence[FunctionSource]) -> list[float | None]:
+        self.rated += [f.qualified_name for f in functions]
+        return [self.confidence.get(f.qualified_name) for f in functions]

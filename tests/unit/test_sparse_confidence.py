@@ -142,3 +142,14 @@ def test_classify_writes_the_confidence_and_flags_a_low_one(tmp_path, capsys):
     for row, c in zip(rows, expected, strict=True):
         assert row["confidence"] == pytest.approx(c, abs=1e-4)
         assert row["low_confidence"] is bool(c < LOW_CONFIDENCE)
+
+
+def test_the_confidences_the_report_reads_are_the_confidence_as_python_floats():
+    from crystalperf.core.attribution.classify import ConfidentClassifier
+
+    classifier = SparseClassifier()
+    assert isinstance(classifier, ConfidentClassifier)
+    got = classifier.confidences(FUNCTIONS)
+    assert all(type(c) is float for c in got)
+    assert got == [float(c) for c in classifier.confidence(FUNCTIONS)]
+    assert classifier.confidences([]) == []

@@ -4,6 +4,9 @@ The core hands a classifier a batch of :class:`FunctionSource` (code + documenta
 found in the stacks) and gets one :class:`ResourceVector` per function. The neural classifiers live in
 ``crystalperf.models`` (extra ``models``); the core ships a keyword classifier so that it works, and is
 tested, without torch. Results are cached by function key and classifier version.
+
+A classifier that knows how sure it is also implements :class:`ConfidentClassifier`: the report then shows each
+top function's confidence, and a class under :data:`LOW_CONFIDENCE` as a guess.
 """
 
 from __future__ import annotations
@@ -56,6 +59,20 @@ class ResourceClassifier(Protocol):
         ...
 
     def classify(self, functions: Sequence[FunctionSource]) -> list[ResourceVector]: ...
+
+
+# A confidence under this makes a function's class a guess: of the calls a calibrated classifier makes at such a
+# confidence, fewer than two in three name the measured class.
+LOW_CONFIDENCE = 2 / 3
+
+
+@runtime_checkable
+class ConfidentClassifier(ResourceClassifier, Protocol):
+    """A classifier that also says how likely the class behind each function's vector is right."""
+
+    def confidences(self, functions: Sequence[FunctionSource]) -> list[float | None]:
+        """Per function, the chance (0 to 1) that its class is the one measured; None where it cannot say."""
+        ...
 
 
 # Words that make a function's time go to the network or the disk. The keyword classifier counts
@@ -130,7 +147,10 @@ def default_cache_dir() -> Path:
 
 
 class CachedClassifier:
-    """Wraps a classifier with a JSON-lines cache keyed by function key and classifier version."""
+    """Wraps a classifier with a JSON-lines cache keyed by function key and classifier version (the file's name).
+
+    A row holds a function's vector and, once asked for (:meth:`confidences`), the inner classifier's confidence
+    in it; a row without one (written before it was asked for) is still read, and its confidence is asked again."""
 
     def __init__(self, inner: ResourceClassifier, cache_dir: Path | None = None) -> None:
         self.inner = inner
@@ -138,6 +158,7 @@ class CachedClassifier:
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", inner.version)
         self.path = (cache_dir or default_cache_dir()) / f"classified-{safe}.jsonl"
         self._memo: dict[str, ResourceVector] = {}
+        self._confidence: dict[str, float] = {}
         self._loaded = False
         self.hits = 0
         self.misses = 0
@@ -152,6 +173,10 @@ class CachedClassifier:
                         self._memo[row["key"]] = ResourceVector.of(row["cpu"], row["disk"], row["network"])
                     except (ValueError, KeyError, TypeError):
                         continue  # a torn last line from a crashed writer is not worth failing over
+                    confidence = row.get("confidence")
+                    # a number from 0 to 1: json reads NaN, and a bool is an int
+                    if type(confidence) in (int, float) and 0 <= confidence <= 1:
+                        self._confidence[row["key"]] = float(confidence)
         except OSError:
             pass
 
@@ -169,6 +194,25 @@ class CachedClassifier:
                 new_rows.append({"key": f.key, "cpu": v.cpu, "disk": v.disk, "network": v.network})
             self._append(new_rows)
         return [self._memo[f.key] for f in functions]
+
+    def confidences(self, functions: Sequence[FunctionSource]) -> list[float | None]:
+        """The inner classifier's confidences (None throughout when it gives none), asked once per function and
+        kept in the function's row: a later line of the same key adds it to the vector an earlier one holds."""
+        if not isinstance(self.inner, ConfidentClassifier):
+            return [None] * len(functions)
+        if not self._loaded:
+            self._load()
+        missing = [f for f in dict.fromkeys(functions) if f.key not in self._confidence]
+        if missing:
+            vectors = self.classify(missing)
+            new_rows = []
+            for f, v, c in zip(missing, vectors, self.inner.confidences(missing), strict=True):
+                if c is not None:
+                    self._confidence[f.key] = float(c)
+                    new_rows.append({"key": f.key, "cpu": v.cpu, "disk": v.disk, "network": v.network,
+                                     "confidence": float(c)})
+            self._append(new_rows)
+        return [self._confidence.get(f.key) for f in functions]
 
     def _append(self, rows: Iterable[dict[str, object]]) -> None:
         try:

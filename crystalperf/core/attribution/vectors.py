@@ -16,7 +16,12 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 
 from crystalperf.core import trace as tr
-from crystalperf.core.attribution.classify import FunctionSource, KeywordClassifier, ResourceClassifier
+from crystalperf.core.attribution.classify import (
+    LOW_CONFIDENCE,
+    FunctionSource,
+    KeywordClassifier,
+    ResourceClassifier,
+)
 from crystalperf.core.attribution.observed import BUSY_SHARE
 from crystalperf.core.attribution.sources import FrameResolver, LocateContext, is_native
 from crystalperf.core.attribution.waiting import (
@@ -55,12 +60,19 @@ ATTRIBUTIONS = (ATTRIBUTION_EVIDENCE, ATTRIBUTION_PAPER)
 class FunctionStat:
     """A located function and how much of an operation's sampled time it accounts for: ``vector`` is what its
     samples did (a thread parked in it waited, whatever the classifier reads its code as), ``classified`` the
-    classifier's vector of its code (None: the same as ``vector``)."""
+    classifier's vector of its code (None: the same as ``vector``), ``confidence`` the classifier's confidence in
+    that vector's class where it gives one (``confidence.attach_confidence``)."""
 
     function: FunctionSource
     vector: ResourceVector
     samples: int
     classified: ResourceVector | None = None
+    confidence: float | None = None
+
+    @property
+    def low_confidence(self) -> bool:
+        """Its class is a guess: the classifier's confidence in it is under ``LOW_CONFIDENCE``."""
+        return self.confidence is not None and self.confidence < LOW_CONFIDENCE
 
 
 @dataclass

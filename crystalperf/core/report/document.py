@@ -10,6 +10,8 @@ from typing import Any
 
 from crystalperf import __version__
 from crystalperf.core import trace as tr
+from crystalperf.core.attribution.classify import LOW_CONFIDENCE
+from crystalperf.core.attribution.vectors import FunctionStat
 from crystalperf.core.predict import Prediction, Predictor
 from crystalperf.core.predict.settings import SettingsSearch
 from crystalperf.core.profile.bottleneck import Bottleneck
@@ -65,6 +67,10 @@ def _op_entry(prof: OperationProfile, bottleneck: Bottleneck, on_path: set[str])
                 "share": round(f.samples / prof.vector.samples, 4) if prof.vector.samples else 0.0,
                 "vector": vector_dict(f.vector),
                 "classified": vector_dict(f.classified if f.classified is not None else f.vector),
+                # the classifier's confidence in that class (None: it gives none, or the vector is not its);
+                # under LOW_CONFIDENCE the class is a guess
+                "confidence": round(f.confidence, 4) if f.confidence is not None else None,
+                "low_confidence": f.low_confidence,
             }
             for f in prof.vector.functions[:TOP_FUNCTIONS]
         ],
@@ -117,7 +123,7 @@ def _advice(bottleneck: Bottleneck, predictions: Sequence[Prediction], profile: 
         funcs = ", ".join(f.function.qualified_name for f in spending[:2])
         lines.append(
             f"Look at {top.op.name} first: it spends {top.resource_seconds[resource]:.2f} s on {resource} on "
-            f"the critical path" + (f", mostly in {funcs}." if funcs else ".")
+            f"the critical path" + (f", mostly in {funcs}." if funcs else ".") + _guessed(spending, index)
         )
     if bottleneck.total_runtime_s and bottleneck.unattributed_s / bottleneck.total_runtime_s > 0.3:
         lines.append(
@@ -130,6 +136,20 @@ def _advice(bottleneck: Bottleneck, predictions: Sequence[Prediction], profile: 
         lines.append(f"The input pipeline is the limit: {wait:.0%} of step time waits for input "
                      f"(TensorBoard calls >= 20 % highly input-bound).")
     return lines
+
+
+def _guessed(spending: Sequence[FunctionStat], index: int) -> str:
+    """A sentence where most of a resource's sampled time (samples times the share) is in functions whose class the
+    classifier guessed (``low_confidence``); empty otherwise. Only the functions the report shows are rated:
+    the others count as not guessed."""
+    weights = [(f.samples * f.vector[index], f.low_confidence) for f in spending]
+    total = sum(w for w, _ in weights)
+    guessed = sum(w for w, low in weights if low)
+    if total <= 0 or guessed <= total / 2:
+        return ""
+    resource = CATEGORIES[index]
+    return (f" {guessed / total:.0%} of its sampled {resource} time is in functions the classifier is unsure of "
+            f"(confidence under {LOW_CONFIDENCE:.0%}): check what they do before adding {resource}.")
 
 
 def _storage_idle_warning(profile: ExecutionProfile) -> list[str]:

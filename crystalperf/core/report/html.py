@@ -11,6 +11,7 @@ import heapq
 import math
 from typing import Any
 
+from crystalperf.core.attribution.classify import LOW_CONFIDENCE
 from crystalperf.core.report.base import Renderer
 from crystalperf.core.report.svg import (
     COLOURS,
@@ -98,6 +99,7 @@ tr:target td{background:#fff6d6}
 code,.fn{font-family:ui-monospace,"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12px;word-break:break-all}
 ol.fns{margin:0;padding-left:18px}ol.fns li{margin:1px 0}
 .share{color:var(--muted);font-size:12px;white-space:nowrap}
+.guess{color:#7a3b00;font-size:12px;white-space:nowrap}
 .better{color:#0b6e3d;font-weight:600}.worse{color:#a3361a;font-weight:600}
 details summary{cursor:pointer;color:var(--muted)}
 .warnings li{color:#7a3b00}
@@ -130,6 +132,14 @@ def _num(value: Any, fmt: str = "{:.2f}") -> str:
     if not isinstance(value, (int, float)) or not math.isfinite(value):
         return "—"
     return fmt.format(value)
+
+
+def _guess(function: dict[str, Any]) -> str:
+    """The mark of a top function whose busy share rests on a class the classifier guessed (low confidence)."""
+    if not function.get("low_confidence") or (function.get("vector") or {}).get("waiting", 0.0) >= 1.0:
+        return ""
+    return (' <span class="guess" title="the classifier is unsure of this function&#x27;s class: the resource shown '
+            f'for it is a guess">guess: confidence {esc(_num(function.get("confidence"), "{:.0%}"))}</span>')
 
 
 def _mini_svg(vector: dict[str, float] | None, width: int = 90) -> str:
@@ -448,7 +458,7 @@ class HtmlRenderer(Renderer):
                 fns.append(
                     f'<li><span class="fn" title="{esc(where)}">{esc(f.get("name", ""))}</span> '
                     f'<span class="share">{esc(_num(f.get("share"), "{:.0%}"))} of samples</span> '
-                    f'{_mini_svg(f.get("vector"), 60)}</li>')
+                    f'{_mini_svg(f.get("vector"), 60)}{_guess(f)}</li>')
             functions = f'<ol class="fns">{"".join(fns)}</ol>' if fns else '<span class="note">no samples</span>'
             share = op.get("share_of_critical_path")
             crit = op.get("on_critical_path")
@@ -471,7 +481,8 @@ class HtmlRenderer(Renderer):
             '<section id="operations"><h2>Operations and their top functions</h2>'
             f'<p class="note">{esc(note)} The top functions are the frames the stack scan stopped at (the first '
             "with available source below any lock, sleep, queue, thread-pool or event-loop frame, else the top "
-            "such frame's name), with their share of the operation's samples and their resource vector. Waiting "
+            "such frame's name), with their share of the operation's samples and their resource vector; \"guess\" "
+            f"marks one whose class the classifier is unsure of (confidence under {LOW_CONFIDENCE:.0%}). Waiting "
             "(for input, for downstream, for nothing) is its own colour, never CPU, disk or network. Under "
             "\"vector from\", \"measured\" is the share of the operation's time the framework or the OS measured "
             "(CPU time, idle, backpressure, fetch wait); the samples split only the rest. Hover a function for its "

@@ -35,15 +35,28 @@ def _vector(v: dict[str, float]) -> str:
     return " ".join(f"{k} {v.get(k, 0.0):.0%}" for k in CATEGORIES)
 
 
-def _top_busy_function(functions: list[dict[str, Any]]) -> str:
+def _top_busy_function(functions: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The most-sampled function whose samples mostly worked; the most-sampled one when all mostly waited.
 
     A thread parked for a buffer is often an operation's most-sampled frame, yet naming it in the one column a
     reader scans says "the time went here" of time that went nowhere; the JSON and HTML keep every function."""
     for function in functions:
         if (function.get("vector") or {}).get("waiting", 0.0) < 0.5:
-            return str(function["name"])
-    return str(functions[0]["name"]) if functions else ""
+            return function
+    return functions[0] if functions else None
+
+
+def _function_cell(function: dict[str, Any] | None) -> str:
+    """A function's name, and where the classifier guessed its class (``low_confidence``) while its samples mostly
+    worked, that confidence: the operation's split beside it is then no verdict."""
+    if function is None:
+        return ""
+    name = _safe(function["name"])
+    confidence = function.get("confidence")
+    working = (function.get("vector") or {}).get("waiting", 0.0) < 0.5
+    if function.get("low_confidence") and working and isinstance(confidence, (int, float)):
+        return f"{name} (guess: confidence {confidence:.0%})"
+    return name
 
 
 class TerminalRenderer(Renderer):
@@ -76,10 +89,10 @@ class TerminalRenderer(Renderer):
         for col in ("operation", "kind", "runtime", "cpu / disk / network / waiting", "from", "top function"):
             table.add_column(col, overflow="fold")
         for o in ops[:MAX_ROWS]:
-            top_name = _top_busy_function(o["top_functions"])
+            top_cell = _function_cell(_top_busy_function(o["top_functions"]))
             source = o["vector_source"] + (f" ({o['measured_share']:.0%} measured)" if o.get("measured_share") else "")
             table.add_row(_safe(o["name"]), _safe(o["kind"], 40), format_seconds(o["runtime_s"]),
-                          _vector(o["vector"]), _safe(source), _safe(top_name))
+                          _vector(o["vector"]), _safe(source), top_cell)
         if len(ops) > MAX_ROWS:
             table.add_row(f"... {len(ops) - MAX_ROWS} more", "", "", "", "", "")
         console.print(table)
