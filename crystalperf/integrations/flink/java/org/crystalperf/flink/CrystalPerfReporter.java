@@ -930,8 +930,6 @@ public class CrystalPerfReporter implements MetricReporter {
         readCluster(job);
         s.clusterSlots = job.clusterSlots;
         s.clusterTaskManagers = job.clusterTaskManagers;
-        s.clusterSlots = clusterSlots == null ? null : valueOf(clusterSlots);
-        s.clusterTaskManagers = clusterTaskManagers == null ? null : valueOf(clusterTaskManagers);
         s.heldRows = new ArrayList<>();
         if (!job.held.isEmpty()) {
             int other = stackId(job, OTHER_STACK);
