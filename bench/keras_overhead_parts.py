@@ -1,8 +1,9 @@
 """Where the Keras callback's cost on short steps goes: the bench's ``keras-fit`` model (``bench/overhead.py``) run
 in interleaved rounds without any hook, with TensorFlow's profiler alone over the same 20-step window, with the
 callback, and with the callback but no Python stack sampler; per mode the median over rounds of the ratio to the
-round's run without a hook, in the window's wall time (the 20 steps), its median step (what each profiled step
-costs, without the profiler's start inside the first) and the process's CPU time.
+round's run without a hook, in the window's wall time (the 20 steps) and the process's CPU time over it, the same
+without the first profiled step (``steady_``: the callback starts the profiler inside it, once per fit), and the
+median step.
 
     .nox/tensorflow/bin/python bench/keras_overhead_parts.py --rounds 5
 
@@ -23,9 +24,10 @@ from overhead import KERAS_MODEL  # noqa: E402  (bench/ is not a package)
 
 MODES = ("off", "profiler", "callback", "callback-no-sampler")
 FIRST, STOP = 2, 22  # the callback's default window: 20 steps after 2 warm-up steps
-# The window's wall time holds what starts and stops the profiler where Keras calls it inside a step (the callback
-# starts it in the first step's begin, after the bench's timer started); the median step is the steady cost.
-KEYS = ("wall_s", "step_median_s", "cpu_s")
+# The window's figures hold what starts the profiler where Keras calls it inside a step (the callback starts it in the
+# first step's begin, after the bench's timer started; "profiler" mode starts it before): the steady figures leave
+# the first profiled step out, a cost paid once per fit, and the median step is the steady cost of one step.
+KEYS = ("wall_s", "steady_wall_s", "step_median_s", "cpu_s", "steady_cpu_s")
 
 ONE_RUN = '''
 import glob, json, os, resource, sys, tempfile, time
@@ -46,10 +48,10 @@ class Window(keras.callbacks.Callback):
             if mode == "profiler":
                 tf.profiler.experimental.start(tempfile.mkdtemp())
             self.cpu0 = cpu()
-        self.t = time.perf_counter()
+        self.t, self.c = time.perf_counter(), cpu()
     def on_train_batch_end(self, batch, logs=None):
         if first <= batch < stop:
-            self.steps.append(time.perf_counter() - self.t)
+            self.steps.append((time.perf_counter() - self.t, cpu() - self.c))
         if batch == stop - 1:
             self.cpu1 = cpu()
             if mode == "profiler":
@@ -61,9 +63,10 @@ if mode.startswith("callback"):
     options = {"sample_interval_ms": 600_000} if mode == "callback-no-sampler" else {}
     callbacks.append(CrystalPerfCallback(output_dir=tempfile.mkdtemp(), analyze=False, **options))
 model.fit(data, epochs=1, steps_per_epoch=stop + 18, verbose=0, callbacks=callbacks)
-steps = sorted(window.steps)
-print(json.dumps({"mode": mode, "wall_s": sum(steps), "step_median_s": steps[len(steps) // 2],
-                  "cpu_s": window.cpu1 - window.cpu0}))
+walls = [w for w, _ in window.steps]
+print(json.dumps({"mode": mode, "wall_s": sum(walls), "steady_wall_s": sum(walls[1:]),
+                  "step_median_s": sorted(walls)[len(walls) // 2], "cpu_s": window.cpu1 - window.cpu0,
+                  "steady_cpu_s": sum(c for _, c in window.steps[1:])}))
 '''
 
 
