@@ -157,6 +157,14 @@ def test_the_report_gives_the_hooks_cpu_and_its_share() -> None:
     assert hook_cost(None) is None and hook_cost(tr.HookCost()) is None
 
 
+def test_the_report_says_how_much_of_the_cost_was_the_jobs_threads_paused_for_stacks() -> None:
+    cost = hook_cost(_hook(cpu_s=1.5, parts={"sampler": 0.5, "tasks": 0.25, "pauses": 0.75}))
+    assert cost is not None and cost["parts"]["pauses"] == 0.75
+    assert "1.50 s of CPU, 1.00% of the 150.0 s its processes used, 0.75 s of it the job's threads stopped" \
+        in cost["sentence"]
+    assert "stopped" not in hook_cost(_hook())["sentence"]  # type: ignore[index]
+
+
 def test_the_report_says_when_the_budget_thinned_the_evidence() -> None:
     cost = hook_cost(_hook(samples_taken=300, samples_planned=900, windows_over_budget=4))
     assert cost is not None and cost["thinned"] and cost["windows_over_budget"] == 4

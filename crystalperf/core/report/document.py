@@ -206,6 +206,10 @@ class ReportParts:
     edges: list[dict[str, Any]]
 
 
+# The hook's part that is the job's threads stopped for its stack samples (a JVM safepoint), not its own threads' CPU.
+PAUSES_PART = "pauses"
+
+
 def hook_cost(hook: tr.HookCost | None) -> dict[str, Any] | None:
     """What the hook cost, as it measured itself (the report's ``hook_cost``): its CPU seconds, their share of the
     CPU time of the processes it ran in, where they went, and whether its CPU budget thinned the samples; None
@@ -226,8 +230,11 @@ def hook_cost(hook: tr.HookCost | None) -> dict[str, Any] | None:
     windows = sum(p.windows or 0 for p in hook.processes)
     budgets = sorted({(p.budget_share, p.cores) for p in hook.processes if p.budget_share})
     sentence = f"The hook used {cpu:.2f} s of CPU"
-    sentence += (f", {share:.2%} of the {job:.1f} s its processes used." if share is not None and job is not None
-                 else ".")
+    sentence += (f", {share:.2%} of the {job:.1f} s its processes used" if share is not None and job is not None
+                 else "")
+    paused = parts.get(PAUSES_PART, 0.0)
+    sentence += (f", {paused:.2f} s of it the job's threads stopped while the JVM took their stacks."
+                 if paused >= 0.005 else ".")
     if budgets:
         budget_share, cores = budgets[0]
         sentence += f" Its budget: {budget_share:.1%} of {cores:g} cores."

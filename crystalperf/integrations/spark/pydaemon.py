@@ -44,6 +44,8 @@ __all__ = ["MAX_TASK_RECORDS", "without_jvm_waits", "worker"]  # without_jvm_wai
 INTERVAL_ENV = "CRYSTALPERF_PY_SAMPLE_INTERVAL_S"
 # Per-task CPU records a worker keeps (about 200 bytes each in memory, 80 in the journal).
 MAX_TASK_RECORDS = 20_000
+# How often a worker's next task is picked to measure its run-queue delay (the JVM's task threads: once a bucket).
+PICK_EVERY_S = 1.0
 
 _original_worker = _daemon.worker
 # "tasks": (operation, task) -> {"cpu_time_s": .., "cpu_wait_s": ..}; "changed": the ones not yet written
@@ -113,8 +115,13 @@ def _count_cpu(cpu_at_start: float, queued_at_start: dict[int, int] | None) -> N
 
 
 def _pick_next_task() -> None:
-    """After each round of sampling: the next task this worker starts measures its run-queue delay."""
-    _state["measure_next"] = True
+    """After a round of sampling, at most once a second: the next task this worker starts measures its run-queue
+    delay. Each measure reads every thread's schedstat twice; one task a second is enough for a stage's share of
+    time queued for a core, and short tasks are not each slowed by it."""
+    now = time.monotonic()
+    if now - _state.get("picked_at", -PICK_EVERY_S) >= PICK_EVERY_S:
+        _state["picked_at"] = now
+        _state["measure_next"] = True
 
 
 def _remember_tasks() -> None:
@@ -139,7 +146,8 @@ def _install() -> None:
     _state["pid"] = os.getpid()
     _state["main"] = threading.get_ident()
     hook_budget.PROCESS.reset()  # nothing of another process's
-    _state.update(tasks={}, changed=set(), journal=None, measure_next=True, cpu_at_install=_process_cpu_s(),
+    _state.update(tasks={}, changed=set(), journal=None, measure_next=True, picked_at=time.monotonic(),
+                  cpu_at_install=_process_cpu_s(),
                   host=socket.gethostname(), budget=hook_budget.CpuBudget(hook_budget.share_from_env()))
     interval = float(os.environ.get(INTERVAL_ENV, "0.1"))
     sampler = PythonStackSampler(_key_for, interval_s=interval, budget=_state["budget"], on_round=_pick_next_task)

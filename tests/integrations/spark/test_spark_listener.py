@@ -20,9 +20,9 @@ def _top_names(op: dict) -> list[str]:
 
 def _assert_run_queue_delay_recorded(tasks: list[tr.Task], *, python: bool = False, every_task: bool = False) -> None:
     """The tasks the hook measured have their run-queue delay where the kernel says it (none where it cannot),
-    within the run time together with the CPU time. It measures a thread's first task and, after each round of
-    sampling, the next task to start on each thread: ``every_task`` where every task follows a task that lasted
-    longer than a round."""
+    within the run time together with the CPU time. It measures a thread's first task and, once a time bucket
+    (a second), the next task to start on each thread: ``every_task`` where every task follows a task that lasted
+    longer than a bucket."""
     assert tasks
     measured = [task for task in tasks if tr.METRIC_CPU_WAIT_TIME in task.metrics]
     if not SCHEDSTAT:
@@ -166,6 +166,9 @@ def test_gzip_decompression_job_is_cpu_bound(run_app, tmp_path: Path) -> None:
     assert trace.hook is not None
     driver = trace.hook.processes[0]
     assert driver.source == "driver" and {"sampler", "callbacks", "tasks", "trace_write"} <= set(driver.parts)
+    # the task threads stopped while the JVM took their stacks: measured by the JVM's safepoint clock, in the total
+    assert driver.parts.get("pauses", 0.0) > 0
+    assert driver.cpu_s == pytest.approx(sum(driver.parts.values()), abs=1e-6)
     assert 0 < driver.cpu_s < (driver.process_cpu_s or 0.0)
     assert driver.budget_share == 0.01 and driver.cores and driver.samples_taken
     assert report["hook_cost"]["cpu_s"] == pytest.approx(trace.hook.cpu_s, abs=1e-6)  # rounded to a microsecond

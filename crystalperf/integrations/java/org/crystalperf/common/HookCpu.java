@@ -29,8 +29,13 @@ public final class HookCpu {
     public static final int RECEIVING = 4;
     /** Writing the hook's files while the job runs (a Flink reporter's parts). */
     public static final int WRITING = 5;
+    /**
+     * The job's running threads stopped while the JVM took their stacks for the sampler (a global safepoint on
+     * JDK 17), in core-seconds: not the hook's CPU but what the job lost to it, which no thread's CPU clock shows.
+     */
+    public static final int PAUSES = 6;
     /** The trace's parts, as the trace names them. */
-    public static final String[] PARTS = {"sampler", "counters", "callbacks", "tasks", "receiving", "writing"};
+    public static final String[] PARTS = {"sampler", "counters", "callbacks", "tasks", "receiving", "writing", "pauses"};
 
     private static final AtomicLongArray NANOS = new AtomicLongArray(PARTS.length);
     private static final ThreadMXBean MX = ManagementFactory.getThreadMXBean();
@@ -82,6 +87,42 @@ public final class HookCpu {
             threadCpu = false;
             return -1;
         }
+    }
+
+    /**
+     * The threads' stacks ({@link ThreadMXBean#getThreadInfo(long[], int)}), counting the pause it imposes on the
+     * job: on JDK 17 the stacks are taken at a global safepoint, which stops every Java thread. The pause is the
+     * JVM's own safepoint clock over the call ({@link SafepointClock}); without it, the time the calling thread
+     * spent in the call neither on a core nor waiting for one ({@link ThreadSchedstat}), which also holds the VM
+     * thread's wait for a core. Counted once for each sampled thread found running, at most {@code cores}: a runnable
+     * thread blocked in a native read loses nothing to the pause, so this errs high.
+     */
+    public static java.lang.management.ThreadInfo[] stacks(ThreadMXBean mx, long[] ids, int depth, double cores) {
+        long safepointBefore = SafepointClock.nanos();
+        long onCpu = safepointBefore < 0 ? ThreadSchedstat.onCpuNs() : -1;
+        long queued = onCpu >= 0 ? ThreadSchedstat.runQueueNs() : -1;
+        long started = System.nanoTime();
+        java.lang.management.ThreadInfo[] infos = mx.getThreadInfo(ids, depth);
+        long wall = System.nanoTime() - started;
+        long pause = 0;
+        if (safepointBefore >= 0) {
+            long after = SafepointClock.nanos();
+            pause = after >= safepointBefore ? after - safepointBefore : 0;
+        } else if (queued >= 0) {
+            long onCpuAfter = ThreadSchedstat.onCpuNs();
+            long queuedAfter = ThreadSchedstat.runQueueNs();
+            if (onCpuAfter >= onCpu && queuedAfter >= queued) {
+                pause = Math.max(0, wall - (onCpuAfter - onCpu) - (queuedAfter - queued));
+            }
+        }
+        int running = 0;
+        for (java.lang.management.ThreadInfo info : infos) {
+            if (info != null && info.getThreadState() == Thread.State.RUNNABLE) {
+                running++;
+            }
+        }
+        add(PAUSES, (long) (pause * Math.min(running, Math.max(1.0, cores))));
+        return infos;
     }
 
     /** Adds what the calling thread used since {@code before} (an {@link #ownThreadNanos()} reading) to a part. */

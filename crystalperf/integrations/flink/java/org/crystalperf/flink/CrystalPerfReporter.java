@@ -420,7 +420,7 @@ public class CrystalPerfReporter implements MetricReporter {
                 withLegacyThread.add(owners.get(i));
             }
         }
-        ThreadInfo[] infos = mx.getThreadInfo(idArray, MAX_STACK_DEPTH);
+        ThreadInfo[] infos = HookCpu.stacks(mx, idArray, MAX_STACK_DEPTH, budget == null ? 1 : budget.cores());
         // A task thread (and a fetcher thread) lives for one task attempt, so its CPU time is the task's own.
         long[] cpu = new long[idArray.length];
         for (int i = 0; i < idArray.length; i++) {

@@ -23,6 +23,7 @@ import org.apache.spark.api.plugin.PluginContext;
 import org.apache.spark.api.plugin.SparkPlugin;
 import org.crystalperf.common.CpuBudget;
 import org.crystalperf.common.HookCpu;
+import org.crystalperf.common.ThreadSchedstat;
 import org.crystalperf.common.IoCounters;
 
 /**
@@ -119,10 +120,26 @@ public class CrystalPerfPlugin implements SparkPlugin {
         /** The task running on the thread; -1 between tasks. Written last as a task starts, first as it ends. */
         volatile long task = -1;
         volatile int stage;
-        /** Set by the sampler: the next task to start here measures its run-queue delay (a thread's first does). */
+        /**
+         * Set by the sampler at most once a time bucket: the next task to start here measures its run-queue delay
+         * (a thread's first does). Measuring every task would put two reads on every task's thread; one task a
+         * bucket per thread is enough for the stage's share of time queued for a core.
+         */
         volatile boolean measureNext = true;
+        /** The bucket in which the sampler last picked this thread's next task (the sampler's own field). */
+        long pickedBucket = Long.MIN_VALUE;
         /** The run-queue delay (ns) when the current task started; -1: this task is not measured. */
         long queuedAtStart = -1;
+        /**
+         * A measured task that ended and whose delay the sampler has not yet taken: the task thread writes
+         * {@link #endedTask}, {@link #endedStage} and {@link #endedQueuedNs}, then sets this; whoever holds the
+         * sampler's lock takes them and clears it. The thread's next measure waits for the next pick, which comes
+         * after the take, so a slot never holds two; the task thread never waits on the sampler's lock.
+         */
+        volatile boolean ended;
+        long endedTask;
+        int endedStage;
+        long endedQueuedNs;
 
         Slot(Thread thread) {
             this.thread = thread;
@@ -254,6 +271,7 @@ public class CrystalPerfPlugin implements SparkPlugin {
         /** The calling task thread's slot, registered once per thread. */
         private Slot register() {
             Slot slot = new Slot(Thread.currentThread());
+            slot.pickedBucket = System.currentTimeMillis() / bucketMs;  // its first task is this bucket's pick
             ownSlot.set(slot);
             if (taskLoader == null) {
                 taskLoader = Thread.currentThread().getContextClassLoader();
@@ -289,12 +307,12 @@ public class CrystalPerfPlugin implements SparkPlugin {
             try {
                 if (slot.queuedAtStart >= 0) {
                     long waited = threadRunQueueNs();
-                    if (waited >= slot.queuedAtStart) {
-                        synchronized (this) {
-                            long[] m = measures(slot.stage, slot.task);
-                            m[2] = Math.max(0, m[2]) + waited - slot.queuedAtStart;
-                            measuresWaiting = true;
-                        }
+                    if (waited >= slot.queuedAtStart && !slot.ended) {
+                        slot.endedTask = slot.task;
+                        slot.endedStage = slot.stage;
+                        slot.endedQueuedNs = waited - slot.queuedAtStart;
+                        slot.ended = true;
+                        measuresWaiting = true;
                     }
                     slot.queuedAtStart = -1;
                 }
@@ -326,6 +344,7 @@ public class CrystalPerfPlugin implements SparkPlugin {
         private void shipMeasures() throws IOException {
             SampleBatch batch;
             synchronized (this) {
+                takeEnded();
                 if (taskMeasures.isEmpty()) {
                     return;
                 }
@@ -406,19 +425,33 @@ public class CrystalPerfPlugin implements SparkPlugin {
             }
         }
 
-        /** One round: the running task threads' stacks; each task thread's next task is picked for measuring. */
+        /**
+         * One round: the ended measured tasks' delays taken, the running task threads' stacks; in a new bucket each
+         * task thread's next task is picked for measuring.
+         */
         private boolean sampleOnce() {
             int n = 0;
             long[] tids = new long[slots.size()];
             Slot[] running = new Slot[tids.length];
             long[] taskOf = new long[tids.length];
             int[] stageOf = new int[tids.length];
+            long bucket = System.currentTimeMillis() / bucketMs;
+            boolean taken = false;
             for (Slot s : slots) {
+                if (s.ended && !taken) {
+                    synchronized (this) {
+                        takeEnded();
+                    }
+                    taken = true;
+                }
                 if (!s.thread.isAlive()) {
                     slots.remove(s);  // the executor's pool retired the thread
                     continue;
                 }
-                s.measureNext = true;
+                if (s.pickedBucket != bucket && !s.ended) {
+                    s.pickedBucket = bucket;
+                    s.measureNext = true;
+                }
                 long task = s.task;
                 if (task >= 0 && n < tids.length) {
                     tids[n] = s.threadId;
@@ -431,8 +464,7 @@ public class CrystalPerfPlugin implements SparkPlugin {
             if (n == 0) {
                 return false;
             }
-            ThreadInfo[] infos = mx.getThreadInfo(Arrays.copyOf(tids, n), maxDepth);
-            long bucket = System.currentTimeMillis() / bucketMs;
+            ThreadInfo[] infos = HookCpu.stacks(mx, Arrays.copyOf(tids, n), maxDepth, budget.cores());
             long waitedMs = pace.intervalMs();
             synchronized (this) {
                 for (int i = 0; i < infos.length; i++) {
@@ -471,6 +503,17 @@ public class CrystalPerfPlugin implements SparkPlugin {
             return true;
         }
 
+        /** Moves the ended measured tasks' delays from their slots into this shipment's measures (under the lock). */
+        private void takeEnded() {
+            for (Slot s : slots) {
+                if (s.ended) {
+                    long[] m = measures(s.endedStage, s.endedTask);
+                    m[2] = Math.max(0, m[2]) + s.endedQueuedNs;
+                    s.ended = false;
+                }
+            }
+        }
+
         /** The task's entry in this shipment's measures (the caller holds this sampler's lock). */
         private long[] measures(int stage, long task) {
             long[] m = taskMeasures.get(task);
@@ -496,72 +539,9 @@ public class CrystalPerfPlugin implements SparkPlugin {
                     pace == null ? 0 : pace.taken(), pace == null ? 0 : pace.planned(), w[0], w[1]);
         }
 
-        private static volatile boolean schedstat = true;
-
-        /**
-         * A task thread's own /proc/thread-self/schedstat, opened once by that thread (the path names the thread
-         * that opens it) and read again from offset 0 for each measured task: opening the file and splitting its
-         * text each time cost about 30 us a read; this read costs ~4 us. The descriptor is closed when its thread
-         * ends (the executor's pool retires idle threads) and the holder is collected.
-         */
-        private static final class Schedstat {
-            final RandomAccessFile file;
-            final byte[] buffer = new byte[128];
-            Schedstat() throws IOException {
-                file = new RandomAccessFile("/proc/thread-self/schedstat", "r");
-            }
-        }
-
-        private static final ThreadLocal<Schedstat> SCHEDSTAT = new ThreadLocal<>();
-
-        /**
-         * Nanoseconds the calling thread has been runnable but waiting for a core (the second field of
-         * /proc/thread-self/schedstat, Linux 3.17+); -1 from the first time it cannot be read (another OS, a
-         * kernel without schedstats): then no task gets the metric, and no task is ever disturbed.
-         */
+        /** Nanoseconds the calling thread waited for a core so far; -1 where the kernel does not say. */
         static long threadRunQueueNs() {
-            if (!schedstat) {
-                return -1;
-            }
-            try {
-                Schedstat own = SCHEDSTAT.get();
-                if (own == null) {
-                    own = new Schedstat();
-                    SCHEDSTAT.set(own);
-                }
-                own.file.seek(0);
-                int n = own.file.read(own.buffer, 0, own.buffer.length);
-                long value = secondField(own.buffer, Math.max(0, n));
-                if (value < 0) {
-                    throw new IOException("unexpected /proc/thread-self/schedstat");
-                }
-                return value;
-            } catch (Exception | LinkageError e) {
-                schedstat = false;
-                return -1;
-            }
-        }
-
-        /** The second whitespace-separated decimal field of the first {@code n} bytes; -1 when there is none. */
-        static long secondField(byte[] text, int n) {
-            int i = 0;
-            for (int field = 0; field < 2; field++) {
-                while (i < n && (text[i] == ' ' || text[i] == '\t')) {
-                    i++;
-                }
-                if (field == 0) {
-                    while (i < n && text[i] >= '0' && text[i] <= '9') {
-                        i++;
-                    }
-                }
-            }
-            long value = 0;
-            int digits = 0;
-            while (i < n && text[i] >= '0' && text[i] <= '9' && digits < 19) {
-                value = value * 10 + (text[i++] - '0');
-                digits++;
-            }
-            return digits == 0 ? -1 : value;
+            return ThreadSchedstat.runQueueNs();
         }
 
         /**
@@ -659,6 +639,7 @@ public class CrystalPerfPlugin implements SparkPlugin {
         void flush() {
             SampleBatch batch;
             synchronized (this) {
+                takeEnded();
                 if (rows.isEmpty() && taskMeasures.isEmpty() && dropped == 0) {
                     return;
                 }
