@@ -48,12 +48,9 @@ public final class SafepointClock {
 
     private static SafepointClock open() {
         try {
-            Path file = Paths.get(System.getProperty("java.io.tmpdir", "/tmp"), "hsperfdata_" + System.getProperty("user.name"),
+            // HotSpot on Linux keeps the file under /tmp whatever java.io.tmpdir says (Spark often moves that)
+            Path file = Paths.get("/tmp", "hsperfdata_" + System.getProperty("user.name"),
                     Long.toString(ProcessHandle.current().pid()));
-            if (!Files.isRegularFile(file)) {
-                file = Paths.get("/tmp", "hsperfdata_" + System.getProperty("user.name"),
-                        Long.toString(ProcessHandle.current().pid()));
-            }
             if (!Files.isRegularFile(file)) {
                 return null;
             }

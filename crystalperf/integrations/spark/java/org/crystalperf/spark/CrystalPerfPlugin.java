@@ -4,7 +4,6 @@ import java.lang.management.ManagementFactory;
 import java.lang.management.ThreadInfo;
 import java.lang.management.ThreadMXBean;
 import java.io.IOException;
-import java.io.RandomAccessFile;
 import java.net.URL;
 import java.security.CodeSource;
 import java.util.Arrays;
@@ -23,8 +22,8 @@ import org.apache.spark.api.plugin.PluginContext;
 import org.apache.spark.api.plugin.SparkPlugin;
 import org.crystalperf.common.CpuBudget;
 import org.crystalperf.common.HookCpu;
-import org.crystalperf.common.ThreadSchedstat;
 import org.crystalperf.common.IoCounters;
+import org.crystalperf.common.ThreadSchedstat;
 
 /**
  * {@code spark.plugins=org.crystalperf.spark.CrystalPerfPlugin}: samples the stacks of task threads
