@@ -75,7 +75,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     c = prediction.crystalperf
     sys.stdout.write(
         f"{changes.describe()}: predicted runtime {format_seconds(c.runtime_s)} "
-        f"(band {format_seconds(c.low_s or c.runtime_s)} – {format_seconds(c.high_s or c.runtime_s)}; "
+        f"(band {format_seconds(c.fast_end_s)} – {format_seconds(c.slow_end_s)}; "
         f"traced {format_seconds(prediction.baseline_runtime_s)}, speed-up {prediction.speedup:.2f}x)\n"
         f"  baselines: linear scaling {format_seconds(prediction.linear.runtime_s)}, "
         f"task replay without vectors {format_seconds(prediction.replay.runtime_s)}\n"

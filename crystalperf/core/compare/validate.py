@@ -216,11 +216,11 @@ def validate(traced: Run, rerun: Run, *, classifier: Any = None, band: bool = Tr
         "traced_runtime_s": round(prediction.baseline_runtime_s, 6),
         "measured_runtime_s": round(measured, 6),
         "predicted": {name: {"runtime_s": round(e.runtime_s, 6),
-                             **({"low_s": round(e.low_s, 6), "high_s": round(e.high_s or e.runtime_s, 6)}
+                             **({"low_s": round(e.low_s, 6), "high_s": round(e.slow_end_s, 6)}
                                 if e.low_s is not None else {})}
                       for name, e in estimates.items()},
         "error": {name: _round(_error(e.runtime_s, measured)) for name, e in estimates.items()},
-        "within_band": (c.low_s <= measured <= (c.high_s or c.runtime_s)) if c.low_s is not None else None,
+        "within_band": (c.low_s <= measured <= c.slow_end_s) if c.low_s is not None else None,
         "operations": rows,
         "operations_unmatched": sum(1 for p in pairs if p.a is None or p.b is None),
         "notes": notes,

@@ -49,6 +49,16 @@ class Estimate:
     low_s: float | None = None
     high_s: float | None = None
 
+    @property
+    def fast_end_s(self) -> float:
+        """The band's fast end; the point estimate where there is no band."""
+        return self.low_s if self.low_s is not None else self.runtime_s
+
+    @property
+    def slow_end_s(self) -> float:
+        """The band's slow end; the point estimate where there is no band."""
+        return self.high_s if self.high_s is not None else self.runtime_s
+
 
 @dataclass
 class Prediction:
@@ -71,7 +81,7 @@ class Prediction:
             d: dict[str, object] = {"runtime_s": round(e.runtime_s, 6)}
             if e.low_s is not None:
                 d["low_s"] = round(e.low_s, 6)
-                d["high_s"] = round(e.high_s or e.runtime_s, 6)
+                d["high_s"] = round(e.slow_end_s, 6)
             return d
 
         shown: dict[str, object] = {

@@ -136,7 +136,7 @@ class SettingsSearch:
             "near_best": self.near,
             **({"blocked": self.blocked.as_dict()} if self.blocked is not None else {}),
             **({"not_advised": [{"typed": c.typed, "runtime_s": round(p.crystalperf.runtime_s, 6),
-                                 "high_s": round(p.crystalperf.high_s or p.crystalperf.runtime_s, 6),
+                                 "high_s": round(p.crystalperf.slow_end_s, 6),
                                  "reason": "more resources for a gain within the band"}
                                 for c, p in self.unsure]} if self.unsure else {}),
             "candidates": [{"changes": dict(c.changes.values), "typed": c.typed, "runtime_s": round(c.runtime_s, 6)}
@@ -158,7 +158,7 @@ class SettingsSearch:
             candidate, p = self.unsure[0]
             return [f"Settings: {' '.join(candidate.typed)} is predicted to take "
                     f"{format_seconds(p.crystalperf.runtime_s)}, but its band reaches "
-                    f"{format_seconds(p.crystalperf.high_s or p.crystalperf.runtime_s)} against the traced "
+                    f"{format_seconds(p.crystalperf.slow_end_s)} against the traced "
                     f"{format_seconds(self.candidates[0].runtime_s)}: more resources for a gain the prediction "
                     "cannot tell from none, so no setting is advised."]
         if not self.suggestions:
@@ -170,7 +170,7 @@ class SettingsSearch:
                     + (f" (fastest tried: {shown})." if shown else ".")]
         first = self.suggestions[0]
         p = first.prediction
-        band = (f" ({format_seconds(p.crystalperf.low_s)} – {format_seconds(p.crystalperf.high_s or 0.0)})"
+        band = (f" ({format_seconds(p.crystalperf.low_s)} – {format_seconds(p.crystalperf.slow_end_s)})"
                 if p.crystalperf.low_s is not None else "")
         line = (f"Settings: {' '.join(first.typed)} is predicted to take {format_seconds(p.crystalperf.runtime_s)}"
                 f"{band} instead of {format_seconds(p.baseline_runtime_s)} ({p.speedup:.2f}x)")
