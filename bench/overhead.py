@@ -29,7 +29,10 @@ which are printed apart (Spark's ``stop()``, the end of ``fit``). How the noise 
 - a run starts only after the previous run's processes are all gone (the cgroup is empty: a detached analysis
   is waited for) and the machine's 1-minute load average is recorded before and after it, with what other
   processes used of the machine's CPUs in the timed window (``/proc/stat`` busy time less the run's own CPU);
-- the summary gives medians, the spread of each side and the median of the per-pair ratios.
+- the summary gives medians, the spread of each side and the median of the per-pair ratios;
+- ``--side-by-side`` (local Spark shapes) runs a pair's two runs at once instead, each pinned to a CPU of its own
+  (``local[1]``; the CPUs swapped from one pair to the next): a machine whose speed drifts within seconds slows
+  both alike, which back-to-back runs cannot give. Each run then counts the other among "other processes".
 
 ``--results FILE`` appends one JSON line per run, so a shape can be run a pair or two at a time (each under the
 team lock) and summarised together. The hook's own figure is what it measured (the trace's ``hook``): for Spark
@@ -102,7 +105,7 @@ SPARK = PRELUDE + textwrap.dedent('''
     import gzip, statistics
     from pyspark.sql import SparkSession
     shape, mode, out = PARAMS["shape"], PARAMS["mode"], PARAMS["out"]
-    builder = (SparkSession.builder.master("local[2]").appName("overhead-" + shape)
+    builder = (SparkSession.builder.master(PARAMS.get("master", "local[2]")).appName("overhead-" + shape)
                .config("spark.driver.memory", PARAMS["driver_memory"])
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "64" if shape == "spark-tiny" else "8"))
@@ -348,24 +351,59 @@ class Cgroup:
             self.path.rmdir()
 
 
-def run_once(shape: str, mode: str, params: dict[str, Any], label: str) -> dict[str, Any]:
-    spec = SHAPES[shape]
-    with tempfile.TemporaryDirectory(prefix="overhead-") as out:
-        job = {k: v for k, v in spec.items() if k != "script"} | params | {"shape": shape, "mode": mode, "out": out}
-        group = Cgroup(f"crystalperf-overhead-{os.getpid()}-{label}")
-        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, **group.env())
-        load_before = os.getloadavg()[0]
-        done = subprocess.run([sys.executable, "-c", spec["script"], json.dumps(job)], capture_output=True,
-                              text=True, env=env, preexec_fn=group.join, cwd=out)
-        group.drain()
+class Run:
+    """One run of a shape: a fresh process in a cgroup of its own, optionally pinned to one CPU."""
+
+    def __init__(self, shape: str, mode: str, params: dict[str, Any], label: str, cpu: int | None = None) -> None:
+        spec = SHAPES[shape]
+        self.shape, self.mode = shape, mode
+        self.out = tempfile.mkdtemp(prefix="overhead-")
+        job = {k: v for k, v in spec.items() if k != "script"} | params | {"shape": shape, "mode": mode,
+                                                                          "out": self.out}
+        self.group = Cgroup(f"crystalperf-overhead-{os.getpid()}-{label}")
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, **self.group.env())
+        self.load_before = os.getloadavg()[0]
+
+        def enter() -> None:
+            self.group.join()
+            if cpu is not None:
+                os.sched_setaffinity(0, {cpu})  # the JVM and the Python workers inherit it
+
+        self.process = subprocess.Popen([sys.executable, "-c", spec["script"], json.dumps(job)],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                        preexec_fn=enter, cwd=self.out)
+
+    def figures(self) -> dict[str, Any]:
+        stdout, stderr = self.process.communicate()
+        self.group.drain()
         load_after = os.getloadavg()[0]
-    if done.returncode != 0:
-        errors = [line for line in done.stderr.splitlines() if "Error" in line or "Exception" in line]
-        sys.exit(f"the {mode} run of {shape} failed:\n" + "\n".join(errors[:10]) + "\n" + done.stderr[-2000:])
-    line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))
-    figures: dict[str, Any] = json.loads(line[len("RESULT "):])
-    return figures | {"shape": shape, "mode": mode, "load_before": load_before, "load_after": load_after,
-                      "cgroup": group.path is not None}
+        import shutil
+
+        shutil.rmtree(self.out, ignore_errors=True)
+        if self.process.returncode != 0:
+            errors = [line for line in stderr.splitlines() if "Error" in line or "Exception" in line]
+            sys.exit(f"the {self.mode} run of {self.shape} failed:\n" + "\n".join(errors[:10]) + "\n"
+                     + stderr[-2000:])
+        line = next(x for x in stdout.splitlines() if x.startswith("RESULT "))
+        found: dict[str, Any] = json.loads(line[len("RESULT "):])
+        return found | {"shape": self.shape, "mode": self.mode, "load_before": self.load_before,
+                        "load_after": load_after, "cgroup": self.group.path is not None}
+
+
+def run_once(shape: str, mode: str, params: dict[str, Any], label: str) -> dict[str, Any]:
+    return Run(shape, mode, params, label).figures()
+
+
+def run_side_by_side(shape: str, params: dict[str, Any], pair: int) -> list[dict[str, Any]]:
+    """Both runs of a pair at once, each pinned to a CPU of its own (swapped from one pair to the next): whatever
+    slows the machine while they run slows both, which back-to-back runs cannot give. Each job has one core (Spark
+    ``local[1]``) and so does the hook beside it; what they share is the machine's caches and memory."""
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    if pair % 2:
+        cpus.reverse()
+    runs = [Run(shape, mode, params | {"master": "local[1]"}, f"{pair}-{mode}", cpu)
+            for mode, cpu in zip(("off", "on"), cpus, strict=True)]
+    return [r.figures() | {"cpu": cpu} for r, cpu in zip(runs, cpus, strict=True)]
 
 
 class ClusterRuns:
@@ -406,16 +444,24 @@ def run(args: argparse.Namespace) -> None:
     cluster = ClusterRuns() if args.shape == "spark-cluster" else None
     try:
         for pair in range(first_pair, first_pair + args.pairs):
-            order = ("on", "off") if pair % 2 else ("off", "on")
-            for mode in order:
-                label = f"{pair}-{mode}"
-                figures = cluster.run(mode, label) if cluster else run_once(args.shape, mode, params, label)
-                figures |= {"pair": pair, "commit": commit, "time": time.time(), "params": params}
+            if args.side_by_side:
+                runs = run_side_by_side(args.shape, params, pair)
+            else:
+                order = ("on", "off") if pair % 2 else ("off", "on")
+                runs = []
+                for mode in order:
+                    label = f"{pair}-{mode}"
+                    runs.append(cluster.run(mode, label) if cluster else run_once(args.shape, mode, params, label))
+                    if mode == order[0]:
+                        time.sleep(args.settle)
+            for figures in runs:
+                figures |= {"pair": pair, "commit": commit, "time": time.time(), "params": params,
+                            "side_by_side": args.side_by_side}
                 print(json.dumps(figures), flush=True)
                 if args.results:
                     with args.results.open("a") as f:
                         f.write(json.dumps(figures) + "\n")
-                time.sleep(args.settle)
+            time.sleep(args.settle)
     finally:
         if images is not None:
             import shutil
@@ -527,9 +573,16 @@ def main() -> None:
     runner.add_argument("--java-options", default="", help="the Spark driver JVM's options, on both sides")
     runner.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark property of the runs with the hook (e.g. spark.crystalperf.cpuBudget=0)")
+    runner.add_argument("--side-by-side", action="store_true",
+                        help="run each pair's two runs at once, each pinned to a CPU of its own (Spark shapes, "
+                             "local[1])")
     summarise = commands.add_parser("summary", help="medians of the runs in results files")
     summarise.add_argument("files", nargs="+", type=Path)
     args = parser.parse_args()
+    if args.command == "run" and args.side_by_side and (not args.shape.startswith("spark")
+                                                        or args.shape == "spark-cluster"
+                                                        or len(os.sched_getaffinity(0)) < 2):
+        parser.error("--side-by-side needs a local Spark shape and two CPUs")
     if args.command == "run":
         run(args)
     else:
