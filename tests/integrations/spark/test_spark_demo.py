@@ -44,8 +44,10 @@ def test_demo_runs_q6_and_q9_and_leaves_the_report(tmp_path: Path) -> None:
 
 # A stage's task start-up and hand-over (its closure deserialised, its result serialised: Spark's own
 # executorDeserializeTime and resultSerializationTime, 40 % of this tiny run's last stages) is no operator's
-# work; of the rest, at least 80 % must go to a plan operator, in every stage sampled enough to tell.
-MIN_STAGE_SAMPLES = 20
+# work; of the rest, at least 80 % must go to a plan operator, in every stage sampled enough to tell. The hook's
+# CPU budget, which counts the safepoints its stack samples cost the job, thins this short demo's rounds to about
+# 60 % of the configured interval's: its largest Q9 stage gets 15-20 samples.
+MIN_STAGE_SAMPLES = 10
 
 
 def _check_sql_operators(trace, report: dict) -> None:

@@ -118,10 +118,10 @@ public class CrystalPerfPlugin implements SparkPlugin {
         final long threadId;
         /** The task running on the thread; -1 between tasks. Written last as a task starts, first as it ends. */
         volatile long task = -1;
-        volatile int stage;
+        volatile int stage = -1;
         /**
          * Set by the sampler at most once a time bucket: the next task to start here measures its run-queue delay
-         * (a thread's first does). Measuring every task would put two reads on every task's thread; one task a
+         * (so does a thread's first task of each stage). Measuring every task would put two reads on every task's thread; one task a
          * bucket per thread is enough for the stage's share of time queued for a core.
          */
         volatile boolean measureNext = true;
@@ -252,8 +252,12 @@ public class CrystalPerfPlugin implements SparkPlugin {
                 if (slot == null) {
                     slot = register();
                 }
-                slot.stage = tc.stageId();
-                if (slot.measureNext) {
+                int stage = tc.stageId();
+                // a thread's first task of each stage is measured too: every stage gets its share of time queued
+                // for a core, a short last stage included (one measure per stage and thread, not per task)
+                boolean newStage = stage != slot.stage;
+                slot.stage = stage;
+                if (slot.measureNext || newStage) {
                     slot.measureNext = false;
                     slot.queuedAtStart = threadRunQueueNs();
                 } else {
@@ -306,7 +310,14 @@ public class CrystalPerfPlugin implements SparkPlugin {
             try {
                 if (slot.queuedAtStart >= 0) {
                     long waited = threadRunQueueNs();
-                    if (waited >= slot.queuedAtStart && !slot.ended) {
+                    if (waited >= slot.queuedAtStart) {
+                        if (slot.ended) {
+                            // the thread's last measure is not taken yet (two stages began within a round): take
+                            // it now, under the lock, which only such a task end does
+                            synchronized (this) {
+                                takeEnded();
+                            }
+                        }
                         slot.endedTask = slot.task;
                         slot.endedStage = slot.stage;
                         slot.endedQueuedNs = waited - slot.queuedAtStart;
