@@ -120,20 +120,19 @@ public class CrystalPerfPlugin implements SparkPlugin {
         volatile long task = -1;
         volatile int stage = -1;
         /**
-         * Set by the sampler at most once a time bucket: the next task to start here measures its run-queue delay
-         * (so does a thread's first task of each stage). Measuring every task would put two reads on every task's thread; one task a
-         * bucket per thread is enough for the stage's share of time queued for a core.
+         * The time bucket in which a task of this thread last measured its run-queue delay: the first task to start
+         * in a new bucket measures it (and a thread's first task of each stage). Measuring every task would put two
+         * reads on every task's thread; one task a bucket per thread is enough for the stage's share of time queued
+         * for a core. Read and written only by the task thread.
          */
-        volatile boolean measureNext = true;
-        /** The bucket in which the sampler last picked this thread's next task (the sampler's own field). */
-        long pickedBucket = Long.MIN_VALUE;
+        long measuredBucket = Long.MIN_VALUE;
         /** The run-queue delay (ns) when the current task started; -1: this task is not measured. */
         long queuedAtStart = -1;
         /**
          * A measured task that ended and whose delay the sampler has not yet taken: the task thread writes
          * {@link #endedTask}, {@link #endedStage} and {@link #endedQueuedNs}, then sets this; whoever holds the
-         * sampler's lock takes them and clears it. The thread's next measure waits for the next pick, which comes
-         * after the take, so a slot never holds two; the task thread never waits on the sampler's lock.
+         * sampler's lock takes them and clears it. Should the thread's next measured task end before the take, it
+         * takes the lock to make room (at most once a bucket or a stage); otherwise the task thread never takes it.
          */
         volatile boolean ended;
         long endedTask;
@@ -257,8 +256,9 @@ public class CrystalPerfPlugin implements SparkPlugin {
                 // for a core, a short last stage included (one measure per stage and thread, not per task)
                 boolean newStage = stage != slot.stage;
                 slot.stage = stage;
-                if (slot.measureNext || newStage) {
-                    slot.measureNext = false;
+                long bucket = System.currentTimeMillis() / bucketMs;
+                if (bucket != slot.measuredBucket || newStage) {
+                    slot.measuredBucket = bucket;
                     slot.queuedAtStart = threadRunQueueNs();
                 } else {
                     slot.queuedAtStart = -1;
@@ -274,7 +274,6 @@ public class CrystalPerfPlugin implements SparkPlugin {
         /** The calling task thread's slot, registered once per thread. */
         private Slot register() {
             Slot slot = new Slot(Thread.currentThread());
-            slot.pickedBucket = System.currentTimeMillis() / bucketMs;  // its first task is this bucket's pick
             ownSlot.set(slot);
             if (taskLoader == null) {
                 taskLoader = Thread.currentThread().getContextClassLoader();
@@ -436,8 +435,7 @@ public class CrystalPerfPlugin implements SparkPlugin {
         }
 
         /**
-         * One round: the ended measured tasks' delays taken, the running task threads' stacks; in a new bucket each
-         * task thread's next task is picked for measuring.
+         * One round: the ended measured tasks' delays taken, the running task threads' stacks.
          */
         private boolean sampleOnce() {
             int n = 0;
@@ -457,10 +455,6 @@ public class CrystalPerfPlugin implements SparkPlugin {
                 if (!s.thread.isAlive()) {
                     slots.remove(s);  // the executor's pool retired the thread
                     continue;
-                }
-                if (s.pickedBucket != bucket && !s.ended) {
-                    s.pickedBucket = bucket;
-                    s.measureNext = true;
                 }
                 long task = s.task;
                 if (task >= 0 && n < tids.length) {
