@@ -216,7 +216,9 @@ def test_task_threads_sharing_one_core_record_their_run_queue_delay(run_app, tmp
     result = run_app(f'''
         import os
         os.sched_setaffinity(0, {{min(os.sched_getaffinity(0))}})  # the JVM inherits it: local[2] on one core
-        spark = session(**{{"spark.crystalperf.outputDir": "{out}", "spark.crystalperf.analysis": "false"}})
+        # a time bucket shorter than a task, so that each thread's second task starts in a new one and is measured
+        spark = session(**{{"spark.crystalperf.outputDir": "{out}", "spark.crystalperf.analysis": "false",
+                           "spark.crystalperf.bucketMs": "200"}})
         print("SUM", spark.range(0, 60_000_000, numPartitions=4).selectExpr("sum(hash(id, id * 7))").collect())
         spark.stop()
     ''')
