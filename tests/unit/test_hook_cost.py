@@ -60,9 +60,19 @@ def test_a_sampler_too_dear_for_the_budget_slows_down_until_the_hook_fits_it() -
     machine = FakeMachine(round_cost=0.01)
     pace = _pace(machine)
     rate = machine.run(pace, 120)
-    assert 0.5 <= pace.interval_s <= 1.0
+    assert pace.interval_s == pytest.approx(0.5)
     assert rate <= 0.02 * 1.01
     assert pace.taken < pace.planned  # the report can say the budget thinned the samples
+
+
+def test_a_short_job_keeps_to_the_budget_from_its_first_round() -> None:
+    # a 4 s job: rounds of 10 ms at 100 ms would spend 0.4 CPU-s; the budget allows 0.02 CPU-s/s, 0.08 in all.
+    # The hook may overrun by the one round it cannot know the cost of before taking it.
+    machine = FakeMachine(round_cost=0.01)
+    pace = _pace(machine)
+    machine.run(pace, 4)
+    assert machine.spent <= 0.02 * machine.now + machine.round_cost
+    assert pace.taken >= 4  # still a round a second at least
 
 
 def test_a_cheap_sampler_keeps_its_interval_and_a_stretched_one_comes_back() -> None:

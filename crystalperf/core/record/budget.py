@@ -6,12 +6,14 @@ the job's threads (a training callback) adds its elapsed time (:meth:`HookCpu.ti
 so its wall time is its CPU time, read without a system call. The trace's ``hook`` section is made of it
 (:func:`process_cost`), and so is the budget.
 
-:class:`CpuBudget` is a budget, not a rate: a sampler's :class:`Pace` stretches its interval while the hook's CPU
-time runs above ``share`` of the cores the process may use (:func:`allowed_cores`: its CPUs, cpuset and CPU quota),
-and comes back to the configured interval when the hook is well under it, but never samples less often than
-``floor_s`` (what the analysis needs: a sample per time bucket). The rate is measured over windows of
-``WINDOW_S``; an interval changes at most once a window, by at most ``MAX_STEP``. The Java hooks run the same
-rule (``org.crystalperf.common.CpuBudget``).
+:class:`CpuBudget` is a budget, not a rate: it keeps a balance of the CPU time the hook may still use (``share`` of
+the cores the process may use, :func:`allowed_cores`: its CPUs, cpuset and CPU quota, accrued per second, less what
+the hook spent), and a sampler's :class:`Pace` waits after each round until the balance has paid back what the
+hook owes, never less than its configured interval and never more than ``floor_s`` (what the analysis needs: a
+sample per time bucket). It adapts from the first round, so a job of a few seconds keeps to the budget too; the
+balance holds at most ``WINDOW_S`` of the budget either way, so a burst (a job's first tasks, a GC) neither buys
+a later one nor throws the interval far. The rate is also reported over windows of ``WINDOW_S`` (how many were
+over the budget). The Java hooks run the same rule (``org.crystalperf.common.CpuBudget``).
 """
 
 from __future__ import annotations
@@ -29,8 +31,6 @@ from crystalperf.core.record import cgroups
 DEFAULT_SHARE = 0.01
 SHARE_ENV = "CRYSTALPERF_CPU_BUDGET"
 WINDOW_S = 2.0
-MAX_STEP = 4.0
-RELAX_BELOW = 0.5  # below this fraction of the budget a stretched interval halves back, once a window
 
 
 class HookCpu:
@@ -113,9 +113,9 @@ class CpuBudget:
         self.cores = max(0.01, cores if cores is not None else allowed_cores())
         self.spent = spent if spent is not None else PROCESS.total
         self.clock = clock
-        self._window_start = clock()
-        self._spent_at_start = self.spent()
-        self._rate = -1.0
+        self._window_start = self._seen_at = clock()
+        self._spent_at_start = self._spent_seen = self.spent()
+        self._balance = 0.0
         self.windows = 0
         self.windows_over = 0
         self._lock = threading.Lock()
@@ -129,18 +129,22 @@ class CpuBudget:
         """CPU seconds per second the hook may use."""
         return self.share * self.cores
 
-    def observe(self) -> tuple[int, float]:
-        """Closes the window when it is long enough; (windows closed so far, the last window's rate)."""
+    def owed(self) -> float:
+        """The CPU seconds the hook has spent beyond its budget so far (0 when within it); closes a reporting
+        window when it is long enough."""
         with self._lock:
-            now = self.clock()
+            now, spent = self.clock(), self.spent()
+            limit = self.allowed_rate * WINDOW_S
+            earned = self.allowed_rate * (now - self._seen_at)
+            self._balance = max(-limit, min(limit, self._balance + earned - (spent - self._spent_seen)))
+            self._seen_at, self._spent_seen = now, spent
             if now - self._window_start >= WINDOW_S:
-                spent = self.spent()
-                self._rate = (spent - self._spent_at_start) / (now - self._window_start)
+                rate = (spent - self._spent_at_start) / (now - self._window_start)
                 self._window_start, self._spent_at_start = now, spent
                 self.windows += 1
-                if self._rate > self.allowed_rate:
+                if rate > self.allowed_rate:
                     self.windows_over += 1
-            return self.windows, self._rate
+            return max(0.0, -self._balance)
 
 
 class Pace:
@@ -155,7 +159,6 @@ class Pace:
         self.interval_s = self.base_s
         self.taken = 0
         self._planned = 0.0
-        self._seen = 0
 
     @property
     def planned(self) -> int:
@@ -168,19 +171,12 @@ class Pace:
         return self.adapt()
 
     def adapt(self) -> float:
+        """The wait that pays back what the hook owes, within [base, floor]."""
         budget = self.budget
         if budget is None or not budget.enabled:
             return self.interval_s
-        closed, used = budget.observe()
-        if closed == self._seen:
-            return self.interval_s
-        self._seen = closed
-        allowed = budget.allowed_rate
-        if used > allowed:
-            step = min(MAX_STEP, used / allowed)
-            self.interval_s = min(self.floor_s, max(self.interval_s * step, self.interval_s + 1e-3))
-        elif used < RELAX_BELOW * allowed and self.interval_s > self.base_s:
-            self.interval_s = max(self.base_s, self.interval_s / 2)
+        payback = budget.owed() / budget.allowed_rate
+        self.interval_s = min(self.floor_s, max(self.base_s, payback))
         return self.interval_s
 
 

@@ -5,22 +5,19 @@ import java.nio.file.Paths;
 import java.util.function.LongSupplier;
 
 /**
- * A CPU budget for the hook, not a rate: the samplers of a process stretch their intervals while the hook's own
- * CPU time ({@link HookCpu}) runs above {@code share} of the cores the process may use, and come back to their
- * configured intervals when it is well under, but never sample less often than the analysis needs (a
- * {@link Pace}'s floor: one sample per time bucket). The Python twin is {@code crystalperf.core.record.budget}: the same
- * rule, tested there with a fake clock.
- *
- * <p>The rate is measured over windows of {@link #WINDOW_NS}; an interval changes once per window at most, by at
- * most a factor of {@link #MAX_STEP}, so a burst (a job's first tasks, a GC) does not throw it far.
+ * A CPU budget for the hook, not a rate: it keeps a balance of the CPU time the hook may still use ({@code share}
+ * of the cores the process may use, accrued per second, less the hook's own CPU time, {@link HookCpu}), and a
+ * sampler's {@link Pace} waits after each round until the balance has paid back what the hook owes, never less than
+ * its configured interval and never more than the analysis can do with (the floor: one sample per time bucket). It
+ * adapts from the first round, so a job of a few seconds keeps to the budget too; the balance holds at most
+ * {@link #WINDOW_NS} of the budget either way, so a burst (a job's first tasks, a GC) neither buys a later one nor
+ * throws the interval far. The rate is also reported over windows of {@link #WINDOW_NS} (how many were over). The
+ * Python twin is {@code crystalperf.core.record.budget}: the same rule, tested there with a fake clock.
  */
 public final class CpuBudget {
     /** The default share of the cores the process may use: 1 %. */
     public static final double DEFAULT_SHARE = 0.01;
     static final long WINDOW_NS = 2_000_000_000L;
-    static final double MAX_STEP = 4.0;
-    /** Below this fraction of the budget a stretched interval shrinks back (halved per window). */
-    static final double RELAX_BELOW = 0.5;
     private static final Path CGROUP_ROOT = Paths.get("/sys/fs/cgroup");
 
     private final double share;
@@ -29,7 +26,10 @@ public final class CpuBudget {
     private final LongSupplier clock;
     private long windowStart;
     private long spentAtWindowStart;
-    private double rate = -1;
+    private long seenAt;
+    private long spentSeen;
+    /** CPU nanoseconds the hook may still use; negative while it owes. */
+    private double balanceNs;
     private long windows;
     private long windowsOver;
 
@@ -43,8 +43,8 @@ public final class CpuBudget {
         this.cores = Math.max(0.01, cores);
         this.spentNanos = spentNanos;
         this.clock = clock;
-        this.windowStart = clock.getAsLong();
-        this.spentAtWindowStart = spentNanos.getAsLong();
+        this.windowStart = this.seenAt = clock.getAsLong();
+        this.spentAtWindowStart = this.spentSeen = spentNanos.getAsLong();
     }
 
     /** Whether the budget is on (a share of 0 turns it off: the samplers keep their intervals). */
@@ -70,12 +70,20 @@ public final class CpuBudget {
         return new long[] {windows, windowsOver};
     }
 
-    /** Closes the window when it is long enough; returns how many windows have closed so far. */
-    private synchronized long observe() {
+    /**
+     * The CPU nanoseconds the hook has spent beyond its budget so far (0 when within it); closes a reporting window
+     * when it is long enough.
+     */
+    synchronized double owedNanos() {
         long now = clock.getAsLong();
+        long spent = spentNanos.getAsLong();
+        double limit = allowedRate() * WINDOW_NS;
+        double earned = allowedRate() * (now - seenAt);
+        balanceNs = Math.max(-limit, Math.min(limit, balanceNs + earned - (spent - spentSeen)));
+        seenAt = now;
+        spentSeen = spent;
         if (now - windowStart >= WINDOW_NS) {
-            long spent = spentNanos.getAsLong();
-            rate = (spent - spentAtWindowStart) / (double) (now - windowStart);
+            double rate = (spent - spentAtWindowStart) / (double) (now - windowStart);
             windowStart = now;
             spentAtWindowStart = spent;
             windows++;
@@ -83,11 +91,7 @@ public final class CpuBudget {
                 windowsOver++;
             }
         }
-        return windows;
-    }
-
-    private synchronized double lastRate() {
-        return rate;
+        return Math.max(0, -balanceNs);
     }
 
     /**
@@ -99,7 +103,6 @@ public final class CpuBudget {
         private final long baseMs;
         private final long floorMs;
         private long intervalMs;
-        private long seenWindows;
         private long taken;
         private double planned;
 
@@ -125,21 +128,14 @@ public final class CpuBudget {
             return adapt();
         }
 
-        /** Adapts the interval without counting a round (a round that found nothing to sample). */
+        /** Adapts the interval without counting a round (a round that found nothing to sample): the wait that
+         * pays back what the hook owes, within the configured interval and the floor. */
         public synchronized long adapt() {
-            long closed = observe();
-            if (!enabled() || closed == seenWindows) {
+            if (!enabled()) {
                 return intervalMs;
             }
-            seenWindows = closed;
-            double used = lastRate();
-            double allowed = allowedRate();
-            if (used > allowed) {
-                double step = Math.min(MAX_STEP, used / allowed);
-                intervalMs = Math.min(floorMs, Math.max(intervalMs + 1, (long) Math.ceil(intervalMs * step)));
-            } else if (used < RELAX_BELOW * allowed && intervalMs > baseMs) {
-                intervalMs = Math.max(baseMs, intervalMs / 2);
-            }
+            double paybackMs = owedNanos() / allowedRate() / 1e6;
+            intervalMs = Math.min(floorMs, Math.max(baseMs, (long) Math.ceil(paybackMs)));
             return intervalMs;
         }
 

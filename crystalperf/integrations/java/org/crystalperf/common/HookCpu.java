@@ -39,6 +39,8 @@ public final class HookCpu {
 
     private static final AtomicLongArray NANOS = new AtomicLongArray(PARTS.length);
     private static final ThreadMXBean MX = ManagementFactory.getThreadMXBean();
+    /** The stack calls' own safepoints, averaged over those that took no other with them (ns; -1: none yet). */
+    private static volatile long lonePauseNs = -1;
     private static volatile boolean threadCpu = true;
 
     private HookCpu() {}
@@ -92,23 +94,35 @@ public final class HookCpu {
     /**
      * The threads' stacks ({@link ThreadMXBean#getThreadInfo(long[], int)}), counting the pause it imposes on the
      * job: on JDK 17 the stacks are taken at a global safepoint, which stops every Java thread. The pause is the
-     * JVM's own safepoint clock over the call ({@link SafepointClock}); without it, the time the calling thread
+     * JVM's own safepoint clock over the call ({@link SafepointClock}), less the other safepoints that fell in it (a
+     * collection the stack request queued behind: then the recent pauses measured alone, averaged, stand in for the
+     * call's own);
+     * without the clock, the time the calling thread
      * spent in the call neither on a core nor waiting for one ({@link ThreadSchedstat}), which also holds the VM
      * thread's wait for a core. Counted once for each sampled thread found running, at most {@code cores}: a runnable
      * thread blocked in a native read loses nothing to the pause, so this errs high.
      */
     public static java.lang.management.ThreadInfo[] stacks(ThreadMXBean mx, long[] ids, int depth, double cores) {
         long safepointBefore = SafepointClock.nanos();
+        long safepointsBefore = SafepointClock.count();
         long onCpu = safepointBefore < 0 ? ThreadSchedstat.onCpuNs() : -1;
         long queued = onCpu >= 0 ? ThreadSchedstat.runQueueNs() : -1;
-        long started = System.nanoTime();
+        long started = queued >= 0 ? System.nanoTime() : 0;
         java.lang.management.ThreadInfo[] infos = mx.getThreadInfo(ids, depth);
-        long wall = System.nanoTime() - started;
         long pause = 0;
         if (safepointBefore >= 0) {
             long after = SafepointClock.nanos();
-            pause = after >= safepointBefore ? after - safepointBefore : 0;
+            long taken = SafepointClock.count() - safepointsBefore;
+            pause = after >= safepointBefore && taken > 0 ? after - safepointBefore : 0;
+            if (taken == 1) {
+                long lone = lonePauseNs;
+                lonePauseNs = lone < 0 ? pause : (3 * lone + pause) / 4;
+            } else if (taken > 1) {
+                long lone = lonePauseNs;
+                pause = lone >= 0 ? Math.min(pause, lone) : pause / taken;
+            }
         } else if (queued >= 0) {
+            long wall = System.nanoTime() - started;
             long onCpuAfter = ThreadSchedstat.onCpuNs();
             long queuedAfter = ThreadSchedstat.runQueueNs();
             if (onCpuAfter >= onCpu && queuedAfter >= queued) {

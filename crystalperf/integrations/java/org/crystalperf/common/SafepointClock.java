@@ -12,7 +12,7 @@ import java.nio.file.Paths;
 /**
  * How long this JVM's Java threads have stood at safepoints, from HotSpot's own performance counters
  * ({@code sun.rt.safepointSyncTime}, the time to bring every thread to a stop, and {@code sun.rt.safepointTime}, the
- * time stopped), read from the JVM's shared-memory file (/tmp/hsperfdata_USER/PID) that {@code jstat} reads. No
+ * time stopped, and {@code sun.rt.safepoints}, how many), read from the JVM's shared-memory file (/tmp/hsperfdata_USER/PID) that {@code jstat} reads. No
  * file (-XX:-UsePerfData, -XX:+PerfDisableSharedMem, another JVM) or an unexpected layout: {@link #nanos()} is -1
  * and callers estimate otherwise. The counters are updated by the VM thread; reading them takes no lock.
  */
@@ -23,13 +23,29 @@ public final class SafepointClock {
     private final MappedByteBuffer data;
     private final int syncOffset;
     private final int timeOffset;
+    private final int countOffset;
     private final double nanosPerTick;
 
-    private SafepointClock(MappedByteBuffer data, int syncOffset, int timeOffset, double nanosPerTick) {
+    private SafepointClock(MappedByteBuffer data, int syncOffset, int timeOffset, int countOffset,
+                           double nanosPerTick) {
         this.data = data;
         this.syncOffset = syncOffset;
         this.timeOffset = timeOffset;
+        this.countOffset = countOffset;
         this.nanosPerTick = nanosPerTick;
+    }
+
+    /** Safepoints this JVM has taken so far; -1 where it cannot say. */
+    public static long count() {
+        SafepointClock clock = INSTANCE;
+        if (clock == null) {
+            return -1;
+        }
+        try {
+            return clock.data.getLong(clock.countOffset);
+        } catch (RuntimeException e) {
+            return -1;
+        }
     }
 
     /** Nanoseconds this JVM's threads have spent reaching and at safepoints so far; -1 where it cannot say. */
@@ -76,6 +92,7 @@ public final class SafepointClock {
         int count = data.getInt(28);
         int sync = -1;
         int time = -1;
+        int safepoints = -1;
         long frequency = -1;
         for (int i = 0; i < count && entry > 0 && entry + 20 <= data.limit(); i++) {
             int length = data.getInt(entry);
@@ -92,16 +109,18 @@ public final class SafepointClock {
                     sync = valueAt;
                 } else if ("sun.rt.safepointTime".equals(name)) {
                     time = valueAt;
+                } else if ("sun.rt.safepoints".equals(name)) {
+                    safepoints = valueAt;
                 } else if ("sun.os.hrt.frequency".equals(name)) {
                     frequency = data.getLong(valueAt);
                 }
             }
             entry += length;
         }
-        if (sync < 0 || time < 0 || frequency <= 0) {
+        if (sync < 0 || time < 0 || safepoints < 0 || frequency <= 0) {
             return null;
         }
-        return new SafepointClock(data, sync, time, 1e9 / frequency);
+        return new SafepointClock(data, sync, time, safepoints, 1e9 / frequency);
     }
 
     private static String name(MappedByteBuffer data, int at) {

@@ -259,7 +259,7 @@ public class CrystalPerfPlugin implements SparkPlugin {
                 long bucket = System.currentTimeMillis() / bucketMs;
                 if (bucket != slot.measuredBucket || newStage) {
                     slot.measuredBucket = bucket;
-                    slot.queuedAtStart = threadRunQueueNs();
+                    slot.queuedAtStart = ThreadSchedstat.runQueueNs();
                 } else {
                     slot.queuedAtStart = -1;
                 }
@@ -308,7 +308,7 @@ public class CrystalPerfPlugin implements SparkPlugin {
             }
             try {
                 if (slot.queuedAtStart >= 0) {
-                    long waited = threadRunQueueNs();
+                    long waited = ThreadSchedstat.runQueueNs();
                     if (waited >= slot.queuedAtStart) {
                         if (slot.ended) {
                             // the thread's last measure is not taken yet (two stages began within a round): take
@@ -541,11 +541,6 @@ public class CrystalPerfPlugin implements SparkPlugin {
                     process >= 0 && processNanosAtStart >= 0 ? process - processNanosAtStart : -1,
                     budget == null ? 0 : budget.share(), budget == null ? 0 : budget.cores(),
                     pace == null ? 0 : pace.taken(), pace == null ? 0 : pace.planned(), w[0], w[1]);
-        }
-
-        /** Nanoseconds the calling thread waited for a core so far; -1 where the kernel does not say. */
-        static long threadRunQueueNs() {
-            return ThreadSchedstat.runQueueNs();
         }
 
         /**
