@@ -4,6 +4,7 @@ the listener runs, by hand)."""
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -22,7 +23,24 @@ def register_spark_conf(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--output-dir", help="where the trace and report go (default: next to the job's output)")
     parser.add_argument("--sample-interval-ms", type=int, help="stack sampling interval (default 100)")
     parser.add_argument("--no-python-sampling", action="store_true", help="do not sample PySpark's Python workers")
+    _add_cpu_budget(parser)
     parser.set_defaults(func=_spark_conf)
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share between 0 and 1")
+    return value
+
+
+def _add_cpu_budget(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cpu-budget", type=_share, default=None,
+                        help="the hook's CPU budget, a share of the cores each process may use (default 0.01; "
+                             "0 keeps the sampling interval whatever it costs)")
 
 
 def _spark_conf(args: argparse.Namespace) -> int:
@@ -30,7 +48,8 @@ def _spark_conf(args: argparse.Namespace) -> int:
 
     # A setup problem (pyspark missing or unsupported, a stale jar) is a CrystalPerfError: one line from the CLI.
     conf = spark_conf(output_dir=args.output_dir, sample_interval_ms=args.sample_interval_ms,
-                      python_sampling=not args.no_python_sampling, pin_worker_python=True)
+                      python_sampling=not args.no_python_sampling, pin_worker_python=True,
+                      cpu_budget=args.cpu_budget)
     lines = [f"--conf {shlex.quote(f'{k}={v}')}" for k, v in conf.items()]
     sys.stdout.write(" \\\n".join(lines) + "\n")
     return 0
@@ -41,7 +60,9 @@ def register_demo(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", default="crystalperf-demo", help="directory for data and report (default ./crystalperf-demo)")
     parser.add_argument("--scale", type=float, default=1.0, help="TPC-H scale factor of the generated data (default 1)")
     parser.add_argument("--sample-interval-ms", type=int, default=None,
-                        help="stack sampling period (default: the hook's); shorter gives a finer split of small runs")
+                        help="stack sampling period (default: the hook's); shorter gives a finer split of small runs "
+                             "as far as the CPU budget allows")
+    _add_cpu_budget(parser)
     parser.set_defaults(func=_demo)
 
 
@@ -54,7 +75,7 @@ def _demo(args: argparse.Namespace) -> int:
     spark_version()  # FrameworkNotInstalledError names the extra to install
     logging.getLogger("crystalperf").setLevel(logging.INFO)
     out = Path(args.out)
-    report = run_demo(out, scale=args.scale, sample_interval_ms=args.sample_interval_ms)
+    report = run_demo(out, scale=args.scale, sample_interval_ms=args.sample_interval_ms, cpu_budget=args.cpu_budget)
     if not report:
         sys.stderr.write(f"crystalperf: the demo ran but no report was written; see {out / 'crystalperf-analysis.log'}\n")
         return 1

@@ -18,6 +18,19 @@ def test_spark_conf_prints_submit_lines(capsys: pytest.CaptureFixture[str]) -> N
     assert f"--conf spark.crystalperf.schemaVersion={SCHEMA_VERSION}" in out
 
 
+def test_spark_conf_sets_the_cpu_budget_and_refuses_a_share_out_of_range(capsys: pytest.CaptureFixture[str]) -> None:
+    from crystalperf.core.cli import main
+
+    assert main(["spark-conf", "--no-python-sampling", "--cpu-budget", "0.05"]) == 0
+    out = capsys.readouterr().out
+    # the JVMs read the conf, the PySpark workers the environment
+    assert "spark.crystalperf.cpuBudget=0.05" in out and "CRYSTALPERF_CPU_BUDGET=0.05" in out
+    with pytest.raises(SystemExit) as refused:
+        main(["spark-conf", "--cpu-budget", "1.5"])
+    assert refused.value.code == 2
+    assert "--cpu-budget: '1.5' is not a share between 0 and 1" in capsys.readouterr().err
+
+
 def test_configure_appends_to_existing_lists() -> None:
     from pyspark import SparkConf
 
