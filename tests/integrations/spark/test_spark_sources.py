@@ -16,10 +16,12 @@ from tests.integrations.spark.reports import assert_no_plumbing_top_functions
 
 
 def test_sampled_jvm_time_resolves_to_located_functions(run_app, tmp_path: Path) -> None:
+    # Sampled densely under a raised CPU budget: at the default 1 % a job this short gets a few rounds a second.
     out = tmp_path / "report"
     data = tmp_path / "table"
     result = run_app(f'''
-        spark = session(**{{"spark.crystalperf.outputDir": "{out}", "spark.crystalperf.sampleIntervalMs": "10"}})
+        spark = session(**{{"spark.crystalperf.outputDir": "{out}", "spark.crystalperf.sampleIntervalMs": "10",
+                             "spark.crystalperf.cpuBudget": "0.1"}})
         df = spark.range(0, 3_000_000).selectExpr("id % 1000 AS k", "sha2(cast(id AS string), 256) AS h")
         df.write.mode("overwrite").parquet("{data}")
         back = spark.read.parquet("{data}")
@@ -85,7 +87,8 @@ def test_the_report_regenerates_the_same_on_another_machine(run_app, tmp_path: P
 
     out = tmp_path / "report"
     result = run_app(f'''
-        spark = session(**{{"spark.crystalperf.outputDir": "{out}", "spark.crystalperf.sampleIntervalMs": "10"}})
+        spark = session(**{{"spark.crystalperf.outputDir": "{out}", "spark.crystalperf.sampleIntervalMs": "10",
+                             "spark.crystalperf.cpuBudget": "0.1"}})
         df = spark.range(0, 2_000_000).selectExpr("id % 500 AS k", "sha2(cast(id AS string), 256) AS h")
         print("GROUPS", df.groupBy("k").agg({{"h": "max"}}).count())
         spark.stop()
