@@ -93,14 +93,20 @@ class HookCpu:
 PROCESS = HookCpu()
 
 
+def parse_share(text: str) -> float | None:
+    """``text`` as a budget's share of the cores, a number in [0, 1]; None if it is not one."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if 0 <= value <= 1 else None
+
+
 def share_from_env(default: float = DEFAULT_SHARE) -> float:
     """The budget's share of the cores: ``CRYSTALPERF_CPU_BUDGET`` when it is a number in [0, 1]."""
     raw = os.environ.get(SHARE_ENV, "").strip()
-    try:
-        value = float(raw) if raw else default
-    except ValueError:
-        return default
-    return value if 0 <= value <= 1 else default
+    value = parse_share(raw) if raw else None
+    return default if value is None else value
 
 
 class CpuBudget:

@@ -4,11 +4,11 @@ the listener runs, by hand)."""
 from __future__ import annotations
 
 import argparse
-import math
 import shlex
 import sys
 from pathlib import Path
 
+from crystalperf.core.record.budget import parse_share
 from crystalperf.integrations.base import register_finish_command
 from crystalperf.integrations.spark.config import INTEGRATION
 
@@ -28,11 +28,8 @@ def register_spark_conf(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _share(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 <= value <= 1:
+    value = parse_share(text)
+    if value is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a share between 0 and 1")
     return value
 
