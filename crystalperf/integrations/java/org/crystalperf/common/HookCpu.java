@@ -96,10 +96,8 @@ public final class HookCpu {
      * job: on JDK 17 the stacks are taken at a global safepoint, which stops every Java thread. The pause is the
      * JVM's own safepoint clock over the call ({@link SafepointClock}), less the other safepoints that fell in it (a
      * collection the stack request queued behind: then the recent pauses measured alone, averaged, stand in for the
-     * call's own);
-     * without the clock, the time the calling thread
-     * spent in the call neither on a core nor waiting for one ({@link ThreadSchedstat}), which also holds the VM
-     * thread's wait for a core. Counted once for each sampled thread found running, at most {@code cores}: a runnable
+     * call's own); without the clock, the time the calling thread spent in the call neither on a core nor waiting
+     * for one ({@link ThreadSchedstat}), which also holds the VM thread's wait for a core. Counted once for each sampled thread found running, at most {@code cores}: a runnable
      * thread blocked in a native read loses nothing to the pause, so this errs high.
      */
     public static java.lang.management.ThreadInfo[] stacks(ThreadMXBean mx, long[] ids, int depth, double cores) {
