@@ -14,7 +14,8 @@ import java.nio.file.Paths;
  * ({@code sun.rt.safepointSyncTime}, the time to bring every thread to a stop, and {@code sun.rt.safepointTime}, the
  * time stopped, and {@code sun.rt.safepoints}, how many), read from the JVM's shared-memory file
  * (/tmp/hsperfdata_USER/PID) that {@code jstat} reads. No file (-XX:-UsePerfData, -XX:+PerfDisableSharedMem,
- * another JVM) or an unexpected layout: {@link #nanos()} is -1 and callers estimate otherwise. The counters are updated by the VM thread; reading them takes no lock.
+ * another JVM) or an unexpected layout: {@link #nanos()} is -1 and callers estimate otherwise. The counters are
+ * updated by the VM thread; reading them takes no lock.
  */
 public final class SafepointClock {
     private static final int MAGIC = 0xcafec0c0;
