@@ -184,6 +184,22 @@ def finish_main(integration: Integration, add_arguments: Callable[[argparse.Argu
         return EXIT_BAD_INPUT
 
 
+def _budget_share(text: str) -> float:
+    from crystalperf.core.record.budget import parse_share
+
+    value = parse_share(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share between 0 and 1")
+    return value
+
+
+def add_cpu_budget_option(parser: argparse.ArgumentParser) -> None:
+    """``--cpu-budget``: the hook's CPU budget, a share in [0, 1] (anything else: one line, exit 2)."""
+    parser.add_argument("--cpu-budget", type=_budget_share, default=None,
+                        help="the hook's CPU budget, a share of the cores each process may use (default 0.01; "
+                             "0 keeps the sampling interval whatever it costs)")
+
+
 def register_finish_command(subparsers: argparse._SubParsersAction, integration: Integration, help: str) -> None:
     """``crystalperf <fw>-finish``: the job end a hook runs, by hand (after a crash, or with --no-analysis
     first); the same arguments and code as ``python -m crystalperf.integrations.<fw>.finish``."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from crystalperf.integrations.base import register_finish_command
+from crystalperf.integrations.base import add_cpu_budget_option, register_finish_command
 from crystalperf.integrations.flink.config import INTEGRATION
 
 
@@ -24,13 +24,16 @@ def register_flink_conf(subparsers: argparse._SubParsersAction) -> None:
         help="do not start the analysis when a job ends "
         "(by default this Python runs crystalperf.integrations.flink.finish)",
     )
+    parser.add_argument("--sample-interval-ms", type=int, help="stack sampling interval (default 100)")
+    add_cpu_budget_option(parser)
     parser.set_defaults(func=_flink_conf)
 
 
 def _flink_conf(args: argparse.Namespace) -> int:
     from crystalperf.integrations.flink.config import INTEGRATION, configuration
 
-    entries = configuration(args.output_dir, analyze=not args.no_analyze)
+    entries = configuration(args.output_dir, analyze=not args.no_analyze,
+                            sample_interval_ms=args.sample_interval_ms, cpu_budget=args.cpu_budget)
     if INTEGRATION.version() is None:
         # stderr: stdout stays the key: value lines a config.yaml takes
         sys.stderr.write(

@@ -31,6 +31,8 @@ INTEGRATION = Integration(
 
 REPORTER_NAME = "crystalperf"
 FACTORY_CLASS = "org.crystalperf.flink.CrystalPerfReporterFactory"
+SAMPLE_INTERVAL_KEY = f"metrics.reporter.{REPORTER_NAME}.sample.interval.ms"
+CPU_BUDGET_KEY = f"metrics.reporter.{REPORTER_NAME}.cpu.budget"
 
 
 def jar_path() -> Path:
@@ -38,12 +40,15 @@ def jar_path() -> Path:
     return INTEGRATION.jar_path()
 
 
-def configuration(output_dir: str | Path | None = None, *, analyze: bool = True) -> dict[str, str]:
+def configuration(output_dir: str | Path | None = None, *, analyze: bool = True,
+                  sample_interval_ms: int | None = None, cpu_budget: float | None = None) -> dict[str, str]:
     """The configuration entries that load the reporter (the jar included in ``pipeline.jars``).
 
     With ``analyze``, the reporter starts ``<this python> -m crystalperf.integrations.flink.finish <part>``
     when a job ends, which writes the trace and the report into the output directory; without it, call
-    :func:`crystalperf.integrations.flink.finish` yourself. Raises ``UnsupportedFrameworkVersionError`` when
+    :func:`crystalperf.integrations.flink.finish` yourself. ``sample_interval_ms`` (default 100) and
+    ``cpu_budget`` (a share in [0, 1] of the cores each process may use, default 0.01; 0 keeps the interval
+    whatever it costs) set the reporter's stack sampling. Raises ``UnsupportedFrameworkVersionError`` when
     an unsupported PyFlink is installed here; without PyFlink the entries are for a cluster elsewhere.
     """
     if INTEGRATION.version() is not None:
@@ -56,17 +61,26 @@ def configuration(output_dir: str | Path | None = None, *, analyze: bool = True)
         entries[f"metrics.reporter.{REPORTER_NAME}.output.dir"] = str(Path(output_dir).resolve())
     if analyze:
         entries[f"metrics.reporter.{REPORTER_NAME}.analyze.python"] = sys.executable
+    if sample_interval_ms:
+        entries[SAMPLE_INTERVAL_KEY] = str(int(sample_interval_ms))
+    if cpu_budget is not None:
+        entries[CPU_BUDGET_KEY] = str(float(cpu_budget))
     return entries
 
 
-def configure(config: Any, output_dir: str | Path | None = None, *, analyze: bool = True) -> Any:
+def configure(config: Any, output_dir: str | Path | None = None, *, analyze: bool = True,
+              sample_interval_ms: int | None = None, cpu_budget: float | None = None) -> Any:
     """Set the reporter's entries on a PyFlink ``Configuration`` (keeping jars already listed) and return it.
 
-    Raises ``FrameworkNotInstalledError`` / ``UnsupportedFrameworkVersionError`` (naming the fix) when
-    PyFlink is missing or outside the supported versions.
+    The sampler of this process's loopback Python workers takes the reporter's interval and budget, from the
+    arguments or from entries the configuration already had. Raises ``FrameworkNotInstalledError`` /
+    ``UnsupportedFrameworkVersionError`` (naming the fix) when PyFlink is missing or outside the supported
+    versions.
     """
     INTEGRATION.check()
-    for key, value in configuration(output_dir, analyze=analyze).items():
+    entries = configuration(output_dir, analyze=analyze, sample_interval_ms=sample_interval_ms,
+                            cpu_budget=cpu_budget)
+    for key, value in entries.items():
         if key == "pipeline.jars":
             existing = [j for j in (config.get_string(key, "") or "").split(";") if j]
             value = ";".join([*existing, value]) if value not in existing else ";".join(existing)
@@ -78,12 +92,22 @@ def configure(config: Any, output_dir: str | Path | None = None, *, analyze: boo
         from crystalperf.integrations.flink.gateway import isolate_deletes
 
         isolate_deletes()
-    if output_dir is not None:
+    # the interval and budget read as the reporter reads them: a value that is not a number leaves the default
+    interval_ms = _number(config.get_string(SAMPLE_INTERVAL_KEY, ""))
+    if output_dir is not None and (interval_ms is None or interval_ms > 0):
         # A local job's Python functions run in this process (PyFlink's loopback mode): sample them here.
         from crystalperf.integrations.flink.pyworkers import start_worker_sampler
 
-        start_worker_sampler(output_dir)
+        start_worker_sampler(output_dir, interval_s=interval_ms / 1000 if interval_ms else 0.1,
+                             share=_number(config.get_string(CPU_BUDGET_KEY, "")))
     return config
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def record_plan(env: Any, output_dir: str | Path, statement: str | None = None) -> Path | None:

@@ -83,8 +83,8 @@ def _thread_cpu_s(ident: int) -> float | None:
 class WorkerSampler(PythonStackSampler):
     """A :class:`PythonStackSampler` of the threads that run Beam bundles, spooling to ``out_dir``."""
 
-    def __init__(self, out_dir: Path, *, interval_s: float = 0.1) -> None:
-        budget = hook_budget.CpuBudget(hook_budget.share_from_env())
+    def __init__(self, out_dir: Path, *, interval_s: float = 0.1, share: float | None = None) -> None:
+        budget = hook_budget.CpuBudget(hook_budget.share_from_env() if share is None else share)
         super().__init__(self._key_for, interval_s=interval_s, capture_depth=_BUNDLE_DEPTH,
                          max_bytes=max_bytes_from_env() if os.environ.get(MAX_BYTES_ENV) else _MAX_BYTES,
                          budget=budget)
@@ -218,15 +218,17 @@ class WorkerSampler(PythonStackSampler):
             self._maybe_flush(force=True)
 
 
-def start_worker_sampler(output_dir: str | Path, interval_s: float = 0.1) -> WorkerSampler | None:
-    """Start (once per output directory and process) the sampler of this process's loopback Python workers.
-    Never raises into the caller (returns None when it could not start)."""
+def start_worker_sampler(output_dir: str | Path, interval_s: float = 0.1,
+                         share: float | None = None) -> WorkerSampler | None:
+    """Start (once per output directory and process) the sampler of this process's loopback Python workers,
+    under a CPU budget of ``share`` (default: ``CRYSTALPERF_CPU_BUDGET``, else 1 %). Never raises into the caller
+    (returns None when it could not start)."""
     with guard("flink: start the Python worker sampler"):
         out = Path(output_dir).resolve()
         with _lock:
             sampler = _samplers.get(out)
             if sampler is None:
-                sampler = _samplers[out] = WorkerSampler(out, interval_s=interval_s)
+                sampler = _samplers[out] = WorkerSampler(out, interval_s=interval_s, share=share)
                 sampler.start()
                 atexit.register(_stop, sampler)
             return sampler

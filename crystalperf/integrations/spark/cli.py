@@ -8,8 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from crystalperf.core.record.budget import parse_share
-from crystalperf.integrations.base import register_finish_command
+from crystalperf.integrations.base import add_cpu_budget_option, register_finish_command
 from crystalperf.integrations.spark.config import INTEGRATION
 
 
@@ -23,21 +22,8 @@ def register_spark_conf(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--output-dir", help="where the trace and report go (default: next to the job's output)")
     parser.add_argument("--sample-interval-ms", type=int, help="stack sampling interval (default 100)")
     parser.add_argument("--no-python-sampling", action="store_true", help="do not sample PySpark's Python workers")
-    _add_cpu_budget(parser)
+    add_cpu_budget_option(parser)
     parser.set_defaults(func=_spark_conf)
-
-
-def _share(text: str) -> float:
-    value = parse_share(text)
-    if value is None:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a share between 0 and 1")
-    return value
-
-
-def _add_cpu_budget(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cpu-budget", type=_share, default=None,
-                        help="the hook's CPU budget, a share of the cores each process may use (default 0.01; "
-                             "0 keeps the sampling interval whatever it costs)")
 
 
 def _spark_conf(args: argparse.Namespace) -> int:
@@ -59,7 +45,7 @@ def register_demo(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--sample-interval-ms", type=int, default=None,
                         help="stack sampling period (default: the hook's); shorter gives a finer split of small runs "
                              "as far as the CPU budget allows")
-    _add_cpu_budget(parser)
+    add_cpu_budget_option(parser)
     parser.set_defaults(func=_demo)
 
 

@@ -42,3 +42,45 @@ def test_the_installed_pyflink_is_a_supported_version() -> None:
 
     pytest.importorskip("pyflink")
     assert cpflink.INTEGRATION.check() == metadata.version("apache-flink")
+
+
+def test_flink_conf_sets_the_sampling_interval_and_the_cpu_budget() -> None:
+    result = _crystalperf("flink-conf", "--no-analyze", "--sample-interval-ms", "20", "--cpu-budget", "0.05")
+    assert result.returncode == 0, result.stderr
+    lines = dict(line.split(": ", 1) for line in result.stdout.splitlines())
+    assert lines["metrics.reporter.crystalperf.sample.interval.ms"] == "20"
+    assert lines["metrics.reporter.crystalperf.cpu.budget"] == "0.05"
+    wrong = _crystalperf("flink-conf", "--cpu-budget", "2")
+    assert wrong.returncode == 2
+    assert "--cpu-budget: '2' is not a share between 0 and 1" in wrong.stderr
+    assert "Traceback" not in wrong.stderr
+
+
+def test_configure_gives_the_python_worker_sampler_the_reporters_interval_and_budget(tmp_path: Path) -> None:
+    """A local job's Python functions run in the configuring process, whose sampler must keep to the budget and
+    the interval the reporter was given, whether as arguments or as entries already in the configuration."""
+    pytest.importorskip("pyflink")
+    from pyflink.common import Configuration
+
+    from crystalperf.integrations.flink import pyworkers
+
+    config = cpflink.configure(Configuration(), tmp_path / "given", analyze=False, sample_interval_ms=20,
+                               cpu_budget=0.05)
+    assert config.get_string("metrics.reporter.crystalperf.cpu.budget", "") == "0.05"
+    preset = Configuration()
+    preset.set_string("metrics.reporter.crystalperf.cpu.budget", "0.2")
+    preset.set_string("metrics.reporter.crystalperf.sample.interval.ms", "250")
+    cpflink.configure(preset, tmp_path / "preset", analyze=False)
+    off = Configuration()
+    off.set_string("metrics.reporter.crystalperf.sample.interval.ms", "0")
+    cpflink.configure(off, tmp_path / "off", analyze=False)
+    given = pyworkers._samplers.pop((tmp_path / "given").resolve())
+    kept = pyworkers._samplers.pop((tmp_path / "preset").resolve())
+    try:
+        assert (given.budget.share, given.pace.base_s) == (0.05, 0.02)
+        assert (kept.budget.share, kept.pace.base_s) == (0.2, 0.25)
+        # sampling turned off in the reporter is off for the Python workers too
+        assert (tmp_path / "off").resolve() not in pyworkers._samplers
+    finally:
+        for sampler in (given, kept):
+            pyworkers._stop(sampler)
