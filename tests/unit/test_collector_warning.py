@@ -45,3 +45,13 @@ def test_g1s_concurrent_threads_count_with_its_pauses_and_an_unsplit_process_is_
     unsplit = tr.Executor(id="tm-3", host="h3")
     [warning] = _collector_warnings(g1, unsplit)
     assert "used 4.50 of the 8.50 CPU-s of process tm-2" in warning and "the garbage collector" in warning
+
+
+def test_a_pressed_heap_whose_live_data_is_known_says_how_full_it_was() -> None:
+    pressed = tr.Executor(id="tm-1", host="h1", thread_cpu=tr.ThreadCpu(task=6.34, gc=8.76, jit=0.2, other=0.7),
+                          garbage_collector=tr.GarbageCollector(family="serial", processors=1,
+                                                                heap_max_bytes=160_000_000, live_bytes=136_000_000,
+                                                                old_collection_s=8.0, young_collection_s=0.5))
+    [warning] = _collector_warnings(pressed)
+    assert "old generation was 85% live after its collections" in warning
+    assert "a parallelism what-if that spreads the records over more processes counts it" in warning

@@ -91,7 +91,8 @@ def test_flink_conf_without_pyflink_prints_the_entries_and_says_the_version_is_u
 ) -> None:
     # settings for a cluster elsewhere: no PyFlink here is not an error
     _fake_flink(monkeypatch, None)
-    assert cli._flink_conf(argparse.Namespace(output_dir=None, no_analyze=True)) == 0
+    assert cli._flink_conf(argparse.Namespace(output_dir=None, no_analyze=True, sample_interval_ms=None,
+                                              cpu_budget=None)) == 0
     captured = capsys.readouterr()
     lines = dict(line.split(": ", 1) for line in captured.out.splitlines())
     assert lines == {

@@ -146,9 +146,8 @@ class Predictor(Simulator):
             window = stream.window_note(changes)
             if window:
                 model_notes.append(window)
-        collector = stream.collector_note(changes) if stream is not None else None
-        if collector:
-            model_notes.append(collector)
+        if stream is not None:
+            model_notes += [n for n in (stream.collector_note(changes), stream.heap_note(changes)) if n]
         notes += baseline.notes_for(changes) + model_notes
         if self.baseline.slots != self.new_slots(changes):
             notes.append(f"task slots {self.baseline.slots} -> {self.new_slots(changes)}"

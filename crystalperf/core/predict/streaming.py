@@ -34,15 +34,9 @@ the traced span: small wake-ups that yield to the work when the CPUs are busy, s
 the split all of the processes' CPU time is work, as before the split was recorded: a run traced while a slow
 link held it back then counts the background of its long wait as work a faster link would have to redo.
 
-A JVM whose collector its ergonomics chose takes the serial collector when it sees fewer than two processors
-(HotSpot's server-class test): a CPU share or a CPU mask of one CPU. Where the trace names the collector and splits
-its threads (schema 1.7), a G1 JVM's concurrent threads (remembered-set refinement, marking: ``gc_concurrent``) then
-have nothing to do, and the machine limit drops their CPU time; the pause work stays, done by one thread. Measured on
-the word count job (``python -m bench.whatif.jvm_threads``): G1's pause workers 11.8 / 18.2 CPU-s and its concurrent
-threads 11.1 / 12.1 CPU-s at two CPUs; the serial collector 17.6 / 20.7 CPU-s on one. The serial collector does
-more than G1's pauses (it scans its card table in each pause, where G1 refined the cards beside the job) and less
-than G1 in all, so this predicts somewhat less work than the run does: the share of G1's concurrent work that
-becomes pause work depends on the job's old-to-young references, which the trace does not show.
+A JVM's collector moves with the CPUs and the records it is given (``core.predict.jvm``): the serial collector its
+ergonomics take below two processors, and the heap a TaskManager's subtasks share, whose old collections grow
+with how full of live data it is.
 
 The traced runtime ``D`` is at least the traced limit ``T``; the part of it beyond ``T`` is time the limits
 did not set (start-up, a rate-limited source, waits). A slower configuration needs ``max(D, T')``: extra
@@ -60,6 +54,7 @@ from dataclasses import dataclass
 
 from crystalperf.core import trace as tr
 from crystalperf.core.predict.base import Changes, describe_rtt
+from crystalperf.core.predict.jvm import MAX_LIVE_SHARE, Heap, ergonomic_g1, heaps, serial_at
 from crystalperf.core.profile.bottleneck import Pace
 from crystalperf.core.profile.dag import ExecutionProfile
 from crystalperf.core.profile.machine import ClusterSpread
@@ -78,9 +73,6 @@ STALLED = 0.5
 # one of 5-6 s at 1 Gbit/s: "other" 3.7-4.0 against 0.6-0.9 CPU-s (per second), JIT 1.6-2.3 against 1.1-3.0 (per run),
 # GC 0.75 against 0.47 (mostly per record); a CPU-bound Yahoo run compiled for 8.8 of its 62 CPU-s.
 WORK_KINDS = ("task", "network", "gc", "jit", "gc_concurrent")
-# HotSpot takes a machine for a server, and lets its ergonomics pick G1 (JDK 9+) rather than the serial collector,
-# from this many processors (os::is_server_class_machine; the memory half of the test, 1792 MB, every host meets).
-SERVER_CLASS_PROCESSORS = 2
 # Flink's credit-based flow control (NettyShuffleEnvironmentConfiguration: fixed since 2.0, the defaults of
 # taskmanager.network.memory.buffers-per-channel / floating-buffers-per-gate / taskmanager.memory.segment-size
 # before): buffers a receiver grants a remote input channel of its own, buffers its input gate shares among them.
@@ -142,6 +134,8 @@ class StreamingCpu:
     ergonomic_g1: Sequence[tuple[int, float]] = ()
     # The workers a parallelism runs on, where the trace says what the cluster had (None: the traced CPUs stay).
     spread: ClusterSpread | None = None
+    # The heaps of the processes that ran the job's tasks, where the trace has their live data (schema 1.11).
+    heaps: Sequence[Heap] = ()
 
     @classmethod
     def of(cls, trace: tr.Trace, runtime_s: float, link: Link | None = None,
@@ -174,7 +168,7 @@ class StreamingCpu:
                        window_shares_queue=shares_queue, credit_waits=waits, spread=spread)
         work = min(work, process)
         return cls(chains, process, count, runtime_s, link, work, (process - work) / duration, stalled, window,
-                   shares_queue, waits, ergonomic_g1(trace), spread)
+                   shares_queue, waits, ergonomic_g1(trace), spread, heaps(trace))
 
     def limit(self, parallelism: int | None = None, cpu_share: float = 1.0, cpu_speed: float = 1.0,
               bandwidth: float | None = None) -> float:
@@ -193,9 +187,36 @@ class StreamingCpu:
         """The machine limit: seconds the job's CPU time needs on its CPUs at that share and speed, the CPUs of as
         many of the cluster's workers as the parallelism (None: as traced) takes. A worker more also compiles and
         collects for itself: left out (a second or so of a JVM's compilers, beside the job's CPU-s)."""
-        work = self.process_cpu_s if self.work_cpu_s is None else self.work_cpu_s - self.serial_savings(cpu_share)
         workers = self.spread.factor(parallelism) if self.spread is not None and parallelism else 1.0
-        return work / (self.cpu_count * workers * cpu_share) / cpu_speed
+        if self.work_cpu_s is None:
+            work = self.process_cpu_s
+        else:
+            work = self.work_cpu_s - self.serial_savings(cpu_share) - self.heap_savings(1 / workers)
+        return max(0.0, work) / (self.cpu_count * workers * cpu_share) / cpu_speed
+
+    def heap_savings(self, records: float) -> float:
+        """CPU-s the old collections would not spend (negative: would spend more) with ``records`` times the traced
+        records in each process."""
+        if records == 1.0:
+            return 0.0
+        return sum(heap.old_gc_s - heap.old_gc_at(records) for heap in self.heaps)
+
+    def heap_note(self, changes: Changes) -> str | None:
+        """What a change of the records per process does to the old collections, in words (None: nothing)."""
+        parallelism = cpu_changes(changes)[0]
+        workers = self.spread.factor(parallelism) if self.spread is not None and parallelism else 1.0
+        if workers == 1.0 or not self.heaps or not any(h.old_gc_s > 0 for h in self.heaps):
+            return None
+        heap = max(self.heaps, key=lambda h: h.old_gc_s)
+        old = sum(h.old_gc_s for h in self.heaps)
+        new = old - self.heap_savings(1 / workers)
+        text = (f"the heap: the old generation was {100 * heap.live_share:.0f} % live after its collections "
+                f"({format_size(heap.live_bytes)} of {format_size(heap.max_bytes)}), which took {old:.2f} CPU-s; "
+                f"with {1 / workers:.2g} times the records per process, {new:.2f} CPU-s")
+        if heap.live_share / workers > MAX_LIVE_SHARE:
+            text += (f" at least: the live data would fill more than {100 * MAX_LIVE_SHARE:.0f} % of the heap, where "
+                     "the JVM collects without end or fails with OutOfMemoryError")
+        return text
 
     def serial_savings(self, cpu_share: float) -> float:
         """CPU-s of G1's concurrent threads in the JVMs that would take the serial collector at that CPU share: those
@@ -491,23 +512,6 @@ def work_cpu(trace: tr.Trace) -> float | None:
         return None
     return sum(getattr(e.thread_cpu, kind) for e in executors.values() for kind in WORK_KINDS
                if e.thread_cpu is not None)
-
-
-def serial_at(processors: int, cpu_share: float) -> bool:
-    """Whether a JVM that saw ``processors`` would see fewer than ``SERVER_CLASS_PROCESSORS`` at that share."""
-    return math.ceil(processors * cpu_share - 1e-9) < SERVER_CLASS_PROCESSORS <= processors
-
-
-def ergonomic_g1(trace: tr.Trace) -> list[tuple[int, float]]:
-    """(processors, concurrent collector CPU-s) of every process whose trace entry says its JVM ran G1 by the
-    ergonomics' choice (no collector option) and splits its collector's threads."""
-    found = []
-    for executor in trace.environment.executors:
-        collector, cpu = executor.garbage_collector, executor.thread_cpu
-        if (collector is not None and cpu is not None and collector.family == "g1" and collector.option is None
-                and collector.processors and cpu.gc_concurrent > 0):
-            found.append((collector.processors, cpu.gc_concurrent))
-    return found
 
 
 def credit_window(trace: tr.Trace) -> float | None:

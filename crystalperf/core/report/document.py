@@ -169,7 +169,7 @@ def _network_idle_warning(profile: ExecutionProfile) -> list[str]:
 
 
 # A process whose collector took at least this share of its CPU time (and this many CPU-s) is flagged: its heap
-# is under pressure, or its records allocate more than its work needs, and no what-if here predicts the change.
+# is under pressure, or its records allocate more than its work needs.
 COLLECTOR_SHARE_TO_FLAG = 0.5
 COLLECTOR_SECONDS_TO_FLAG = 2.0
 
@@ -185,13 +185,22 @@ def _collector_warning(trace: tr.Trace) -> list[str]:
         # at least COLLECTOR_SECONDS_TO_FLAG of the collector's keeps the total above 0
         collector = kinds.gc + kinds.gc_concurrent
         if collector >= COLLECTOR_SECONDS_TO_FLAG and collector >= COLLECTOR_SHARE_TO_FLAG * kinds.total:
-            family = executor.garbage_collector.family if executor.garbage_collector is not None else None
-            warnings.append(
-                f"the {family + ' ' if family else ''}garbage collector used {collector:.2f} of the "
-                f"{kinds.total:.2f} CPU-s of process {executor.id} ({collector / kinds.total:.0%}) against "
-                f"{kinds.task:.2f} in its task threads: its heap is under pressure or its records allocate heavily; "
-                "more memory per process, fewer records held per task, or more processes to share them would give "
-                "that CPU back to the job, which the what-ifs here do not predict")
+            heap = executor.garbage_collector
+            family = heap.family if heap is not None else None
+            text = (f"the {family + ' ' if family else ''}garbage collector used {collector:.2f} of the "
+                    f"{kinds.total:.2f} CPU-s of process {executor.id} ({collector / kinds.total:.0%}) against "
+                    f"{kinds.task:.2f} in its task threads: ")
+            if heap is not None and heap.live_bytes is not None and heap.heap_max_bytes:
+                text += (f"its old generation was {heap.live_bytes / heap.heap_max_bytes:.0%} live after its "
+                         f"collections ({format_size(heap.live_bytes)} of a {format_size(heap.heap_max_bytes)} heap), "
+                         "so each collection freed little: more memory per process, fewer records held per task, or "
+                         "more processes to share them would give that CPU back to the job (a parallelism what-if "
+                         "that spreads the records over more processes counts it)")
+            else:
+                text += ("its heap is under pressure or its records allocate heavily; more memory per process, fewer "
+                         "records held per task, or more processes to share them would give that CPU back to the "
+                         "job, which the what-ifs here do not predict without the heap's live data")
+            warnings.append(text)
     return warnings
 
 

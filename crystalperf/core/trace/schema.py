@@ -118,6 +118,15 @@ class GarbageCollector(_Model):
         None, max_length=64, description="the command-line option that chose it (-XX:+UseG1GC...); None: the JVM's "
         "ergonomics did, which pick the serial collector on fewer than two processors")
     processors: int | None = Field(None, ge=1, le=MAX_SLOTS, description="the processors the JVM saw")
+    # (1.11) the heap the process's tasks shared over the job: its size, the old generation's live data after its
+    # collections (their mean and most; None: not collected, or no generations), each generation's collections
+    heap_max_bytes: int | None = Field(None, ge=1, le=2**63)
+    live_bytes: int | None = Field(None, ge=0, le=2**63)
+    live_max_bytes: int | None = Field(None, ge=0, le=2**63)
+    old_collections: int | None = Field(None, ge=0, le=MAX_INDEX, description="full or mixed collections")
+    old_collection_s: float | None = Field(None, ge=0, le=MAX_TIME)
+    young_collections: int | None = Field(None, ge=0, le=MAX_INDEX)
+    young_collection_s: float | None = Field(None, ge=0, le=MAX_TIME)
 
 
 class Executor(_Model):

@@ -19,7 +19,9 @@ threads, before counted in ``other``); since version 7, a ``thread_cpu`` row of 
 fetcher threads holds a fourth figure, their part of its CPU time: they run beside the task thread, so the subtask's
 CPU time is not one thread's; since version 8, ``cluster`` (in the JobManager's part): the task slots and
 TaskManagers registered with the cluster, the most its gauges read while the job ran (not kept from a process that
-also ran subtasks: a mini cluster sizes its slots to its job). Version 1 parts (no thread states, lifetimes or classpath), parts without
+also ran subtasks: a mini cluster sizes its slots to its job); since version 9, ``heap``: the heap's maximum, the old
+generation's live data after its collections during the job and the collections of each generation then
+(:func:`heap_use`, kept with the collector). Version 1 parts (no thread states, lifetimes or classpath), parts without
 roles, version 2 parts (no I/O rows) and parts without the split are still read. :func:`crystalperf.integrations.flink.record_plan` writes the job
 graph beside them as ``crystalperf-flink-plan-<hash>.json``. Standard library only: reading the files
 needs no PyFlink.
@@ -277,7 +279,10 @@ def load_part(path: Path) -> Part:
         raise BadInputError(f"malformed hook cost in a crystalperf Flink metrics file ({exc})", path) from None
     try:
         collector = garbage_collector(doc.get("collector"), cpu_count)
-    except ValueError as exc:
+        heap = heap_use(doc.get("heap"))
+        if heap:
+            collector = {**(collector or {}), **heap}
+    except (TypeError, ValueError, OverflowError) as exc:
         raise BadInputError(f"malformed garbage collector in a crystalperf Flink metrics file ({exc})", path) from None
     try:
         cluster = _cluster(doc.get("cluster"))
@@ -380,6 +385,37 @@ def garbage_collector(value: Any, processors: int) -> dict[str, Any] | None:
     return {"family": families.pop() if len(families) == 1 else None,
             "option": option if isinstance(option, str) and _COLLECTOR_OPTION.fullmatch(option) else None,
             "processors": processors or None}
+
+
+_HEAP_BYTES = ("max_bytes", "live_bytes", "live_max_bytes")
+_HEAP_COUNTS = ("old_collections", "young_collections")
+_HEAP_TIMES = ("old_collection_s", "young_collection_s")
+
+
+def heap_use(value: Any) -> dict[str, Any]:
+    """A part's ``heap`` (version 9) as ``trace.GarbageCollector`` fields (``max_bytes`` becomes
+    ``heap_max_bytes``); figures the part leaves out stay out. ValueError when it is malformed."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError("heap is not an object")
+    found: dict[str, Any] = {}
+    for key in (*_HEAP_BYTES, *_HEAP_COUNTS, *_HEAP_TIMES):
+        if value.get(key) is None:
+            continue
+        if key in _HEAP_TIMES:
+            number: float = _time(value[key])
+            if number < 0:
+                raise ValueError(f"heap {key} {value[key]!r} is negative")
+        else:
+            bound = MAX_INDEX if key in _HEAP_COUNTS else 2**63
+            if isinstance(value[key], bool) or not isinstance(value[key], int) or not 0 <= value[key] <= bound:
+                raise ValueError(f"heap {key} {value[key]!r} is not a count of bytes or collections")
+            number = value[key]
+        found["heap_max_bytes" if key == "max_bytes" else key] = number
+    if found.get("heap_max_bytes") == 0:
+        del found["heap_max_bytes"]
+    return found
 
 
 def _positive(value: Any) -> float:

@@ -87,6 +87,10 @@ def test_the_process_cpu_time_is_split_by_thread_kind(sql_job: Path) -> None:
     collector = executor.garbage_collector
     assert collector is not None and collector.option is None and collector.processors == part.cpu_count
     assert collector.family == ("g1" if part.cpu_count >= 2 else "serial")
+    # and the heap its subtasks shared: its size and what each generation's collections did over the job
+    assert collector.heap_max_bytes is not None and collector.heap_max_bytes > 0
+    assert collector.young_collections is not None and collector.old_collections is not None
+    assert collector.young_collection_s is not None and collector.old_collection_s is not None
 
 
 def test_finish_writes_a_report_naming_the_operators_and_a_bottleneck(sql_job: Path, tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ import org.apache.flink.metrics.MetricConfig;
 import org.apache.flink.metrics.MetricGroup;
 import org.apache.flink.metrics.reporter.MetricReporter;
 import org.crystalperf.common.CpuBudget;
+import org.crystalperf.common.HeapPressure;
 import org.crystalperf.common.HookCpu;
 import org.crystalperf.common.IoCounters;
 
@@ -173,6 +174,8 @@ public class CrystalPerfReporter implements MetricReporter {
          * seen by the sampler: a legacy source's subtask runs on two threads (the task's and the source's), a FLIP-27
          * source's on its task thread and its fetcher threads (role FETCHER_ROLE). */
         final Map<String, Long> threadCpu = new HashMap<>();
+        /** The heap's live data and the collections while the job ran (version 9). */
+        final HeapPressure.Tracker heap = new HeapPressure.Tracker();
         /** Scope key -> {when its first metric was registered, when its last was removed} (s, 0: not yet):
          * a task's metric group lives from the task's deployment to its end. */
         final Map<String, double[]> scopeTimes = new HashMap<>();
@@ -368,15 +371,22 @@ public class CrystalPerfReporter implements MetricReporter {
 
     /** Re-reads the threads' CPU times while a job is open here, so a thread that ends keeps what it used. */
     private void refreshKinds() {
-        boolean open;
+        List<HeapPressure.Tracker> heaps = new ArrayList<>();
         synchronized (this) {
-            open = jobs.size() > finished.size();
+            for (Job job : jobs.values()) {
+                if (!finished.contains(job.id)) {
+                    heaps.add(job.heap);
+                }
+            }
         }
-        if (open) {
+        if (!heaps.isEmpty()) {
             try {
                 threadKinds.refresh();
+                for (HeapPressure.Tracker heap : heaps) {
+                    heap.poll();
+                }
             } catch (RuntimeException e) {
-                LOG.log(Level.FINE, "crystalperf: could not read the threads' CPU times", e);
+                LOG.log(Level.FINE, "crystalperf: could not read the threads' CPU times or the heap", e);
             }
         }
     }
@@ -950,7 +960,7 @@ public class CrystalPerfReporter implements MetricReporter {
     /** The part's JSON (format version 8; see the Python reader for what each version added). */
     private String render(Snapshot s) {
         StringBuilder w = new StringBuilder(4096 + 64 * s.samples.size());
-        w.append("{\"format\":\"crystalperf-flink-metrics\",\"version\":8,\"job_id\":").append(quote(s.id));
+        w.append("{\"format\":\"crystalperf-flink-metrics\",\"version\":9,\"job_id\":").append(quote(s.id));
         w.append(",\"job_name\":").append(quote(s.name));
         w.append(",\"process\":").append(PROCESS_ID);
         // complete: none of the job's metrics is left in this process; a flushed part is not
@@ -976,6 +986,8 @@ public class CrystalPerfReporter implements MetricReporter {
         // reporters of a JVM share its sampler budget and its I/O counters)
         w.append(",\"hook\":").append(hookJson(s.job, processCpu));
         w.append(",\"collector\":").append(collectorJson());
+        // version 9: how full the heap was of live data, and the collections, while the job ran
+        w.append(",\"heap\":").append(s.job.heap.json());
         w.append(",\"thread_cpu\":[");
         int t = 0;
         for (Map.Entry<String, Long> e : s.subtaskCpu.entrySet()) {

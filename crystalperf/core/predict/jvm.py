@@ -1,0 +1,93 @@
+"""What a TaskManager's JVM does beside the job's threads that a change of its CPUs or its records moves.
+
+A JVM whose collector its ergonomics chose takes the serial collector when it sees fewer than two processors
+(HotSpot's server-class test): a CPU share or a CPU mask of one CPU. Where the trace names the collector and splits
+its threads (schema 1.7), a G1 JVM's concurrent threads (remembered-set refinement, marking: ``gc_concurrent``) then
+have nothing to do, and the machine limit drops their CPU time; the pause work stays, done by one thread. Measured on
+the word count job (``python -m bench.whatif.jvm_threads``): G1's pause workers 11.8 / 18.2 CPU-s and its concurrent
+threads 11.1 / 12.1 CPU-s at two CPUs; the serial collector 17.6 / 20.7 CPU-s on one. The serial collector does
+more than G1's pauses (it scans its card table in each pause, where G1 refined the cards beside the job) and less
+than G1 in all, so this predicts somewhat less work than the run does: the share of G1's concurrent work that
+becomes pause work depends on the job's old-to-young references, which the trace does not show.
+
+The heap a TaskManager's subtasks share is a ceiling too. An old collection (a full or mixed one) takes time in
+proportion to the live data it keeps, and comes when the old generation's free room, ``H - L``, has filled with what
+the process promoted, which grows with its records: its collector's CPU time for the old generation goes as
+``records * L / (H - L)``, and so explodes as the live data fills the heap. Where the trace has the heap's size, the
+live data after its old collections and the split of the collections' time (schema 1.11), a change that gives each
+process ``f`` times its records (a parallelism spread over ``1/f`` times the TaskManagers) scales that CPU time by
+``f * (fL / (H - fL)) / (L / (H - L))``, the live data taken to be the job's (state, buffered records), so that it
+follows the records per process; a TaskManager's own (tens of MB) counted with it overstates the relief where the
+heap holds mostly that. Past ``MAX_LIVE_SHARE`` of the heap the JVM would collect without end or fail, which no
+runtime describes: the share is held there and the note says so. Measured on the namespaced cluster (issue 42's
+scale case ``flink/cluster-sha``: one-slot TaskManagers of 1 GB whose serial collector kept a bounded datagen
+sequence's values): 8.8 CPU-s of collection at parallelism 1, 0.54 at 2.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from crystalperf.core import trace as tr
+
+# HotSpot takes a machine for a server, and lets its ergonomics pick G1 (JDK 9+) rather than the serial collector,
+# from this many processors (os::is_server_class_machine; the memory half of the test, 1792 MB, every host meets).
+SERVER_CLASS_PROCESSORS = 2
+# The most of a heap the live data is taken to fill under a change: beyond it a JVM collects without end or fails.
+MAX_LIVE_SHARE = 0.95
+
+
+@dataclass(frozen=True)
+class Heap:
+    """One process's heap over the traced run: its size, the live data after its old collections and the CPU-s its
+    collector spent on the old generation (its threads' CPU time, in the old collections' share of the collections'
+    time)."""
+
+    max_bytes: float
+    live_bytes: float
+    old_gc_s: float
+
+    @property
+    def live_share(self) -> float:
+        return self.live_bytes / self.max_bytes
+
+    def old_gc_at(self, records: float) -> float:
+        """The old collections' CPU-s with ``records`` times the traced records in the process (see the module doc)."""
+        traced = min(self.live_share, MAX_LIVE_SHARE)
+        changed = min(self.live_share * records, MAX_LIVE_SHARE)
+        if traced <= 0:
+            return self.old_gc_s * records
+        return self.old_gc_s * records * (changed / (1 - changed)) / (traced / (1 - traced))
+
+
+def heaps(trace: tr.Trace) -> list[Heap]:
+    """The :class:`Heap` of every process whose trace entry has its heap's size, its live data after old collections
+    and its collector's CPU time split from the rest."""
+    found = []
+    for executor in trace.environment.executors:
+        collector, cpu = executor.garbage_collector, executor.thread_cpu
+        if collector is None or cpu is None or not collector.heap_max_bytes or collector.live_bytes is None:
+            continue
+        old, young = collector.old_collection_s or 0.0, collector.young_collection_s or 0.0
+        if old <= 0:
+            continue
+        found.append(Heap(collector.heap_max_bytes, collector.live_bytes, cpu.gc * old / (old + young)))
+    return found
+
+
+def serial_at(processors: int, cpu_share: float) -> bool:
+    """Whether a JVM that saw ``processors`` would see fewer than ``SERVER_CLASS_PROCESSORS`` at that share."""
+    return math.ceil(processors * cpu_share - 1e-9) < SERVER_CLASS_PROCESSORS <= processors
+
+
+def ergonomic_g1(trace: tr.Trace) -> list[tuple[int, float]]:
+    """(processors, concurrent collector CPU-s) of every process whose trace entry says its JVM ran G1 by the
+    ergonomics' choice (no collector option) and splits its collector's threads."""
+    found = []
+    for executor in trace.environment.executors:
+        collector, cpu = executor.garbage_collector, executor.thread_cpu
+        if (collector is not None and cpu is not None and collector.family == "g1" and collector.option is None
+                and collector.processors and cpu.gc_concurrent > 0):
+            found.append((collector.processors, cpu.gc_concurrent))
+    return found

@@ -1,0 +1,84 @@
+"""The heap a TaskManager's subtasks share (trace 1.11): the reporter's ``heap`` read into the collector's fields, and
+the streaming model's old collections under a change of the records per process, by hand-computed figures."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from crystalperf.core.errors import BadInputError
+from crystalperf.core.predict.base import Changes
+from crystalperf.core.predict.jvm import MAX_LIVE_SHARE, Heap, heaps
+from crystalperf.core.predict.streaming import Chain, StreamingCpu
+from crystalperf.core.profile.machine import ClusterSpread
+from crystalperf.integrations.flink import read_metrics
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "flink-cluster-groupby"
+TM_PART = "crystalperf-flink-2bd6c44ddf7c5638605ebf174ae3563d.29404.json"
+MB = 1_000_000
+
+
+def test_old_collections_follow_the_live_share_of_the_heap() -> None:
+    heap = Heap(max_bytes=100 * MB, live_bytes=80 * MB, old_gc_s=8.0)
+    assert heap.old_gc_at(1.0) == pytest.approx(8.0)
+    # half the records: live 40 % instead of 80 %; 8 * 0.5 * (0.4 / 0.6) / (0.8 / 0.2)
+    assert heap.old_gc_at(0.5) == pytest.approx(8 * 0.5 * (0.4 / 0.6) / 4.0)
+    # twice the records would need 160 % of the heap: held at MAX_LIVE_SHARE, a lower bound
+    capped = MAX_LIVE_SHARE / (1 - MAX_LIVE_SHARE)
+    assert heap.old_gc_at(2.0) == pytest.approx(8 * 2 * capped / 4.0)
+    # a heap with room: old collections scale with the records, little more
+    roomy = Heap(max_bytes=100 * MB, live_bytes=10 * MB, old_gc_s=1.0)
+    assert roomy.old_gc_at(0.5) == pytest.approx(0.5 * (0.05 / 0.95) / (0.1 / 0.9))
+
+
+def _model(with_heap: bool) -> StreamingCpu:
+    # one subtask's chain of 6 CPU-s; the process spent 15 CPU-s of work on its one CPU, 8 of them collecting an
+    # old generation 80 % live; at parallelism 2 the second one-slot TaskManager brings its CPU and half the records
+    return StreamingCpu([Chain([6.0])], process_cpu_s=15.0, cpu_count=1, runtime_s=15.0, work_cpu_s=15.0,
+                        spread=ClusterSpread(slots_per_worker=1, workers=2, used=1, cpus=1.0),
+                        heaps=[Heap(100 * MB, 80 * MB, 8.0)] if with_heap else [])
+
+
+def test_a_parallelism_that_halves_the_records_per_process_relieves_the_heap() -> None:
+    relieved = 8.0 - 8 * 0.5 * (0.4 / 0.6) / 4.0
+    changes = Changes({"parallelism": 2})
+    assert _model(True).predict(changes) == pytest.approx((15.0 - relieved) / 2)
+    assert _model(False).predict(changes) == pytest.approx(7.5)
+    note = _model(True).heap_note(changes)
+    assert note is not None and "80 % live" in note and "8.00 CPU-s" in note and "0.67 CPU-s" in note
+    # the same processes at another CPU share keep their records: no heap note, no relief
+    assert _model(True).heap_note(Changes({"cpu_share": 0.5})) is None
+    assert _model(True).predict(Changes({"cpu_share": 0.5})) == pytest.approx(30.0)
+
+
+def _with_heap(tmp_path: Path, heap: object) -> Path:
+    target = tmp_path / "parts"
+    shutil.copytree(DATA, target)
+    doc = json.loads((target / TM_PART).read_text())
+    doc["heap"] = heap
+    doc["thread_kinds_cpu_s"] = {"task": 3.0, "network": 0.1, "gc": 1.2, "jit": 0.5, "other": 0.2}
+    (target / TM_PART).write_text(json.dumps(doc))
+    return target
+
+
+def test_the_reporters_heap_is_kept_with_the_collector(tmp_path: Path) -> None:
+    parts = _with_heap(tmp_path, {"max_bytes": 1000, "live_bytes": 800, "live_max_bytes": 900, "old_collections": 10,
+                                  "old_collection_s": 2.5, "young_collections": 40, "young_collection_s": 0.5})
+    trace = read_metrics(parts / TM_PART)
+    (collector,) = [e.garbage_collector for e in trace.environment.executors if e.garbage_collector is not None]
+    assert (collector.heap_max_bytes, collector.live_bytes, collector.live_max_bytes) == (1000, 800, 900)
+    assert (collector.old_collections, collector.young_collections) == (10, 40)
+    # the collector's threads' CPU time, in the old collections' share of the collections' time
+    assert heaps(trace) == [Heap(1000, 800, pytest.approx(1.2 * 2.5 / 3.0))]
+
+
+@pytest.mark.parametrize("heap", [[1, 2], {"live_bytes": -5}, {"old_collection_s": "soon"},
+                                  {"old_collections": 1.5}, {"max_bytes": 2**70}])
+def test_a_malformed_heap_is_one_clear_error(tmp_path: Path, heap: object) -> None:
+    parts = _with_heap(tmp_path, heap)
+    with pytest.raises(BadInputError, match="malformed garbage collector") as found:
+        read_metrics(parts / TM_PART)
+    assert TM_PART in str(found.value)
