@@ -419,8 +419,9 @@ def test_python_input_code_is_sampled_and_named(tmp_path: Path) -> None:
     model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(2)])
     model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     out = tmp_path / "report"
+    # a few hundred ms profiled, sampled densely: the default budget (1 % of the cores) would allow a few rounds
     model.fit(data, epochs=1, verbose=0, callbacks=[CrystalPerfCallback(output_dir=out, steps=20,
-                                                                         sample_interval_ms=5)])
+                                                                         sample_interval_ms=5, cpu_budget=0.1)])
     report = _report(out)
     inputs = _ops(report, "input")
     assert inputs and report["input_bound"]["highly_input_bound"]
