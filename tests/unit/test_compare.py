@@ -276,6 +276,20 @@ def test_validate_expresses_declared_bandwidths_and_memory_and_lists_the_rest(tm
     assert result["predicted"]["crystalperf"]["runtime_s"] < result["traced_runtime_s"]
 
 
+def test_validate_takes_a_change_of_the_processes_heap_for_memory(tmp_path: Path) -> None:
+    # no memory for the job's data in either trace, but each TaskManager's heap (schema 1.11): 150 MB -> 290 MB
+    def with_heap(trace: tr.Trace, heap: int) -> tr.Trace:
+        trace.environment.executors = [tr.Executor(id="tm", garbage_collector=tr.GarbageCollector(heap_max_bytes=heap))]
+        return trace
+
+    traced = saved(with_heap(job_trace([(1.0, 0.0)], [(1.0, 0.0)], framework="flink"), 150_000_000), tmp_path / "a.json")
+    rerun = saved(with_heap(job_trace([(0.8, 0.0)], [(1.0, 0.0)], framework="flink"), 290_000_000), tmp_path / "b.json")
+    result = validate(load_run(traced, need_trace=True), load_run(rerun))
+    assert result["changes"]["values"] == {"memory": 290_000_000.0}
+    same = saved(with_heap(job_trace([(0.8, 0.0)], [(1.0, 0.0)], framework="flink"), 151_000_000), tmp_path / "c.json")
+    assert validate(load_run(traced, need_trace=True), load_run(same))["changes"]["values"] == {}
+
+
 def test_cli_validate_prints_and_writes(tmp_path: Path, capsys) -> None:
     traced = saved(job_trace([(1.0, 0.0), (1.0, 0.0)], [(1.0, 0.0)]), tmp_path / "traced.json")
     rerun = saved(job_trace([(1.5, 0.0), (1.5, 0.0)], [(1.0, 0.0)], slots=2), tmp_path / "rerun.json")

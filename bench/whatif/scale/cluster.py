@@ -9,7 +9,10 @@ TaskManager and everything they start are in it) instead of CPUs of its own. Eve
   the quota gives no host more CPU; the link is the ceiling.
 - Flink ``cluster-sha``: a streaming job hashing a bounded datagen sequence (``SHA512(SHA256(...))``, 3.2 M rows:
   about 10 s at parallelism 1), one slot per TaskManager, parallelism 1 -> 2: the second subtask runs on the other
-  host's core.
+  host's core. The sequence source keeps its subtask's values in memory, so at parallelism 1 the TaskManager's heap
+  (about 150 MB of a 1 GB process) is two thirds full of live data and its collector takes half its CPU.
+- Flink ``cluster-heap``: the same job at parallelism 1, TaskManagers of 1 GB -> 1.5 GB (a heap of about 150 ->
+  400 MB): the heap is the ceiling the change lifts. A cluster per size, started again when the size changes.
 
 One cluster per case, started before its first run, warmed up with untraced runs and removed after the case.
 The runtime is the application's span (Spark) or the job's net runtime (Flink).
@@ -39,6 +42,7 @@ SHUFFLE_ROWS = 40_000
 SHUFFLE_WIDTH = 1600
 WARM_UP = 1  # untraced applications or jobs before the first measured run on a fresh cluster
 FLINK_ROWS = 3_200_000
+TM_MEMORY = "1024m"  # taskmanager.memory.process.size: a heap of about 150 MB
 
 FLINK_JOB = textwrap.dedent('''
     import json, sys
@@ -143,39 +147,53 @@ class SparkClusterCase:
 
 
 class FlinkClusterCase:
-    """The hashing job on two namespaced TaskManagers of one slot and a one-core quota each, parallelism 1 -> 2."""
+    """The hashing job on two namespaced TaskManagers of one slot and a one-core quota each: parallelism 1 -> 2, or
+    (``memory``) the TaskManagers' process size at parallelism 1."""
 
     framework = "flink"
     where = "cluster"
-    expect = ("parallelism",)
     ceiling: str | None = None
-    name = "cluster-sha"
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "cluster-sha", memory: tuple[str, str] | None = None) -> None:
         self.python = flink_python()
-        self.baseline: dict[str, Any] = {"parallelism": 1, "rate_mbit": 1000}
+        self.name = name
+        self.memory = memory
+        self.expect = ("memory",) if memory else ("parallelism",)
+        self.baseline: dict[str, Any] = {"parallelism": 1, "rate_mbit": 1000, "memory": memory[0] if memory else TM_MEMORY}
+        self.clusters: dict[str, SharedCluster] = {}
 
-        def start(net: Any) -> Any:
-            from bench.cluster import FlinkCluster
+    def _cluster(self, memory: str) -> SharedCluster:
+        """The cluster of TaskManagers of ``memory``; another size's is stopped first (they share the hosts)."""
+        for size, other in self.clusters.items():
+            if size != memory:
+                other.close()
+        if memory not in self.clusters:
+            def start(net: Any) -> Any:
+                from bench.cluster import FlinkCluster
 
-            workdir = Path(tempfile.mkdtemp(prefix="scale-flink-cluster-"))
-            return FlinkCluster(net, workdir, out=workdir / "reports", cpu_quota=HOST_CORES)
+                workdir = Path(tempfile.mkdtemp(prefix="scale-flink-cluster-"))
+                return FlinkCluster(net, workdir, out=workdir / "reports", cpu_quota=HOST_CORES, memory=memory)
 
-        self.cluster = SharedCluster(["t0", "t1"], start)
+            self.clusters[memory] = SharedCluster(["t0", "t1"], start)
+        return self.clusters[memory]
 
     def targets(self, quick: bool) -> list[Target]:
+        if self.memory:
+            return [Target(f"TaskManagers {self.memory[0]} -> {self.memory[1]}", "memory-up",
+                           {**self.baseline, "memory": self.memory[1]}, [], lambda: _unavailable(self.python, "flink"))]
         return [Target("parallelism 1 -> 2", "parallelism-up", {**self.baseline, "parallelism": 2},
                        ["parallelism=2"], lambda: _unavailable(self.python, "flink"))]
 
     def run(self, config: dict[str, Any], out_dir: Path) -> Run:
-        cluster = self.cluster.get(config["rate_mbit"])
+        shared = self._cluster(config["memory"])
+        cluster = shared.get(config["rate_mbit"])
         conf = {**cluster.client_config(), "parallelism.default": str(config["parallelism"]),
                 "pipeline.name": f"scale-{self.name}"}
         job = {"conf": conf, "rows": FLINK_ROWS, "out": str(cluster.out)}
-        if self.cluster.fresh:
+        if shared.fresh:
             for _ in range(WARM_UP + 1):  # the TaskManagers' JVMs are cold: a job longer than the Spark warm-up
                 self._submit({**job, "out": None})
-            self.cluster.fresh = False
+            shared.fresh = False
         started = time.perf_counter()
         result = self._submit(job)
         wall = time.perf_counter() - started
@@ -193,7 +211,8 @@ class FlinkClusterCase:
         return result
 
     def close(self) -> None:
-        self.cluster.close()
+        for cluster in self.clusters.values():
+            cluster.close()
 
 
 def cases(data_dir: Path) -> list[Any]:
@@ -202,4 +221,5 @@ def cases(data_dir: Path) -> list[Any]:
         SparkClusterCase("cluster-shuffle-link", "shuffle", executors=2, target=4, worker_cores=2,
                          rate_mbit=LINK_MBIT, ceiling="link"),
         FlinkClusterCase(),
+        FlinkClusterCase("cluster-heap", memory=(TM_MEMORY, "1536m")),
     ]

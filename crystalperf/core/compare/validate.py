@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from crystalperf.core import trace as tr
 from crystalperf.core.compare.diff import _close, _round, setting_differences
 from crystalperf.core.compare.runs import (
     VALIDATE_VERSION,
@@ -77,6 +78,11 @@ def derive_changes(traced: Run, rerun: Run) -> DerivedChanges:
             out.values["memory"] = float(mb)
     elif bool(ma) != bool(mb):
         out.not_expressed.append("the memory for the job's data is recorded in one run only")
+    elif rerun.trace is not None:
+        # no memory for the job's data, but each process's heap (a Flink TaskManager's): a change of it is ``memory``
+        ha, hb = _largest_heap(traced.trace), _largest_heap(rerun.trace)
+        if ha and hb and not _close(ha, hb):
+            out.values["memory"] = hb
     if _text(a.get("device")) and _text(b.get("device")) and a.get("device") != b.get("device"):
         out.values["device"] = _text(b.get("device"), 10)
     for key in ("network", "disk"):
@@ -100,6 +106,13 @@ def derive_changes(traced: Run, rerun: Run) -> DerivedChanges:
         out.not_expressed.append(f"{len(others)} other difference(s), part of the prediction only as far as they "
                                  f"changed the resources above: {shown}{more}")
     return out
+
+
+def _largest_heap(trace: tr.Trace) -> float | None:
+    """The largest heap of the trace's processes (schema 1.11), None where no process has one."""
+    heaps = [e.garbage_collector.heap_max_bytes for e in trace.environment.executors
+             if e.garbage_collector is not None and e.garbage_collector.heap_max_bytes]
+    return float(max(heaps)) if heaps else None
 
 
 def _expressed(name: str, values: dict[str, float | str]) -> bool:

@@ -16,7 +16,7 @@ the process promoted, which grows with its records: its collector's CPU time for
 ``records * L / (H - L)``, and so explodes as the live data fills the heap. Where the trace has the heap's size, the
 live data after its old collections and the split of the collections' time (schema 1.11), a change that gives each
 process ``f`` times its records (a parallelism spread over ``1/f`` times the TaskManagers) scales that CPU time by
-``f * (fL / (H - fL)) / (L / (H - L))``, the live data taken to be the job's (state, buffered records), so that it
+``f * (fL / (H - fL)) / (L / (H - L))`` (a heap of ``H'`` instead: ``H'`` in the new term), the live data taken to be the job's (state, buffered records), so that it
 follows the records per process; a TaskManager's own (tens of MB) counted with it overstates the relief where the
 heap holds mostly that. Past ``MAX_LIVE_SHARE`` of the heap the JVM would collect without end or fail, which no
 runtime describes: the share is held there and the note says so. Measured on the namespaced cluster (the scale case
@@ -54,10 +54,11 @@ class Heap:
     def live_share(self) -> float:
         return self.live_bytes / self.max_bytes
 
-    def old_gc_at(self, records: float) -> float:
-        """The old collections' CPU-s with ``records`` times the traced records in the process (see the module doc)."""
+    def old_gc_at(self, records: float, heap: float = 1.0) -> float:
+        """The old collections' CPU-s with ``records`` times the traced records in the process and ``heap`` times its
+        heap (see the module doc)."""
         traced = min(self.live_share, MAX_LIVE_SHARE)
-        changed = min(self.live_share * records, MAX_LIVE_SHARE)
+        changed = min(self.live_share * records / heap, MAX_LIVE_SHARE)
         if traced <= 0:
             return self.old_gc_s * records
         return self.old_gc_s * records * (changed / (1 - changed)) / (traced / (1 - traced))

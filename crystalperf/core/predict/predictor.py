@@ -146,6 +146,9 @@ class Predictor(Simulator):
             window = stream.window_note(changes)
             if window:
                 model_notes.append(window)
+        if stream is not None and "memory" in changes:
+            # the streaming model answers a heap change: the spill model's reading of memory is not used
+            model_notes = [n for n in model_notes if not n.startswith("memory")]
         if stream is not None:
             model_notes += [n for n in (stream.collector_note(changes), stream.heap_note(changes)) if n]
         notes += baseline.notes_for(changes) + model_notes

@@ -171,9 +171,9 @@ class StreamingCpu:
                    shares_queue, waits, ergonomic_g1(trace), spread, heaps(trace))
 
     def limit(self, parallelism: int | None = None, cpu_share: float = 1.0, cpu_speed: float = 1.0,
-              bandwidth: float | None = None) -> float:
-        """Seconds the job needs at the given parallelism (None: as traced), CPU share, speed and bandwidth of
-        the busiest link (bytes/s; None: as traced)."""
+              bandwidth: float | None = None, heap_bytes: float | None = None) -> float:
+        """Seconds the job needs at the given parallelism (None: as traced), CPU share, speed, bandwidth of the
+        busiest link (bytes/s; None: as traced) and heap of each process (bytes; None: as traced)."""
         # The busiest subtask keeps its share of the chain's work (its skew), and one subtask does it all.
         thread = max(
             min(sum(c.cpu_s), max(c.cpu_s) * (len(c.cpu_s) / parallelism if parallelism else 1.0))
@@ -181,9 +181,10 @@ class StreamingCpu:
             if c.cpu_s
         )
         network = self.link.bytes / (bandwidth or self.link.bandwidth) if self.link is not None else 0.0
-        return max(thread / cpu_speed, self.machine(cpu_share, cpu_speed, parallelism), network)
+        return max(thread / cpu_speed, self.machine(cpu_share, cpu_speed, parallelism, heap_bytes), network)
 
-    def machine(self, cpu_share: float = 1.0, cpu_speed: float = 1.0, parallelism: int | None = None) -> float:
+    def machine(self, cpu_share: float = 1.0, cpu_speed: float = 1.0, parallelism: int | None = None,
+                heap_bytes: float | None = None) -> float:
         """The machine limit: seconds the job's CPU time needs on its CPUs at that share and speed, the CPUs of as
         many of the cluster's workers as the parallelism (None: as traced) takes. A worker more also compiles and
         collects for itself: left out (a second or so of a JVM's compilers, beside the job's CPU-s)."""
@@ -191,29 +192,35 @@ class StreamingCpu:
         if self.work_cpu_s is None:
             work = self.process_cpu_s
         else:
-            work = self.work_cpu_s - self.serial_savings(cpu_share) - self.heap_savings(1 / workers)
+            work = self.work_cpu_s - self.serial_savings(cpu_share) - self.heap_savings(1 / workers, heap_bytes)
         return max(0.0, work) / (self.cpu_count * workers * cpu_share) / cpu_speed
 
-    def heap_savings(self, records: float) -> float:
+    def heap_savings(self, records: float, heap_bytes: float | None = None) -> float:
         """CPU-s the old collections would not spend (negative: would spend more) with ``records`` times the traced
-        records in each process."""
-        if records == 1.0:
+        records in each process and a heap of ``heap_bytes`` each (None: as traced)."""
+        if records == 1.0 and heap_bytes is None:
             return 0.0
-        return sum(heap.old_gc_s - heap.old_gc_at(records) for heap in self.heaps)
+        return sum(heap.old_gc_s - heap.old_gc_at(records, heap_bytes / heap.max_bytes if heap_bytes else 1.0)
+                   for heap in self.heaps)
 
     def heap_note(self, changes: Changes) -> str | None:
-        """What a change of the records per process does to the old collections, in words (None: nothing)."""
+        """What a change of the records or the heap per process does to the old collections, in words (None:
+        nothing)."""
         parallelism = cpu_changes(changes)[0]
         workers = self.spread.factor(parallelism) if self.spread is not None and parallelism else 1.0
-        if workers == 1.0 or not self.heaps or not any(h.old_gc_s > 0 for h in self.heaps):
+        heap_bytes = heap_change(changes)
+        if (workers == 1.0 and heap_bytes is None) or not any(h.old_gc_s > 0 for h in self.heaps):
             return None
         heap = max(self.heaps, key=lambda h: h.old_gc_s)
         old = sum(h.old_gc_s for h in self.heaps)
-        new = old - self.heap_savings(1 / workers)
+        new = old - self.heap_savings(1 / workers, heap_bytes)
+        changed = [f"{1 / workers:.2g} times the records per process"] if workers != 1.0 else []
+        if heap_bytes is not None:
+            changed.append(f"a heap of {format_size(heap_bytes)}")
         text = (f"the heap: the old generation was {100 * heap.live_share:.0f} % live after its collections "
                 f"({format_size(heap.live_bytes)} of {format_size(heap.max_bytes)}), which took {old:.2f} CPU-s; "
-                f"with {1 / workers:.2g} times the records per process, {new:.2f} CPU-s")
-        if heap.live_share / workers > MAX_LIVE_SHARE:
+                f"with {' and '.join(changed)}, {new:.2f} CPU-s")
+        if heap.live_bytes / workers > MAX_LIVE_SHARE * (heap_bytes or heap.max_bytes):
             text += (f" at least: the live data would fill more than {100 * MAX_LIVE_SHARE:.0f} % of the heap, where "
                      "the JVM collects without end or fails with OutOfMemoryError")
         return text
@@ -236,12 +243,18 @@ class StreamingCpu:
                 "spent, its pause work is (a serial pause also scans the cards G1 refined beside the job, which this "
                 "leaves out)")
 
+    @property
+    def keys(self) -> frozenset[str]:
+        """The what-if keys this model answers: the CPU's; the link's where it knows the busiest link; ``memory``
+        (each process's heap) where it knows the heaps' live data."""
+        return KEYS | ({"network", "rtt"} if self.link is not None else set()) | ({"memory"} if self.heaps else set())
+
     def predict(self, changes: Changes) -> float | None:
         """The runtime under changes, or None when they involve resources this model does not cover."""
-        keys = KEYS | {"network", "rtt"} if self.link is not None else KEYS
-        if not set(changes.values) <= keys:
+        if not set(changes.values) <= self.keys:
             return None
         parallelism, share, speed = cpu_changes(changes)
+        heap_bytes = heap_change(changes)
         # the traced run's bandwidth as the user stated it (network=OLD:NEW), else as the trace gave it
         old = changes.baselines.get("network", self.link.bandwidth if self.link is not None else None)
         new = changes.number("network", old) if old is not None else None
@@ -250,12 +263,12 @@ class StreamingCpu:
             # what the credits let through a round trip bounds the link, before and after
             old, new = self.credit_rates(changes, rtt, old, new)
         before = self.limit(bandwidth=old)
-        after = self.limit(parallelism, share, speed, new)
+        after = self.limit(parallelism, share, speed, new, heap_bytes)
         runtime = max(after, self.runtime_s - max(0.0, before - after))
         if self.link is not None and self.link.active_s is not None and new is not None:
             link_s = self.link.bytes / new
             idle = max(0.0, self.runtime_s - self.link.active_s)
-            cpu = self.limit(parallelism, share, speed, float("inf"))
+            cpu = self.limit(parallelism, share, speed, float("inf"), heap_bytes)
             if link_s > cpu:
                 # The link sets the pace: the job's time is the transfer's plus the time the counters saw the
                 # link carry nothing (deployment, the first records, the last window's output), which no
@@ -273,9 +286,9 @@ class StreamingCpu:
         it (start-up, the first records, the last output: what the limits do not explain, which the point estimate
         lets extra work fill): the new limit alone, and the new limit with those seconds. None where the changes
         are not this model's CPU changes or the job was paced by its input or a link."""
-        if not set(changes.values) <= KEYS or self.pace().limit not in ("thread", "machine"):
+        if not set(changes.values) <= self.keys - {"network", "rtt"} or self.pace().limit not in ("thread", "machine"):
             return None
-        after = self.limit(*cpu_changes(changes))
+        after = self.limit(*cpu_changes(changes), heap_bytes=heap_change(changes))
         return after, after + max(0.0, self.runtime_s - self.limit())
 
     def credit_rates(self, changes: Changes, rtt: tuple[float, float], old: float, new: float) -> tuple[float, float]:
@@ -458,6 +471,13 @@ def credit_loop_service(window_bytes: float, delay_s: float, rate: float) -> flo
         else:
             high = middle
     return math.sqrt(low * high)
+
+
+def heap_change(changes: Changes) -> float | None:
+    """The heap of each process the changes give (``memory``, bytes); None: as traced."""
+    if "memory" not in changes:
+        return None
+    return changes.number("memory", 0.0) or None
 
 
 def cpu_changes(changes: Changes) -> tuple[int | None, float, float]:
