@@ -99,3 +99,32 @@ def test_a_larger_heap_relieves_the_old_collections_and_a_smaller_one_adds_to_th
     assert note is not None and "OutOfMemoryError" in note
     # without the heaps' live data the streaming model leaves memory to the other models
     assert _model(False).predict(Changes({"memory": 200 * MB})) is None
+
+
+def test_the_flink_settings_search_the_task_heap_where_the_heap_was_pressed() -> None:
+    from crystalperf.core import trace as tr
+    from crystalperf.core.predict.base import Baseline
+    from crystalperf.core.predict.knobs import FLINK_TASK_HEAP, MIB, FlinkSettings
+
+    from .helpers import make_trace
+
+    def settings(collector: tr.GarbageCollector) -> FlinkSettings:
+        trace = make_trace([tr.Operation(id="op", name="op", start=0.0, end=1.0)],
+                           executors=[tr.Executor(id="tm", host="h", garbage_collector=collector)])
+        trace.application.framework = "flink"
+        return FlinkSettings(trace, Baseline.of(trace))
+
+    # a 160 MiB heap (128 MiB of it the framework's default heap), its old generation collected 80 % live
+    pressed = settings(tr.GarbageCollector(heap_max_bytes=160 * MIB, live_bytes=128 * MIB, old_collection_s=5.0))
+    assert pressed.current[FLINK_TASK_HEAP] == 32 * MIB
+    assert pressed.changes({**pressed.current, FLINK_TASK_HEAP: 96 * MIB}).values == {"memory": float(224 * MIB)}
+    assert pressed.values(Changes({"memory": float(224 * MIB)}))[FLINK_TASK_HEAP] == 96 * MIB
+    grown = {**pressed.current, FLINK_TASK_HEAP: 96 * MIB}
+    assert pressed.typed(grown) == ["taskmanager.memory.task.heap.size: 96m"]
+    assert pressed.requirements(grown)[0].startswith("needs 64m more heap per TaskManager")
+    # no old collections measured: the heap is not searched, and the report says why
+    calm = settings(tr.GarbageCollector(heap_max_bytes=160 * MIB, old_collection_s=0.0))
+    assert FLINK_TASK_HEAP not in calm.current
+    assert any(n.startswith(FLINK_TASK_HEAP) for n in calm.not_searched)
+    with pytest.raises(ValueError, match="no Flink setting for memory"):
+        calm.values(Changes({"memory": 1e9}))

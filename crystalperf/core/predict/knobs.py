@@ -23,6 +23,9 @@ SPARK_RESERVED_BYTES = 300 * MIB
 SPARK_MEMORY_FRACTION = 0.6
 SPARK_MIN_HEAP = 450 * MIB
 SPARK_DEFAULT_HEAP = GIB  # spark.executor.memory / spark.driver.memory when not set
+# Flink's TaskManager heap is its framework heap (this much by default) and its task heap.
+FLINK_TASK_HEAP = "taskmanager.memory.task.heap.size"
+FLINK_FRAMEWORK_HEAP = 128 * MIB
 
 # Doublings (and halvings) per setting away from its traced value: x8 ... /8.
 MAX_STEPS = 3
@@ -274,7 +277,9 @@ class SparkSettings(SettingsMap):
 
 
 class FlinkSettings(SettingsMap):
-    """Flink: the default parallelism (every operator's, as the what-if key sets it)."""
+    """Flink: the default parallelism (every operator's, as the what-if key sets it) and, where the trace has a
+    TaskManager heap its old collections kept busy (schema 1.11), the task heap (``memory``: the heap grows by what
+    the task heap does)."""
 
     framework = "flink"
 
@@ -284,28 +289,70 @@ class FlinkSettings(SettingsMap):
         self.not_searched.append(
             "per-operator parallelism is not searched: the what-if key parallelism sets every operator's, and "
             "operators given their own in the job (setParallelism) keep it when only parallelism.default changes")
+        collected = [e.garbage_collector for e in trace.environment.executors if e.garbage_collector is not None
+                     and e.garbage_collector.heap_max_bytes and e.garbage_collector.live_bytes is not None
+                     and (e.garbage_collector.old_collection_s or 0.0) > 0]
+        self.heap = max((c.heap_max_bytes or 0 for c in collected), default=0)
+        if self.heap:
+            task = _size(trace.environment.properties.get(FLINK_TASK_HEAP)) or max(MIB, self.heap - FLINK_FRAMEWORK_HEAP)
+            self.knobs.append(Knob(FLINK_TASK_HEAP, task, minimum=MIB, maximum=int(MEMORY_RANGE[1])))
+        else:
+            self.not_searched.append(
+                f"{FLINK_TASK_HEAP} is not searched: no TaskManager's trace shows old collections of a heap whose live "
+                "data it measured (a reporter of part format 9 records them)")
+
+    def _heap_for(self, values: Mapping[str, int]) -> float | None:
+        """The heap these values give each TaskManager (None: as traced): the traced one, grown by the task heap's
+        change."""
+        if not self.heap or values.get(FLINK_TASK_HEAP, self.current.get(FLINK_TASK_HEAP)) == self.current.get(
+                FLINK_TASK_HEAP):
+            return None
+        return float(self.heap + values[FLINK_TASK_HEAP] - self.current[FLINK_TASK_HEAP])
 
     def changes(self, values: Mapping[str, int]) -> Changes:
         p = values["parallelism.default"]
-        return Changes({"parallelism": p} if p != self.baseline.slots else {})
+        out: dict[str, float | str] = {"parallelism": p} if p != self.baseline.slots else {}
+        heap = self._heap_for(values)
+        if heap is not None:
+            out["memory"] = heap
+        return Changes(out)
 
     def values(self, changes: Changes) -> dict[str, int]:
-        extra = [k for k in changes.values if k != "parallelism"]
+        extra = [k for k in changes.values if k not in ("parallelism", "memory") or (k == "memory" and not self.heap)]
         if extra:
             raise ValueError(f"no Flink setting for {', '.join(extra)}")
-        return {"parallelism.default": int(changes.number("parallelism", self.baseline.slots))}
+        values = {**self.current, "parallelism.default": int(changes.number("parallelism", self.baseline.slots))}
+        if "memory" in changes:
+            values[FLINK_TASK_HEAP] = max(MIB, round(self.current[FLINK_TASK_HEAP] + changes.number("memory", self.heap)
+                                                     - self.heap))
+        return values
+
+    def shown(self, setting: str, value: int) -> str:
+        if setting == FLINK_TASK_HEAP:
+            return f"{value // GIB}g" if value % GIB == 0 else f"{math.ceil(value / MIB)}m"
+        return str(value)
+
+    def parse(self, setting: str, text: str) -> int:
+        return parse_size(text) if setting == FLINK_TASK_HEAP else int(text)
 
     def typed(self, values: Mapping[str, int]) -> list[str]:
-        p = values["parallelism.default"]
-        return [f"parallelism.default: {p}"] if p != self.baseline.slots else []
+        return [f"{k}: {self.shown(k, values[k])}" for k in self.current if values[k] != self.current[k]]
 
     def cost(self, values: Mapping[str, int]) -> tuple[float, ...]:
-        return (values["parallelism.default"],)
+        return (values["parallelism.default"], values.get(FLINK_TASK_HEAP, 0))
 
     def requirements(self, values: Mapping[str, int]) -> list[str]:
+        notes = []
+        task = values.get(FLINK_TASK_HEAP, 0) - self.current.get(FLINK_TASK_HEAP, 0)
+        if task > 0:
+            notes.append(f"needs {self.shown(FLINK_TASK_HEAP, task)} more heap per TaskManager: raise "
+                         "taskmanager.memory.process.size by as much (or take it from the managed memory)")
         p = values["parallelism.default"]
         if p <= self.baseline.slots:
-            return []
+            return notes
+        return notes + self._slot_requirements(p)
+
+    def _slot_requirements(self, p: int) -> list[str]:
         env = self.trace.environment
         if env.cluster_slots and env.cluster_workers:
             had = (f"the cluster had {env.cluster_slots} on {env.cluster_workers} "
@@ -371,5 +418,12 @@ def _float(text: str | None, default: float) -> float:
 def _int(text: str | None) -> int | None:
     try:
         return int(text) if text else None
+    except ValueError:
+        return None
+
+
+def _size(text: str | None) -> int | None:
+    try:
+        return parse_size(text) if text else None
     except ValueError:
         return None

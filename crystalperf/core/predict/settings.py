@@ -8,7 +8,8 @@ What is searched is what the predictor models, nothing more:
   ``spark.executor.memory`` (``memory``, through Spark's unified-memory formula). In local mode there are no
   executors to add: the executor's cores are the N of ``local[N]`` and its memory the driver's
   (``spark.driver.memory``).
-- Flink: ``parallelism.default`` (``parallelism``, every operator's).
+- Flink: ``parallelism.default`` (``parallelism``, every operator's) and, where a TaskManager's old collections of
+  a heap whose live data the trace has took its CPU, ``taskmanager.memory.task.heap.size`` (``memory``: the heap).
 - TensorFlow: ``intra_op_parallelism_threads`` (``cores``: the threads model splits each kernel over them).
 
 ``spark.sql.shuffle.partitions``, Flink's per-operator parallelism, TF's inter-op threads and the input
