@@ -127,7 +127,7 @@ def test_input_code_in_a_file_whose_name_is_not_utf8_leaves_a_trace_and_a_report
     model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     out = tmp_path / "report"
     model.fit(data, epochs=1, steps_per_epoch=12, verbose=0,
-              callbacks=[CrystalPerfCallback(output_dir=out, steps=8, sample_interval_ms=5)])
+              callbacks=[CrystalPerfCallback(output_dir=out, steps=8, sample_interval_ms=5, cpu_budget=0.1)])
     trace = load_trace(out / "crystalperf-trace.json.gz")
     assert trace.samples is not None
     files = {f.file for f in trace.samples.frames if f.file}
