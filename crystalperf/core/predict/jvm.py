@@ -12,11 +12,14 @@ becomes pause work depends on the job's old-to-young references, which the trace
 
 The heap a TaskManager's subtasks share is a ceiling too. An old collection (a full or mixed one) takes time in
 proportion to the live data it keeps, and comes when the old generation's free room, ``H - L``, has filled with what
-the process promoted, which grows with its records: its collector's CPU time for the old generation goes as
-``records * L / (H - L)``, and so explodes as the live data fills the heap. Where the trace has the heap's size, the
+the process promoted: the records still in flight at each young collection, which come as often as the young
+generation (a share of the heap: ``NewRatio``, G1's young sizing) fills, so what is promoted grows with the records
+and shrinks with the heap. Its collector's CPU time for the old generation goes as ``records / H * L / (H - L)``,
+and so explodes as the live data fills the heap. Where the trace has the heap's size, the
 live data after its old collections and the split of the collections' time (schema 1.11), a change that gives each
 process ``f`` times its records (a parallelism spread over ``1/f`` times the TaskManagers) scales that CPU time by
-``f * (fL / (H - fL)) / (L / (H - L))`` (a heap of ``H'`` instead: ``H'`` in the new term), the live data taken to be the job's (state, buffered records), so that it
+``f * (fL / (H - fL)) / (L / (H - L))`` (a heap of ``H'`` instead: ``H'`` in the new terms, and ``H / H'`` as
+much promoted), the live data taken to be the job's (state, buffered records), so that it
 follows the records per process; a TaskManager's own (tens of MB) counted with it overstates the relief where the
 heap holds mostly that. Past ``MAX_LIVE_SHARE`` of the heap the JVM would collect without end or fail, which no
 runtime describes: the share is held there and the note says so. Measured on the namespaced cluster (the scale case
@@ -59,9 +62,12 @@ class Heap:
         heap (see the module doc)."""
         traced = min(self.live_share, MAX_LIVE_SHARE)
         changed = min(self.live_share * records / heap, MAX_LIVE_SHARE)
+        # what is promoted: the records still in flight at each young collection, which come as often as the young
+        # generation (a share of the heap) fills
+        promoted = records / heap
         if traced <= 0:
-            return self.old_gc_s * records
-        return self.old_gc_s * records * (changed / (1 - changed)) / (traced / (1 - traced))
+            return self.old_gc_s * promoted
+        return self.old_gc_s * promoted * (changed / (1 - changed)) / (traced / (1 - traced))
 
 
 def heaps(trace: tr.Trace) -> list[Heap]:
