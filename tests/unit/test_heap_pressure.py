@@ -111,7 +111,8 @@ def test_the_flink_settings_search_the_task_heap_where_the_heap_was_pressed() ->
 
     def settings(collector: tr.GarbageCollector) -> FlinkSettings:
         trace = make_trace([tr.Operation(id="op", name="op", start=0.0, end=1.0)],
-                           executors=[tr.Executor(id="tm", host="h", garbage_collector=collector)])
+                           executors=[tr.Executor(id="tm", host="h", garbage_collector=collector,
+                                                  thread_cpu=tr.ThreadCpu(task=5.0, gc=4.0))])
         trace.application.framework = "flink"
         return FlinkSettings(trace, Baseline.of(trace))
 

@@ -7,7 +7,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from crystalperf.core import trace as tr
 from crystalperf.core.compare.diff import _close, _round, setting_differences
 from crystalperf.core.compare.runs import (
     VALIDATE_VERSION,
@@ -18,6 +17,7 @@ from crystalperf.core.compare.runs import (
     operations_of,
 )
 from crystalperf.core.errors import BadInputError
+from crystalperf.core.predict.jvm import largest_heap
 from crystalperf.core.units import format_bandwidth, format_byte_rate
 
 # The settings that configure the slots a derived key already expresses: a difference in them is that change.
@@ -80,7 +80,7 @@ def derive_changes(traced: Run, rerun: Run) -> DerivedChanges:
         out.not_expressed.append("the memory for the job's data is recorded in one run only")
     elif rerun.trace is not None:
         # no memory for the job's data, but each process's heap (a Flink TaskManager's): a change of it is ``memory``
-        ha, hb = _largest_heap(traced.trace), _largest_heap(rerun.trace)
+        ha, hb = largest_heap(traced.trace), largest_heap(rerun.trace)
         if ha and hb and not _close(ha, hb):
             out.values["memory"] = hb
     if _text(a.get("device")) and _text(b.get("device")) and a.get("device") != b.get("device"):
@@ -106,13 +106,6 @@ def derive_changes(traced: Run, rerun: Run) -> DerivedChanges:
         out.not_expressed.append(f"{len(others)} other difference(s), part of the prediction only as far as they "
                                  f"changed the resources above: {shown}{more}")
     return out
-
-
-def _largest_heap(trace: tr.Trace) -> float | None:
-    """The largest heap of the trace's processes (schema 1.11), None where no process has one."""
-    heaps = [e.garbage_collector.heap_max_bytes for e in trace.environment.executors
-             if e.garbage_collector is not None and e.garbage_collector.heap_max_bytes]
-    return float(max(heaps)) if heaps else None
 
 
 def _expressed(name: str, values: dict[str, float | str]) -> bool:

@@ -85,6 +85,13 @@ def heaps(trace: tr.Trace) -> list[Heap]:
     return found
 
 
+def largest_heap(trace: tr.Trace) -> float | None:
+    """The largest heap of the trace's processes (schema 1.11), None where no process recorded one."""
+    sizes = [e.garbage_collector.heap_max_bytes for e in trace.environment.executors
+             if e.garbage_collector is not None and e.garbage_collector.heap_max_bytes]
+    return float(max(sizes)) if sizes else None
+
+
 def serial_at(processors: int, cpu_share: float) -> bool:
     """Whether a JVM that saw ``processors`` would see fewer than ``SERVER_CLASS_PROCESSORS`` at that share."""
     return math.ceil(processors * cpu_share - 1e-9) < SERVER_CLASS_PROCESSORS <= processors

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from crystalperf.core import trace as tr
 from crystalperf.core.predict.base import MAX_SLOTS, MEMORY_RANGE, Baseline, Changes
+from crystalperf.core.predict.jvm import heaps
 from crystalperf.core.units import parse_size
 
 MIB = 1 << 20
@@ -167,11 +168,8 @@ class SparkSettings(SettingsMap):
         self.not_searched.append(_SHUFFLE_NOT_MODELLED)
 
     def _traced_heap(self, declared: str | None) -> int:
-        if declared:
-            try:
-                return parse_size(declared)
-            except ValueError:
-                pass
+        if (size := _size(declared)) is not None:
+            return size
         if self.baseline.memory_bytes:
             # From the executors' reported memory, by the unified-memory formula backwards.
             per_executor = self.baseline.memory_bytes / max(1, self.baseline.executors)
@@ -289,17 +287,15 @@ class FlinkSettings(SettingsMap):
         self.not_searched.append(
             "per-operator parallelism is not searched: the what-if key parallelism sets every operator's, and "
             "operators given their own in the job (setParallelism) keep it when only parallelism.default changes")
-        collected = [e.garbage_collector for e in trace.environment.executors if e.garbage_collector is not None
-                     and e.garbage_collector.heap_max_bytes and e.garbage_collector.live_bytes is not None
-                     and (e.garbage_collector.old_collection_s or 0.0) > 0]
-        self.heap = max((c.heap_max_bytes or 0 for c in collected), default=0)
+        # the heaps the streaming model can weigh: those whose old collections and live data the trace has
+        self.heap = int(max((h.max_bytes for h in heaps(trace)), default=0))
         if self.heap:
             task = _size(trace.environment.properties.get(FLINK_TASK_HEAP)) or max(MIB, self.heap - FLINK_FRAMEWORK_HEAP)
             self.knobs.append(Knob(FLINK_TASK_HEAP, task, minimum=MIB, maximum=int(MEMORY_RANGE[1])))
         else:
             self.not_searched.append(
                 f"{FLINK_TASK_HEAP} is not searched: no TaskManager's trace shows old collections of a heap whose live "
-                "data it measured (a reporter of part format 9 records them)")
+                "data and collector CPU time it measured (a reporter of part format 9 records them)")
 
     def _heap_for(self, values: Mapping[str, int]) -> float | None:
         """The heap these values give each TaskManager (None: as traced): the traced one, grown by the task heap's

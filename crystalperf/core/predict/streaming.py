@@ -188,12 +188,16 @@ class StreamingCpu:
         """The machine limit: seconds the job's CPU time needs on its CPUs at that share and speed, the CPUs of as
         many of the cluster's workers as the parallelism (None: as traced) takes. A worker more also compiles and
         collects for itself: left out (a second or so of a JVM's compilers, beside the job's CPU-s)."""
-        workers = self.spread.factor(parallelism) if self.spread is not None and parallelism else 1.0
+        workers = self.workers(parallelism)
         if self.work_cpu_s is None:
             work = self.process_cpu_s
         else:
             work = self.work_cpu_s - self.serial_savings(cpu_share) - self.heap_savings(1 / workers, heap_bytes)
         return max(0.0, work) / (self.cpu_count * workers * cpu_share) / cpu_speed
+
+    def workers(self, parallelism: int | None) -> float:
+        """How many times the traced workers a parallelism runs on (1: as traced, or the trace does not say)."""
+        return self.spread.factor(parallelism) if self.spread is not None and parallelism else 1.0
 
     def heap_savings(self, records: float, heap_bytes: float | None = None) -> float:
         """CPU-s the old collections would not spend (negative: would spend more) with ``records`` times the traced
@@ -206,8 +210,7 @@ class StreamingCpu:
     def heap_note(self, changes: Changes) -> str | None:
         """What a change of the records or the heap per process does to the old collections, in words (None:
         nothing)."""
-        parallelism = cpu_changes(changes)[0]
-        workers = self.spread.factor(parallelism) if self.spread is not None and parallelism else 1.0
+        workers = self.workers(cpu_changes(changes)[0])
         heap_bytes = heap_change(changes)
         if (workers == 1.0 and heap_bytes is None) or not any(h.old_gc_s > 0 for h in self.heaps):
             return None
