@@ -185,3 +185,53 @@ def test_a_thread_started_outside_the_threading_module_is_sampled_with_its_state
         assert waiting and {samples.frames[samples.stacks[s][0]].name for s in waiting} == {syscalls.WAIT}
     finally:
         stop.set()
+
+
+@needs_proc
+@pytest.mark.parametrize("family", ["unix", "loopback"])
+def test_a_socket_of_this_process_to_a_local_peer_is_a_local_wait(family: str) -> None:
+    """The sampler's own process: the peer is asked of the socket itself, not of /proc/net/tcp."""
+    import socket
+
+    if family == "unix":
+        ours, theirs = socket.socketpair()
+    else:
+        server = socket.create_server(("127.0.0.1", 0))
+        ours = socket.create_connection(server.getsockname())
+        theirs, _ = server.accept()
+        server.close()
+    try:
+        assert _blocked_frame(ours.recv, 1) == syscalls.LOCAL
+    finally:
+        theirs.sendall(b"x")
+        ours.close()
+        theirs.close()
+
+
+def test_a_socket_to_another_host_is_told_by_its_peer() -> None:
+    import socket
+
+    # an unconnected datagram socket has no peer (local); one connected to a routable address has one (not local);
+    # connecting a datagram socket sends nothing
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as unconnected:
+        assert syscalls._peer_is_local(unconnected.fileno()) is True
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as remote:
+        try:
+            remote.connect(("192.0.2.1", 9))  # TEST-NET-1: never reached, but a peer address all the same
+        except OSError:
+            pytest.skip("no route to another host on this machine")
+        assert syscalls._peer_is_local(remote.fileno()) is False
+        assert remote.fileno() >= 0 and remote.getpeername()[0] == "192.0.2.1"  # the job's descriptor stays open
+    if socket.has_ipv6:
+        with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as loopback:
+            try:
+                loopback.connect(("::1", 9))
+            except OSError:
+                return  # IPv6 switched off
+            assert syscalls._peer_is_local(loopback.fileno()) is True
+    read_end, write_end = os.pipe()
+    try:
+        assert syscalls._peer_is_local(read_end) is None  # no socket: the caller falls back to /proc/net
+    finally:
+        os.close(read_end)
+        os.close(write_end)

@@ -11,8 +11,10 @@ pipe or loopback socket is waiting for another local process (a Python worker re
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import platform
+import socket
 
 # The frames, innermost on the stack (language "unknown", module "kernel").
 KERNEL_MODULE = "kernel"
@@ -62,6 +64,10 @@ class BlockedCalls:
         self.available = bool(self.table) and os.path.isdir(f"{proc}/task")
         self._kinds: dict[str, str] = {}
         self._inet: dict[str, bool] | None = None  # socket inode -> its peer is on this host
+        # The sampler's own process: a socket's peer is asked of the socket itself (a duplicate of its descriptor).
+        # Another's: /proc/<pid>/net/tcp, whose every read walks the kernel's whole socket table (about 10 ms,
+        # whatever the sockets), once per new connection the process is found blocked on.
+        self._own = os.path.realpath(proc) == os.path.realpath(f"/proc/{os.getpid()}")
 
     def frame(self, native_id: int) -> str | None:
         """The frame name for the call the thread is blocked in; None when unknown or not blocked in one."""
@@ -102,17 +108,18 @@ class BlockedCalls:
             return None
         kind = self._kinds.get(target)
         if kind is None:
-            kind = self._classify(target)
+            kind = self._classify(target, fd)
             if len(self._kinds) >= _CACHE_LIMIT:
                 self._kinds.clear()
                 self._inet = None
             self._kinds[target] = kind
         return kind
 
-    def _classify(self, target: str) -> str:
+    def _classify(self, target: str, fd: int) -> str:
         if target.startswith("socket:["):
-            inode = target[len("socket:["):-1]
-            local = self._inet_peers(inode)
+            local = _peer_is_local(fd) if self._own else None
+            if local is None:
+                local = self._inet_peers(target[len("socket:["):-1])
             # Not an internet socket (unix, netlink): another process of this host.
             return _LOCAL_PEER if local is None or local else _SOCKET
         if target.startswith("/dev/") or not target.startswith("/"):
@@ -130,6 +137,29 @@ class BlockedCalls:
                     if len(fields) > 9:
                         self._inet[fields[9]] = _is_loopback(fields[2])
         return self._inet.get(inode)
+
+
+def _peer_is_local(fd: int) -> bool | None:
+    """Whether the socket on this process's descriptor talks to this host (a unix socket, a loopback or unconnected
+    internet one); None when the descriptor is no socket any more."""
+    try:
+        sock = socket.socket(fileno=os.dup(fd))
+    except OSError:
+        return None
+    try:
+        if sock.family not in (socket.AF_INET, socket.AF_INET6):
+            return True
+        try:
+            host = sock.getpeername()[0]
+        except OSError:
+            return True  # not connected: no peer anywhere (a listening socket)
+        address = ipaddress.ip_address(host.split("%")[0])
+        mapped = getattr(address, "ipv4_mapped", None)
+        return bool((mapped or address).is_loopback or (mapped or address).is_unspecified)
+    except (OSError, ValueError):
+        return None
+    finally:
+        sock.close()  # the duplicate only: the job's own descriptor stays open
 
 
 def _is_loopback(address: str) -> bool:
