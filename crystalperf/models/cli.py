@@ -12,10 +12,13 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from crystalperf.core.attribution.classify import LANGUAGES, FunctionSource
 from crystalperf.core.errors import BadInputError
+
+if TYPE_CHECKING:
+    from crystalperf.models.framework_eval import EvalFunction
 
 log = logging.getLogger(__name__)
 
@@ -258,6 +261,18 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _blend_dev(path: Path | None) -> list[EvalFunction]:
+    """The hand-labelled functions that fit the keyword blend (none without a file); a bad file is one error."""
+    if path is None:
+        return []
+    from crystalperf.models.framework_eval import EvalSetError, load_set
+
+    try:
+        return load_set(path)
+    except EvalSetError as exc:
+        raise BadInputError(str(exc).removeprefix(f"{path}:").strip(), path) from None
+
+
 def _train_sparse(
     args: argparse.Namespace,
     train: list[dict[str, Any]],
@@ -285,6 +300,7 @@ def _train_sparse(
         extra_config={"source": source, **(extra or {})},
         share_rows=share_rows,
         keyword_blend=args.keyword_blend,
+        blend_dev=_blend_dev(args.keyword_blend_dev),
     )
     fit = classifier.config["training"].get("share_fit")
     if fit:
@@ -527,6 +543,13 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:  # type: ign
         action="store_true",
         help="sparse classifier: add the keyword counter's log-vector to the logits with a weight per language "
         "fitted on validation (not the shipped weights: docs/models.md)",
+    )
+    p.add_argument(
+        "--keyword-blend-dev",
+        type=Path,
+        metavar="FILE",
+        help="sparse classifier: fit the keyword blend's weight of each language in FILE on its hand-labelled "
+        "functions (the framework set's format) instead; the shipped weights: data/handlabelled/tensorflow-python.jsonl",
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bars")

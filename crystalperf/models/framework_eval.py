@@ -19,6 +19,7 @@ names a framework the training corpus can never contain (``corpus.FORBIDDEN``). 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from collections.abc import Sequence
@@ -113,6 +114,12 @@ def load_set(path: Path = EVALDATA) -> list[EvalFunction]:
     if not functions:
         raise EvalSetError(f"{path}: no functions")
     return functions
+
+
+def set_sha256(functions: Sequence[EvalFunction]) -> str:
+    """The first 16 hex digits of the SHA-256 of what a classifier reads and is scored on, per function."""
+    rows = [[f.id, f.language, f.code, f.doc, f.label] for f in functions]
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:16]
 
 
 def predicted_class(vector: ResourceVector) -> str:

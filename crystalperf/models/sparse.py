@@ -43,7 +43,7 @@ LABELS4 = ("cpu", "disk", "network", "waiting")
 # Candidates for the share temperature, from none (1) to near arg-max: a grid, so the fit is exact to reproduce.
 SHARE_TEMPERATURES = (1.0, 0.85, 0.7, 0.6, 0.5, 0.45, 0.4, 0.35, 0.3, 0.25, 0.2, 0.15, 0.1, 0.05)
 # Candidates for the weight of the keyword counter's log-vector added to the logits (``keyword_blend``).
-KEYWORD_BLEND_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
+KEYWORD_BLEND_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0)
 KEYWORD_FLOOR = 1e-3  # keeps log(0) out of the blend: a class the keyword counter gives nothing to
 WEIGHTS_SUBDIR = "sparse"
 MODEL_FILE = "model.npz"

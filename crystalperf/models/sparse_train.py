@@ -19,6 +19,7 @@ from torch import nn
 
 from crystalperf.models.evaluate import to_function
 from crystalperf.models.features import HASH_BITS, batch_features, hashed_features
+from crystalperf.models.framework_eval import EvalFunction, set_sha256
 from crystalperf.models.sparse import (
     CONFIG_FILE,
     KEYWORD_BLEND_WEIGHTS,
@@ -113,6 +114,10 @@ def _batch(
     )
 
 
+# The most macro-F1 a keyword blend fitted on hand labels may cost the language's measured validation rows.
+BLEND_VALIDATION_TOLERANCE = 0.02
+
+
 def macro_f1(y: np.ndarray, pred: np.ndarray) -> float:
     f1s = []
     for c in np.unique(y):
@@ -123,23 +128,43 @@ def macro_f1(y: np.ndarray, pred: np.ndarray) -> float:
     return float(np.mean(f1s)) if f1s else 0.0
 
 
+def blend_scores(
+    logits: np.ndarray, keyword_logs: np.ndarray, labels: np.ndarray, languages: Sequence[str]
+) -> dict[str, dict[float, float]]:
+    """Per language, the macro-F1 of its rows at each :data:`KEYWORD_BLEND_WEIGHTS` value of the keyword blend."""
+    langs = np.asarray(languages)
+    scores: dict[str, dict[float, float]] = {}
+    for language in sorted(set(languages)):
+        rows = langs == language
+        scores[language] = {
+            weight: macro_f1(labels[rows], blend_keyword(logits[rows], keyword_logs[rows],
+                                                         np.full(int(rows.sum()), weight, np.float32)).argmax(1))
+            for weight in KEYWORD_BLEND_WEIGHTS
+        }
+    return scores
+
+
+def best_weight(scores: dict[float, float], allowed: Sequence[float] = KEYWORD_BLEND_WEIGHTS) -> float:
+    """The allowed weight of the best score (ties: the smaller weight)."""
+    best = (-1.0, 0.0)
+    for weight in sorted(allowed):
+        if scores[weight] > best[0] + 1e-12:
+            best = (scores[weight], weight)
+    return best[1]
+
+
 def fit_keyword_blend(
     logits: np.ndarray, keyword_logs: np.ndarray, labels: np.ndarray, languages: Sequence[str]
 ) -> dict[str, float]:
     """Per language, the :data:`KEYWORD_BLEND_WEIGHTS` value whose blend of the model's logits with the keyword
     counter's log-vectors gives that language's rows the best macro-F1 (ties: the smaller weight)."""
-    langs = np.asarray(languages)
-    blend: dict[str, float] = {}
-    for language in sorted(set(languages)):
-        rows = langs == language
-        best = (-1.0, 0.0)
-        for weight in KEYWORD_BLEND_WEIGHTS:
-            mixed = blend_keyword(logits[rows], keyword_logs[rows], np.full(int(rows.sum()), weight, np.float32))
-            score = macro_f1(labels[rows], mixed.argmax(1))
-            if score > best[0] + 1e-12:
-                best = (score, weight)
-        blend[language] = best[1]
-    return blend
+    return {language: best_weight(s) for language, s in blend_scores(logits, keyword_logs, labels,
+                                                                     languages).items()}
+
+
+def within_tolerance(scores: dict[float, float], tolerance: float = BLEND_VALIDATION_TOLERANCE) -> list[float]:
+    """The weights that cost these rows at most ``tolerance`` of macro-F1 against no blend."""
+    return [w for w, score in scores.items() if score >= scores[0.0] - tolerance]
 
 
 def _write_config(out_dir: Path, config: dict[str, Any]) -> None:
@@ -164,13 +189,16 @@ def train_sparse_classifier(
     extra_config: dict[str, Any] | None = None,
     share_rows: Sequence[dict[str, Any]] | None = None,
     keyword_blend: bool = False,
+    blend_dev: Sequence[EvalFunction] = (),
 ) -> SparseClassifier:
     """Train on ``train`` (records with ``label`` in cpu/disk/network/waiting), keep the epoch with the best
     validation macro-F1, write ``model.npz`` + ``config.json`` into ``out_dir``, return the numpy classifier.
     ``share_rows`` (measured functions of the validation libraries with ``busy_shares``,
     ``measured.share_rows``) fit the share temperature ``classify`` sharpens its vectors with. The validation rows
     also fit what the exported model's confidence means (``confidence``) and, with ``keyword_blend``, per
-    language, how much of the keyword counter's vector to add to the model's logits."""
+    language, how much of the keyword counter's vector to add to the model's logits. ``blend_dev`` (hand-labelled
+    functions and their labels) fits that weight instead for the languages it has: measured labels are a function's
+    time with all it calls, hand labels its own work, which is what a report names next to a function."""
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(True)
     threads = torch.get_num_threads()
@@ -253,12 +281,33 @@ def train_sparse_classifier(
         }
         _write_config(out_dir, config)
         val_functions = [to_function(r) for r in val]
+        blend: dict[str, float] = {}
         if keyword_blend and len(val):
             # on the exported model's numpy inference, which is what users run
             logits = SparseClassifier(out_dir).logits_from_features(*batch_features(val_functions))
-            config["keyword_blend"] = fit_keyword_blend(
-                logits, keyword_log_vectors(val_functions), y_val, [f.language for f in val_functions]
-            )
+            blend = fit_keyword_blend(logits, keyword_log_vectors(val_functions), y_val,
+                                      [f.language for f in val_functions])
+        if blend_dev:
+            # The hand-labelled functions choose the weight; the measured validation rows of the language bound it:
+            # a weight that costs them more than the tolerance is not taken, whatever the hand labels gain.
+            dev = [f.source() for f in blend_dev]
+            exported = SparseClassifier(out_dir)
+            dev_scores = blend_scores(exported.logits_from_features(*batch_features(dev)), keyword_log_vectors(dev),
+                                      np.asarray([LABELS4.index(f.label) for f in blend_dev]),
+                                      [f.language for f in dev])
+            val_scores = blend_scores(exported.logits_from_features(*batch_features(val_functions)),
+                                      keyword_log_vectors(val_functions), y_val,
+                                      [f.language for f in val_functions]) if len(val) else {}
+            for language, scores in dev_scores.items():
+                allowed = within_tolerance(val_scores[language]) if language in val_scores else KEYWORD_BLEND_WEIGHTS
+                blend[language] = best_weight(scores, allowed)
+            config["training"]["keyword_blend_fit"] = {
+                "functions": len(dev),
+                "validation_tolerance": BLEND_VALIDATION_TOLERANCE,
+                "sha256": set_sha256(blend_dev),
+            }
+        if blend:
+            config["keyword_blend"] = blend
             _write_config(out_dir, config)
         # the fits below read the exported model's numpy inference (with its keyword blend), which is what users run;
         # neither changes the probabilities the other reads

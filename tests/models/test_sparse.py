@@ -19,7 +19,12 @@ from crystalperf.models.evaluate import to_function
 from crystalperf.models.features import batch_features
 from crystalperf.models.measured import measured_splits, read_measured, split_by_library
 from crystalperf.models.sparse import LABELS4, SparseClassifier
-from crystalperf.models.sparse_train import SparseModule, train_sparse_classifier
+from crystalperf.models.sparse_train import (
+    SparseModule,
+    best_weight,
+    train_sparse_classifier,
+    within_tolerance,
+)
 from tests.models.test_unmistakable import CASES
 
 WAITING = {
@@ -175,6 +180,27 @@ def test_train_on_a_missing_measured_directory_is_one_line_and_exit_2(tmp_path: 
 
 
 KEPT_CORPUS = Path(__file__).resolve().parents[2] / "data" / "measured"
+BLEND_DEV = KEPT_CORPUS.parent / "handlabelled" / "tensorflow-python.jsonl"
+
+
+def test_the_hand_labels_choose_the_blend_within_what_the_measured_rows_allow() -> None:
+    dev = {0.0: 0.50, 0.1: 0.55, 0.2: 0.60, 0.3: 0.64, 0.5: 0.70, 0.75: 0.72, 1.0: 0.75, 1.5: 0.80, 2.0: 0.78}
+    measured = {0.0: 0.64, 0.1: 0.64, 0.2: 0.63, 0.3: 0.625, 0.5: 0.60, 0.75: 0.59, 1.0: 0.56, 1.5: 0.51, 2.0: 0.49}
+    # alone, the hand labels would take 1.5; a weight that costs the measured rows over 0.02 of macro-F1 is out
+    assert best_weight(dev) == 1.5
+    assert within_tolerance(measured) == [0.0, 0.1, 0.2, 0.3]
+    assert best_weight(dev, within_tolerance(measured)) == 0.3
+    # ties go to the smaller weight
+    assert best_weight({w: 0.5 for w in dev}) == 0.0
+
+
+def test_a_bad_blend_dev_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    _write_measured(tmp_path / "m", _records(120, library_count=12))
+    (tmp_path / "dev.jsonl").write_text('{"id": "tensorflow:x", "label": "cpu"}\n')
+    done = _cli("train", "--measured", str(tmp_path / "m"), "--weights", str(tmp_path / "w"), "--sparse-epochs", "1",
+                "--keyword-blend-dev", str(tmp_path / "dev.jsonl"), "--quiet", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "dev.jsonl" in done.stderr and "missing" in done.stderr
 
 
 def test_train_reproduces_the_shipped_weights_from_the_kept_corpus(tmp_path: Path) -> None:
@@ -182,7 +208,8 @@ def test_train_reproduces_the_shipped_weights_from_the_kept_corpus(tmp_path: Pat
     gives the shipped weights (single-threaded and seeded: byte for byte on one kind of CPU; across kinds, the
     float16 tables within a rounding step)."""
     done = _cli("train", "--measured", str(KEPT_CORPUS), "--weights", str(tmp_path / "w"),
-                "--data-dir", str(tmp_path / "d"), "--sparse-only", "--quiet", cwd=tmp_path)
+                "--data-dir", str(tmp_path / "d"), "--sparse-only", "--quiet", "--keyword-blend-dev", str(BLEND_DEV),
+                cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     shipped_dir = SparseClassifier().weights_dir
     with np.load(tmp_path / "w" / "sparse" / "model.npz") as new, np.load(shipped_dir / "model.npz") as shipped:
@@ -193,6 +220,7 @@ def test_train_reproduces_the_shipped_weights_from_the_kept_corpus(tmp_path: Pat
     new_config = json.loads((tmp_path / "w" / "sparse" / "config.json").read_text())
     shipped_config = json.loads((shipped_dir / "config.json").read_text())
     assert new_config["share_temperature"] == shipped_config["share_temperature"]
+    assert new_config["keyword_blend"] == shipped_config["keyword_blend"]
     new_training, shipped_training = new_config["training"], shipped_config["training"]
     for config in (new_training, shipped_training):
         config.pop("source")  # names the directory it was given

@@ -106,3 +106,17 @@ def test_the_kept_corpus_is_the_one_the_shipped_weights_were_trained_on() -> Non
     split_by_library(rows, seed=config["seed"])
     splits = Counter(r["split"] for r in rows)
     assert splits["train"] == config["functions"] and splits["val"] == config["validation_functions"]
+
+
+def test_the_hand_labelled_blend_set_is_the_one_the_shipped_weights_were_fitted_on() -> None:
+    """The keyword blend's weight was fitted on data/handlabelled/tensorflow-python.jsonl: the shipped config names
+    it by its content, and none of its functions is one the framework set scores."""
+    from crystalperf.models.framework_eval import load_set, set_sha256
+
+    dev = load_set(REPO / "data" / "handlabelled" / "tensorflow-python.jsonl")
+    config = json.loads(SHIPPED_CONFIG.read_text())
+    assert config["training"]["keyword_blend_fit"]["sha256"] == set_sha256(dev)
+    assert config["training"]["keyword_blend_fit"]["functions"] == len(dev)
+    assert set(config["keyword_blend"]) == {f.language for f in dev}
+    assert not {f.qualified_name for f in dev} & {f.qualified_name for f in load_set()}
+    assert Counter(f.label for f in dev).keys() == {"cpu", "disk", "network"}
