@@ -153,15 +153,6 @@ def best_weight(scores: dict[float, float], allowed: Sequence[float] = KEYWORD_B
     return best[1]
 
 
-def fit_keyword_blend(
-    logits: np.ndarray, keyword_logs: np.ndarray, labels: np.ndarray, languages: Sequence[str]
-) -> dict[str, float]:
-    """Per language, the :data:`KEYWORD_BLEND_WEIGHTS` value whose blend of the model's logits with the keyword
-    counter's log-vectors gives that language's rows the best macro-F1 (ties: the smaller weight)."""
-    return {language: best_weight(s) for language, s in blend_scores(logits, keyword_logs, labels,
-                                                                     languages).items()}
-
-
 def within_tolerance(scores: dict[float, float], tolerance: float = BLEND_VALIDATION_TOLERANCE) -> list[float]:
     """The weights that cost these rows at most ``tolerance`` of macro-F1 against no blend."""
     return [w for w, score in scores.items() if score >= scores[0.0] - tolerance]
@@ -282,22 +273,22 @@ def train_sparse_classifier(
         _write_config(out_dir, config)
         val_functions = [to_function(r) for r in val]
         blend: dict[str, float] = {}
-        if keyword_blend and len(val):
+        if (keyword_blend or blend_dev) and len(val):
             # on the exported model's numpy inference, which is what users run
-            logits = SparseClassifier(out_dir).logits_from_features(*batch_features(val_functions))
-            blend = fit_keyword_blend(logits, keyword_log_vectors(val_functions), y_val,
-                                      [f.language for f in val_functions])
+            raw = SparseClassifier(out_dir)
+            val_scores = blend_scores(raw.logits_from_features(*batch_features(val_functions)),
+                                      keyword_log_vectors(val_functions), y_val, [f.language for f in val_functions])
+        else:
+            val_scores = {}
+        if keyword_blend:
+            blend = {language: best_weight(scores) for language, scores in val_scores.items()}
         if blend_dev:
             # The hand-labelled functions choose the weight; the measured validation rows of the language bound it:
             # a weight that costs them more than the tolerance is not taken, whatever the hand labels gain.
             dev = [f.source() for f in blend_dev]
-            exported = SparseClassifier(out_dir)
-            dev_scores = blend_scores(exported.logits_from_features(*batch_features(dev)), keyword_log_vectors(dev),
-                                      np.asarray([LABELS4.index(f.label) for f in blend_dev]),
+            dev_scores = blend_scores(SparseClassifier(out_dir).logits_from_features(*batch_features(dev)),
+                                      keyword_log_vectors(dev), np.asarray([LABELS4.index(f.label) for f in blend_dev]),
                                       [f.language for f in dev])
-            val_scores = blend_scores(exported.logits_from_features(*batch_features(val_functions)),
-                                      keyword_log_vectors(val_functions), y_val,
-                                      [f.language for f in val_functions]) if len(val) else {}
             for language, scores in dev_scores.items():
                 allowed = within_tolerance(val_scores[language]) if language in val_scores else KEYWORD_BLEND_WEIGHTS
                 blend[language] = best_weight(scores, allowed)

@@ -154,8 +154,8 @@ def _peer_is_local(fd: int) -> bool | None:
         except OSError:
             return True  # not connected: no peer anywhere (a listening socket)
         address = ipaddress.ip_address(host.split("%")[0])
-        mapped = getattr(address, "ipv4_mapped", None)
-        return bool((mapped or address).is_loopback or (mapped or address).is_unspecified)
+        address = getattr(address, "ipv4_mapped", None) or address  # ::ffff:127.0.0.1 is IPv4's loopback
+        return bool(address.is_loopback or address.is_unspecified)
     except (OSError, ValueError):
         return None
     finally:
