@@ -19,17 +19,18 @@ page cache dropped between phases (root):
 With ``--read-limit-mbps`` the second phase reads the first phase's files cold through a cgroup v1 read limit on
 their disk (``bench.fidelity.machine``): the same code on a slower disk.
 
-Every framework method on the recorded stacks gets the measured time below it; the variants of one method
-(lambdas, ``Foo$`` forwarders) are merged as the set merges them (``framework_collect.function_key``) and labelled
-with the corpus's rule (``measure.jvm.label_of``). It prints, for the set's functions of that framework the jobs
-measured with enough evidence: the agreement of measured and hand labels, their confusion, the disagreements, and
-the shipped classifier scored against each label.
+Every framework method on the recorded stacks gets its measured own work (``measure.jvm.own_work_frames``, libraries
+told apart by their package names) and the inclusive time below it; the variants of one method (lambdas, ``Foo$``
+forwarders) are merged as the set merges them (``framework_collect.function_key``) and labelled with the corpus's
+rule (``measure.jvm.label_of``). It prints, for the set's functions of that framework the jobs measured with enough
+evidence: the agreement of the hand labels with the own-work and with the inclusive labels, the confusion and the
+disagreements of the own-work ones, and the shipped classifier scored against each label.
 
 Framework code never enters training: nothing here is written to a corpus.
 
 Usage: python -m bench.framework_measured [--framework spark|flink] [--scale 1] [--read-limit-mbps MB/s]
        [--work DIR] [--keep] [--json F]
-(pyspark or apache-flink installed in this Python; root to drop the page cache; about 4 and 1 min on 2 cores)
+(pyspark or apache-flink installed in this Python; root to drop the page cache; about 5 and 2 min on 2 cores)
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from crystalperf.models.measure.jvm import (
     drop_page_cache,
     jfc_settings,
     label_of,
+    package_library,
     recording_events,
 )
 from crystalperf.models.sparse import SparseClassifier
@@ -183,7 +185,7 @@ def measure(framework: str, work: Path, scale: float, read_limit_mbps: float | N
     """The framework's phases under JFR; returns the measured time of each of the framework's methods, by set id."""
     classes = build_toolchain(work, drivers=()).classes  # the JFR converter only, no drivers
     (work / "measure.jfc").write_text(jfc_settings())
-    attribution = Attribution()
+    attribution = Attribution(library_of=package_library)
     for number, phase in enumerate(PHASES[framework]):
         command = [sys.executable, "-m", "bench.framework_measured", "--framework", framework, "--job", phase,
                    "--work", str(work), "--scale", str(scale)]
@@ -250,10 +252,15 @@ def main() -> None:
     rows = []
     for function, predicted, as_seen in zip(functions, predicted4.argmax(1), seam, strict=True):
         entry = merged.get(function.id)
-        label, shares, seconds = label_of(entry.seconds, entry.events) if entry else (None, {}, 0.0)
-        rows.append({"id": function.id, "hand": function.label, "measured": label, "seconds": round(seconds, 4),
-                     "shares": {k: round(v, 3) for k, v in shares.items()}, "classifier": CLASSES[predicted],
-                     "seam": CLASSES[as_seen]})
+        label, shares, seconds = label_of(entry.own, entry.own_events) if entry else (None, {}, 0.0)
+        inclusive = label_of(entry.seconds, entry.events)[0] if entry else None
+        rows.append({"id": function.id, "hand": function.label, "measured": label, "inclusive": inclusive,
+                     "seconds": round(seconds, 4), "shares": {k: round(v, 3) for k, v in shares.items()},
+                     "classifier": CLASSES[predicted], "seam": CLASSES[as_seen]})
+    both = [r for r in rows if r["inclusive"]]
+    if both:
+        print(f"inclusive labels: {len(both)} functions, hand label = inclusive label: "
+              f"{np.mean([r['hand'] == r['inclusive'] for r in both]):.3f}")
     measured = [r for r in rows if r["measured"]]
     on_stack = sum(1 for f in functions if f.id in merged)
     print(f"{len(functions)} {args.framework} functions in the set; {on_stack} on this job's recorded stacks; "
@@ -261,8 +268,8 @@ def main() -> None:
     if not measured:
         return
     agree = np.mean([r["hand"] == r["measured"] for r in measured])
-    print(f"hand label = measured label: {agree:.3f} ({sum(r['hand'] == r['measured'] for r in measured)} "
-          f"of {len(measured)})")
+    print(f"own-work labels: hand label = own-work label: {agree:.3f} "
+          f"({sum(r['hand'] == r['measured'] for r in measured)} of {len(measured)})")
     print("| hand \\ measured | " + " | ".join(CLASSES) + " |")
     print("|---|" + "---:|" * len(CLASSES))
     for hand in CLASSES:
@@ -270,7 +277,7 @@ def main() -> None:
                                         for m in CLASSES) + " |")
     for key in ("classifier", "seam"):
         print(f"shipped classifier ({key}) on these {len(measured)}: against the hand label "
-              f"{np.mean([r[key] == r['hand'] for r in measured]):.3f}, against the measured label "
+              f"{np.mean([r[key] == r['hand'] for r in measured]):.3f}, against the own-work label "
               f"{np.mean([r[key] == r['measured'] for r in measured]):.3f}")
     print("disagreements (hand → measured, measured shares):")
     for r in measured:

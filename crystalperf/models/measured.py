@@ -20,7 +20,7 @@ import json
 import sys
 import zlib
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -227,16 +227,53 @@ def summary(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
     return dict(table)
 
 
+def label_changes(rows: Iterable[dict[str, Any]], top: int = 12) -> dict[str, Any]:
+    """How the own-work labels of measured rows differ from their inclusive ones (rows with an ``inclusive``
+    part; a method's bytecode twin counted once): the methods labelled both ways and how many agree, each change
+    ``inclusive -> own`` (``none`` for no label), and the libraries with the most changes."""
+    transitions: dict[str, int] = defaultdict(int)
+    per_library: dict[str, int] = defaultdict(int)
+    both = agree = methods = 0
+    for row in rows:
+        inclusive = row.get("inclusive")
+        if not isinstance(inclusive, dict) or str(row.get("id", "")).endswith("#bytecode"):
+            continue
+        methods += 1
+        before, after = inclusive.get("label"), row.get("label")
+        if before is not None and after is not None:
+            both += 1
+            agree += before == after
+        if before != after:
+            transitions[f"{before or 'none'} -> {after or 'none'}"] += 1
+            per_library[str(row.get("library"))] += 1
+    libraries = sorted(per_library.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    return {
+        "methods": methods,
+        "labelled_both": both,
+        "agree": agree,
+        "agree_share": round(agree / both, 4) if both else None,
+        "changes": dict(sorted(transitions.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "libraries_most_changed": dict(libraries),
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m crystalperf.models.measured keep SRC DST``: a measurement, compressed, to keep."""
+    """``python -m crystalperf.models.measured keep SRC DST``: a measurement, compressed, to keep; ``changes DIR``:
+    where its own-work labels differ from the inclusive ones."""
     parser = argparse.ArgumentParser(prog="python -m crystalperf.models.measured", description=main.__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     keep = sub.add_parser("keep", help="write SRC's measured files to DST/<file>.jsonl.gz")
     keep.add_argument("source", type=Path)
     keep.add_argument("target", type=Path)
     keep.add_argument("--labelled-only", action="store_true", help="leave out the rows without a label")
+    changes = sub.add_parser("changes", help="how DIR's own-work labels differ from their inclusive ones (JSON)")
+    changes.add_argument("directory", type=Path)
     args = parser.parse_args(argv)
     try:
+        if args.command == "changes":
+            rows = (row for path in measured_files(args.directory) for _, _, row in json_lines(path))
+            sys.stdout.write(json.dumps(label_changes(r for r in rows if isinstance(r, dict)), indent=1) + "\n")
+            return 0
         written = keep_measurement(args.source, args.target, labelled_only=args.labelled_only)
     except BadInputError as exc:
         sys.stderr.write(f"crystalperf: {exc}\n")

@@ -19,6 +19,7 @@ import pytest
 
 from crystalperf.models.measure import jvm
 from crystalperf.models.measure.jvm import Attribution, JfrEvent, JfrFrame
+from crystalperf.models.measured import label_changes
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "measure" / "tiny-jfr-print.json"
 PERIOD = 0.002
@@ -123,6 +124,91 @@ def test_a_class_loaded_on_first_use_is_not_its_callers_disk_time() -> None:
     assert attribution.methods["org.lib.Client.connect"].seconds["disk"] == pytest.approx(0.05)
 
 
+def _stack(*names: str) -> list[JfrFrame]:
+    """Frames top first; a JDK class gets its module, as JFR gives it."""
+    return [JfrFrame(*n.rsplit(".", 1), module="java.base" if n.startswith(("java.", "jdk.", "sun.")) else None)
+            for n in names]
+
+
+# A Spark task reading Parquet through Hadoop's local file system, on an executor pool thread.
+PARQUET_READ = _stack(
+    "java.io.FileInputStream.read", "java.io.BufferedInputStream.read",
+    "org.apache.hadoop.fs.RawLocalFileSystem$LocalFSFileInputStream.read", "org.apache.hadoop.fs.FSDataInputStream.read",
+    "org.apache.parquet.hadoop.ParquetFileReader.readChunk", "org.apache.spark.sql.execution.FileScanRDD.next",
+    "java.util.concurrent.ThreadPoolExecutor.runWorker", "java.lang.Thread.run")
+# A Flink split fetcher waiting for its next fetch task.
+FETCHER_WAIT = _stack(
+    "jdk.internal.misc.Unsafe.park", "java.util.concurrent.locks.LockSupport.park",
+    "java.util.concurrent.locks.AbstractQueuedSynchronizer$ConditionObject.await",
+    "org.apache.flink.connector.base.source.reader.fetcher.SplitFetcher.getNextTaskUnsafe",
+    "org.apache.flink.connector.base.source.reader.fetcher.SplitFetcher.runOnce",
+    "org.apache.flink.connector.base.source.reader.fetcher.SplitFetcher.run",
+    "java.util.concurrent.Executors$RunnableAdapter.call", "java.util.concurrent.FutureTask.run",
+    "java.util.concurrent.ThreadPoolExecutor.runWorker", "java.lang.Thread.run")
+
+
+def test_own_work_io_stops_above_the_library_that_asked_for_it() -> None:
+    # disk: the JDK's stream classes, then Hadoop, which called them; Parquet and Spark asked Hadoop for bytes
+    assert jvm.own_work_frames(PARQUET_READ, "disk") == [0, 1, 2, 3]
+    assert jvm.own_work_frames(PARQUET_READ, "network") == [0, 1, 2, 3]
+    # the same stack's CPU is every method's up to the pool that ran the task (a hand-off)
+    assert jvm.own_work_frames(PARQUET_READ, "cpu") == [0, 1, 2, 3, 4, 5]
+    # a library told apart by the caller's index: one library for Hadoop and Parquet lets the read reach Spark
+    def hadoop_and_parquet_as_one(frame: JfrFrame) -> str:
+        return "parquet-hadoop" if frame.class_name.startswith("org.apache.") and ".spark." not in frame.class_name \
+            else jvm.package_library(frame)
+    assert jvm.own_work_frames(PARQUET_READ, "disk", hadoop_and_parquet_as_one) == [0, 1, 2, 3, 4]
+
+
+def test_own_work_waits_belong_to_the_first_caller_of_the_lock_up_to_the_hand_off() -> None:
+    assert jvm.own_work_frames(FETCHER_WAIT, "waiting") == [3, 4, 5]
+    idle_pool_thread = _stack("jdk.internal.misc.Unsafe.park", "java.util.concurrent.locks.LockSupport.park",
+                              "java.util.concurrent.LinkedBlockingQueue.take",
+                              "java.util.concurrent.ThreadPoolExecutor.getTask",
+                              "java.util.concurrent.ThreadPoolExecutor.runWorker", "java.lang.Thread.run")
+    assert jvm.own_work_frames(idle_pool_thread, "waiting") == []  # nobody's work
+    assert jvm.package_library(JfrFrame("org.apache.hadoop.fs.Path", "toUri")) == "org.apache.hadoop"
+    assert jvm.package_library(JfrFrame("java.io.File", "exists")) == jvm.JDK_LIBRARY
+    assert jvm.package_library(JfrFrame("Main", "main")) == "Main"
+
+
+def test_attribution_keeps_own_work_beside_inclusive_time() -> None:
+    attribution = Attribution(library_of=jvm.package_library)
+    attribution.add_event(PARQUET_READ, "disk", 0.4, "w")
+    attribution.add_event(PARQUET_READ[4:], "cpu", 0.1, "w")  # decoding in Parquet's own code
+    attribution.add_event(FETCHER_WAIT, "waiting", 0.3, "w")
+    methods = attribution.methods
+    read_chunk = methods["org.apache.parquet.hadoop.ParquetFileReader.readChunk"]
+    assert read_chunk.seconds == {"cpu": 0.1, "disk": 0.4, "network": 0.0, "waiting": 0.0}  # inclusive: mostly disk
+    assert read_chunk.own == {"cpu": 0.1, "disk": 0.0, "network": 0.0, "waiting": 0.0}  # its own work: decoding
+    assert read_chunk.events == 2 and read_chunk.own_events == 1
+    hadoop = methods["org.apache.hadoop.fs.FSDataInputStream.read"]
+    assert hadoop.own["disk"] == pytest.approx(0.4) and hadoop.own_events == 1
+    assert methods["java.lang.Thread.run"].own_events == 0 and methods["java.lang.Thread.run"].events == 3
+    fetch = methods["org.apache.flink.connector.base.source.reader.fetcher.SplitFetcher.getNextTaskUnsafe"]
+    assert fetch.own["waiting"] == pytest.approx(0.3)
+    assert methods["jdk.internal.misc.Unsafe.park"].own_events == 0  # the primitive is the plumbing, not the work
+    # without a library function the attribution is inclusive only, as before
+    plain = Attribution()
+    plain.add_event(PARQUET_READ, "disk", 0.4, "w")
+    assert not plain.own_work and plain.methods["java.lang.Thread.run"].own_events == 0
+
+
+def test_label_changes_by_hand() -> None:
+    def row(id_: str, library: str, own: str | None, inclusive: str | None) -> dict:
+        return {"id": id_, "library": library, "label": own, "inclusive": {"label": inclusive}}
+
+    rows = [row("java:a", "lib1", "cpu", "cpu"), row("java:a#bytecode", "lib1", "cpu", "cpu"),
+            row("java:b", "lib1", "disk", "cpu"), row("java:c", "lib2", None, "cpu"),
+            row("java:d", "lib2", "network", None), row("java:e", "lib2", None, None),
+            row("java:f", "lib3", "cpu", "waiting"), {"id": "python:g", "library": "x", "label": "cpu"}]
+    changes = label_changes(rows)
+    assert changes["methods"] == 6  # the bytecode twin once, the row without an inclusive part not at all
+    assert changes["labelled_both"] == 3 and changes["agree"] == 1 and changes["agree_share"] == 0.3333
+    assert changes["changes"] == {"cpu -> disk": 1, "cpu -> none": 1, "none -> network": 1, "waiting -> cpu": 1}
+    assert changes["libraries_most_changed"] == {"lib2": 2, "lib1": 1, "lib3": 1}
+
+
 def test_native_samples() -> None:
     def frames(*names: str) -> list[JfrFrame]:
         return [JfrFrame(*n.rsplit(".", 1)) for n in names]
@@ -221,7 +307,16 @@ def test_real_recording(tmp_path: Path) -> None:
     assert write.seconds["disk"] > write.seconds["cpu"]
     assert attribution.methods["java.io.FileInputStream.read"].seconds["disk"] > 0
     assert attribution.methods["cpwork.Probe.main"].seconds["disk"] > 0
-    rows = list(jvm.method_rows(attribution, jvm.ClassIndex([]), None, [str(classes)]))
+    index = jvm.ClassIndex([])
+    own = Attribution(library_of=index.library_name)
+    own.add_recording(lines, "probe")
+    # own work: the driver called the JDK's streams, so the writes are its disk time as well as theirs
+    assert own.methods["cpwork.Probe.main"].own["disk"] > 0
+    assert own.methods["java.io.FileOutputStream.write"].own["disk"] == pytest.approx(write.seconds["disk"])
+    own_rows = {r["id"]: r for r in jvm.method_rows(own, index, None, [str(classes)])}
+    assert own_rows and all(r["inclusive"]["events"] >= r["events"] for r in own_rows.values())
+    rows = list(jvm.method_rows(attribution, index, None, [str(classes)]))
+    assert not [r for r in rows if "inclusive" in r]
     assert not [r for r in rows if r["qualified_name"].startswith("cpwork.")]  # our driver gets no row
     if jvm.jdk_src_zip_available():
         row = next(r for r in rows if r["id"] == "java:java.io.FileOutputStream.write")

@@ -95,6 +95,22 @@ def test_keeping_a_missing_directory_is_one_line_and_exit_2(tmp_path: Path) -> N
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
+def test_changes_prints_where_own_work_and_inclusive_labels_differ(tmp_path: Path) -> None:
+    rows = [dict(_row(i, own), inclusive={"label": inclusive})
+            for i, (own, inclusive) in enumerate([("cpu", "cpu"), ("disk", "cpu"), (None, "waiting"), ("cpu", None)])]
+    (tmp_path / "jvm.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = subprocess.run([sys.executable, "-m", "crystalperf.models.measured", "changes", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    changes = json.loads(done.stdout)
+    assert changes["methods"] == 4 and changes["labelled_both"] == 2 and changes["agree"] == 1
+    assert changes["changes"] == {"cpu -> disk": 1, "none -> cpu": 1, "waiting -> none": 1}
+    (tmp_path / "jvm.jsonl").write_text("not json\n")
+    done = subprocess.run([sys.executable, "-m", "crystalperf.models.measured", "changes", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "jvm.jsonl" in done.stderr
+
+
 def test_the_kept_corpus_is_the_one_the_shipped_weights_were_trained_on() -> None:
     config = json.loads(SHIPPED_CONFIG.read_text())["training"]
     assert files_sha256(KEPT_CORPUS) == config["measured_files_sha256"]

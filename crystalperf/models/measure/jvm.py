@@ -29,11 +29,22 @@ How a recording becomes labels:
 * a method is labelled with its dominant resource when that share is >= 0.6 over >= 10 ms and >= 5
   events; otherwise it is written with ``"label": null``. Our own driver classes (``cpwork.``) and
   hidden frames (lambda forms) get no row.
+
+The label is the method's **own work** (what a report says next to its name), measured by the rule of
+:func:`own_work_frames`: an event's time goes up its stack until a thread hand-off (a scheduling or
+synchronisation frame, ``core.attribution.waiting.is_plumbing``: a method does not do the work a pool thread was
+handed), and a disk or network event's time goes no further than the library that called the I/O (the JDK's
+stream, channel or socket classes, then the first library above them: Hadoop's ``RawLocalFileSystem`` reads; the
+Parquet reader above it asked for bytes and decodes them). CPU and waits pass library boundaries: a method that
+hands its parsing to Jackson or its wait to a lock still spends that time itself. Each row also keeps the
+inclusive figures (``inclusive``: every method on the stack, the attribution before own work), so
+:func:`crystalperf.models.measured.label_changes` can say where the two disagree.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -44,15 +55,17 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 from crystalperf.core.attribution.sources import LocateContext
 from crystalperf.core.attribution.sources.jvm import JvmLocator, jdk_src_zip
+from crystalperf.core.attribution.waiting import is_plumbing
 from crystalperf.core.trace import Frame
 from crystalperf.models.corpus import FORBIDDEN
+from crystalperf.models.measured import label_changes
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +77,7 @@ SAMPLE_PERIOD_MS = 1  # asked for; the JVM delivers less often (see effective_pe
 NATIVE_PERIOD_MS = 1
 NATIVE_GAP_CAP = 10  # periods: a thread unsampled for longer was probably not in native code all along
 MAX_PERIOD_FACTOR = 20
+MAX_REMEMBERED_STACKS = 200_000  # bounds the attribution's memory on recordings of many distinct stacks
 DRIVER_PACKAGE = "cpwork."
 WORKLOAD_DIR = Path(__file__).with_name("jvm_workloads")
 JDK_LICENCE = "GPL-2.0-only WITH Classpath-exception-2.0"
@@ -300,6 +314,51 @@ def native_resource(frames: Sequence[JfrFrame]) -> str | None:
     return "cpu"
 
 
+JDK_LIBRARY = "jdk"
+# Every frame of millions of events is asked: the names repeat, the regular expressions are slow.
+_plumbing = functools.lru_cache(maxsize=1 << 18)(is_plumbing)
+_JDK_CLASS = re.compile(r"^(?:java|javax|jdk|sun|com\.sun)\.")
+
+
+def package_library(frame: JfrFrame) -> str:
+    """A frame's library without a class index: the JDK as one library, else the class's first three package
+    names (``org.apache.hadoop``)."""
+    if frame.module or _JDK_CLASS.match(frame.class_name):
+        return JDK_LIBRARY
+    return ".".join(frame.class_name.split(".")[:-1][:3]) or frame.class_name
+
+
+def own_work_frames(frames: Sequence[JfrFrame], resource: str,
+                    library_of: Callable[[JfrFrame], str] = package_library) -> list[int]:
+    """Indexes (top first) of the frames whose own work an event's time is.
+
+    Scheduling and synchronisation frames on top of the stack (the wait primitive, a pool's idle loop) are passed
+    over; from the first other frame, the time goes up the stack until a thread hand-off (the next such frame) or
+    a class loader's callers. A disk or network event goes no further than the library that called the I/O: the
+    frames of the library on top (the JDK's streams and channels), then those of the first library above them."""
+    start = 0
+    while start < len(frames) and _plumbing(frames[start].qualified_name):
+        start += 1
+    io = resource in ("disk", "network")
+    libraries_seen = 0
+    library = None
+    chosen: list[int] = []
+    for depth in range(start, len(frames)):
+        frame = frames[depth]
+        if depth > start and (_CLASS_LOADING.match(frames[depth - 1].qualified_name)
+                              or _plumbing(frame.qualified_name)):
+            break
+        if io:
+            this = library_of(frame)
+            if this != library:
+                libraries_seen += 1
+                library = this
+                if libraries_seen > 2:
+                    break
+        chosen.append(depth)
+    return chosen
+
+
 @dataclass
 class MethodTime:
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(RESOURCES, 0.0))
@@ -307,29 +366,32 @@ class MethodTime:
     workloads: set[str] = field(default_factory=set)
     frame: JfrFrame | None = None  # a representative frame (first seen) to locate the code by
     lines: dict[int, int] = field(default_factory=dict)  # line -> events, to pick the commonest
+    own: dict[str, float] = field(default_factory=lambda: dict.fromkeys(RESOURCES, 0.0))
+    own_events: int = 0
 
 
 class Attribution:
-    """Measured time per method, over any number of recordings."""
+    """Measured time per method, over any number of recordings: inclusive (every method on an event's stack)
+    and, where ``library_of`` is given, own work (:func:`own_work_frames`, libraries told apart by it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, library_of: Callable[[JfrFrame], str] | None = None) -> None:
         self.methods: dict[str, MethodTime] = defaultdict(MethodTime)
         self.totals: dict[str, float] = dict.fromkeys(RESOURCES, 0.0)
         self.events = 0
+        self.library_of = library_of
+        self._plans: dict[tuple[tuple[JfrFrame, ...], bool], tuple[tuple[tuple[str, JfrFrame], ...], tuple[str, ...]]] = {}
+
+    @property
+    def own_work(self) -> bool:
+        return self.library_of is not None
 
     def add_event(self, frames: Sequence[JfrFrame], resource: str, seconds: float, workload: str) -> None:
         if seconds <= 0:
             return
         self.events += 1
         self.totals[resource] += seconds
-        seen: set[str] = set()
-        for depth, frame in enumerate(frames):
-            if depth and _CLASS_LOADING.match(frames[depth - 1].qualified_name):
-                break  # the loader's callers: first use, not what they do
-            name = frame.qualified_name
-            if name in seen:
-                continue  # recursion: the event's time counts once per method
-            seen.add(name)
+        inclusive, own = self._plan(frames, resource in ("disk", "network"))
+        for name, frame in inclusive:
             entry = self.methods[name]
             entry.seconds[resource] += seconds
             entry.events += 1
@@ -338,6 +400,35 @@ class Attribution:
                 entry.frame = frame
             if frame.line is not None and len(entry.lines) < 64:
                 entry.lines[frame.line] = entry.lines.get(frame.line, 0) + 1
+        for name in own:
+            entry = self.methods[name]
+            entry.own[resource] += seconds
+            entry.own_events += 1
+
+    def _plan(self, frames: Sequence[JfrFrame], io: bool) -> tuple[tuple[tuple[str, JfrFrame], ...], tuple[str, ...]]:
+        """The methods an event's time goes to, inclusive (each once, none below a class loader's frame) and own
+        work; remembered per stack, since a recording's events repeat their stacks."""
+        key = (tuple(frames), io)
+        plan = self._plans.get(key)
+        if plan is not None:
+            return plan
+        inclusive: list[tuple[str, JfrFrame]] = []
+        seen: set[str] = set()
+        for depth, frame in enumerate(frames):
+            if depth and _CLASS_LOADING.match(frames[depth - 1].qualified_name):
+                break  # the loader's callers: first use, not what they do
+            name = frame.qualified_name
+            if name not in seen:  # recursion: the event's time counts once per method
+                seen.add(name)
+                inclusive.append((name, frame))
+        own: tuple[str, ...] = ()
+        if self.library_of is not None:
+            chosen = own_work_frames(frames, "disk" if io else "cpu", self.library_of)
+            own = tuple(dict.fromkeys(frames[depth].qualified_name for depth in chosen))
+        plan = (tuple(inclusive), own)
+        if len(self._plans) < MAX_REMEMBERED_STACKS:
+            self._plans[key] = plan
+        return plan
 
     def add_recording(
         self,
@@ -572,6 +663,7 @@ class ClassIndex:
         import zipfile
 
         self.owner: dict[str, tuple[str, Path, str]] = {}
+        self._packages: dict[str, str] = {}
         for library, jar, licence in jars:
             try:
                 with zipfile.ZipFile(jar) as z:
@@ -580,6 +672,16 @@ class ClassIndex:
                             self.owner.setdefault(entry[:-6].replace("/", "."), (library, jar, licence))
             except (OSError, zipfile.BadZipFile) as exc:
                 log.warning("%s: unreadable jar (%s)", jar, exc)
+
+    def library_name(self, frame: JfrFrame) -> str:
+        """The library the own-work rule tells a frame's class by: its Debian package, else :func:`package_library`."""
+        owner = self.owner.get(frame.class_name)
+        if owner is not None:
+            return owner[0]
+        known = self._packages.get(frame.class_name)
+        if known is None:
+            known = self._packages[frame.class_name] = package_library(frame)
+        return known
 
     def library(self, frame: JfrFrame) -> tuple[str, str, str | None]:
         """(library, licence, jar or JDK module) of a frame's class."""
@@ -626,13 +728,20 @@ def method_rows(
         if frame is None or excluded(frame):
             continue
         label, shares, seconds = label_of(entry.seconds, entry.events)
+        inclusive: dict[str, object] | None = None
+        events = entry.events
+        if attribution.own_work:
+            inclusive = {"label": label, "shares": {r: round(x, 6) for r, x in shares.items()},
+                         "seconds": round(seconds, 6), "events": entry.events}
+            label, shares, seconds = label_of(entry.own, entry.own_events)
+            events = entry.own_events
         library, licence, where = index.library(frame)
         if frame.module and jdk_classes is not None:
             where = str(jdk_classes / frame.module)
         language = "scala" if frame.class_name.startswith("scala.") else "java"
         line = max(entry.lines, key=lambda k: entry.lines[k]) if entry.lines else frame.line
         jvm_frame = Frame(name=name, line=line, language=language, module=where)
-        base = {
+        base: dict[str, object] = {
             "language": language,
             "qualified_name": name,
             "library": library,
@@ -640,10 +749,12 @@ def method_rows(
             "label": label,
             "shares": {r: round(s, 6) for r, s in shares.items()},
             "seconds": round(seconds, 6),
-            "events": entry.events,
+            "events": events,
             "workloads": sorted(entry.workloads),
             "method": "jfr",
         }
+        if inclusive is not None:
+            base["inclusive"] = inclusive
         found = source_locator.locate(jvm_frame, context)
         if (found is None or found.origin == "bytecode") and line is not None:
             # JFR's I/O instrumentation replaces the bodies of FileOutputStream.write & co.; their recorded
@@ -782,7 +893,8 @@ def run_all(
         settings = work / "measure.jfc"
         settings.write_text(jfc_settings())
         store = make_keystore(work)
-        attribution = Attribution()
+        index = ClassIndex(tools.jars)
+        attribution = Attribution(library_of=index.library_name)
         runs: dict[str, dict] = {}
         for name, phases in plan.items():
             if name not in tools.compiled:
@@ -809,7 +921,6 @@ def run_all(
         jdk_classes = work / "jdk-classes"
         modules = {m.frame.module for m in attribution.methods.values() if m.frame is not None and m.frame.module}
         extract_jdk_classes(modules, jdk_classes)
-        index = ClassIndex(tools.jars)
         rows = list(method_rows(attribution, index, jdk_classes, tools.classpath))
         count = write_jsonl_atomic(rows, out / "jvm.jsonl")
         per_library: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -828,6 +939,7 @@ def run_all(
             "libraries": {k: dict(v) for k, v in sorted(per_library.items())},
             "runs": runs,
             "measured_seconds": {k: round(v, 3) for k, v in attribution.totals.items()},
+            "own_work_against_inclusive": label_changes(rows),
             "wall_s": round(time.monotonic() - started, 1),
         }
         (out / "jvm-summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
