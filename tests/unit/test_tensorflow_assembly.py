@@ -139,8 +139,16 @@ def test_bottleneck_and_threads_prediction_of_the_assembled_trace() -> None:
     # steps' threads 1.4, p = (1 - 1/1.4) / (1/2) = 4/7, the steps' CPU parts x(3/7 + 4/7) / (3/7 + 2/7) = x1.4
     # -> each step 1.0 + 0.6 * 0.4 = 1.24 s; 2 steps: 2.48 s. The wait given to the pipeline's CPU stays as it
     # was: prefetching, not the step's threads.
-    prediction = Predictor(profile).predict(Changes.parse(["cores=1"]), band=False)
+    predictor = Predictor(profile)
+    prediction = predictor.predict(Changes.parse(["cores=1"]), band=False)
     assert prediction.crystalperf.runtime_s == pytest.approx(2.48)
+    # The utilisation bounds p from above only (it counts the pool's busy waiting as work): the band spans p = 0,
+    # the steps as they were (2 x 1.0 s), to p = 4/7.
+    banded = predictor.predict(Changes.parse(["cores=1"]))
+    assert banded.crystalperf.runtime_s == pytest.approx(2.48)
+    assert banded.crystalperf.low_s == pytest.approx(2.0) and banded.crystalperf.high_s >= 2.48 - 1e-9
+    assert any("parallel fraction of 0 to 0.57" in note for note in banded.notes)
+    assert predictor.predict(Changes.parse(["cores=1"]), band=False).crystalperf.runtime_s == pytest.approx(2.48)
 
 
 def test_the_report_gives_the_mean_step_time_and_predicted_step_times() -> None:

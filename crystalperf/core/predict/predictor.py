@@ -202,6 +202,11 @@ class Predictor(Simulator):
                 self._floors = self.ceilings.floors(changes, baseline, self.new_slots(changes), pessimistic=True)
                 draws.append(self.simulate(changes))
                 self._floors = point_floors
+            # A model whose reading of the trace bounds a quantity without fixing it spans its states.
+            for model in self.models:
+                variants = getattr(model, "band_variants", None)
+                if variants is not None:
+                    draws.extend(self.simulate(changes) for _ in variants())
             # The throughput model's point lets extra work fill the traced seconds its limits did not set: the band
             # spans those seconds kept and gone.
             if stream is not None and (unexplained := stream.band(changes)) is not None:

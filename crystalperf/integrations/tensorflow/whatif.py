@@ -19,6 +19,8 @@ not wait, the (negative) slack ``T_in - compute``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from crystalperf.core.predict.base import Baseline, Changes, OpContext, TaskParts
 from crystalperf.core.predict.io import (
     DISK_BUFFER_BYTES,
@@ -81,6 +83,7 @@ class TensorFlowModel:
     def __init__(self) -> None:
         self.factor = 1.0
         self.waits: dict[str, float] = {}
+        self.band_factors: list[float] = []
 
     def scenarios(self, profile: ExecutionProfile, baseline: Baseline) -> list[dict[str, float | str]]:
         """The other device: what a training step would take there."""
@@ -91,6 +94,7 @@ class TensorFlowModel:
     def prepare(self, profile: ExecutionProfile, baseline: Baseline, changes: Changes) -> list[str]:
         self.factor = 1.0
         self.waits = {}
+        self.band_factors = []
         if profile.trace.application.framework != "tensorflow":
             return []
         notes: list[str] = []
@@ -108,12 +112,30 @@ class TensorFlowModel:
             p = parallel_fraction(utilization, threads)
             how = (f"from the measured CPU utilisation {utilization:.2f} of {threads} threads "
                    "(the input pipeline's own threads left out)")
+            # The utilisation counts all the pool threads' CPU time as work, the time they spin waiting for the next
+            # kernel too, so it bounds the parallel fraction from above only.
+            span = (0.0, p)
+            band = (f"; the band spans a parallel fraction of 0 to {p:.2f}: the utilisation counts the pool threads' "
+                    "busy waiting for work as work")
         else:
             p = ASSUMED_PARALLEL_FRACTION
             how = "assumed (one traced thread: nothing to measure)"
+            span = (0.0, 1.0)
+            band = "; the band spans a parallel fraction of 0 to 1"
         self.factor = amdahl_factor(p, threads, new_threads)
+        self.band_factors = [amdahl_factor(q, threads, new_threads) for q in span]
         return (f"TensorFlow threads {threads} -> {new_threads}: parallel fraction {p:.2f} {how}; "
-                f"step CPU time x{self.factor:.2f} (Amdahl)")
+                f"step CPU time x{self.factor:.2f} (Amdahl){band}")
+
+    def band_variants(self) -> Iterator[None]:
+        """The model in each state the band spans (the parallel fraction's ends), one per step; restored after."""
+        factor = self.factor
+        try:
+            for alternative in self.band_factors:
+                self.factor = alternative
+                yield
+        finally:
+            self.factor = factor
 
     def _prepare_input(self, profile: ExecutionProfile, baseline: Baseline, changes: Changes) -> str:
         m = profile.trace.metrics
