@@ -77,7 +77,8 @@ SAMPLE_PERIOD_MS = 1  # asked for; the JVM delivers less often (see effective_pe
 NATIVE_PERIOD_MS = 1
 NATIVE_GAP_CAP = 10  # periods: a thread unsampled for longer was probably not in native code all along
 MAX_PERIOD_FACTOR = 20
-MAX_REMEMBERED_STACKS = 200_000  # bounds the attribution's memory on recordings of many distinct stacks
+# Stacks whose methods the attribution remembers, per recording: a remembered deep stack holds a few KB.
+MAX_REMEMBERED_STACKS = 50_000
 DRIVER_PACKAGE = "cpwork."
 WORKLOAD_DIR = Path(__file__).with_name("jvm_workloads")
 JDK_LICENCE = "GPL-2.0-only WITH Classpath-exception-2.0"
@@ -440,6 +441,7 @@ class Attribution:
     ) -> int:
         """Attribute one recording's events; returns how many were used. The sampling periods are the
         configured ones, or (``estimate_period``) what the recording shows them to be."""
+        self._plans.clear()  # another program's stacks
         natives: list[JfrEvent] = []
         samples: list[JfrEvent] = []
         used = 0
