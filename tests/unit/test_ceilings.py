@@ -74,6 +74,21 @@ def test_a_slot_more_on_cores_the_processes_already_use_gains_what_the_cores_all
     assert p.predict(Changes(), band=False).crystalperf.runtime_s == pytest.approx(10.0)
 
 
+def test_work_a_gpu_takes_over_leaves_the_cores_with_it() -> None:
+    trace = cpu_job()
+    trace.operations[0].attributes["placement"] = "device"
+    p = predictor(trace)
+    # each 1 s task's CPU 4x faster on the GPU: 2.5 s replayed; the cores' floor shrinks with the work it moved
+    # (19 s of CPU / 4 on the cores the process had), so it does not hold the job at the traced 10 s
+    prediction = p.predict(Changes({"device": "gpu", "gpu_speedup": 4.0}), band=False)
+    assert prediction.crystalperf.runtime_s == pytest.approx(2.5)
+    # an operation the GPU would not run keeps its CPU and its floor
+    host = cpu_job()
+    host.operations[0].attributes["placement"] = "host"
+    assert predictor(host).predict(Changes({"device": "gpu", "gpu_speedup": 4.0}),
+                                   band=False).crystalperf.runtime_s == pytest.approx(10.0)
+
+
 def test_more_cores_on_the_host_lift_the_ceiling() -> None:
     p = predictor(cpu_job())
     # four slots on four cores: 19 s of CPU over 4 cores, 4.75 s (the replay's 3 waves take 3 s)

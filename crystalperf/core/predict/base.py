@@ -444,3 +444,20 @@ class ResourceModel(Protocol):
         ...
 
     def adjust(self, ctx: OpContext, parts: list[TaskParts]) -> list[TaskParts]: ...
+
+
+def is_device_operation(op: tr.Operation) -> bool:
+    """Operations a GPU would run: compute kernels, not input pipelines or host-side work."""
+    placement = op.attributes.get("placement") or op.attributes.get("device_eligible")
+    if placement is not None:
+        return placement.lower() in ("device", "true", "gpu")
+    return op.kind in ("op", "kernel", "compute")
+
+
+def device_factor(changes: Changes, baseline: Baseline) -> float:
+    """New over old CPU time of a device operation when the scenario moves the job to the other device."""
+    device = changes.get("device")
+    if device is None or device == baseline.device:
+        return 1.0
+    speedup = changes.number("gpu_speedup", DEFAULT_GPU_SPEEDUP)
+    return 1 / speedup if device == "gpu" else speedup

@@ -28,7 +28,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from crystalperf.core.predict.base import Baseline, Changes
+from crystalperf.core.predict.base import Baseline, Changes, device_factor, is_device_operation
 from crystalperf.core.profile.dag import ExecutionProfile
 from crystalperf.core.profile.machine import ClusterSpread
 from crystalperf.core.profile.shared import OperationShare, SharedMachine, shared_machine
@@ -81,6 +81,8 @@ class Ceilings:
         self.baseline = baseline
         self.spread = spread
         self.machine: SharedMachine | None = shared_machine(profile)
+        # a GPU takes over these operations' CPU work, and with it their demand on the cores
+        self.device_paths = {p.path for p in profile.walk() if is_device_operation(p.op)}
         self.reach = machine_reach(self.machine, baseline.slots) if self.machine is not None else 1.0
         observed = baseline.origins
         # a bandwidth assumed (not in the trace) bounds nothing: the job may have had far more
@@ -130,6 +132,7 @@ class Ceilings:
         if machine is None:
             return found
         cpu_factor = 1.0 / changes.number("cpu_speed", 1.0)
+        on_device = device_factor(changes, baseline)
         cores = self.cores_factor(changes, new_slots)
         hosts = self.hosts_factor(changes, new_slots)
         disk = (changes.number("disk", baseline.disk_bandwidth) / baseline.disk_bandwidth) * hosts
@@ -139,7 +142,8 @@ class Ceilings:
         for path, share in machine.shares.items():
             cpu_s = share.cpu_s + share.per_process_cpu_s * (_busy_workers(share, baseline.executors * hosts)
                                                              / _busy_workers(share, baseline.executors) - 1.0)
-            candidates = [(self._cores_floor(share, machine, cpu_s * cpu_factor, cores, machine_cpus, pessimistic),
+            factor = cpu_factor * (on_device if path in self.device_paths else 1.0)
+            candidates = [(self._cores_floor(share, machine, cpu_s * factor, cores, machine_cpus, pessimistic),
                            CORES)]
             if self.device_known and share.read_bytes > 0:
                 candidates.append((self._bandwidth_floor(share.read_bytes, share.window_s, baseline.disk_bandwidth,

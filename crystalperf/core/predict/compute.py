@@ -17,6 +17,8 @@ from crystalperf.core.predict.base import (
     Changes,
     OpContext,
     TaskParts,
+    device_factor,
+    is_device_operation,
 )
 from crystalperf.core.profile.dag import ExecutionProfile, OperationProfile
 from crystalperf.core.profile.machine import cluster_spread
@@ -94,10 +96,9 @@ class ComputeModel:
             if self.cached_io > 0:
                 notes.append(f"{self.cached_io:.0%} of the disk time is not explained by the bytes read from the "
                              "storage device: page-cache copies, slowed like the CPU")
-        device = changes.get("device")
-        if device is not None and device != baseline.device:
+        self.gpu_factor = device_factor(changes, baseline)
+        if self.gpu_factor != 1.0:
             speedup = changes.number("gpu_speedup", DEFAULT_GPU_SPEEDUP)
-            self.gpu_factor = 1 / speedup if device == "gpu" else speedup
             if "gpu_speedup" not in changes:
                 notes.append(f"GPU assumed {speedup:g}x faster than the CPU on compute operations "
                              f"(set gpu_speedup=... to change)")
@@ -110,7 +111,7 @@ class ComputeModel:
     def adjust_columns(self, ctxs: Sequence[OpContext], parts: np.ndarray, task_unit: np.ndarray) -> bool:
         """``adjust`` on the tasks of many operations at once (``base.ResourceModel``)."""
         if self.gpu_factor != 1.0:
-            device = np.array([_is_device_op(ctx) for ctx in ctxs], dtype=bool)
+            device = np.array([is_device_operation(ctx.profile.op) for ctx in ctxs], dtype=bool)
             factor: np.ndarray | float = np.where(device, self.factor * self.gpu_factor, self.factor)[task_unit]
         elif self.factor == 1.0:
             return True
@@ -124,7 +125,7 @@ class ComputeModel:
 
     def adjust(self, ctx: OpContext, parts: list[TaskParts]) -> list[TaskParts]:
         factor = self.factor
-        if self.gpu_factor != 1.0 and _is_device_op(ctx):
+        if self.gpu_factor != 1.0 and is_device_operation(ctx.profile.op):
             factor *= self.gpu_factor
         if factor == 1.0:
             return parts
@@ -150,15 +151,6 @@ def _page_cache_share(profile: ExecutionProfile, baseline: Baseline) -> float:
     if disk_s <= 0:
         return 0.0
     return max(0.0, 1.0 - (read / baseline.disk_bandwidth) / disk_s)
-
-
-def _is_device_op(ctx: OpContext) -> bool:
-    """Operations a GPU would run: compute kernels, not input pipelines or host-side work."""
-    attrs = ctx.profile.op.attributes
-    placement = attrs.get("placement") or attrs.get("device_eligible")
-    if placement is not None:
-        return placement.lower() in ("device", "true", "gpu")
-    return ctx.profile.op.kind in ("op", "kernel", "compute")
 
 
 # Below this run-queue delay (a share of the CPU time) a host's CPUs were not measurably saturated: how far below
