@@ -10,6 +10,7 @@ from crystalperf.core.attribution.classify import KeywordClassifier
 from crystalperf.core.predict import Changes, Predictor
 from crystalperf.core.predict.settings import search_settings
 from crystalperf.core.profile.dag import build_profile
+from crystalperf.core.profile.outside import outside_time
 from crystalperf.core.profile.shared import shared_machine
 
 from .helpers import make_trace, op, task
@@ -271,3 +272,46 @@ def test_quotas_of_executors_at_addresses_of_their_own_add_up(addresses: list[st
                 for row in process_rows(f"executor:{i}", "vm", process_cores=0.5, host_busy_cores=1.0, limit=1.0)]
     machine = shared_machine(build_profile(trace, KeywordClassifier()))
     assert machine is not None and machine.hosts == 1 and machine.cores == pytest.approx(cores)
+
+
+def startup_and_scan(startup_read: float) -> tr.Trace:
+    """10 s of start-up in which the process reads ``startup_read`` bytes, then four 5 s tasks on two slots
+    reading 50 MB through a device limited to 5 MB/s."""
+    tasks = [task(f"t{i}", 10 + 5 * (i // 2), 15 + 5 * (i // 2), run_time_s=5.0, disk_time_s=5.0) for i in range(4)]
+    trace = make_trace([op("scan", 10, 20, tasks=tasks)], start=0.0, total_slots=2, cores_per_executor=2,
+                       executors=[tr.Executor(id="driver", cores=2)], properties={"spark.master": "local[2]"})
+    rows = io_rows(20, process_cores=0.2, read_limit=5e6)
+    for row in rows:
+        row.storage_read_bytes = startup_read * min(row.t, 10.0) / 10.0 + 5e6 * max(0.0, row.t - 10.0)
+    trace.io = rows
+    return trace
+
+
+def test_reads_outside_every_operation_follow_the_device() -> None:
+    outside = outside_time(build_profile(startup_and_scan(25e6), KeywordClassifier()))
+    assert outside is not None and len(outside.gaps) == 1
+    assert outside.seconds == pytest.approx(10.0) and outside.read_bytes == pytest.approx(25e6)
+    # 25 MB at 5 MB/s took 5 of the 10 s; at 10 MB/s they take 2.5 s, the other 5 s stay
+    assert outside.disk_seconds(5e6) == pytest.approx(5.0)
+    assert outside.seconds_at(5e6, 10e6) == pytest.approx(7.5)
+    assert outside.seconds_at(5e6, 1e6) == pytest.approx(30.0)
+
+    faster = Changes({"disk": 10e6})
+    reading, idle = predictor(startup_and_scan(25e6)), predictor(startup_and_scan(0.0))
+    assert reading.outside_change(faster) == pytest.approx(-2.5) and idle.outside_change(faster) == 0.0
+    with_reads, without = reading.predict(faster, band=False), idle.predict(faster, band=False)
+    # the scan's 50 MB are scaled alike in both: the start-up's reads are not spread over its tasks
+    assert with_reads.crystalperf.runtime_s == pytest.approx(without.crystalperf.runtime_s - 2.5)
+    assert any(note.startswith("outside the operations: the job's processes read") for note in with_reads.notes)
+    # slots change nothing outside the operations
+    assert reading.outside_change(Changes({"cores": 4})) == 0.0
+
+
+def test_short_gaps_between_operations_are_not_outside_time() -> None:
+    tasks = [task("a", 0, 4, run_time_s=4.0), task("b", 4.3, 8, run_time_s=3.7)]
+    trace = make_trace([op("s1", 0, 4, tasks=tasks[:1]), op("s2", 4.3, 8, tasks=tasks[1:])], end=9.0)
+    trace.io = io_rows(9, process_cores=0.5, read_rate=1e6)
+    outside = outside_time(build_profile(trace, KeywordClassifier()))
+    assert outside is not None
+    assert [(g.start, g.end) for g in outside.gaps] == [(8.0, 9.0)]  # the 0.3 s between the stages is not one
+    assert outside.read_bytes == pytest.approx(1e6)

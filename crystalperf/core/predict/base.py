@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 # Trace metric: bytes the job's processes read from the storage device (/proc/<pid>/io read_bytes,
 # page-cache hits excluded).
 STORAGE_READ_BYTES = "storage_read_bytes"
+# Where a bandwidth comes from when the trace gives the traced run's (an assumed one bounds nothing).
+KNOWN_BANDWIDTH = ("declared", "observed", "stated")
 
 
 # What a what-if may ask for, per key: beyond these the question is a typo, not a machine (docs/whatif.md).

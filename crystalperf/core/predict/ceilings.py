@@ -28,7 +28,13 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from crystalperf.core.predict.base import Baseline, Changes, device_factor, is_device_operation
+from crystalperf.core.predict.base import (
+    KNOWN_BANDWIDTH,
+    Baseline,
+    Changes,
+    device_factor,
+    is_device_operation,
+)
 from crystalperf.core.profile.dag import ExecutionProfile
 from crystalperf.core.profile.machine import ClusterSpread
 from crystalperf.core.profile.shared import OperationShare, SharedMachine, shared_machine
@@ -86,8 +92,8 @@ class Ceilings:
         self.reach = machine_reach(self.machine, baseline.slots) if self.machine is not None else 1.0
         observed = baseline.origins
         # a bandwidth assumed (not in the trace) bounds nothing: the job may have had far more
-        self.device_known = observed.get("disk") in ("declared", "observed", "stated")
-        self.link_known = observed.get("network") in ("declared", "observed", "stated") and not baseline.network_idle
+        self.device_known = observed.get("disk") in KNOWN_BANDWIDTH
+        self.link_known = observed.get("network") in KNOWN_BANDWIDTH and not baseline.network_idle
 
     @property
     def useful(self) -> bool:

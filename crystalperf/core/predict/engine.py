@@ -12,7 +12,7 @@ from crystalperf.core.predict.band import (
     Draw,
     perturb,
 )
-from crystalperf.core.predict.base import Baseline, Changes, ResourceModel, TaskParts
+from crystalperf.core.predict.base import KNOWN_BANDWIDTH, Baseline, Changes, ResourceModel, TaskParts
 from crystalperf.core.predict.ceilings import Ceilings, Floors
 from crystalperf.core.predict.compute import estimate_warmup
 from crystalperf.core.predict.scenarios import installed_models
@@ -31,6 +31,7 @@ from crystalperf.core.predict.streaming import Link, StreamingCpu, long_running
 from crystalperf.core.profile.bottleneck import Pace, expand, level_critical_path
 from crystalperf.core.profile.dag import ExecutionProfile, LevelGraph, OperationProfile
 from crystalperf.core.profile.machine import cluster_spread
+from crystalperf.core.profile.outside import outside_time
 from crystalperf.core.resources import ResourceVector
 from crystalperf.core.schedule import replay
 from crystalperf.core.trace import ATTRIBUTE_WAITS_ON, METRIC_RUN_TIME
@@ -60,6 +61,9 @@ class Simulator:
                             if self.streaming or long_running(profile) else None)
         self._prepared: tuple[Changes, list[str]] | None = None
         self.ceilings = Ceilings(profile, self.baseline, self.spread)
+        # the time outside every operation a disk bandwidth change scales (batch jobs: a streaming job's runtime
+        # is its records' latency)
+        self.outside = outside_time(profile) if not self.streaming else None
         self._floors: Floors | None = None
         # Per operation and per level, what every simulation of every scenario reads the same way.
         self._units: dict[str, Unit] = {}
@@ -431,4 +435,24 @@ class Simulator:
                   # the naive replay knows no ceiling: it is the baseline that shows what they change
                   self._floors if with_vectors else None)
 
-        return self._level_duration(self.profile.top, sim)
+        runtime = self._level_duration(self.profile.top, sim)
+        return runtime + self.outside_change(changes) if with_vectors else runtime
+
+    def outside_disk_s(self) -> float | None:
+        """Of the time outside every operation, what the device's reads took at the traced bandwidth; None where
+        the trace does not give that bandwidth or counted no reads."""
+        if self.outside is None or self.baseline.origins.get("disk") not in KNOWN_BANDWIDTH:
+            return None
+        return self.outside.disk_seconds(self.baseline.disk_bandwidth)
+
+    def outside_change(self, changes: Changes) -> float:
+        """Seconds a disk bandwidth change adds to the run's time outside every operation, which the device's
+        reads then took part of (``crystalperf.core.profile.outside``): none where the trace does not give the
+        traced bandwidth (an assumed one says nothing of how long the reads took)."""
+        if "disk" not in changes or self.outside is None or not self.outside.read_bytes:
+            return 0.0
+        baseline = self.baseline.stated(changes)
+        if baseline.origins.get("disk") not in KNOWN_BANDWIDTH:
+            return 0.0
+        outside = self.outside
+        return outside.seconds_at(baseline.disk_bandwidth, changes.number("disk", baseline.disk_bandwidth)) - outside.seconds

@@ -54,6 +54,7 @@ from crystalperf.core.predict.base import (
     unit_seconds,
 )
 from crystalperf.core.profile.dag import ExecutionProfile
+from crystalperf.core.profile.outside import outside_time
 from crystalperf.core.units import format_bandwidth, format_byte_rate, format_size
 
 NETWORK_BUFFER_BYTES = 212_992
@@ -301,11 +302,15 @@ class _RoundTrips:
 
 
 def device_read_bytes(profile: ExecutionProfile, baseline: Baseline) -> float | None:
-    """Bytes the job's processes read from the storage device: the hook's job total, else what the trace's
-    byte counters saw over the job."""
+    """Bytes the job's processes read from the storage device while operations ran: the hook's job total, else
+    what the trace's byte counters saw over the job, less what they read outside every operation (start-up, the
+    driver between jobs: ``crystalperf.core.profile.outside``, which the simulation scales on its own)."""
     read = profile.trace.metrics.get(STORAGE_READ_BYTES)
     if read is None:
         seen = baseline.observed.get("disk")
         if seen is not None and seen.direction == "read":
             read = seen.bytes
+    outside = outside_time(profile)
+    if read is not None and outside is not None:
+        read = max(0.0, read - outside.read_bytes)
     return read

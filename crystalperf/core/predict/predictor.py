@@ -36,6 +36,7 @@ from crystalperf.core.predict.compute import ComputeModel, warmup_evidence
 from crystalperf.core.predict.engine import Simulator
 from crystalperf.core.predict.io import IOModel
 from crystalperf.core.profile.dag import ExecutionProfile, unit_profiles
+from crystalperf.core.units import format_size
 
 # Fewer first-wave tasks than this say little of a warm-up: the band spans none to the factor they give.
 WARMUP_EVIDENCE_TASKS = 4
@@ -152,6 +153,11 @@ class Predictor(Simulator):
         if stream is not None:
             model_notes += [n for n in (stream.collector_note(changes), stream.heap_note(changes)) if n]
         notes += baseline.notes_for(changes) + model_notes
+        outside_s = self.outside_change(changes)
+        if outside_s and self.outside is not None:
+            notes.append(f"outside the operations: the job's processes read {format_size(self.outside.read_bytes)} "
+                         f"from the storage device in the {self.outside.seconds:.2f} s between them (start-up, "
+                         f"the driver's own work); the new bandwidth changes that time by {outside_s:+.2f} s")
         if self.baseline.slots != self.new_slots(changes):
             notes.append(f"task slots {self.baseline.slots} -> {self.new_slots(changes)}"
                          + (f" (first-wave warm-up factor {self.warmup:.2f})" if self.warmup != 1.0 else ""))

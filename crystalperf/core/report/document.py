@@ -22,6 +22,9 @@ from crystalperf.core.resources import CATEGORIES, RESOURCES, WAITING
 from crystalperf.core.trace.totals import task_count
 from crystalperf.core.units import format_size
 
+# The device's share of the time between the operations the advice names.
+OUTSIDE_DISK_NOTED = 0.2
+
 REPORT_VERSION = "1.0"
 TOP_FUNCTIONS = 5
 INPUT_BOUND_THRESHOLD = 0.20  # TensorBoard's "highly input-bound" line
@@ -87,7 +90,8 @@ def _op_entry(prof: OperationProfile, bottleneck: Bottleneck, on_path: set[str])
     return entry
 
 
-def _advice(bottleneck: Bottleneck, predictions: Sequence[Prediction], profile: ExecutionProfile) -> list[str]:
+def _advice(bottleneck: Bottleneck, predictions: Sequence[Prediction], profile: ExecutionProfile,
+            predictor: Predictor) -> list[str]:
     lines: list[str] = []
     if bottleneck.pace is None and (bottleneck.resource == WAITING or bottleneck.upstream_work is not None):
         waiter = bottleneck.waiting_op
@@ -126,11 +130,18 @@ def _advice(bottleneck: Bottleneck, predictions: Sequence[Prediction], profile: 
             f"the critical path" + (f", mostly in {funcs}." if funcs else ".") + _guessed(spending, index)
         )
     if bottleneck.total_runtime_s and bottleneck.unattributed_s / bottleneck.total_runtime_s > 0.3:
-        lines.append(
-            f"{bottleneck.unattributed_s:.2f} s ({bottleneck.unattributed_s / bottleneck.total_runtime_s:.0%}) of "
-            f"the run was outside any traced operation (driver code, scheduling, start-up): no resource "
-            f"change above touches it."
-        )
+        outside = f"{bottleneck.unattributed_s:.2f} s ({bottleneck.unattributed_s / bottleneck.total_runtime_s:.0%})"
+        reading = predictor.outside_disk_s()
+        if reading is not None and predictor.outside is not None and reading >= OUTSIDE_DISK_NOTED * predictor.outside.seconds:
+            lines.append(
+                f"{outside} of the run was outside any traced operation (driver code, scheduling, start-up), and the "
+                f"storage device took about {reading:.2f} s of the {predictor.outside.seconds:.2f} s between the "
+                f"operations ({format_size(predictor.outside.read_bytes)} read then, a JVM's classes from a cold "
+                f"disk for one): the disk what-ifs scale that part, no other change touches it."
+            )
+        else:
+            lines.append(f"{outside} of the run was outside any traced operation (driver code, scheduling, "
+                         f"start-up): no resource change above touches it.")
     wait = profile.trace.metrics.get("input_wait_fraction")
     if wait is not None and wait >= INPUT_BOUND_THRESHOLD:
         lines.append(f"The input pipeline is the limit: {wait:.0%} of step time waits for input "
@@ -324,6 +335,15 @@ def report_parts(profile: ExecutionProfile, bottleneck: Bottleneck, queries: lis
     return ReportParts(operations, queries, skew, sources, edges)
 
 
+def _outside_entry(predictor: Predictor) -> dict[str, float | None] | None:
+    outside = predictor.outside
+    if outside is None:
+        return None
+    disk = predictor.outside_disk_s()
+    return {"seconds": round(outside.seconds, 6), "read_bytes": round(outside.read_bytes),
+            "disk_s": round(disk, 6) if disk is not None else None}
+
+
 def build_report(
     profile: ExecutionProfile, bottleneck: Bottleneck, predictions: Sequence[Prediction], predictor: Predictor,
     settings: SettingsSearch, parts: ReportParts,
@@ -361,6 +381,8 @@ def build_report(
                               if bottleneck.upstream_work is not None else None),
             "waiting_operation": bottleneck.waiting_op.path if bottleneck.waiting_op is not None else None,
             "unattributed_s": round(bottleneck.unattributed_s, 6),
+            # the gaps between the operations (at least half a second each) and the device's part in them
+            "outside": _outside_entry(predictor),
             # A pipelined job's streaming limits in seconds, and the one that set its pace (``input``: none did).
             "pace": ({"limit": bottleneck_pace.limit, "runtime_s": round(bottleneck_pace.runtime_s, 6),
                       "limits_s": {k: round(v, 6) for k, v in bottleneck_pace.limits.items()}}
@@ -391,7 +413,7 @@ def build_report(
                          for key, seen in predictor.baseline.observed.items()},
         },
         "predictions": [p.as_dict() for p in predictions],
-        "advice": _advice(bottleneck, predictions, profile),
+        "advice": _advice(bottleneck, predictions, profile, predictor),
         "sources": sources,
         "warnings": list(trace.warnings) + [
             p for p in (resolution.problems if resolution is not None else []) if p.startswith("classifier ")

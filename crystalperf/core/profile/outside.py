@@ -1,0 +1,113 @@
+"""The run's time outside every operation — start-up, the driver planning or loading classes, the gaps between
+stages — and what the job's processes read from the storage device in it (``Trace.io``).
+
+No operation runs in that time, so all of it is on the critical path. Where the device moved bytes then (a JVM
+loading its jars from a cold, slow disk; a driver reading a file before the first job), a faster or slower
+device shortens or stretches it as it does the operations' reads: ``crystalperf.core.predict.engine`` adds the
+difference to every scenario that changes the disk bandwidth, and the report says how much of that time the
+device took.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from crystalperf.core import trace as tr
+from crystalperf.core.attribution.observed import counter_series
+from crystalperf.core.profile.dag import ExecutionProfile, unit_profiles
+
+# Gaps shorter than this (task scheduling between stages) are left alone: counters read every 250 ms say nothing
+# of them, and whatever the device did in them is the operations' neighbours' reads.
+MIN_GAP_S = 0.5
+
+
+@dataclass(frozen=True)
+class OutsideGap:
+    start: float
+    end: float
+    read_bytes: float  # read from the storage device by the busiest host's job processes in the gap
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class OutsideTime:
+    """The gaps of at least ``MIN_GAP_S`` between the operations, in the application's span."""
+
+    gaps: tuple[OutsideGap, ...]
+
+    @property
+    def seconds(self) -> float:
+        return sum(g.seconds for g in self.gaps)
+
+    @property
+    def read_bytes(self) -> float:
+        return sum(g.read_bytes for g in self.gaps)
+
+    def disk_seconds(self, bandwidth: float) -> float:
+        """The gaps' time the device needed for their bytes at ``bandwidth`` (bytes/s), at most each gap's length."""
+        if bandwidth <= 0:
+            return 0.0
+        return sum(min(g.seconds, g.read_bytes / bandwidth) for g in self.gaps)
+
+    def seconds_at(self, traced_bandwidth: float, new_bandwidth: float) -> float:
+        """The gaps' length with a device of ``new_bandwidth`` where the traced run's had ``traced_bandwidth``: the
+        part the device took at the traced bandwidth becomes the bytes over the new one, the rest stays."""
+        if traced_bandwidth <= 0 or new_bandwidth <= 0:
+            return self.seconds
+        return sum(g.seconds - min(g.seconds, g.read_bytes / traced_bandwidth)
+                   + min(g.seconds, g.read_bytes / traced_bandwidth) * traced_bandwidth / new_bandwidth
+                   for g in self.gaps)
+
+
+def outside_time(profile: ExecutionProfile) -> OutsideTime | None:
+    """The run's gaps outside every operation and the device's bytes in them; None without device counters.
+    Computed once per profile."""
+    if "outside_time" not in profile.memo:
+        profile.memo["outside_time"] = _outside_time(profile)
+    found: OutsideTime | None = profile.memo["outside_time"]
+    return found
+
+
+def _outside_time(profile: ExecutionProfile) -> OutsideTime | None:
+    trace = profile.trace
+    app = trace.application
+    busy = sorted((p.op.start, p.op.end) for p in unit_profiles(profile) if p.op.end > p.op.start)
+    spans = _gaps(app.start, app.end, busy)
+    if not spans:
+        return OutsideTime(())
+    by_host: dict[str | None, list[tr.IoSample]] = {}
+    for row in trace.io:
+        by_host.setdefault(row.host, []).append(row)
+    # Every process counts, the coordinator too: a driver loading its classes is outside time's commonest reader.
+    series = []
+    for rows in by_host.values():
+        per_source: dict[str, list[tr.IoSample]] = {}
+        for row in sorted(rows, key=lambda r: r.t):
+            per_source.setdefault(row.source, []).append(row)
+        found = [s for source_rows in per_source.values()
+                 if (s := counter_series(source_rows, "storage_read_bytes")) is not None]
+        if found:
+            series.append(found)
+    if not series:
+        return None
+    # hosts read from devices of their own: the busiest one sets the gap's pace
+    gaps = tuple(OutsideGap(a, b, max(sum(s.between(a, b) for s in host) for host in series)) for a, b in spans)
+    return OutsideTime(gaps)
+
+
+def _gaps(start: float, end: float, busy: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The stretches of [start, end] that no interval of ``busy`` (sorted by start) covers, of at least MIN_GAP_S."""
+    found = []
+    reached = start
+    for a, b in busy:
+        if a > reached and min(a, end) - reached >= MIN_GAP_S:
+            found.append((reached, min(a, end)))
+        reached = max(reached, b)
+        if reached >= end:
+            break
+    if end - reached >= MIN_GAP_S:
+        found.append((reached, end))
+    return found
