@@ -9,7 +9,7 @@ from crystalperf.core import trace as tr
 from crystalperf.core.analysis import analyze
 from crystalperf.core.attribution.classify import FixedClassifier, FunctionSource
 from crystalperf.core.attribution.measurement import Measurement, bounded_vector, measure
-from crystalperf.core.attribution.waiting import is_off_cpu, is_plumbing, sample_vector
+from crystalperf.core.attribution.waiting import is_off_cpu, is_plumbing, sample_vector, waits_on_consumer
 from crystalperf.core.profile.bottleneck import describe_waiting, find_bottleneck
 from crystalperf.core.profile.dag import build_profile
 from crystalperf.core.resources import ResourceVector
@@ -135,6 +135,33 @@ def test_an_operation_of_idle_pool_threads_alone_still_waits() -> None:
     samples = _samples(stacks=[[0, 1, 2, 7, 4, 5]], states=[tr.THREAD_WAITING], rows=[(0, 4)])
     profile = build_profile(make_trace([op("a", 0, 10)], samples=samples), CLASSIFIER, locators=[EveryFrame()])
     assert tuple(profile.top.nodes["a"].vector.vector) == pytest.approx((0.0, 0.0, 0.0, 1.0))
+
+
+def test_a_producer_blocked_on_a_full_queue_waits_on_its_consumer() -> None:
+    """A split fetcher parked putting into its full hand-off queue waits on its task thread, whatever its own code
+    does otherwise: no disk or network however its frames are classified, and none of the operation's time where
+    the consumer was sampled."""
+    frames = [*FRAMES,
+              tr.Frame(name="org.apache.flink.connector.base.source.reader.synchronization."
+                            "FutureCompletingBlockingQueue.waitOnPut", language="java"),  # 8
+              tr.Frame(name="org.apache.flink.connector.base.source.reader.fetcher.FetchTask.run",
+                       language="java"),  # 9
+              tr.Frame(name="java.util.concurrent.ArrayBlockingQueue.put", language="java")]  # 10
+    assert waits_on_consumer(frames, [0, 1, 8, 9, 4, 5])
+    assert waits_on_consumer(frames, [0, 1, 10, 3])
+    assert not waits_on_consumer(frames, [0, 1, 2, 3, 4, 5])  # a take waits on its producer: what it fetches
+    samples = tr.StackSamples(
+        origin=0, frames=frames, stacks=[[0, 1, 8, 9, 4, 5], [6, 4, 5]],
+        states=[tr.THREAD_WAITING, tr.THREAD_RUNNABLE], keys=[tr.SampleKey(operation="a", thread="fetcher"),
+                                                            tr.SampleKey(operation="a")],
+        key=[0, 1], bucket=[0, 0], stack=[0, 1], count=[6, 2])
+    a = build_profile(make_trace([op("a", 0, 10)], samples=samples), CLASSIFIER, locators=[EveryFrame()])
+    assert tuple(a.top.nodes["a"].vector.vector) == pytest.approx((1.0, 0.0, 0.0, 0.0))
+    alone = tr.StackSamples(origin=0, frames=frames, stacks=[[0, 1, 8, 9, 4, 5]], states=[tr.THREAD_WAITING],
+                            keys=[tr.SampleKey(operation="a", thread="fetcher")], key=[0], bucket=[0], stack=[0],
+                            count=[3])
+    b = build_profile(make_trace([op("a", 0, 10)], samples=alone), CLASSIFIER, locators=[EveryFrame()])
+    assert tuple(b.top.nodes["a"].vector.vector) == pytest.approx((0.0, 0.0, 0.0, 1.0))
 
 
 def test_traces_without_states_still_see_wait_primitives() -> None:

@@ -11,7 +11,6 @@ from crystalperf.core import trace as t
 from crystalperf.core.attribution.waiting import delegates, primitive_vector
 from crystalperf.core.record.sampletable import SampleTable
 from crystalperf.integrations.flink.assemble import (
-    AMBIGUOUS_WORKERS_WARNING,
     PYTHON_WORKERS_WARNING,
     read_metrics,
 )
@@ -27,13 +26,15 @@ WAIT_FOR_WORKER = "\n".join([
 ])
 
 
-def _part(directory: Path, chains: list[str]) -> Path:
+def _part(directory: Path, chains: list[str], waits: dict[str, int] | None = None,
+          stack: str = WAIT_FOR_WORKER) -> Path:
+    """Each chain's two subtasks sampled ``waits[chain]`` (30) times each in second 2, in ``stack``."""
     scopes, metrics, samples = [], [], []
     for chain in chains:
         for sub in ("0", "1"):
             scopes.append({"task_name": chain, "subtask_index": sub, "added": START, "removed": START + 10})
             metrics.append([len(scopes) - 1, "accumulateBusyTimeMs", 10_000])
-            samples.append([chain, sub, 2, WAIT_FOR_WORKER, 30, "waiting", ""])
+            samples.append([chain, sub, 2, stack, (waits or {}).get(chain, 30), "waiting", ""])
         scopes.append({"task_name": chain, "operator_name": "PythonCalc[2]", "subtask_index": "0"})
     path = directory / "crystalperf-flink-job1.100.json"
     path.write_text(json.dumps({
@@ -46,14 +47,14 @@ def _part(directory: Path, chains: list[str]) -> Path:
     return path
 
 
-def _spool(directory: Path, origin: float = START) -> Path:
+def _spool(directory: Path, origin: float = START, later: tuple[float, int] = (60.5, 7)) -> Path:
     table = SampleTable(origin, 1.0, 0.1)
     read = [table.frame_id("socket.SocketIO.readinto", "/usr/lib/python3.11/socket.py", 706),
             table.frame_id("__main__.pull", "/job.py", 12)]
     stack = table.stack_id(read, t.THREAD_WAITING)
     key = t.SampleKey(operation=WORKER_ROLE, thread=WORKER_ROLE)
     table.add(key, stack, origin + 3.5, 40)
-    table.add(key, stack, origin + 60.5, 7)  # after the job: another job of the same program
+    table.add(key, stack, origin + later[0], later[1])  # by default after the job: another job of the program
     path = directory / "crystalperf-pyflink-workers.99.json"
     path.write_text(json.dumps({"format": SPOOL_FORMAT, "version": 1, "process": 99, "written": origin + 61,
                                 "cpu": [[3, 1.5], [60, 9.0]],
@@ -79,12 +80,33 @@ def test_the_workers_samples_are_the_python_operators_with_their_role(tmp_path: 
     assert loaded is not None and loaded[1] == {START + 3: 1.5, START + 60: 9.0}
 
 
-def test_several_python_chains_leave_the_workers_out_and_say_so(tmp_path: Path) -> None:
+def test_several_python_chains_share_the_workers_by_their_threads_in_python(tmp_path: Path) -> None:
+    # second 3's 40 samples and 1.5 s of CPU go to the chains as their task threads' samples in their Python
+    # operator in the nearest second that had any (second 2: 60 of a, 20 of b); second 7.5's 5 to none
+    _spool(tmp_path, later=(7.5, 5))
+    a, b = "Source: a[1] -> PythonCalc[2]", "b[3] -> PythonCalc[2]"
+    trace = read_metrics(_part(tmp_path, [a, b], waits={a: 30, b: 10}))
+    assert trace.samples is not None
+    chains = {op.name: op for op in trace.operations}
+    counted: dict[str, int] = {}
+    for k, _, _, n in trace.samples.rows():
+        key = trace.samples.keys[k]
+        if key.thread == WORKER_ROLE:
+            counted[key.operation] = counted.get(key.operation, 0) + n
+    python_ops = {name: next(c.id for c in op.children if c.name == "PythonCalc[2]") for name, op in chains.items()}
+    assert counted == {chains[a].id: 30, python_ops[a]: 30, chains[b].id: 10, python_ops[b]: 10}
+    # each chain's share of the CPU over its two subtasks, beside their own 0.5 s
+    assert [task.metrics[t.METRIC_CPU_TIME] for task in chains[a].tasks] == [1.0625, 1.0625]
+    assert [task.metrics[t.METRIC_CPU_TIME] for task in chains[b].tasks] == [0.6875, 0.6875]
+    assert any(w.startswith("5 of the Python workers' samples were left out") for w in trace.warnings)
+
+
+def test_chains_never_seen_in_their_python_operator_get_none_of_the_workers_samples(tmp_path: Path) -> None:
     _spool(tmp_path)
-    trace = read_metrics(_part(tmp_path, ["Source: a[1] -> PythonCalc[2]", "b[3] -> PythonCalc[2]"]))
+    busy = "org.example.Work.run\tWork.java\t1"
+    trace = read_metrics(_part(tmp_path, ["Source: a[1] -> PythonCalc[2]", "b[3] -> PythonCalc[2]"], stack=busy))
     assert trace.samples is not None
     assert not any(key.thread == WORKER_ROLE for key in trace.samples.keys)
-    assert AMBIGUOUS_WORKERS_WARNING in trace.warnings
 
 
 def test_without_worker_samples_the_trace_warns_that_python_was_not_sampled(tmp_path: Path) -> None:

@@ -36,6 +36,7 @@ from crystalperf.core.attribution.waiting import (
     sample_vector,
     sleeps,
     wait_label,
+    waits_on_consumer,
 )
 from crystalperf.core.record.syscalls import KERNEL_MODULE
 from crystalperf.core.resources import CATEGORIES, CPU_ONLY, WAITING_ONLY, ResourceVector, weighted_mean
@@ -265,6 +266,7 @@ def resolve_samples(
             continue
         stack = samples.stacks[s]
         off_cpu = is_off_cpu(samples.state_of(s), samples.frames, stack)
+        consumer_behind = False
         if delegates(samples.frames, stack):
             # Waiting on the worker whatever the socket read under it is classified as.
             delegating.add(s)
@@ -273,11 +275,15 @@ def resolve_samples(
             off_cpu_stacks.add(s)
             if parks(samples.frames, stack):
                 parked.add(s)
-            if idle_worker(samples.frames, stack):
+            consumer_behind = waits_on_consumer(samples.frames, stack)
+            if consumer_behind or idle_worker(samples.frames, stack):
+                # a thread waiting for work, or for the thread it serves to take what it made, spends none of
+                # the operation's time
                 idle_workers.add(s)
             elif parks(samples.frames, stack) and awaits_io(samples.frames, stack):
                 io_waits.add(s)
-        stack_vectors[s] = WAITING_ONLY if sleeps(samples.frames, stack) else sample_vector(vector, off_cpu)
+        stack_vectors[s] = (WAITING_ONLY if consumer_behind or sleeps(samples.frames, stack)
+                            else sample_vector(vector, off_cpu))
         if stack_vectors[s].waiting > 0:
             stack_waiting_in[s] = wait_label(samples.frames, stack)
 

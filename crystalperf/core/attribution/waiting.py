@@ -190,6 +190,32 @@ def idle_worker(frames: Sequence[tr.Frame], stack: Sequence[int]) -> bool:
     return waits_for_work
 
 
+# A producer parked putting into a full hand-off queue (a FLIP-27 split fetcher whose task thread is behind, a
+# prefetch thread ahead of its consumer) waits on the thread that takes from it, whatever the producer's own
+# function does at other times.
+_BLOCKING_PUTS = re.compile(
+    r"^(?:java\.util\.concurrent\.\w*Blocking(?:Queue|Deque)\.(?:put|offer)\w*"
+    r"|java\.util\.concurrent\.(?:LinkedTransferQueue\.(?:put|transfer|tryTransfer)|SynchronousQueue\.(?:put|offer))"
+    r"|queue\.Queue\.put|multiprocessing\.queues\.Queue\.put"
+    r"|(?:[\w.$]*\.)?org\.apache\.flink\.connector\.base\.source\.reader\.synchronization\."
+    r"FutureCompletingBlockingQueue\.(?:put|waitOnPut))$"
+)
+
+
+def waits_on_consumer(frames: Sequence[tr.Frame], stack: Sequence[int]) -> bool:
+    """Whether a parked stack is a blocking put into a full queue (``_BLOCKING_PUTS``), below its plumbing."""
+    for index in stack:
+        frame = frames[index]
+        if frame.language == "native" or frame.name.startswith(("<native>", "[native]")):
+            continue
+        name = _LAMBDA_CLASS.sub("", frame.name)
+        if _BLOCKING_PUTS.match(name):
+            return True
+        if not is_plumbing(name):
+            return False
+    return False
+
+
 # A thread waiting for a read another thread of its process does for it — an asynchronous or vectored read
 # (Parquet's and Hadoop's FutureIO, an asynchronous file channel), a prefetch — waits on that read's device or
 # link, which the sampled frames cannot tell (the reading thread was not sampled): the OS counters of the

@@ -50,10 +50,6 @@ PYTHON_WORKERS_WARNING = (
     "the job runs Python functions in separate Python worker processes, which are not sampled: "
     "the time task threads wait on them (Python compute) shows as waiting, not as CPU"
 )
-AMBIGUOUS_WORKERS_WARNING = (
-    "the Python workers' samples were left out: several operator chains run Python functions, and the "
-    "workers' threads do not say which chain they work for"
-)
 
 
 @dataclass
@@ -442,30 +438,82 @@ def python_operator(chain: t.Operation) -> str | None:
 
 @dataclass
 class WorkerSamples:
-    """The loopback Python workers' samples and CPU time within the job, keyed to its Python chain."""
+    """The loopback Python workers' samples and CPU time within the job, keyed to the Python chains."""
 
     samples: t.StackSamples | None = None
-    cpu_s: float = 0.0
-    ambiguous: bool = False
+    cpu_s: dict[str, float] = field(default_factory=dict)  # by chain id
+    unplaced: int = 0  # samples taken where no chain's task thread was in its Python operator (left out)
+
+
+def python_member(job: Part, chain: str, members: list[str]) -> str | None:
+    """The operator of a chain whose task thread's stacks reached PyFlink's Python operator, by the depth those
+    stacks were at (``samples_of``'s rule): where no operator's name says Python (a DataStream job's ``Map``)."""
+    depths: dict[int, int] = defaultdict(int)
+    for row in job.samples:
+        if row.task_name == chain and not row.thread and PYTHON_OPERATOR in row.stack:
+            depths[sum(line.split("\t", 1)[0].endswith(PUSH_TO_OPERATOR) for line in row.stack.splitlines())] += row.count
+    if not depths or not members:
+        return None
+    return members[min(max(depths, key=lambda d: depths[d]), len(members) - 1)]
+
+
+def python_activity(job: Part, chains: list[str]) -> dict[int, dict[str, int]]:
+    """Per time bucket of the job (whole ``sample_bucket_s`` from its start), each Python chain's task-thread
+    samples in its Python operator — handing records to its worker or waiting for its results: when the
+    workers work for that chain."""
+    wanted = set(chains)
+    activity: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for row in job.samples:
+        if row.task_name in wanted and not row.thread and any(m in row.stack for m in _PYTHON_WORK):
+            when = row.origin + (row.bucket + 0.5) * job.sample_bucket_s
+            activity[int((when - job.start) // job.sample_bucket_s)][row.task_name] += row.count
+    return activity
+
+
+def _split(count: float, weights: dict[str, int]) -> dict[str, float]:
+    total = sum(weights.values())
+    return {name: count * w / total for name, w in weights.items()}
+
+
+def _split_count(count: int, weights: dict[str, int]) -> dict[str, int]:
+    """``count`` shared by ``weights`` in whole samples (largest remainders)."""
+    exact = _split(count, weights)
+    whole = {name: int(value) for name, value in exact.items()}
+    for name in sorted(exact, key=lambda n: whole[n] - exact[n])[:count - sum(whole.values())]:
+        whole[name] += 1
+    return {name: n for name, n in whole.items() if n}
 
 
 def worker_samples(job: Part, chains: list[str], chain_ids: dict[str, str],
-                   operations: list[t.Operation]) -> WorkerSamples:
+                   python_ops: dict[str, str]) -> WorkerSamples:
     """The samples of the threads that ran Beam bundles in the job's Python program (``pyworkers``), in the
-    job's time span, keyed (role ``python-worker``) to the one chain with Python operators and its Python
-    operator. They do not say which subtask they served (no ``task``), nor which chain: with several
-    Python chains they are left out."""
+    job's time span, keyed (role ``python-worker``) to the chains with Python operators and their Python operator
+    (``python_ops``: chain id -> operator id). The workers do not say which chain (nor which subtask) they served:
+    with one Python chain they are all its; with several, each time bucket's samples and CPU go to the chains by
+    how many of their task threads' samples in it were in their Python operator, and samples of a bucket with none
+    (nor in the buckets beside it) are left out."""
     spools = [s for s in (load_spool(p) for p in spool_files(job.path.parent)) if s is not None]
     if not spools or not chains:
         return WorkerSamples()
-    if len(chains) > 1:
-        return WorkerSamples(ambiguous=True)
-    chain = chain_ids[chains[0]]
-    operator = next((python_operator(op) for op in operations if op.id == chain), None)
-    table = SampleTable(job.start, job.sample_bucket_s, job.sample_interval_s)
-    cpu = 0.0
+    # a chain is a Python chain by its task threads' samples in its Python operator: there is always some activity
+    activity = python_activity(job, chains) if len(chains) > 1 else {}
+    bucket_s = job.sample_bucket_s
+
+    def chains_at(when: float) -> dict[str, int]:
+        if len(chains) == 1:
+            return {chains[0]: 1}
+        index = int((when - job.start) // bucket_s)
+        return next((found for i in (index, index - 1, index + 1) if (found := activity.get(i))), {})
+
+    table = SampleTable(job.start, bucket_s, job.sample_interval_s)
+    cpu: dict[str, float] = defaultdict(float)
+    unplaced = 0
     for samples, cpu_by_bucket, _ in spools:
-        cpu += sum(s for when, s in cpu_by_bucket.items() if job.start <= when + samples.bucket_s / 2 <= job.end)
+        for when, seconds in cpu_by_bucket.items():
+            middle = when + samples.bucket_s / 2
+            if job.start <= middle <= job.end and (weights := chains_at(middle)):
+                for name, share in _split(seconds, weights).items():
+                    cpu[chain_ids[name]] += share
         frame_ids = [table.frame_id(f.name, f.file, f.line, f.language, f.module) for f in samples.frames]
         stack_ids = [table.stack_id((frame_ids[i] for i in stack), samples.state_of(n))
                      for n, stack in enumerate(samples.stacks)]
@@ -473,12 +521,19 @@ def worker_samples(job: Part, chains: list[str], chain_ids: dict[str, str],
             when = samples.origin + (bucket + 0.5) * samples.bucket_s
             if not job.start <= when <= job.end:
                 continue
-            table.add(t.SampleKey(operation=chain, thread=WORKER_ROLE), stack_ids[stack], when, count)
-            if operator is not None:
-                table.add(t.SampleKey(operation=operator, thread=WORKER_ROLE), stack_ids[stack], when, count)
+            weights = chains_at(when)
+            if not weights:
+                unplaced += count
+                continue
+            for name, share in _split_count(count, weights).items():
+                chain = chain_ids[name]
+                table.add(t.SampleKey(operation=chain, thread=WORKER_ROLE), stack_ids[stack], when, share)
+                if chain in python_ops:
+                    table.add(t.SampleKey(operation=python_ops[chain], thread=WORKER_ROLE), stack_ids[stack], when,
+                              share)
     found = table.to_samples()
     found.dropped = sum(samples.dropped for samples, _, _ in spools)  # what the workers' own bound folded
-    return WorkerSamples(found if found.count else None, cpu)
+    return WorkerSamples(found if found.count else None, dict(cpu), unplaced=unplaced)
 
 
 def add_worker_cpu(operations: list[t.Operation], chain_id: str, cpu_s: float) -> None:
@@ -549,9 +604,10 @@ def warnings_of(job: Part, planned: bool, samples: t.StackSamples | None,
         warnings.append(NO_PLAN_WARNING)
     if job.dropped_metrics:
         warnings.append(f"{job.dropped_metrics} metrics were not kept (memory bound reached)")
-    if workers is not None and workers.ambiguous:
-        warnings.append(AMBIGUOUS_WORKERS_WARNING)
-    elif (samples is not None and any(PYTHON_OPERATOR in frame.name for frame in samples.frames)
+    if workers is not None and workers.unplaced:
+        warnings.append(f"{workers.unplaced} of the Python workers' samples were left out: no chain's task thread "
+                        "was in its Python operator when they were taken")
+    if (samples is not None and any(PYTHON_OPERATOR in frame.name for frame in samples.frames)
             and (workers is None or workers.samples is None)):
         warnings.append(PYTHON_WORKERS_WARNING)
     if job.dropped_samples:
@@ -573,12 +629,18 @@ def build_trace(job: Part) -> t.Trace:
     operations = chain_operations(chains, links, job)
     duration = max(job.end - job.start, 0.0)
     chain_ids = {op.name: op.id for op in operations}
-    python_ops = {chain_ids[name]: op for name in python_chains(job)
-                  if (op := next((python_operator(o) for o in operations if o.id == chain_ids.get(name)), None))}
-    samples = samples_of(job, chain_ids, {op.id: [c.id for c in op.children] for op in operations}, python_ops)
-    workers = worker_samples(job, python_chains(job), chain_ids, operations) if samples is not None else None
+    members = {op.id: [c.id for c in op.children] for op in operations}
+    python_ops = {}
+    for name in python_chains(job):
+        chain = next(o for o in operations if o.id == chain_ids[name])
+        operator = python_operator(chain) or python_member(job, name, members[chain.id])
+        if operator is not None:
+            python_ops[chain.id] = operator
+    samples = samples_of(job, chain_ids, members, python_ops)
+    workers = worker_samples(job, python_chains(job), chain_ids, python_ops) if samples is not None else None
     if workers is not None and workers.samples is not None:
-        add_worker_cpu(operations, chain_ids[python_chains(job)[0]], workers.cpu_s)
+        for chain_id, cpu_s in workers.cpu_s.items():
+            add_worker_cpu(operations, chain_id, cpu_s)
     split_chain_busy_time(operations, samples)
     if samples is not None and workers is not None and workers.samples is not None:
         samples = merge_samples([samples, workers.samples], bucket_s=job.sample_bucket_s)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from crystalperf.integrations import flink as cpflink
+from crystalperf.integrations.flink.assemble import PYTHON_WORKERS_WARNING
 
 from .reports import plumbing_top_functions
 
@@ -64,10 +65,12 @@ def test_operators_and_edges_come_from_the_plan(datastream_job: Path) -> None:
     ]
     assert not any("assumed linear" in w for w in trace.warnings)
     # the Python map and reduce run in PyFlink's loopback workers, threads of this process: their samples carry
-    # the role python-worker, or (two chains run Python here, so the workers' samples are ambiguous; or the
-    # sampler did not catch them) the trace says the workers' time is not shown
-    sampled = trace.samples is not None and any(key.thread == "python-worker" for key in trace.samples.keys)
-    assert sampled != any("Python worker" in w for w in trace.warnings)
+    # the role python-worker, shared by the two Python chains by when each one's task thread was in its Python
+    # operator; or (the sampler did not catch them) the trace says the workers' time is not shown
+    worker_keys = {key.operation for key in trace.samples.keys if key.thread == "python-worker"} if trace.samples else set()
+    assert bool(worker_keys) != (PYTHON_WORKERS_WARNING in trace.warnings)
+    assert worker_keys <= {source_chain, window_chain, operators["double, _stream_key_by_map_operator"][1].id,
+                           operators["sum100"][1].id}
     assert operators["Source: Collection Source"][1].metrics["records_out"] == 5000
     assert operators["sum100"][1].metrics["records_out"] == 50
     # chained operators share their chain's thread: their busy times split the chain's
