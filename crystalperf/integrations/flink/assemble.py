@@ -446,14 +446,19 @@ class WorkerSamples:
 
 
 def python_member(job: Part, chain: str, members: list[str]) -> str | None:
-    """The operator of a chain whose task thread's stacks reached PyFlink's Python operator, by the depth those
-    stacks were at (``samples_of``'s rule): where no operator's name says Python (a DataStream job's ``Map``)."""
+    """The operator of a chain whose task thread handed records to PyFlink's Python operator, by the depth those
+    stacks were at (``samples_of``'s rule): where no operator's name says Python (a DataStream job's ``Map``). Only
+    stacks in the operator's ``processElement`` count: the end of input, watermarks and the bundle timer reach the
+    operator without the nested calls a record goes through."""
     depths: dict[int, int] = defaultdict(int)
     for row in job.samples:
-        if row.task_name == chain and not row.thread and PYTHON_OPERATOR in row.stack:
-            depths[sum(line.split("\t", 1)[0].endswith(PUSH_TO_OPERATOR) for line in row.stack.splitlines())] += row.count
+        if row.task_name != chain or row.thread or PYTHON_OPERATOR not in row.stack:
+            continue
+        names = [line.split("\t", 1)[0] for line in row.stack.splitlines()]
+        if any(name.startswith(PYTHON_OPERATOR) and ".processElement" in name for name in names):
+            depths[sum(name.endswith(PUSH_TO_OPERATOR) for name in names)] += row.count
     if not depths or not members:
-        return None
+        return members[0] if len(members) == 1 else None
     return members[min(max(depths, key=lambda d: depths[d]), len(members) - 1)]
 
 
