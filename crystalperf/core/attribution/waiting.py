@@ -204,18 +204,12 @@ _BLOCKING_PUTS = re.compile(
 
 def waits_on_consumer(frames: Sequence[tr.Frame], stack: Sequence[int]) -> bool:
     """Whether a parked stack is a blocking put into a full queue (``_BLOCKING_PUTS``), below its plumbing."""
-    return _first_past_plumbing(frames, stack, _BLOCKING_PUTS)
-
-
-def _first_past_plumbing(frames: Sequence[tr.Frame], stack: Sequence[int], pattern: re.Pattern[str]) -> bool:
-    """Whether ``pattern`` matches a frame of the stack before its first frame that is neither native nor
-    plumbing (that frame included)."""
     for index in stack:
         frame = frames[index]
         if frame.language == "native" or frame.name.startswith(("<native>", "[native]")):
             continue
         name = _LAMBDA_CLASS.sub("", frame.name)
-        if pattern.match(name):
+        if _BLOCKING_PUTS.match(name):
             return True
         if not is_plumbing(name):
             return False
@@ -236,7 +230,15 @@ _AWAITS_IO = re.compile(
 def awaits_io(frames: Sequence[tr.Frame], stack: Sequence[int]) -> bool:
     """Whether a parked stack waits for another thread's read: its first frame below the plumbing is one of the
     read-and-wait calls of ``_AWAITS_IO``."""
-    return _first_past_plumbing(frames, stack, _AWAITS_IO)
+    for index in stack:
+        frame = frames[index]
+        if frame.language == "native" or frame.name.startswith(("<native>", "[native]")):
+            continue
+        name = _LAMBDA_CLASS.sub("", frame.name)
+        if is_plumbing(name):
+            continue
+        return bool(_AWAITS_IO.match(name))
+    return False
 
 
 WAITING_STATES = frozenset({tr.THREAD_BLOCKED, tr.THREAD_WAITING, tr.THREAD_TIMED_WAITING})
