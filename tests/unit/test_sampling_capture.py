@@ -102,6 +102,10 @@ def _churn(stop: threading.Event, kind: str) -> None:
                 thread.join()
 
 
+def _caught_recursing(sampler: PythonStackSampler) -> bool:
+    return any(frame.name.endswith("._recurse") for frame in sampler.table.to_samples().frames)
+
+
 def test_sampling_threads_that_never_stop_changing_their_stacks() -> None:
     stop = threading.Event()
     workers = [threading.Thread(target=_churn, args=(stop, kind), name=f"churn-{kind}")
@@ -111,12 +115,15 @@ def test_sampling_threads_that_never_stop_changing_their_stacks() -> None:
     for worker in workers:
         worker.start()
     try:
-        deadline = time.monotonic() + 1.5
-        while time.monotonic() < deadline:
-            stacks = current_stacks(256)
-            assert all(isinstance(code, CodeType) and isinstance(g, dict)
-                       for stack in stacks.values() for code, g in stack_frames(stack))
-            sampler.sample_once()
+        # At least 1.5 s of churn; on a loaded machine the GIL may hand the sampler only moments when no
+        # thread is inside `_recurse`, so it goes on (up to 20 s) until one sample caught it.
+        start = time.monotonic()
+        while time.monotonic() < start + 1.5 or (time.monotonic() < start + 20 and not _caught_recursing(sampler)):
+            for _ in range(50):
+                stacks = current_stacks(256)
+                assert all(isinstance(code, CodeType) and isinstance(g, dict)
+                           for stack in stacks.values() for code, g in stack_frames(stack))
+                sampler.sample_once()
     finally:
         stop.set()
         for worker in workers:

@@ -4,9 +4,6 @@ pipelines reading files that were dropped from the page cache, so that the reads
 from __future__ import annotations
 
 import os
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +17,7 @@ from crystalperf.core.trace import load_trace  # noqa: E402
 from crystalperf.integrations.tensorflow import CrystalPerfCallback  # noqa: E402
 from crystalperf.integrations.tensorflow.assemble import read_limit, window_read_bytes  # noqa: E402
 
-BLKIO = Path("/sys/fs/cgroup/blkio")
+from .blkio import blkio_unavailable, read_limited  # noqa: E402
 
 
 def _files(folder: Path, count: int, size: int) -> list[str]:
@@ -83,50 +80,11 @@ def test_fit_records_the_bytes_it_read_from_storage(tmp_path: Path) -> None:
     assert 0 < trace.metrics["input_read_bytes"] <= reads[-1]
 
 
-def _own_blkio_path() -> str:
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        if "blkio" in controllers.split(","):
-            return path
-    raise LookupError("no blkio hierarchy")
-
-
-def _blkio_unavailable() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (joins a cgroup with a blkio read limit)"
-    if not (BLKIO / "blkio.throttle.read_bps_device").exists():
-        return "needs cgroup v1 blkio with throttling (/sys/fs/cgroup/blkio)"
-    try:
-        _own_blkio_path()
-    except (OSError, LookupError):
-        return "this process is in no blkio cgroup"
-    return None
-
-
-@contextmanager
-def _read_limited(folder: Path, bps: int) -> Iterator[None]:
-    """This process (all its threads) in a fresh blkio cgroup reading the folder's device at ``bps``; back
-    where it was afterwards, the cgroup removed."""
-    dev = folder.stat().st_dev
-    origin = BLKIO / _own_blkio_path().lstrip("/")
-    group = BLKIO / f"crystalperf-test-{uuid.uuid4().hex[:8]}"
-    group.mkdir()
-    try:
-        (group / "blkio.throttle.read_bps_device").write_text(f"{os.major(dev)}:{os.minor(dev)} {bps}")
-        (group / "cgroup.procs").write_text(str(os.getpid()))
-        try:
-            yield
-        finally:
-            (origin / "cgroup.procs").write_text(str(os.getpid()))
-    finally:
-        group.rmdir()
-
-
-@pytest.mark.skipif(_blkio_unavailable() is not None, reason=str(_blkio_unavailable()))
+@pytest.mark.skipif(blkio_unavailable() is not None, reason=str(blkio_unavailable()))
 def test_a_read_limit_in_force_is_the_storage_bandwidth_the_trace_declares(tmp_path: Path) -> None:
     limit = 16_000_000
     paths = _files(tmp_path / "blobs", 16, 2 << 20)  # 32 MB: about 2 s at the limit
-    with _read_limited(tmp_path, limit):
+    with read_limited(tmp_path, limit):
         trace = _fit(paths, tmp_path / "report")
     reading = [r for r in trace.io if r.disk_read_limit is not None]
     assert reading and {r.disk_read_limit for r in reading} == {float(limit)}
