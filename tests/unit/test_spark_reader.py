@@ -270,3 +270,33 @@ def test_partly_decoded_events_fold_into_the_same_state(tmp_path: Path) -> None:
     fast = read_state(events(log, decode=decoder(HANDLERS)))
     slow = read_state(events(log, decode=whole))
     assert fast == slow and fast.seen == slow.seen
+
+
+AQE_STAGE_NAME = "$anonfun$withThreadLocalCaptured$1 at CompletableFuture.java:1768"
+
+
+def test_a_stage_named_after_a_spark_closure_takes_its_jobs_name(tmp_path: Path) -> None:
+    """Adaptive execution submits a query's stages from a pool thread, and an application that calls Spark from
+    the JVM sets no call site: Spark names the stages after its own closure. The golden log's SQL job made so."""
+    def as_from_the_jvm(event: dict[str, Any]) -> dict[str, Any]:
+        infos = [event["Stage Info"]] if "Stage Info" in event else event.get("Stage Infos", [])
+        for info in infos:
+            if info["Stage ID"] in (0, 1):
+                info["Stage Name"] = AQE_STAGE_NAME
+        if event["Event"] == "SparkListenerJobStart" and event["Job ID"] == 0:
+            del event["Properties"]["callSite.short"]
+        return event
+
+    log = tmp_path / "from-the-jvm.json"
+    log.write_text("\n".join(json.dumps(as_from_the_jvm(json.loads(line))) for line in _lines()) + "\n")
+    trace = read_event_log(log)
+    (sql,) = _events("org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart")
+    job = trace.operations[0]
+    assert job.name == f"job 0: SQL 0: {sql['description']}"
+    stages = _stages(trace)
+    for sid in ("stage-0", "stage-1"):
+        assert stages[sid].name == f"{sid.replace('-', ' ')}: SQL 0: {sql['description']}"
+        assert stages[sid].attributes["spark_stage_name"] == AQE_STAGE_NAME
+    # stages Spark named after the application's code keep their names
+    assert stages["stage-3"].name == "stage 3: count at /work/main/tests/data/record/spark_eventlog.py:67"
+    assert "spark_stage_name" not in stages["stage-3"].attributes

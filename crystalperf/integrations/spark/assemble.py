@@ -8,6 +8,7 @@ The trace is built as the JSON document the listener writes too, then validated 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -117,10 +118,40 @@ def _job(jid: int, job: JobRecord, ctx: _Assembly) -> Document:
     end = max(start, job.end or ctx.end)
     props = job.properties if isinstance(job.properties, dict) else {}
     attrs = {attr: str(props[prop]) for attr, prop in _JOB_ATTRIBUTES if props.get(prop)}
-    name = attrs.get("description") or attrs.get("call_site") or f"job {jid}"
+    name = attrs.get("description") or attrs.get("call_site") or _unnamed_job_label(jid, job, attrs, ctx.state)
     children = [_stage(sid, jid, job, start, end, ctx) for sid in job.stages]
     return {"id": f"job-{jid}", "name": f"job {jid}: {name}", "kind": "job", "start": start, "end": end,
             "status": job.status or "running", "children": children, "attributes": attrs}
+
+
+def _unnamed_job_label(jid: int, job: JobRecord, attrs: dict[str, str], state: EventLogState) -> str:
+    """A job with neither description nor call site (a SQL job run from the JVM) is named as the listener names
+    it: after its SQL query, else its result stage."""
+    sql = state.sql_plans.get(int(attrs["sql_execution_id"])) if attrs.get("sql_execution_id", "").isdigit() else None
+    if sql is not None and sql.description:
+        return f"SQL {attrs['sql_execution_id']}: {sql.description}"
+    result = state.stage_info.get(job.stages[-1]) if job.stages else None
+    return result.name if result is not None and result.name else f"job {jid}"
+
+
+# Spark names a stage after the Spark method the application's code called ("count at App.scala:12"). A query
+# stage that adaptive execution submits from a pool thread has no application code on its stack and is named
+# after a closure of Spark's ("$anonfun$withThreadLocalCaptured$1 at CompletableFuture.java:1768").
+_CLOSURE_NAME = re.compile(r"\$anonfun\$\S* at \S+:-?\d+$")
+
+
+def name_closure_stages(operations: Sequence[tr.Operation]) -> None:
+    """Name each stage that Spark named after one of its closures after its job (the action or SQL query that ran
+    it), keeping Spark's name as the stage's ``spark_stage_name`` attribute."""
+    for job in operations:
+        label = job.name.split(": ", 1)[1] if job.kind == "job" and ": " in job.name else ""
+        if not label or _CLOSURE_NAME.match(label):
+            continue
+        for stage in job.children:
+            prefix, _, spark_name = stage.name.partition(": ")
+            if stage.kind == "stage" and _CLOSURE_NAME.match(spark_name):
+                stage.name = f"{prefix}: {label}"
+                stage.attributes["spark_stage_name"] = spark_name
 
 
 def _local_cores(properties: dict[str, str]) -> int | None:
@@ -192,7 +223,9 @@ def build_trace(state: EventLogState, path: Path) -> tr.Trace:
     }
     if state.sql_plans:
         doc["sql_queries"] = sql_queries(state)
-    return tr.parse_trace(doc, path)
+    trace = tr.parse_trace(doc, path)
+    name_closure_stages(trace.operations)
+    return trace
 
 
 def sql_queries(state: EventLogState) -> list[Document]:

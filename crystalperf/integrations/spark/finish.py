@@ -24,7 +24,12 @@ from crystalperf.core import trace as tr
 from crystalperf.core.record.budget import add_hook_part, add_hook_processes
 from crystalperf.core.record.hooks import TRACE_NAME, guard
 from crystalperf.integrations.base import REPORT_JSON, finish_main, write_trace_and_report
-from crystalperf.integrations.spark.assemble import add_worker_cpu, add_worker_cpu_wait, merge_worker_samples
+from crystalperf.integrations.spark.assemble import (
+    add_worker_cpu,
+    add_worker_cpu_wait,
+    merge_worker_samples,
+    name_closure_stages,
+)
 from crystalperf.integrations.spark.config import INTEGRATION
 from crystalperf.integrations.spark.reader import read_worker_spool
 
@@ -68,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
     trace = tr.load_trace(args.trace)
     # The listener's document is the trace as the JVM saw it; what only this package knows is added here.
     trace.environment.scaling = trace.environment.scaling or list(INTEGRATION.scaling)
+    name_closure_stages(trace.operations)
     if args.spool is not None and args.spool.is_dir():
         _merge_spool(trace, args.spool)
     if args.trace_write_s is not None:

@@ -137,6 +137,27 @@ def test_cpu_heavy_python_udf_is_cpu_bound_and_named(run_app, tmp_path: Path) ->
     assert workers and all(p.cpu_s > 0 and "sampler" in p.parts for p in workers)
 
 
+def test_query_stages_of_an_action_made_from_the_jvm_are_named_after_its_query(run_app, tmp_path: Path) -> None:
+    """A Scala or Java application sets no call site, and adaptive execution submits a query's stages from a pool
+    thread: Spark names them after one of its closures. The report names them after the SQL query."""
+    out = tmp_path / "report"
+    result = run_app(f'''
+        spark = session(**{{"spark.crystalperf.outputDir": "{out}"}})
+        spark.range(200000).selectExpr("id % 97 AS k", "id AS v").createOrReplaceTempView("t")
+        # called on the JVM's session, as a JVM application calls it: no call site comes from Python
+        print("ROWS", spark._jsparkSession.sql("SELECT k, sum(v) FROM t GROUP BY k ORDER BY k").collectAsList().size())
+        spark.stop()
+    ''')
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "ROWS 97" in result.stdout
+    stages = [op for op in load_trace(out / "crystalperf-trace.json.gz").iter_operations() if op.kind == "stage"]
+    renamed = [s for s in stages if "spark_stage_name" in s.attributes]
+    assert renamed and all(s.attributes["spark_stage_name"].startswith("$anonfun$") for s in renamed)
+    assert all("$anonfun$" not in s.name and "collectAsList" in s.name for s in stages), [s.name for s in stages]
+    report = result.report(out)
+    assert "$anonfun$" not in report["bottleneck"]["sentence"]
+
+
 def test_gzip_decompression_job_is_cpu_bound(run_app, tmp_path: Path) -> None:
     out = tmp_path / "report"
     data = tmp_path / "logs"
