@@ -211,8 +211,15 @@ def test_a_subtask_whose_threads_ran_side_by_side_waited_for_a_core_in_each() ->
     assert prediction.crystalperf.runtime_s == pytest.approx(6.0)
     assert prediction.replay.runtime_s == pytest.approx(12.0)
     assert any("waited 12.00 s for a core" in note for note in prediction.notes)
+    # the same threads sampled in half the rounds, the budget having stretched the interval: the same waits
+    thinned = subtask_samples(threads=2)
+    thinned.count = [5] * len(thinned.count)
+    trace.samples = thinned
+    trace.hook = tr.HookCost(processes=[tr.HookProcess(source="taskmanager:1", cpu_s=0.1, samples_taken=60,
+                                                       samples_planned=120)])
+    assert predictor(trace).predict(Changes({"parallelism": 1}), band=False).crystalperf.runtime_s == pytest.approx(6.0)
     # the same subtasks sampled in their task threads alone: one thread each, never waiting
-    trace.samples = subtask_samples(threads=1)
+    trace.samples, trace.hook = subtask_samples(threads=1), None
     assert predictor(trace).predict(Changes({"parallelism": 1}), band=False).crystalperf.runtime_s == pytest.approx(12.0)
 
 

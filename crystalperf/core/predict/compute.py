@@ -194,7 +194,7 @@ class SharedHostModel:
         self.device_share = 0.0
         self._factors: dict[str, tuple[float, float]] = {}
         self._machine: SharedMachine | None = None
-        self._interval_s = 0.0  # the trace's sampling interval
+        self._interval_s = 0.0  # the seconds one stack sample stands for
 
     def prepare(self, profile: ExecutionProfile, baseline: Baseline, changes: Changes) -> list[str]:
         self._factors = {}
@@ -221,7 +221,9 @@ class SharedHostModel:
         self.device_share = 1.0 - _page_cache_share(profile, baseline) if read else 0.0
         self._machine = _shared(profile)
         samples = profile.trace.samples
-        self._interval_s = samples.interval_s if samples is not None else 0.0
+        hook = profile.trace.hook
+        # seconds a sample stands for: the interval, stretched where the hook's budget took fewer rounds
+        self._interval_s = samples.interval_s * _sampling_stretch(hook) if samples is not None else 0.0
         waited, cpu = self._run_queue_delay(profile)
         notes = [f"task slots per host {self.before:g} -> {self.after:g}: the tasks side by side share their host's "
                  f"CPUs and storage device"]
@@ -306,6 +308,15 @@ class SharedHostModel:
             w, c = self._delay_of(prof)
             waited, cpu = waited + w, cpu + c
         return waited, cpu
+
+
+def _sampling_stretch(hook: tr.HookCost | None) -> float:
+    """How many planned sampling rounds a round taken stands for (planned / taken over the processes that said,
+    at least 1): above 1 where the budget stretched the samplers' interval."""
+    rounds = [(p.samples_taken, p.samples_planned) for p in (hook.processes if hook is not None else [])
+              if p.samples_taken and p.samples_planned]
+    taken = sum(t for t, _ in rounds)
+    return max(1.0, sum(planned for _, planned in rounds) / taken) if taken else 1.0
 
 
 def _shared(profile: ExecutionProfile) -> SharedMachine | None:
