@@ -300,3 +300,26 @@ def test_a_stage_named_after_a_spark_closure_takes_its_jobs_name(tmp_path: Path)
     # stages Spark named after the application's code keep their names
     assert stages["stage-3"].name == "stage 3: count at /work/main/tests/data/record/spark_eventlog.py:67"
     assert "spark_stage_name" not in stages["stage-3"].attributes
+
+
+def test_a_streaming_micro_batch_is_named_after_its_query_and_batch(tmp_path: Path) -> None:
+    """Spark describes a structured streaming micro-batch's jobs as the query's name, id, run id and batch, and
+    names their stages after the call that started the query. The golden log's second job made one of batch 3."""
+    query_id = "c0e2d6cc-4f83-4993-9c77-43953bbd57cd"
+
+    def as_a_micro_batch(event: dict[str, Any]) -> dict[str, Any]:
+        if event["Event"] == "SparkListenerJobStart" and event["Job ID"] == 1:
+            event["Properties"]["spark.job.description"] = f"counts\nid = {query_id}\nrunId = 5f1d\nbatch = 3"
+        return event
+
+    log = tmp_path / "streaming.json"
+    log.write_text("\n".join(json.dumps(as_a_micro_batch(json.loads(line))) for line in _lines()) + "\n")
+    trace = read_event_log(log)
+    job = trace.operations[1]
+    assert job.name == "job 1: counts batch 3"
+    assert (job.attributes["streaming_query_id"], job.attributes["streaming_batch"]) == (query_id, "3")
+    assert [s.name for s in job.children] == ["stage 2: counts batch 3", "stage 3: counts batch 3"]
+    assert job.children[1].attributes["spark_stage_name"] == "count at /work/main/tests/data/record/spark_eventlog.py:67"
+    assert any("structured streaming micro-batches (1 of 'counts')" in w for w in trace.warnings)
+    # the other jobs are no micro-batches
+    assert trace.operations[0].name.startswith("job 0: collect at") and "streaming_batch" not in trace.operations[2].attributes

@@ -138,20 +138,43 @@ def _unnamed_job_label(jid: int, job: JobRecord, attrs: dict[str, str], state: E
 # stage that adaptive execution submits from a pool thread has no application code on its stack and is named
 # after a closure of Spark's ("$anonfun$withThreadLocalCaptured$1 at CompletableFuture.java:1768").
 _CLOSURE_NAME = re.compile(r"\$anonfun\$\S* at \S+:-?\d+$")
+# The description Spark gives a structured streaming micro-batch's jobs (StreamExecution): the query's name (empty
+# when it has none), its id, its run's id and the batch. Their stages are named after the call that started the
+# query, the same in every batch.
+_MICRO_BATCH = re.compile(r"(?P<query>[^\n]*)\nid = (?P<id>\S+)\nrunId = \S+\nbatch = (?P<batch>[^\n]+)")
 
 
-def name_closure_stages(operations: Sequence[tr.Operation]) -> None:
-    """Name each stage that Spark named after one of its closures after its job (the action or SQL query that ran
-    it), keeping Spark's name as the stage's ``spark_stage_name`` attribute."""
-    for job in operations:
-        label = job.name.split(": ", 1)[1] if job.kind == "job" and ": " in job.name else ""
+def name_operations(trace: tr.Trace) -> None:
+    """Names that say which work an operation did where Spark's do not: a structured streaming micro-batch's job
+    and stages are named after the query and the batch (``streaming_query_id`` and ``streaming_batch`` kept as the
+    job's attributes), a stage that Spark named after one of its closures after its job (the action or SQL query
+    that ran it). A stage renamed keeps Spark's name as its ``spark_stage_name`` attribute. A trace with
+    micro-batches gets a warning: its length is the queries', not their work's."""
+    batches: dict[str, int] = {}
+    for job in trace.operations:
+        if job.kind != "job":
+            continue
+        batch = _MICRO_BATCH.fullmatch(job.attributes.get("description", "").strip())
+        if batch is not None:
+            query = batch["query"].strip() or f"query {batch['id'][:8]}"
+            batches[query] = batches.get(query, 0) + 1
+            job.name = f"{job.name.split(': ', 1)[0]}: {query} batch {batch['batch'].strip()}"
+            job.attributes.update(streaming_query_id=batch["id"], streaming_batch=batch["batch"].strip())
+        label = job.name.split(": ", 1)[1] if ": " in job.name else ""
         if not label or _CLOSURE_NAME.match(label):
             continue
         for stage in job.children:
             prefix, _, spark_name = stage.name.partition(": ")
-            if stage.kind == "stage" and _CLOSURE_NAME.match(spark_name):
+            if stage.kind == "stage" and (batch is not None or _CLOSURE_NAME.match(spark_name)):
                 stage.name = f"{prefix}: {label}"
                 stage.attributes["spark_stage_name"] = spark_name
+    if batches:
+        queries = ", ".join(f"{count} of '{query}'" for query, count in sorted(batches.items()))
+        warning = (f"the application ran structured streaming micro-batches ({queries}): it lasted as long as its "
+                   "queries ran, not as long as their work took; the runtimes predicted are the batches' work with "
+                   "the time between them kept as traced")
+        if warning not in trace.warnings:
+            trace.warnings.append(warning)
 
 
 def _local_cores(properties: dict[str, str]) -> int | None:
@@ -224,7 +247,7 @@ def build_trace(state: EventLogState, path: Path) -> tr.Trace:
     if state.sql_plans:
         doc["sql_queries"] = sql_queries(state)
     trace = tr.parse_trace(doc, path)
-    name_closure_stages(trace.operations)
+    name_operations(trace)
     return trace
 
 

@@ -28,7 +28,7 @@ from crystalperf.integrations.spark.assemble import (
     add_worker_cpu,
     add_worker_cpu_wait,
     merge_worker_samples,
-    name_closure_stages,
+    name_operations,
 )
 from crystalperf.integrations.spark.config import INTEGRATION
 from crystalperf.integrations.spark.reader import read_worker_spool
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     trace = tr.load_trace(args.trace)
     # The listener's document is the trace as the JVM saw it; what only this package knows is added here.
     trace.environment.scaling = trace.environment.scaling or list(INTEGRATION.scaling)
-    name_closure_stages(trace.operations)
+    name_operations(trace)
     if args.spool is not None and args.spool.is_dir():
         _merge_spool(trace, args.spool)
     if args.trace_write_s is not None:

@@ -158,6 +158,31 @@ def test_query_stages_of_an_action_made_from_the_jvm_are_named_after_its_query(r
     assert "$anonfun$" not in report["bottleneck"]["sentence"]
 
 
+def test_a_structured_streaming_query_is_reported_by_batch(run_app, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    result = run_app(f'''
+        import time
+        spark = session(**{{"spark.crystalperf.outputDir": "{out}"}})
+        rate = spark.readStream.format("rate").option("rowsPerSecond", 5000).load()
+        counts = rate.selectExpr("value % 10 AS k").groupBy("k").count()
+        query = (counts.writeStream.outputMode("complete").format("memory").queryName("counts")
+                 .trigger(processingTime="1 second").start())
+        time.sleep(6)
+        query.stop()
+        spark.stop()
+    ''')
+    assert result.returncode == 0, result.stderr[-3000:]
+    trace = load_trace(out / "crystalperf-trace.json.gz")
+    batches = [job for job in trace.operations if "streaming_batch" in job.attributes]
+    assert len(batches) >= 2
+    assert [job.name.split(": ", 1)[1] for job in batches[:2]] == [f"counts batch {job.attributes['streaming_batch']}"
+                                                                    for job in batches[:2]]
+    assert all(s.name.endswith(job.name.split(": ", 1)[1]) and "spark_stage_name" in s.attributes
+               for job in batches for s in job.children)
+    report = result.report(out)
+    assert any("structured streaming micro-batches" in w and "'counts'" in w for w in report["warnings"])
+
+
 def test_gzip_decompression_job_is_cpu_bound(run_app, tmp_path: Path) -> None:
     out = tmp_path / "report"
     data = tmp_path / "logs"
