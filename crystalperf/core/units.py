@@ -92,6 +92,14 @@ def format_byte_rate(bps: float) -> str:
     return f"{bps:.3g} B/s"
 
 
+def format_duration(s: float) -> str:
+    """Seconds in a sentence: two decimals from a tenth of a second, milliseconds below (a step of 3 ms is not
+    "0.00 s")."""
+    if s >= 0.1 or s == 0:
+        return f"{s:.2f} s"
+    return f"{s * 1000:.2g} ms"
+
+
 def format_seconds(s: float) -> str:
     if s >= 120:
         return f"{s / 60:.1f} min"

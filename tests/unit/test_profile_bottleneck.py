@@ -199,3 +199,27 @@ def test_a_job_that_mostly_waited_is_not_called_bound() -> None:
     busy = Bottleneck("cpu", {"cpu": 9.0, "disk": 1.0, "network": 0.0, "waiting": 0.0}, unattributed_s=2.0,
                       total_runtime_s=12.0, path=[], top_path=[])
     assert busy.sentence().startswith("The job is cpu-bound: 9.00 s of the 10.00 s")
+
+
+def _steps(count: int) -> tr.Trace:
+    """``count`` training steps of 5 ms, one after another: 'dense' computes 1 ms, then 'adam' 4 ms."""
+    steps = []
+    for i in range(count):
+        t = i * 0.005
+        children = [tr.Operation(id=f"s{i}-dense", name="dense", kind="op", start=t, end=t + 0.001,
+                                 tasks=[task(f"s{i}-d", t, t + 0.001, cpu_time_s=0.001)]),
+                    tr.Operation(id=f"s{i}-adam", name="adam", kind="op", start=t + 0.001, end=t + 0.005,
+                                 parents=[f"s{i}-dense"], tasks=[task(f"s{i}-a", t + 0.001, t + 0.005, cpu_time_s=0.004)])]
+        steps.append(tr.Operation(id=f"s{i}", name=f"step {i}", kind="step", start=t, end=t + 0.005,
+                                  parents=[f"s{i - 1}"] if i else [], children=children))
+    return make_trace(steps)
+
+
+def test_an_operation_repeated_in_every_step_is_named_once_with_all_its_seconds():
+    b = find_bottleneck(build_profile(_steps(10), CLASSIFIER, locators=[]))
+    assert b.heaviest("cpu") is not None and b.heaviest("cpu")[:2] == ("adam", pytest.approx(0.04))
+    # seconds under a tenth of a second in milliseconds, not "0.00 s"
+    assert "most of it in adam (40 ms over 10 runs)" in b.sentence()
+    assert "50 ms of the 50 ms on its critical path" in b.sentence()
+    single = find_bottleneck(build_profile(_steps(1), CLASSIFIER, locators=[]))
+    assert "most of it in adam (4 ms)" in single.sentence()

@@ -169,6 +169,9 @@ def test_a_step_waits_for_what_prefetching_cannot_hide() -> None:
     assert new_wait(0.0, 1.0, 0.3, 0.8) == 0.0  # 0.8 s per batch still hides behind 1 s of compute
     assert new_wait(0.0, 1.0, 0.3, 1.5) == pytest.approx(0.5)
     assert new_wait(0.0005, 1.0, 0.3, 0.2) == 0.0005  # the iterator call's own cost, not the pipeline's limit
+    # a pipeline a little slower that still hides behind the compute: the call's own cost stays (it was dropped)
+    assert new_wait(0.0005, 1.0, 0.3, 0.31) == 0.0005
+    assert new_wait(0.0005, 1.0, 0.3, 1.5) == pytest.approx(0.5005)  # and what it no longer hides comes on top
 
 
 def test_slower_storage_by_the_bytes_read() -> None:

@@ -18,6 +18,7 @@ from crystalperf.core import trace as tr
 from crystalperf.core.profile.dag import ExecutionProfile, LevelGraph, OperationProfile
 from crystalperf.core.resources import CATEGORIES, RESOURCES, WAITING, ResourceVector, weighted_mean
 from crystalperf.core.trace.totals import metric_total
+from crystalperf.core.units import format_duration
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class Pace:
 
     def reason(self) -> str:
         """The limit in words, with its seconds against the runtime (empty when the input set the pace)."""
-        share = f"{self.seconds:.2f} s of the {self.runtime_s:.2f} s run"
+        share = f"{format_duration(self.seconds)} of the {format_duration(self.runtime_s)} run"
         if self.limit == "link":
             return f"its busiest network link needed {share} to carry the records between its operators"
         if self.limit == "machine":
@@ -91,6 +92,25 @@ class Bottleneck:
         the report asks for it once per operation)."""
         return sum(self.seconds.values())
 
+    def heaviest(self, resource: str) -> tuple[str, float, list[OperationProfile]] | None:
+        """The operation name whose operations on the path spent the most on ``resource``, with their seconds and
+        the operations: an operation repeated under one name (a model's layer in every training step) counts as
+        one. None where none spent any."""
+        by_name: dict[str, list[OperationProfile]] = {}
+        for prof in self.path:
+            by_name.setdefault(prof.op.name, []).append(prof)
+        seconds = {name: sum(p.resource_seconds[resource] for p in profs) for name, profs in by_name.items()}
+        name = max(seconds, key=lambda n: seconds[n], default=None)
+        return (name, seconds[name], by_name[name]) if name is not None and seconds[name] > 0 else None
+
+    def heaviest_text(self, resource: str) -> str:
+        """The heaviest operation for a sentence: its name and seconds, and how many ran where more than one."""
+        found = self.heaviest(resource)
+        if found is None:
+            return ""
+        name, seconds, profs = found
+        return f"{name} ({format_duration(seconds)}" + (f" over {len(profs)} runs)" if len(profs) > 1 else ")")
+
     def operation_share(self, prof: OperationProfile) -> float:
         total = self.path_seconds
         return sum(prof.resource_seconds.values()) / total if total else 0.0
@@ -108,10 +128,10 @@ class Bottleneck:
             verdict = self._waiting_verdict(secs, share)
             label = "backpressured" if self.backpressured else "input-bound"
         else:
-            top = max(self.path, key=lambda p: p.resource_seconds[self.resource], default=None)
-            where = f"; most of it in {top.op.name!s} ({top.resource_seconds[self.resource]:.2f} s)" if top else ""
+            heaviest = self.heaviest_text(self.resource)
+            where = f"; most of it in {heaviest}" if heaviest else ""
             verdict = (
-                f"{secs:.2f} s of the {self.path_seconds:.2f} s on its critical path ({share:.0%}) went to "
+                f"{format_duration(secs)} of the {format_duration(self.path_seconds)} on its critical path ({share:.0%}) went to "
                 f"{self.resource}{where}."
             )
             label = f"{self.resource}-bound"
@@ -119,7 +139,7 @@ class Bottleneck:
             # A job that mostly waited (a rate-limited source, start-up, a driver doing other things) is not
             # "bound" by what its operations did in the little time they worked.
             return (
-                f"Most of the run ({self.unattributed_s:.2f} s of {self.total_runtime_s:.2f} s) was outside the "
+                f"Most of the run ({format_duration(self.unattributed_s)} of {format_duration(self.total_runtime_s)}) was outside the "
                 f"operations' busy time (waiting for input, scheduling, start-up); of the rest, {verdict}"
             )
         return f"The job is {label}: {verdict}"
@@ -133,29 +153,29 @@ class Bottleneck:
             busiest = self.busiest_resource
             top = max(self.path, key=lambda p: p.resource_seconds[busiest], default=None)
             where = f", most in {top.op.name}" if top is not None and top.resource_seconds[busiest] > 0 else ""
-            text += (f" The operators' own busy time on the critical path: {total:.2f} s, "
-                     f"{self.seconds[busiest]:.2f} s of it {busiest}{where}.")
+            text += (f" The operators' own busy time on the critical path: {format_duration(total)}, "
+                     f"{format_duration(self.seconds[busiest])} of it {busiest}{where}.")
         return text
 
     def _through_verdict(self) -> str:
         assert self.upstream_work is not None
         waited = self.through_seconds
         total = self.path_seconds
-        where = f"; most in {self.waiting_op.op.name} ({self.waiting_seconds:.2f} s)" if self.waiting_op else ""
+        where = f"; most in {self.waiting_op.op.name} ({format_duration(self.waiting_seconds)})" if self.waiting_op else ""
         on = f", {self.waiting_on}" if self.waiting_on else ""
         work = ", ".join(f"{r} {self.upstream_work.as_dict()[r]:.0%}" for r in RESOURCES
                          if self.upstream_work.as_dict()[r] >= 0.005)
         return (
-            f"The job is {self.resource}-bound through its input: {waited:.2f} s of the {total:.2f} s on its critical "
+            f"The job is {self.resource}-bound through its input: {format_duration(waited)} of the {format_duration(total)} on its critical "
             f"path ({waited / total:.0%}) waited{where}{on}, and what it waited on spent its own time on "
             f"{work}. More {self.resource} for the input would shorten it."
         )
 
     def _waiting_verdict(self, secs: float, share: float) -> str:
         total = self.path_seconds
-        text = f"{secs:.2f} s of the {total:.2f} s on its critical path ({share:.0%}) was spent waiting, not working"
+        text = f"{format_duration(secs)} of the {format_duration(total)} on its critical path ({share:.0%}) was spent waiting, not working"
         if self.waiting_op is not None:
-            text += f"; most in {self.waiting_op.op.name} ({self.waiting_seconds:.2f} s)"
+            text += f"; most in {self.waiting_op.op.name} ({format_duration(self.waiting_seconds)})"
             if self.waiting_on:
                 text += f", {self.waiting_on}"
         return text + ". More CPU, disk or network for these operations would not shorten it."

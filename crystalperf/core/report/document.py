@@ -20,7 +20,7 @@ from crystalperf.core.profile.skew import SkewFindings
 from crystalperf.core.profile.sqlplan import operators_of
 from crystalperf.core.resources import CATEGORIES, RESOURCES, WAITING
 from crystalperf.core.trace.totals import task_count
-from crystalperf.core.units import format_size
+from crystalperf.core.units import format_duration, format_size
 
 # The device's share of the time between the operations the advice names.
 OUTSIDE_DISK_NOTED = 0.2
@@ -111,31 +111,41 @@ def _advice(bottleneck: Bottleneck, predictions: Sequence[Prediction], profile: 
         best = max(helpful, key=lambda p: p.speedup)
         lines.append(
             f"Add {resource}: with {best.changes.describe()} the job is predicted to take "
-            f"{best.crystalperf.runtime_s:.2f} s instead of {best.baseline_runtime_s:.2f} s "
+            f"{format_duration(best.crystalperf.runtime_s)} instead of {format_duration(best.baseline_runtime_s)} "
             f"({best.speedup:.2f}x)."
         )
     slot_changes = [p for p in predictions if any(k in p.changes for k in ("cores", "executors", "parallelism"))]
     if slot_changes and all(p.speedup < 1.1 for p in slot_changes if p.speedup >= 1.0):
         lines.append("More cores or executors buy little here: the critical path is not limited by task slots.")
     operators_limit = bottleneck.pace is None or bottleneck.pace.limit != "link"  # a link's pace is no operator's
-    if bottleneck.path and bottleneck.seconds[resource] > 0 and operators_limit:
-        top = max(bottleneck.path, key=lambda p: p.resource_seconds[resource])
+    heaviest = bottleneck.heaviest(resource) if bottleneck.seconds[resource] > 0 and operators_limit else None
+    if heaviest is not None:
+        name, seconds, profs = heaviest
         # the functions whose samples spent the most on that resource (the most sampled one may have waited)
         index = CATEGORIES.index(resource)
-        spending = sorted((f for f in top.vector.functions if f.vector[index] > 0),
-                          key=lambda f: -f.samples * f.vector[index])
+        spent: dict[str, float] = {}
+        first: dict[str, FunctionStat] = {}
+        for prof in profs:
+            for f in prof.vector.functions:
+                if f.vector[index] > 0:
+                    key = f.function.qualified_name
+                    spent[key] = spent.get(key, 0.0) + f.samples * f.vector[index]
+                    first.setdefault(key, f)
+        spending = [first[key] for key in sorted(spent, key=lambda k: -spent[k])]
         funcs = ", ".join(f.function.qualified_name for f in spending[:2])
+        runs = f" over {len(profs)} runs" if len(profs) > 1 else ""
         lines.append(
-            f"Look at {top.op.name} first: it spends {top.resource_seconds[resource]:.2f} s on {resource} on "
-            f"the critical path" + (f", mostly in {funcs}." if funcs else ".") + _guessed(spending, index)
+            f"Look at {name} first: it spends {format_duration(seconds)} on {resource} on the critical path{runs}"
+            + (f", mostly in {funcs}." if funcs else ".")
+            + _guessed([(spent[f.function.qualified_name], f.low_confidence) for f in spending], resource)
         )
     if bottleneck.total_runtime_s and bottleneck.unattributed_s / bottleneck.total_runtime_s > 0.3:
-        outside = f"{bottleneck.unattributed_s:.2f} s ({bottleneck.unattributed_s / bottleneck.total_runtime_s:.0%})"
+        outside = f"{format_duration(bottleneck.unattributed_s)} ({bottleneck.unattributed_s / bottleneck.total_runtime_s:.0%})"
         reading = predictor.outside_disk_s()
         if reading is not None and predictor.outside is not None and reading >= OUTSIDE_DISK_NOTED * predictor.outside.seconds:
             lines.append(
                 f"{outside} of the run was outside any traced operation (driver code, scheduling, start-up), and the "
-                f"storage device took about {reading:.2f} s of the {predictor.outside.seconds:.2f} s between the "
+                f"storage device took about {format_duration(reading)} of the {format_duration(predictor.outside.seconds)} between the "
                 f"operations ({format_size(predictor.outside.read_bytes)} read then, a JVM's classes from a cold "
                 f"disk for one): the disk what-ifs scale that part, no other change touches it."
             )
@@ -149,16 +159,14 @@ def _advice(bottleneck: Bottleneck, predictions: Sequence[Prediction], profile: 
     return lines
 
 
-def _guessed(spending: Sequence[FunctionStat], index: int) -> str:
-    """A sentence where most of a resource's sampled time (samples times the share) is in functions whose class the
-    classifier guessed (``low_confidence``); empty otherwise. Only the functions the report shows are rated:
-    the others count as not guessed."""
-    weights = [(f.samples * f.vector[index], f.low_confidence) for f in spending]
+def _guessed(weights: Sequence[tuple[float, bool]], resource: str) -> str:
+    """A sentence where most of a resource's sampled time (each function's samples times its share, and whether
+    the classifier guessed its class: ``low_confidence``) is in guessed functions; empty otherwise. Only the
+    functions the report shows are rated: the others count as not guessed."""
     total = sum(w for w, _ in weights)
     guessed = sum(w for w, low in weights if low)
     if total <= 0 or guessed <= total / 2:
         return ""
-    resource = CATEGORIES[index]
     return (f" {guessed / total:.0%} of its sampled {resource} time is in functions the classifier is unsure of "
             f"(confidence under {LOW_CONFIDENCE:.0%}): check what they do before adding {resource}.")
 

@@ -66,12 +66,14 @@ def amdahl_factor(p: float, threads: int, new_threads: int) -> float:
 def new_wait(wait: float, compute: float, per_batch: float, new_per_batch: float) -> float:
     """A step's wait for input when the pipeline's time per batch changes (prefetching).
 
-    A step that really waited is at the pipeline's limit: its gap is the wait. Below a few percent
-    of the step, the "wait" is the iterator call's own cost with a batch ready, and the gap is the
-    pipeline's slack ``per_batch - compute`` (negative while prefetching hides the pipeline)."""
-    limited = wait > max(WAIT_NOISE_S, WAIT_NOISE_SHARE * (wait + compute))
-    gap = wait if limited else min(0.0, per_batch - compute)
-    return max(0.0, gap + new_per_batch - per_batch) if limited or new_per_batch > per_batch else wait
+    A step that really waited is at the pipeline's limit: its wait follows the time per batch. Below a
+    few percent of the step, the "wait" is the iterator call's own cost with a batch ready, which stays;
+    the step waits longer only by what a slower pipeline no longer hides behind its compute (its slack
+    ``per_batch - compute`` is negative while prefetching hides it)."""
+    change = new_per_batch - per_batch
+    if wait > max(WAIT_NOISE_S, WAIT_NOISE_SHARE * (wait + compute)):
+        return max(0.0, wait + change)
+    return wait + max(0.0, min(0.0, per_batch - compute) + change)
 
 
 class TensorFlowModel:
