@@ -322,3 +322,31 @@ def test_short_gaps_between_operations_are_not_outside_time() -> None:
     assert outside is not None
     assert [(g.start, g.end) for g in outside.gaps] == [(8.0, 9.0)]  # the 0.3 s between the stages is not one
     assert outside.read_bytes == pytest.approx(1e6)
+
+
+def paced_source(idle_s: float) -> tr.Trace:
+    """A Flink source chain of two 10 s subtasks that waited ``idle_s`` each for their input (a rate limit) and
+    computed the rest."""
+    tasks = [task(f"s#{i}", 0, 10, run_time_s=10.0, cpu_time_s=10.0 - idle_s, idle_time_s=idle_s) for i in range(2)]
+    trace = make_trace([op("source", 0, 10, tasks=tasks, parallelism=2,
+                           attributes={tr.ATTRIBUTE_WAITS_ON: "its input (rate-limited or empty)"})],
+                       total_slots=2, scaling=["parallelism"])
+    trace.application.framework = "flink"
+    return trace
+
+
+def test_a_source_paced_by_its_input_gains_nothing_from_more_subtasks() -> None:
+    # 8 s of each 10 s waited for the input: four subtasks take a quarter of the input each at a quarter of its
+    # rate, 10 s; their 2 s of work each (4 s in all, 1 s a subtask) fits in that pace
+    paced = predictor(paced_source(idle_s=8.0))
+    assert paced.predict(Changes({"parallelism": 4}), band=False).crystalperf.runtime_s == pytest.approx(10.0)
+    # a source that mostly computed spreads its work: 2 s of waiting and 8 s of work each, 20 s over four subtasks
+    computing = predictor(paced_source(idle_s=2.0))
+    assert computing.predict(Changes({"parallelism": 4}), band=False).crystalperf.runtime_s == pytest.approx(5.0)
+
+
+def test_a_source_paced_by_its_input_gains_nothing_from_faster_cores_until_its_work_outgrows_the_pace() -> None:
+    paced = predictor(paced_source(idle_s=8.0))
+    assert paced.predict(Changes({"cpu_speed": 2.0}), band=False).crystalperf.runtime_s == pytest.approx(10.0)
+    # a tenth of the speed: 20 s of work a subtask, past the 10 s the input took
+    assert paced.predict(Changes({"cpu_speed": 0.1}), band=False).crystalperf.runtime_s == pytest.approx(20.0)

@@ -34,7 +34,12 @@ from crystalperf.core.profile.machine import cluster_spread
 from crystalperf.core.profile.outside import outside_time
 from crystalperf.core.resources import ResourceVector
 from crystalperf.core.schedule import replay
-from crystalperf.core.trace import ATTRIBUTE_WAITS_ON, METRIC_RUN_TIME
+from crystalperf.core.trace import ATTRIBUTE_WAITS_ON, METRIC_RUN_TIME, WAITS_ON_OUTSIDE_INPUT
+
+# Subtasks of a source that waited at least this share of their time for input from outside the job (a rate limit,
+# records that arrive over time) were paced by it: a legacy Flink source is said to wait on its input from half its
+# time on (flink.assemble.waits_on).
+INPUT_PACED = 0.5
 
 
 class Simulator:
@@ -195,14 +200,26 @@ class Simulator:
             # No model to hand the parts to: the same sums, without an object per task (most of a replay's time
             # on a job of many small operations).
             new = [d * cpu + d * disk + d * network + d * fixed + d * input_wait for d in durations]
+        paced: tuple[list[float], list[float]] | None = None
+        if input_wait >= INPUT_PACED and unit.ctx.profile.op.attributes.get(ATTRIBUTE_WAITS_ON) == WAITS_ON_OUTSIDE_INPUT:
+            # Tasks that mostly waited for their input were paced by it (a rate limit, records that arrive over
+            # time): each takes as long as its input took to arrive (less what a model took off its waits: a
+            # faster device), unless its work no longer fits in that time.
+            waits = [p.input_wait for p in parts] if sim.models else [d * input_wait for d in durations]
+            pace = [d * (1.0 - input_wait) + w for d, w in zip(durations, waits, strict=True)]
+            work = [n - w for n, w in zip(new, waits, strict=True)]
+            paced = (pace, work)
+            new = [max(p, w) for p, w in zip(pace, work, strict=True)]
         if not unit.tasks:
             return max(0.0, unit.duration + sum(new) - sum(durations))
         if sim.parallelism:
             op = unit.ctx.profile.op
             if op.parallelism and unit.count == op.parallelism:
-                # Long-running subtasks (streaming): the operator's work is spread over the new subtasks.
+                # Long-running subtasks (streaming): the operator's work is spread over the new subtasks; those
+                # paced by their input each take their share of it at their share of its rate, as long as before.
                 busy_old = max(durations)
-                busy_new = sum(new) * unit.weight / sim.slots
+                busy_new = (max(max(paced[0]), sum(paced[1]) * unit.weight / sim.slots) if paced is not None
+                            else sum(new) * unit.weight / sim.slots)
                 return max(0.0, op.duration * busy_new / busy_old) if busy_old > 0 else op.duration
         if unit.count <= sim.one_wave:
             # One wave before and after, no task moved into or out of it: the longest task.

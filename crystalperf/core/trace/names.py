@@ -36,6 +36,9 @@ METRIC_READER_CPU_TIME = "reader_cpu_time_s"
 
 # Operation attribute a hook may set: what the operation's waiting was for (free text, e.g. "input pipeline").
 ATTRIBUTE_WAITS_ON = "waits_on"
+# ... this text where a source waited for input from outside the job (a rate limit, records arriving over time):
+# its pace, which no resource of the job changes.
+WAITS_ON_OUTSIDE_INPUT = "its input (rate-limited or empty)"
 # ... and how what it waited on spent its own time, when the hook measured it but it is no operation of the
 # trace (a training step's input pipeline): "cpu=0.25,disk=0.75,network=0".
 ATTRIBUTE_WAITS_ON_WORK = "waits_on_work"

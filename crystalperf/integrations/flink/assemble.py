@@ -44,7 +44,7 @@ NO_PLAN_WARNING = (
     "edges between operator chains are assumed linear"
 )
 # What a source waits on when it has nothing to emit: a rate limit (datagen's rows-per-second) or an empty input.
-SOURCE_WAITS_ON = "its input (rate-limited or empty)"
+SOURCE_WAITS_ON = t.WAITS_ON_OUTSIDE_INPUT
 BACKPRESSURE_WAITS_ON = "downstream operators (back-pressure)"
 PYTHON_WORKERS_WARNING = (
     "the job runs Python functions in separate Python worker processes, which are not sampled: "
