@@ -10,7 +10,7 @@ function" of a sample: the scan skips them, and a stack made of nothing else is 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from crystalperf.core import trace as tr
 from crystalperf.core.resources import WAITING_ONLY, ResourceVector
@@ -135,13 +135,20 @@ def is_wait_primitive(name: str) -> bool:
     return bool(_WAIT_PRIMITIVES.match(name))
 
 
+def _is_native(frame: tr.Frame) -> bool:
+    return frame.language == "native" or frame.name.startswith(("<native>", "[native]"))
+
+
 def _innermost(frames: Sequence[tr.Frame], stack: Sequence[int]) -> tr.Frame | None:
     """The stack's innermost frame that is not native (None: all are)."""
+    return next((frames[index] for index in stack if not _is_native(frames[index])), None)
+
+
+def _named_frames(frames: Sequence[tr.Frame], stack: Sequence[int]) -> Iterator[str]:
+    """The names of the stack's frames that are not native, innermost first, a lambda's as its enclosing method's."""
     for index in stack:
-        frame = frames[index]
-        if not (frame.language == "native" or frame.name.startswith(("<native>", "[native]"))):
-            return frame
-    return None
+        if not _is_native(frames[index]):
+            yield _LAMBDA_CLASS.sub("", frames[index].name)
 
 
 def sleeps(frames: Sequence[tr.Frame], stack: Sequence[int]) -> bool:
@@ -178,11 +185,7 @@ def idle_worker(frames: Sequence[tr.Frame], stack: Sequence[int]) -> bool:
     """Whether the stack is a pool's thread waiting for work: nothing but plumbing, down to the pool's wait for its
     next task (``ThreadPoolExecutor.getTask``...)."""
     waits_for_work = False
-    for index in stack:
-        frame = frames[index]
-        if frame.language == "native" or frame.name.startswith(("<native>", "[native]")):
-            continue
-        name = _LAMBDA_CLASS.sub("", frame.name)
+    for name in _named_frames(frames, stack):
         if _AWAITS_WORK.match(name):
             waits_for_work = True
         elif not is_plumbing(name):
@@ -204,11 +207,7 @@ _BLOCKING_PUTS = re.compile(
 
 def waits_on_consumer(frames: Sequence[tr.Frame], stack: Sequence[int]) -> bool:
     """Whether a parked stack is a blocking put into a full queue (``_BLOCKING_PUTS``), below its plumbing."""
-    for index in stack:
-        frame = frames[index]
-        if frame.language == "native" or frame.name.startswith(("<native>", "[native]")):
-            continue
-        name = _LAMBDA_CLASS.sub("", frame.name)
+    for name in _named_frames(frames, stack):
         if _BLOCKING_PUTS.match(name):
             return True
         if not is_plumbing(name):
@@ -230,15 +229,8 @@ _AWAITS_IO = re.compile(
 def awaits_io(frames: Sequence[tr.Frame], stack: Sequence[int]) -> bool:
     """Whether a parked stack waits for another thread's read: its first frame below the plumbing is one of the
     read-and-wait calls of ``_AWAITS_IO``."""
-    for index in stack:
-        frame = frames[index]
-        if frame.language == "native" or frame.name.startswith(("<native>", "[native]")):
-            continue
-        name = _LAMBDA_CLASS.sub("", frame.name)
-        if is_plumbing(name):
-            continue
-        return bool(_AWAITS_IO.match(name))
-    return False
+    first = next((name for name in _named_frames(frames, stack) if not is_plumbing(name)), None)
+    return first is not None and bool(_AWAITS_IO.match(first))
 
 
 WAITING_STATES = frozenset({tr.THREAD_BLOCKED, tr.THREAD_WAITING, tr.THREAD_TIMED_WAITING})
