@@ -320,6 +320,8 @@ def test_a_streaming_micro_batch_is_named_after_its_query_and_batch(tmp_path: Pa
     assert (job.attributes["streaming_query_id"], job.attributes["streaming_batch"]) == (query_id, "3")
     assert [s.name for s in job.children] == ["stage 2: counts batch 3", "stage 3: counts batch 3"]
     assert job.children[1].attributes["spark_stage_name"] == "count at /work/main/tests/data/record/spark_eventlog.py:67"
-    assert any("structured streaming micro-batches (1 of 'counts')" in w for w in trace.warnings)
+    span = job.end - job.start
+    assert any(f"structured streaming micro-batches ('counts': 1 batch of {span:.2f} s)" in w for w in trace.warnings), \
+        trace.warnings
     # the other jobs are no micro-batches
     assert trace.operations[0].name.startswith("job 0: collect at") and "streaming_batch" not in trace.operations[2].attributes

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from crystalperf.core import limits
 from crystalperf.core import trace as tr
 from crystalperf.core.record.sampling import merge_samples
+from crystalperf.core.units import format_duration
 from crystalperf.integrations.spark.config import INTEGRATION
 from crystalperf.integrations.spark.records import (
     AppRecord,
@@ -149,15 +151,17 @@ def name_operations(trace: tr.Trace) -> None:
     and stages are named after the query and the batch (``streaming_query_id`` and ``streaming_batch`` kept as the
     job's attributes), a stage that Spark named after one of its closures after its job (the action or SQL query
     that ran it). A stage renamed keeps Spark's name as its ``spark_stage_name`` attribute. A trace with
-    micro-batches gets a warning: its length is the queries', not their work's."""
-    batches: dict[str, int] = {}
+    micro-batches gets a warning: its length is the queries', not their work's, and how long their batches took."""
+    batches: dict[str, dict[str, tuple[float, float]]] = {}  # query -> batch -> its jobs' span
     for job in trace.operations:
         if job.kind != "job":
             continue
         batch = _MICRO_BATCH.fullmatch(job.attributes.get("description", "").strip())
         if batch is not None:
             query = batch["query"].strip() or f"query {batch['id'][:8]}"
-            batches[query] = batches.get(query, 0) + 1
+            spans = batches.setdefault(query, {})
+            start, end = spans.get(batch["batch"], (job.start, job.end))
+            spans[batch["batch"]] = (min(start, job.start), max(end, job.end))
             job.name = f"{job.name.split(': ', 1)[0]}: {query} batch {batch['batch'].strip()}"
             job.attributes.update(streaming_query_id=batch["id"], streaming_batch=batch["batch"].strip())
         label = job.name.split(": ", 1)[1] if ": " in job.name else ""
@@ -169,12 +173,26 @@ def name_operations(trace: tr.Trace) -> None:
                 stage.name = f"{prefix}: {label}"
                 stage.attributes["spark_stage_name"] = spark_name
     if batches:
-        queries = ", ".join(f"{count} of '{query}'" for query, count in sorted(batches.items()))
+        queries = "; ".join(_batches_text(query, spans) for query, spans in sorted(batches.items()))
         warning = (f"the application ran structured streaming micro-batches ({queries}): it lasted as long as its "
                    "queries ran, not as long as their work took; the runtimes predicted are the batches' work with "
                    "the time between them kept as traced")
         if warning not in trace.warnings:
             trace.warnings.append(warning)
+
+
+def _batches_text(query: str, spans: dict[str, tuple[float, float]]) -> str:
+    """How many batches a query ran, how long each took and how often one started (medians): a query whose batches
+    take as long as the time between them does not keep up with its trigger or its input."""
+    took = statistics.median(end - start for start, end in spans.values())
+    text = f"'{query}': {len(spans)} batch{'es' if len(spans) != 1 else ''} of {format_duration(took)}"
+    starts = sorted(start for start, _ in spans.values())
+    if len(starts) > 1:
+        every = statistics.median(b - a for a, b in zip(starts, starts[1:], strict=False))
+        text += f" (medians) every {format_duration(every)}"
+        if every > 0:
+            text += f", busy {min(1.0, took / every):.0%} of the time"
+    return text
 
 
 def _local_cores(properties: dict[str, str]) -> int | None:
