@@ -223,3 +223,15 @@ def test_an_operation_repeated_in_every_step_is_named_once_with_all_its_seconds(
     assert "50 ms of the 50 ms on its critical path" in b.sentence()
     single = find_bottleneck(build_profile(_steps(1), CLASSIFIER, locators=[]))
     assert "most of it in adam (4 ms)" in single.sentence()
+
+
+def test_a_stage_that_never_ran_after_its_parent_makes_no_cycle():
+    """A job cancelled while its first stage ran (a streaming query stopped): the stage after it never ran and
+    carries the job's start, before the parent it declares; time alone would put it first."""
+    ran = op("stage-8", 0.2, 1.0, tasks=[task("t", 0.2, 1.0, cpu_time_s=0.8)])
+    never = op("stage-9-skipped-in-job-4", 0.0, 0.0, parents=["stage-8"], status="skipped")
+    job = tr.Operation(id="job-4", name="job 4", kind="job", start=0.0, end=1.0, children=[ran, never])
+    profile = build_profile(make_trace([job]), CLASSIFIER, locators=[])
+    level = profile.top.nodes["job-4"].children
+    assert list(level.graph.edges) == [("stage-8", "stage-9-skipped-in-job-4")]
+    assert find_bottleneck(profile).seconds["cpu"] == pytest.approx(0.8)

@@ -175,6 +175,21 @@ def implicit_predecessors(ops: Sequence[tr.Operation]) -> dict[str, str]:
     return result
 
 
+def _topological_order(graph: nx.DiGraph) -> list[str]:
+    """The level's operations in an order that respects its edges (the check for a cycle is the sort the analysis
+    reads anyway). An edge implied by time that closes a cycle with declared ones goes: a stage that never ran (its
+    job was cancelled) carries its job's start, before the parent it declares."""
+    while True:
+        try:
+            return list(nx.topological_sort(graph))
+        except nx.NetworkXUnfeasible:
+            cycle = nx.find_cycle(graph)
+            implied = [(u, v) for u, v, *_ in cycle if graph.edges[u, v]["implicit"]]
+            if not implied:
+                raise ValueError(f"operations form a cycle: {' -> '.join(str(e[0]) for e in cycle)}") from None
+            graph.remove_edges_from(implied)
+
+
 def level_graph(
     ops: Sequence[tr.Operation],
     make_node: Callable[[tr.Operation, str, str | None], OperationProfile],
@@ -190,11 +205,7 @@ def level_graph(
     graph.add_nodes_from(op.id for op in ops)
     graph.add_edges_from((p, op.id, {"implicit": False}) for op in ops for p in op.parents)
     graph.add_edges_from((pred, op_id, {"implicit": True}) for op_id, pred in implicit_predecessors(ops).items())
-    try:
-        order = list(nx.topological_sort(graph))  # the check for a cycle is the sort the analysis reads anyway
-    except nx.NetworkXUnfeasible:
-        cycle = nx.find_cycle(graph)
-        raise ValueError(f"operations form a cycle: {' -> '.join(str(e[0]) for e in cycle)}") from None
+    order = _topological_order(graph)
     by_id = {op.id: op for op in ops}
     # A level whose operations overlap their declared predecessors is a pipeline (streaming): its
     # operations' spans say nothing about where the time went, their busy times do.

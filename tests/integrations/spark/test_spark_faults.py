@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from crystalperf.core.trace import load_trace
@@ -45,8 +46,8 @@ def test_failed_job_is_recorded_and_the_application_decides(run_app, tmp_path: P
         def explode(x):
             raise ValueError("boom")
 
-        try:
-            sc.parallelize(range(10), 2).map(explode).count()
+        try:  # fails in its first stage: the stage after the shuffle never runs
+            sc.parallelize(range(10), 2).map(explode).reduceByKey(lambda a, b: a).count()
         except Exception:
             print("CAUGHT")
         print("COUNT", spark.range(0, 100).count())
@@ -59,3 +60,11 @@ def test_failed_job_is_recorded_and_the_application_decides(run_app, tmp_path: P
     assert statuses.count("failed") >= 1 and "success" in statuses
     failed_tasks = [t for j in trace.operations for s in j.children for t in s.tasks if t.status == "failed"]
     assert failed_tasks
+    # the stage that never ran is in the trace, and the analysis reads the trace whole
+    assert any(s.status == "skipped" and s.parents for s in trace.operations[0].children)
+    report = out / "crystalperf-report.json"
+    deadline = time.monotonic() + 300  # the analysis runs detached after the application's end
+    while not report.is_file() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert report.is_file(), (out / "crystalperf-analysis.log").read_text()[-2000:]
+    assert result.report(out)["bottleneck"]["sentence"]
