@@ -159,11 +159,12 @@ def name_operations(trace: tr.Trace) -> None:
         batch = _MICRO_BATCH.fullmatch(job.attributes.get("description", "").strip())
         if batch is not None:
             query = batch["query"].strip() or f"query {batch['id'][:8]}"
+            batch_id = batch["batch"].strip()
             spans = batches.setdefault(query, {})
-            start, end = spans.get(batch["batch"], (job.start, job.end))
-            spans[batch["batch"]] = (min(start, job.start), max(end, job.end))
-            job.name = f"{job.name.split(': ', 1)[0]}: {query} batch {batch['batch'].strip()}"
-            job.attributes.update(streaming_query_id=batch["id"], streaming_batch=batch["batch"].strip())
+            start, end = spans.get(batch_id, (job.start, job.end))
+            spans[batch_id] = (min(start, job.start), max(end, job.end))
+            job.name = f"{job.name.split(': ', 1)[0]}: {query} batch {batch_id}"
+            job.attributes.update(streaming_query_id=batch["id"], streaming_batch=batch_id)
         label = job.name.split(": ", 1)[1] if ": " in job.name else ""
         if not label or _CLOSURE_NAME.match(label):
             continue
