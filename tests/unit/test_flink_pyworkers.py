@@ -11,6 +11,7 @@ from crystalperf.core import trace as t
 from crystalperf.core.attribution.waiting import delegates, primitive_vector
 from crystalperf.core.record.sampletable import SampleTable
 from crystalperf.integrations.flink.assemble import (
+    EMBEDDED_PYTHON_WARNING,
     PYTHON_WORKERS_WARNING,
     read_metrics,
 )
@@ -113,6 +114,24 @@ def test_without_worker_samples_the_trace_warns_that_python_was_not_sampled(tmp_
     trace = read_metrics(_part(tmp_path, ["Source: requests[1] -> PythonCalc[2]"]))
     assert PYTHON_WORKERS_WARNING in trace.warnings
     assert all(task.metrics[t.METRIC_CPU_TIME] == 0.5 for task in trace.operations[0].tasks)
+
+
+# python.execution-mode: thread: the UDF runs on the task thread, in pemja's embedded CPython
+EMBEDDED_CALL = "\n".join([
+    "pemja.core.PythonInterpreter.invokeMethodOneArgLong\tPythonInterpreter.java\t-2",
+    "pemja.core.PythonInterpreter.invokeMethodOneArg\tPythonInterpreter.java\t290",
+    "org.apache.flink.table.runtime.operators.python.scalar.EmbeddedPythonScalarFunctionOperator.processElement"
+    "\tE.java\t1",
+    "org.apache.flink.streaming.api.operators.python.embedded.AbstractEmbeddedPythonFunctionOperator.open\tA.java\t1",
+])
+
+
+def test_python_run_in_the_task_threads_is_not_said_to_run_in_unsampled_workers(tmp_path: Path) -> None:
+    trace = read_metrics(_part(tmp_path, ["Source: ids[1] -> PythonCalc[2]"], stack=EMBEDDED_CALL))
+    assert PYTHON_WORKERS_WARNING not in trace.warnings
+    assert EMBEDDED_PYTHON_WARNING in trace.warnings
+    trace = read_metrics(_part(tmp_path, ["Source: ids[1] -> PythonCalc[2]"]))
+    assert EMBEDDED_PYTHON_WARNING not in trace.warnings
 
 
 def test_the_java_side_waiting_for_its_worker_delegates_and_socket_reads_are_network() -> None:

@@ -171,3 +171,14 @@ def test_the_terminal_names_a_guessed_top_function_as_a_guess() -> None:
     sure = TerminalRenderer(width=300).render(_report(RatedClassifier(RULES, {**UNSURE, "app.Disk.write": 0.7})))
     assert "app.Disk.write" in sure and "guess" not in sure
     assert _function_cell(None) == ""
+
+
+def test_advice_to_move_the_work_to_a_gpu_does_not_call_it_adding_cpu() -> None:
+    from crystalperf.core.predict.base import Changes
+
+    # a compute kernel, which a GPU would run
+    trace = make_trace([op("matmul", 0, 10, kind="op", tasks=[task("s", 0, 10, run_time_s=10, cpu_time_s=10)])])
+    trace.application.framework = "tensorflow"
+    report = analyze(trace, scenarios=[Changes({"device": "gpu"})], band=False).report
+    assert any(a.startswith("Move it to a GPU: with device=gpu") for a in report["advice"]), report["advice"]
+    assert not any(a.startswith("Add cpu") for a in report["advice"])

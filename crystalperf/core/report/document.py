@@ -109,8 +109,11 @@ def _advice(bottleneck: Bottleneck, predictions: Sequence[Prediction], profile: 
     helpful = [p for p in predictions if any(k in p.changes for k in useful) and p.speedup > 1.0]
     if helpful:
         best = max(helpful, key=lambda p: p.speedup)
+        # a device change moves the work to other hardware (at an assumed speed-up unless stated) rather than adding
+        # more of the resource the job ran on
+        action = "Move it to a GPU" if best.changes.get("device") == "gpu" else f"Add {resource}"
         lines.append(
-            f"Add {resource}: with {best.changes.describe()} the job is predicted to take "
+            f"{action}: with {best.changes.describe()} the job is predicted to take "
             f"{format_duration(best.crystalperf.runtime_s)} instead of {format_duration(best.baseline_runtime_s)} "
             f"({best.speedup:.2f}x)."
         )

@@ -50,6 +50,16 @@ PYTHON_WORKERS_WARNING = (
     "the job runs Python functions in separate Python worker processes, which are not sampled: "
     "the time task threads wait on them (Python compute) shows as waiting, not as CPU"
 )
+# ``python.execution-mode: thread``: the Python functions run on the task threads, in a CPython embedded in the
+# TaskManager by pemja. The JVM's samples end in pemja's native call, whatever the Python code does there.
+EMBEDDED_PYTHON_FRAME = "pemja.core.PythonInterpreter."
+_EXTERNAL_PYTHON_OPERATOR = PYTHON_OPERATOR + "process."
+EMBEDDED_PYTHON_WARNING = (
+    "the job runs Python functions in the task threads (python.execution-mode: thread), which are sampled as the "
+    "JVM's call into Python (pemja.core.PythonInterpreter): their time counts as CPU even where the Python code "
+    "waited on a disk or the network, and the report cannot name the Python functions; run with "
+    "python.execution-mode: process to see them"
+)
 
 
 @dataclass
@@ -612,9 +622,14 @@ def warnings_of(job: Part, planned: bool, samples: t.StackSamples | None,
     if workers is not None and workers.unplaced:
         warnings.append(f"{workers.unplaced} of the Python workers' samples were left out: no chain's task thread "
                         "was in its Python operator when they were taken")
-    if (samples is not None and any(PYTHON_OPERATOR in frame.name for frame in samples.frames)
-            and (workers is None or workers.samples is None)):
-        warnings.append(PYTHON_WORKERS_WARNING)
+    names = [frame.name for frame in samples.frames] if samples is not None else []
+    if (any(_EXTERNAL_PYTHON_OPERATOR in name for name in names)
+            or (any(PYTHON_OPERATOR in name for name in names)
+                and not any(name.startswith(EMBEDDED_PYTHON_FRAME) for name in names))):
+        if workers is None or workers.samples is None:
+            warnings.append(PYTHON_WORKERS_WARNING)
+    if any(name.startswith(EMBEDDED_PYTHON_FRAME) for name in names):
+        warnings.append(EMBEDDED_PYTHON_WARNING)
     if job.dropped_samples:
         warnings.append(f"{job.dropped_samples} stack samples lost their stack detail to the reporter's memory "
                         f"bound (max.sample.bytes / max.sample.rows; counted under '{OTHER}')")

@@ -17,7 +17,7 @@ import pytest
 
 from crystalperf.core import trace as t
 from crystalperf.integrations import flink as cpflink
-from crystalperf.integrations.flink.assemble import PYTHON_WORKERS_WARNING
+from crystalperf.integrations.flink.assemble import EMBEDDED_PYTHON_WARNING, PYTHON_WORKERS_WARNING
 from crystalperf.integrations.flink.pyworkers import WORKER_ROLE
 
 from .reports import plumbing_top_functions
@@ -75,7 +75,7 @@ def _spin(i: int) -> int:
     return total
 
 
-def _run(out: Path, function: Any, rows: int) -> None:
+def _run(out: Path, function: Any, rows: int, mode: str = "process") -> None:
     from pyflink.common import Configuration
     from pyflink.table import EnvironmentSettings, TableEnvironment
     from pyflink.table.udf import udf
@@ -83,6 +83,12 @@ def _run(out: Path, function: Any, rows: int) -> None:
     config = cpflink.configure(Configuration(), out)
     config.set_string("parallelism.default", "1")
     config.set_string("python.executable", sys.executable)
+    config.set_string("python.execution-mode", mode)
+    if mode == "thread":
+        import sysconfig
+
+        # the embedded interpreter starts from the base installation's paths, not this environment's
+        config.set_string("python.pythonpath", sysconfig.get_paths()["purelib"])
     env = TableEnvironment.create(EnvironmentSettings.new_instance().in_streaming_mode()
                                   .with_configuration(config).build())
     env.create_temporary_function("work", udf(function, result_type="BIGINT"))
@@ -138,6 +144,14 @@ def cpu_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def thread_mode_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("pyflink")
+    out = tmp_path_factory.mktemp("flink-python-thread-mode")
+    _run(out, _spin, rows=8, mode="thread")
+    return out
+
+
 def _python_operator(report: dict[str, Any]) -> dict[str, Any]:
     return next(op for op in report["operations"] if op["name"].startswith("PythonCalc"))
 
@@ -169,6 +183,18 @@ def test_a_python_udf_looping_in_python_is_cpu_bound(cpu_job: Path) -> None:
     names = [f["name"] for f in operator.get("top_functions") or []]
     assert any(name.endswith("_spin") for name in names), names
     assert plumbing_top_functions(report) == []
+
+
+def test_a_python_udf_run_in_the_task_thread_is_cpu_and_the_report_says_what_it_cannot_show(
+        thread_mode_job: Path) -> None:
+    report = _report(thread_mode_job)
+    warnings = report.get("warnings") or []
+    assert EMBEDDED_PYTHON_WARNING in warnings
+    assert PYTHON_WORKERS_WARNING not in warnings
+    operator = _python_operator(report)
+    vector = operator["vector"]
+    assert max(vector, key=vector.get) == "cpu", (vector, operator["runtime_s"])
+    assert not _worker_keys(thread_mode_job)
 
 
 # A loopback job whose worker sampler samples every millisecond instead of every 100 ms, while the Beam
