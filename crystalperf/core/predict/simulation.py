@@ -64,6 +64,10 @@ def _start(task: tr.Task) -> float:
     return task.start
 
 
+def _end(op: tr.Operation) -> float:
+    return op.end
+
+
 @dataclass(slots=True)
 class Unit:
     """An operation's tasks as every simulation reads them: in start order, thinned to at most
@@ -212,6 +216,8 @@ class LevelPlan:
     # each step's one predecessor (-1: none) and offsets, when no step has more than one: a forest
     parents: np.ndarray | None = None
     offsets: np.ndarray | None = None
+    # per step, where one waited for its trigger: its traced start within the level, before which it never starts
+    not_before: list[float | None] | None = None
     _redrawn: dict[int, list[int]] = field(default_factory=dict)
     _tour: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # of the forest, once needed
     columns: Columns | None = None  # once a scenario's models adjust the level's tasks as columns
@@ -230,10 +236,13 @@ class LevelPlan:
             children = prof.children if prof.children and not runs_its_children(prof) else None
             steps.append(Step(prof, preds, offset, children, unit(prof) if children is None else None))
             last_end = max(last_end, op.end)
+        not_before = _trigger_starts(level, steps)
         rows = [(step.preds, step.offset, step.children, step.unit) for step in steps]
         plan = cls(steps, max(0.0, level.end - last_end), rows)  # type: ignore[arg-type]
         plan.child_rows = [i for i, step in enumerate(steps) if step.children is not None]
-        if len(steps) >= VECTOR_PROPAGATION_STEPS and all(len(step.preds) <= 1 for step in steps):
+        if any(start is not None for start in not_before):
+            plan.not_before = not_before
+        elif len(steps) >= VECTOR_PROPAGATION_STEPS and all(len(step.preds) <= 1 for step in steps):
             plan.parents = np.array([step.preds[0] if step.preds else -1 for step in steps], dtype=np.int64)
             plan.offsets = np.array([step.offset for step in steps], dtype=np.float64)
         return plan
@@ -254,6 +263,7 @@ class LevelPlan:
             return self._forest_end(durations)
         new_start = [0.0] * len(durations)
         new_end = [0.0] * len(durations)
+        not_before = self.not_before
         for i, (preds, offset, _children, _unit) in enumerate(self.rows):
             if len(preds) == 1:
                 p = preds[0]
@@ -267,6 +277,8 @@ class LevelPlan:
                 start = offset
             if start < 0.0:
                 start = 0.0
+            if not_before is not None and (trigger := not_before[i]) is not None and start < trigger:
+                start = trigger
             new_start[i] = start
             new_end[i] = start + durations[i]
         return max(new_end, default=0.0) + self.tail
@@ -286,6 +298,37 @@ class LevelPlan:
         np.maximum(own, 0.0, out=own)
         start = np.cumsum(own[tour] * signs)[entries]
         return float((start + duration).max()) + self.tail
+
+
+# A micro-batch waited for its trigger when it started at least this long after the batch before it ended, and
+# later than half that batch's time: between batches that run back to back (an available-now trigger, a query
+# behind its input) lie only the query's own steps (planning, committing offsets: tens of milliseconds), where a
+# processing-time trigger leaves its interval less the batch's time.
+TRIGGER_GAP_S = 0.2
+
+
+def _trigger_starts(level: LevelGraph, steps: list[Step]) -> list[float | None]:
+    """Each step that waited for its streaming query's trigger: its traced start within the level, before which
+    it does not start in any scenario (a query keeps its trigger's schedule however fast its batches get); once
+    the batch before runs past the trigger it starts after it by the query's own steps (the shortest gap between
+    its batches that ran back to back, else none): its offset is set to that. None for every other step."""
+    by_query: dict[str, list[int]] = {}
+    for i, step in enumerate(steps):
+        attributes = step.prof.op.attributes
+        if step.preds and tr.ATTRIBUTE_STREAMING_BATCH in attributes:
+            by_query.setdefault(attributes.get(tr.ATTRIBUTE_STREAMING_QUERY, ""), []).append(i)
+    starts: list[float | None] = [None] * len(steps)
+    for batches in by_query.values():
+        waited = [i for i in batches if steps[i].offset >= TRIGGER_GAP_S
+                  and steps[i].offset > max((steps[p].prof.op for p in steps[i].preds), key=_end).duration / 2]
+        if not waited:
+            continue
+        back_to_back = [steps[i].offset for i in batches if i not in waited]
+        overhead = max(0.0, min(back_to_back, default=0.0))
+        for i in waited:
+            starts[i] = steps[i].prof.op.start - level.start
+            steps[i].offset = overhead
+    return starts
 
 
 def euler_tour(parents: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -34,6 +34,12 @@ METRIC_CPU_WAIT_TIME = "cpu_wait_s"
 METRIC_THREADS_CPU_TIME = "threads_cpu_time_s"
 METRIC_READER_CPU_TIME = "reader_cpu_time_s"
 
+# Operation attributes of one micro-batch of a streaming query (Spark structured streaming): the query's id and the
+# batch. A batch that started well after the one before it ended waited for its trigger: it starts no earlier in a
+# what-if (``crystalperf.core.predict.simulation``).
+ATTRIBUTE_STREAMING_QUERY = "streaming_query_id"
+ATTRIBUTE_STREAMING_BATCH = "streaming_batch"
+
 # Operation attribute a hook may set: what the operation's waiting was for (free text, e.g. "input pipeline").
 ATTRIBUTE_WAITS_ON = "waits_on"
 # ... this text where a source waited for input from outside the job (a rate limit, records arriving over time):

@@ -176,8 +176,9 @@ def name_operations(trace: tr.Trace) -> None:
     if batches:
         queries = "; ".join(_batches_text(query, spans) for query, spans in sorted(batches.items()))
         warning = (f"the application ran structured streaming micro-batches ({queries}): it lasted as long as its "
-                   "queries ran, not as long as their work took; the runtimes predicted are the batches' work with "
-                   "the time between them kept as traced")
+                   "queries ran, not as long as their work took; the runtimes predicted keep each query's schedule: "
+                   "a batch that waited for its trigger starts no earlier, and right after the batch before once "
+                   "that one runs past it")
         if warning not in trace.warnings:
             trace.warnings.append(warning)
 

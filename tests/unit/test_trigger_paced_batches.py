@@ -1,0 +1,50 @@
+"""Micro-batches of a streaming query in what-ifs: a batch that waited for its trigger starts no earlier however
+fast the batches before it get, and right after them once they run past it; batches that ran back to back (an
+available-now trigger) gain what their work gains. Hand-computed on jobs of one single-task stage each."""
+
+from __future__ import annotations
+
+import pytest
+
+from crystalperf.core import trace as tr
+from crystalperf.core.attribution.classify import KeywordClassifier
+from crystalperf.core.predict import Changes, Predictor
+from crystalperf.core.profile.dag import build_profile
+
+from .helpers import make_trace, op, task
+
+
+def _batches(starts: list[float], took: float, end: float, query: str = "q1") -> tr.Trace:
+    """A job per batch starting at ``starts``, each one stage of one task computing for ``took`` seconds."""
+    jobs = []
+    for n, start in enumerate(starts):
+        stage = op(f"stage-{n}", start, start + took, kind="stage", tasks=[
+            task(f"t{n}", start, start + took, run_time_s=took, cpu_time_s=took)])
+        jobs.append(op(f"job-{n}", start, start + took, kind="job", children=[stage], attributes={
+            tr.ATTRIBUTE_STREAMING_QUERY: query, tr.ATTRIBUTE_STREAMING_BATCH: str(n)}))
+    return make_trace(jobs, end=end)
+
+
+def _runtime(trace: tr.Trace, changes: dict[str, float]) -> float:
+    predictor = Predictor(build_profile(trace, KeywordClassifier()))
+    return predictor.predict(Changes(changes), band=False).crystalperf.runtime_s
+
+
+def test_batches_on_a_trigger_keep_its_schedule_when_they_get_faster() -> None:
+    # batches of 0.4 s every second, the application stopped at 5 s: twice the speed ends the last batch 0.2 s
+    # sooner (4.2 s), and the 0.6 s after it stay: 4.8 s
+    trace = _batches([0.0, 1.0, 2.0, 3.0, 4.0], took=0.4, end=5.0)
+    assert _runtime(trace, {"cpu_speed": 2.0}) == pytest.approx(4.8)
+
+
+def test_batches_that_outgrow_their_trigger_start_one_after_another() -> None:
+    # at a fifth of the speed a batch takes 2 s: each starts when the one before ends (no back-to-back gap was
+    # traced to add): 10 s, and the 0.6 s after the last
+    trace = _batches([0.0, 1.0, 2.0, 3.0, 4.0], took=0.4, end=5.0)
+    assert _runtime(trace, {"cpu_speed": 0.2}) == pytest.approx(10.6)
+
+
+def test_batches_that_ran_back_to_back_gain_all_their_work_gains() -> None:
+    # 0.05 s between batches of 1 s (planning and commits): twice the speed, 5 x 0.5 + 4 x 0.05 + 0.1 after
+    trace = _batches([0.0, 1.05, 2.1, 3.15, 4.2], took=1.0, end=5.3)
+    assert _runtime(trace, {"cpu_speed": 2.0}) == pytest.approx(2.8)
