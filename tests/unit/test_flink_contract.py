@@ -83,6 +83,8 @@ def test_a_supported_version_is_configured_keeping_the_jars_already_listed(
         "metrics.reporter.crystalperf.factory.class": cpflink.FACTORY_CLASS,
         "metrics.reporter.crystalperf.output.dir": str(tmp_path.resolve()),
         "metrics.reporter.crystalperf.analyze.python": sys.executable,
+        # where the TaskManager's embedded interpreter (thread mode) imports crystalperf from: this one's
+        "metrics.reporter.crystalperf.python.path": str(Path(cpflink.__file__).resolve().parents[3]),
     }
 
 

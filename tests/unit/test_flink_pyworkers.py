@@ -184,6 +184,50 @@ def test_the_sampler_takes_only_threads_running_a_bundle(tmp_path: Path, monkeyp
     assert any(name.endswith("process_bundle") for name in names)
 
 
+def test_the_embedded_sampler_takes_threads_in_an_embedded_operation_without_cpu_or_counters(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    import sys
+    import threading
+    import types
+
+    from crystalperf.integrations.flink.pyworkers import (
+        WorkerSampler,
+        load_spool_hook,
+        load_spool_io,
+        spool_files,
+    )
+
+    module = "pyflink.fn_execution.embedded.operation_utils"
+    monkeypatch.setitem(sys.modules, module, types.ModuleType(module))
+    operation: dict[str, Any] = {"__name__": module}
+    # placed as PyFlink's embedded operation, which pemja calls on the task thread; the UDF's frames sit above it
+    exec("def process_element(stop):\n    stop.wait(10)\n", operation)  # noqa: S102
+    stop = threading.Event()
+    working = threading.Thread(target=operation["process_element"], args=(stop,))
+    idle = threading.Thread(target=stop.wait, args=(10,))
+    working.start()
+    idle.start()
+    try:
+        sampler = WorkerSampler(tmp_path, embedded=True)
+        assert sampler.sample_once() == 1
+        assert sampler.sample_once() == 1
+        sampler.flush()
+    finally:
+        stop.set()
+        working.join()
+        idle.join()
+    [spool] = spool_files(tmp_path)
+    assert spool.name.startswith("crystalperf-pyflink-workers.embedded-")
+    loaded = load_spool(spool)
+    assert loaded is not None
+    samples, cpu, _ = loaded
+    assert [key.thread for key in samples.keys] == [WORKER_ROLE]
+    # the task threads' CPU time and the TaskManager's counters are the reporter's: none here
+    assert cpu == {} and load_spool_io(spool) == []
+    hook = load_spool_hook(spool)
+    assert hook is not None and hook.source.startswith("python-embedded:") and hook.process_cpu_s is None
+
+
 def test_an_unwritable_output_directory_is_reported_once_and_not_retried(tmp_path: Path, caplog: Any) -> None:
     import logging
 

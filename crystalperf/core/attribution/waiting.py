@@ -83,6 +83,8 @@ _DELEGATE_READS = re.compile(
     r"|finishBundle)$"
     r"|^org\.apache\.beam\.runners\.fnexecution\.(?:control|data)\.[\w$]*\.(?:getClient|take"
     r"|createOutboundAggregator|close|awaitCompletion)$"
+    # PyFlink's thread mode: the task thread runs the Python code itself, which the embedded sampler sees
+    r"|^pemja\.core\.PythonInterpreter\.(?:invoke\w*|exec)$"
 )
 _STREAM_FRAMES = re.compile(r"^(?:java\.io\.|java\.net\.|java\.nio\.|sun\.nio\.|jdk\.internal\.|sun\.net\.)")
 

@@ -55,10 +55,10 @@ PYTHON_WORKERS_WARNING = (
 EMBEDDED_PYTHON_FRAME = "pemja.core.PythonInterpreter."
 _EXTERNAL_PYTHON_OPERATOR = PYTHON_OPERATOR + "process."
 EMBEDDED_PYTHON_WARNING = (
-    "the job runs Python functions in the task threads (python.execution-mode: thread), which are sampled as the "
-    "JVM's call into Python (pemja.core.PythonInterpreter): their time counts as CPU even where the Python code "
-    "waited on a disk or the network, and the report cannot name the Python functions; run with "
-    "python.execution-mode: process to see them"
+    "the job runs Python functions in the task threads (python.execution-mode: thread), whose Python stacks were "
+    "not sampled (the reporter starts a sampler in the embedded interpreter, which could not import crystalperf "
+    "there or did not run): they show as the JVM's call into Python (pemja.core.PythonInterpreter), counted as "
+    "CPU even where the Python code waited on a disk or the network"
 )
 
 
@@ -367,10 +367,11 @@ def _frames(table: SampleTable, stack: str) -> tuple[list[int], int]:
     return frame_ids, depth
 
 
-# Task-thread frames of a chain's work for its Python operator: the operator's own frames, its Beam runner's, and
-# a legacy source thread waiting for the end of input (the Python operator's last bundle)
+# Task-thread frames of a chain's work for its Python operator: the operator's own frames, its Beam runner's, a
+# legacy source thread waiting for the end of input (the Python operator's last bundle), and pemja's call into the
+# embedded interpreter (thread mode)
 _PYTHON_WORK = (PYTHON_OPERATOR, "org.apache.flink.streaming.api.runners.python.",
-                "SourceStreamTask$LegacySourceFunctionThread.completeProcessing")
+                "SourceStreamTask$LegacySourceFunctionThread.completeProcessing", EMBEDDED_PYTHON_FRAME)
 
 
 def samples_of(job: Part, chain_ids: dict[str, str], operator_ids: dict[str, list[str]],
@@ -436,7 +437,8 @@ def split_chain_busy_time(operations: list[t.Operation], samples: t.StackSamples
 
 def python_chains(job: Part) -> list[str]:
     """Task names of the chains whose task threads were sampled in PyFlink's Python operators."""
-    return sorted({row.task_name for row in job.samples if PYTHON_OPERATOR in row.stack and not row.thread})
+    return sorted({row.task_name for row in job.samples
+                   if not row.thread and (PYTHON_OPERATOR in row.stack or EMBEDDED_PYTHON_FRAME in row.stack)})
 
 
 def python_operator(chain: t.Operation) -> str | None:
@@ -628,7 +630,7 @@ def warnings_of(job: Part, planned: bool, samples: t.StackSamples | None,
                 and not any(name.startswith(EMBEDDED_PYTHON_FRAME) for name in names))):
         if workers is None or workers.samples is None:
             warnings.append(PYTHON_WORKERS_WARNING)
-    if any(name.startswith(EMBEDDED_PYTHON_FRAME) for name in names):
+    if any(name.startswith(EMBEDDED_PYTHON_FRAME) for name in names) and (workers is None or workers.samples is None):
         warnings.append(EMBEDDED_PYTHON_WARNING)
     if job.dropped_samples:
         warnings.append(f"{job.dropped_samples} stack samples lost their stack detail to the reporter's memory "

@@ -60,7 +60,11 @@ def configuration(output_dir: str | Path | None = None, *, analyze: bool = True,
     if output_dir is not None:
         entries[f"metrics.reporter.{REPORTER_NAME}.output.dir"] = str(Path(output_dir).resolve())
     if analyze:
+        # both for processes on this machine, like this Python: where the reporter's sampler of Python functions run
+        # in thread mode imports crystalperf from, inside the interpreter pemja embeds in the TaskManager (which
+        # starts from the base installation's paths)
         entries[f"metrics.reporter.{REPORTER_NAME}.analyze.python"] = sys.executable
+        entries[f"metrics.reporter.{REPORTER_NAME}.python.path"] = str(Path(__file__).resolve().parents[3])
     if sample_interval_ms:
         entries[SAMPLE_INTERVAL_KEY] = str(int(sample_interval_ms))
     if cpu_budget is not None:

@@ -19,6 +19,13 @@ The same process's I/O counters go into that file too (``io``: rows of ``crystal
 source ``python:<pid>``, this process alone): the loopback workers' reads are this process's, and the
 gateway JVM, whose reporter counts its own process and descendants, is this process's child, not its parent.
 
+With ``python.execution-mode: thread`` the Python functions run on the task threads themselves, in the CPython
+that pemja embeds in the TaskManager. The reporter then starts this sampler inside that interpreter
+(:func:`start_embedded_sampler`, through pemja, once it samples a task thread calling into Python): it takes the
+Python stacks of the threads running an embedded PyFlink operation (a frame of ``pyflink.fn_execution.embedded``)
+and writes ``crystalperf-pyflink-workers.embedded-<pid>.json``, without CPU time or I/O counters (the task
+threads' CPU time and the process's counters are the reporter's already).
+
 Python workers started as separate processes (process mode: a cluster, or
 ``_python_worker_execution_mode=process``) are not sampled by this.
 """
@@ -66,11 +73,19 @@ _samplers: dict[Path, WorkerSampler] = {}
 
 # How far down a stack the bundle's frame is looked for (the UDF's own calls sit above it).
 _BUNDLE_DEPTH = 256
+# Thread mode: the task thread runs the operation's Python code from these modules (pemja calls into them).
+_EMBEDDED_PACKAGE = "pyflink.fn_execution.embedded."
+_EMBEDDED_MODULE = "pyflink.fn_execution.embedded.operation_utils"
 
 
 def _in_bundle(stack: CapturedStack) -> bool:
     return any(code.co_name == _BUNDLE_FUNCTION and module_globals.get("__name__") == _BUNDLE_MODULE
                for code, module_globals in stack_frames(stack))
+
+
+def _in_embedded_operation(stack: CapturedStack) -> bool:
+    return any(str(module_globals.get("__name__", "")).startswith(_EMBEDDED_PACKAGE)
+               for _code, module_globals in stack_frames(stack))
 
 
 def _thread_cpu_s(ident: int) -> float | None:
@@ -83,7 +98,8 @@ def _thread_cpu_s(ident: int) -> float | None:
 class WorkerSampler(PythonStackSampler):
     """A :class:`PythonStackSampler` of the threads that run Beam bundles, spooling to ``out_dir``."""
 
-    def __init__(self, out_dir: Path, *, interval_s: float = 0.1, share: float | None = None) -> None:
+    def __init__(self, out_dir: Path, *, interval_s: float = 0.1, share: float | None = None,
+                 embedded: bool = False) -> None:
         budget = hook_budget.CpuBudget(hook_budget.share_from_env() if share is None else share)
         super().__init__(self._key_for, interval_s=interval_s, capture_depth=_BUNDLE_DEPTH,
                          max_bytes=max_bytes_from_env() if os.environ.get(MAX_BYTES_ENV) else _MAX_BYTES,
@@ -92,7 +108,12 @@ class WorkerSampler(PythonStackSampler):
         self._process_cpu_at_start = time.process_time()
         self._hook_at_start = hook_budget.PROCESS.parts()
         self.out_dir = out_dir
-        self.path = out_dir / f"{SPOOL_PREFIX}{os.getpid()}.json"
+        # in the TaskManager's embedded interpreter: its task threads' CPU time and the process's counters are
+        # the reporter's
+        self.embedded = embedded
+        self._harness, self._working_in = ((_EMBEDDED_MODULE, _in_embedded_operation) if embedded
+                                           else (_BUNDLE_MODULE, _in_bundle))
+        self.path = out_dir / f"{SPOOL_PREFIX}{'embedded-' if embedded else ''}{os.getpid()}.json"
         self._working: set[int] = set()
         self._cpu_seen: dict[int, float] = {}
         # bucket of cpu_bucket_s (from the table's origin) -> CPU seconds the bundle threads used in it
@@ -109,7 +130,8 @@ class WorkerSampler(PythonStackSampler):
 
     def start(self) -> WorkerSampler:
         super().start()
-        self.io.start()
+        if not self.embedded:
+            self.io.start()
         return self
 
     def _io_changed(self) -> bool:
@@ -132,15 +154,15 @@ class WorkerSampler(PythonStackSampler):
         return tr.SampleKey(operation=WORKER_ROLE, thread=WORKER_ROLE) if ident in self._working else None
 
     def sample_once(self, stacks: dict[int, CapturedStack] | None = None) -> int:
-        if _BUNDLE_MODULE not in sys.modules:  # no harness in this process (yet): nothing to look at
+        if self._harness not in sys.modules:  # no harness in this process (yet): nothing to look at
             self._maybe_flush()
             return 0
         stacks = stacks if stacks is not None else current_stacks(self.capture_depth)
-        working = {ident for ident, stack in stacks.items() if _in_bundle(stack)}
+        working = {ident for ident, stack in stacks.items() if self._working_in(stack)}
         now = self.clock()
         bucket = int((now - self.table.origin) // self.cpu_bucket_s)
         # CPU of a thread between two samples counts when it ran a bundle at either end of the interval
-        for ident in working | self._working:
+        for ident in (working | self._working) if not self.embedded else ():
             used = _thread_cpu_s(ident)
             if used is None:
                 self._cpu_seen.pop(ident, None)
@@ -187,6 +209,7 @@ class WorkerSampler(PythonStackSampler):
             "format": SPOOL_FORMAT,
             "version": 2,
             "process": os.getpid(),
+            "embedded": self.embedded,
             "written": time.time(),
             "cpu": [[bucket, seconds] for bucket, seconds in sorted(self.cpu.items())],
             "cpu_bucket_s": self.cpu_bucket_s,
@@ -194,9 +217,11 @@ class WorkerSampler(PythonStackSampler):
             # what the hook cost in this process since this sampler started, over the same span as the process's
             # CPU time (a client that ran jobs before this one counted their hooks' CPU too)
             "hook": hook_budget.process_cost(
-                f"python:{os.getpid()}", hook_budget.PROCESS.since(self._hook_at_start), host=self.io.host,
-                process_cpu_s=max(0.0, time.process_time() - self._process_cpu_at_start), budget=self.budget,
-                paces=[self.pace]).model_dump(mode="json", exclude_none=True),
+                f"python-embedded:{os.getpid()}" if self.embedded else f"python:{os.getpid()}",
+                hook_budget.PROCESS.since(self._hook_at_start), host=self.io.host,
+                # the TaskManager's CPU time is the reporter's to give
+                process_cpu_s=None if self.embedded else max(0.0, time.process_time() - self._process_cpu_at_start),
+                budget=self.budget, paces=[self.pace]).model_dump(mode="json", exclude_none=True),
         }
         # the samples' text is reused while they do not change: the I/O rows alone may have moved
         text = json.dumps(body)[:-1] + ', "samples": ' + self._samples_json + "}"
@@ -233,6 +258,21 @@ def start_worker_sampler(output_dir: str | Path, interval_s: float = 0.1,
                 atexit.register(_stop, sampler)
             return sampler
     return None
+
+
+def start_embedded_sampler(output_dir: str, interval_s: float = 0.1, share: float | None = None) -> bool:
+    """Start the sampler of the Python functions that run on this TaskManager's task threads (thread mode); the
+    reporter calls it through pemja inside the embedded interpreter. Its thread lives as long as the interpreter
+    (the TaskManager's process). True when it runs; never raises into the caller."""
+    with guard("flink: start the embedded Python sampler"):
+        out = Path(output_dir).resolve()
+        with _lock:
+            sampler = _samplers.get(out)
+            if sampler is None:
+                sampler = _samplers[out] = WorkerSampler(out, interval_s=interval_s, share=share, embedded=True)
+                sampler.start()
+            return True
+    return False
 
 
 def _stop(sampler: WorkerSampler) -> None:

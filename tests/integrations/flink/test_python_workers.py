@@ -1,7 +1,9 @@
 """PyFlink's Python functions on a local mini cluster run in loopback workers, threads of the job's own Python
 process, which ``configure()`` samples: a Python UDF reading from a slow HTTP server (in another process) is
 network-bound through the workers' samples, not waiting on them; a Python UDF looping in Python is CPU-bound.
-The Java operator's waits for its worker are dropped, and no top function is plumbing."""
+The Java operator's waits for its worker are dropped, and no top function is plumbing. In thread mode the
+functions run on the task threads, sampled by the sampler the reporter starts in the embedded interpreter: the
+same answers, without pemja's call in their place."""
 
 from __future__ import annotations
 
@@ -118,22 +120,26 @@ def _report(out: Path, timeout_s: float = 240) -> dict[str, Any]:
     return dict(json.loads(report.read_text()))
 
 
-@pytest.fixture(scope="module")
-def network_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _network_job(tmp_path_factory: pytest.TempPathFactory, mode: str) -> Path:
     pytest.importorskip("pyflink")
     address = _host_address()
     if address is None:
         pytest.skip("no network interface but loopback: a socket to 127.0.0.1 is another local process, not network")
-    out = tmp_path_factory.mktemp("flink-python-network")
+    out = tmp_path_factory.mktemp(f"flink-python-network-{mode}")
     server = subprocess.Popen([sys.executable, "-c", TRICKLE_SERVER], stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None
         url = f"http://{address}:{server.stdout.readline().strip()}/"
-        _run(out, lambda i: _pull(url), rows=6)
+        _run(out, lambda i: _pull(url), rows=6, mode=mode)
     finally:
         server.kill()
         server.wait(timeout=10)
     return out
+
+
+@pytest.fixture(scope="module", params=["process", "thread"])
+def network_job(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _network_job(tmp_path_factory, request.param)
 
 
 @pytest.fixture(scope="module")
@@ -185,16 +191,21 @@ def test_a_python_udf_looping_in_python_is_cpu_bound(cpu_job: Path) -> None:
     assert plumbing_top_functions(report) == []
 
 
-def test_a_python_udf_run_in_the_task_thread_is_cpu_and_the_report_says_what_it_cannot_show(
-        thread_mode_job: Path) -> None:
+def test_a_python_udf_run_in_the_task_thread_is_sampled_in_the_embedded_interpreter(thread_mode_job: Path) -> None:
+    """Thread mode: the reporter starts the sampler inside the interpreter pemja embeds in the TaskManager, and
+    the operator's time is the Python function's, not pemja's call."""
     report = _report(thread_mode_job)
     warnings = report.get("warnings") or []
-    assert EMBEDDED_PYTHON_WARNING in warnings
-    assert PYTHON_WORKERS_WARNING not in warnings
+    assert EMBEDDED_PYTHON_WARNING not in warnings and PYTHON_WORKERS_WARNING not in warnings
+    assert list(thread_mode_job.glob("crystalperf-pyflink-workers.embedded-*.json"))
     operator = _python_operator(report)
+    assert operator["id"] in _worker_keys(thread_mode_job)
     vector = operator["vector"]
     assert max(vector, key=vector.get) == "cpu", (vector, operator["runtime_s"])
-    assert not _worker_keys(thread_mode_job)
+    names = [f["name"] for f in operator.get("top_functions") or []]
+    assert any(name.endswith("_spin") for name in names), names
+    assert not any(name.startswith("pemja.") for name in names), names
+    assert plumbing_top_functions(report) == []
 
 
 # A loopback job whose worker sampler samples every millisecond instead of every 100 ms, while the Beam

@@ -98,6 +98,15 @@ public class CrystalPerfReporter implements MetricReporter {
     private static final String FINISH_MODULE = "crystalperf.integrations.flink.finish";
     /** Python interpreter with crystalperf that analyses a job's parts once it ended here (empty: none). */
     private String analyzePython = "";
+    /** Where crystalperf's Python package lies (its parent directory; empty: import it as the interpreter finds
+     * it), for the sampler started in the embedded interpreter of Python functions run in thread mode. */
+    private String pythonPath = "";
+    /** The output directories for which this process started the embedded interpreter's sampler (one a directory:
+     * the process has one interpreter, its jobs may write to several directories). */
+    private static final java.util.Set<String> EMBEDDED_SAMPLERS = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    private volatile boolean embeddedSamplerStarted;
+    /** pemja's class: a task thread calling into the embedded interpreter has it on top of its stack. */
+    private static final String PEMJA_INTERPRETER = "pemja.core.PythonInterpreter";
     /** Jobs whose analysis this process started, so a job is analysed once per process. */
     private final java.util.Set<String> analysed = new java.util.HashSet<>();
     private double sampleOrigin = System.currentTimeMillis() / 1000.0;
@@ -221,6 +230,7 @@ public class CrystalPerfReporter implements MetricReporter {
             LOG.log(Level.WARNING, "crystalperf: bad max.thread.bytes, using 1 MiB", e);
         }
         analyzePython = config.getString("analyze.python", "").trim();
+        pythonPath = config.getString("python.path", "").trim();
         try {
             flushIntervalMs = Long.parseLong(config.getString("flush.interval.ms", "5000"));
         } catch (RuntimeException e) {
@@ -467,6 +477,10 @@ public class CrystalPerfReporter implements MetricReporter {
                     // none works, the source thread's stack says what the subtask waits for.
                     continue;
                 }
+                if (!embeddedSamplerStarted && sampleIntervalMs > 0
+                        && PEMJA_INTERPRETER.equals(infos[i].getStackTrace()[0].getClassName())) {
+                    startEmbeddedSampler();
+                }
                 StringBuilder stack = new StringBuilder();
                 for (StackTraceElement el : infos[i].getStackTrace()) {
                     stack.append(el.getClassName()).append('.').append(el.getMethodName()).append('\t')
@@ -480,6 +494,67 @@ public class CrystalPerfReporter implements MetricReporter {
             }
         }
         return true;
+    }
+
+    /**
+     * Python functions run in thread mode execute on the task threads, in the CPython pemja embeds in this
+     * process, where the JVM's stacks end at pemja's call. Starts crystalperf's Python sampler inside that
+     * interpreter (``crystalperf.integrations.flink.pyworkers.start_embedded_sampler``), once an output directory,
+     * from a thread of its own: pemja binds an interpreter to the thread that made it, and runs it in the process's
+     * one main interpreter (MULTI_THREAD), where the sampler's thread outlives the call. Reflection: pemja is PyFlink's, on the
+     * classpath only where Python functions run. A failure costs the samples only (the trace then warns).
+     */
+    private void startEmbeddedSampler() {
+        embeddedSamplerStarted = true;
+        if (!EMBEDDED_SAMPLERS.add(outputDir.toAbsolutePath().toString())) {
+            return;
+        }
+        String code = "import sys\n"
+                + (pythonPath.isEmpty() ? "" : "if " + pyString(pythonPath) + " not in sys.path: sys.path.append("
+                        + pyString(pythonPath) + ")\n")
+                + "from crystalperf.integrations.flink.pyworkers import start_embedded_sampler\n"
+                + "start_embedded_sampler(" + pyString(outputDir.toAbsolutePath().toString()) + ", "
+                + (sampleIntervalMs / 1000.0) + ", " + (budget == null ? "None" : String.valueOf(budget.share())) + ")\n";
+        Thread starter = new Thread(() -> {
+            try {
+                ClassLoader loader = ClassLoader.getSystemClassLoader();
+                Class<?> configClass = Class.forName(PEMJA_INTERPRETER + "Config", true, loader);
+                Object builder = configClass.getMethod("newBuilder").invoke(null);
+                @SuppressWarnings({"unchecked", "rawtypes"})
+                Class<Enum> execType = (Class<Enum>) Class.forName(PEMJA_INTERPRETER + "Config$ExecType", true, loader);
+                @SuppressWarnings("unchecked")
+                Object multiThread = Enum.valueOf(execType, "MULTI_THREAD");
+                builder.getClass().getMethod("setExcType", execType).invoke(builder, multiThread);
+                Object config = builder.getClass().getMethod("build").invoke(builder);
+                Class<?> interpreterClass = Class.forName(PEMJA_INTERPRETER, true, loader);
+                Object interpreter = interpreterClass.getConstructor(configClass).newInstance(config);
+                try {
+                    interpreterClass.getMethod("exec", String.class).invoke(interpreter, code);
+                } finally {
+                    interpreterClass.getMethod("close").invoke(interpreter);
+                }
+            } catch (Throwable e) {
+                LOG.log(Level.WARNING, "crystalperf: could not sample the Python functions run in the task threads "
+                        + "(the job is not affected)", e);
+            }
+        }, "crystalperf-embedded-python");
+        starter.setDaemon(true);
+        starter.start();
+    }
+
+    /** A Python string literal of ``text``. */
+    static String pyString(String text) {
+        StringBuilder out = new StringBuilder("'");
+        for (char c : text.toCharArray()) {
+            if (c == '\\' || c == '\'') {
+                out.append('\\').append(c);
+            } else if (c < 0x20 || c > 0x7e) {
+                out.append(String.format("\\u%04x", (int) c));
+            } else {
+                out.append(c);
+            }
+        }
+        return out.append('\'').toString();
     }
 
     /**
