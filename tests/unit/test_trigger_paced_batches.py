@@ -10,17 +10,19 @@ from crystalperf.core import trace as tr
 from crystalperf.core.attribution.classify import KeywordClassifier
 from crystalperf.core.predict import Changes, Predictor
 from crystalperf.core.profile.dag import build_profile
+from crystalperf.core.profile.outside import waited_batches
 
 from .helpers import make_trace, op, task
 
 
-def _batches(starts: list[float], took: float, end: float, query: str = "q1") -> tr.Trace:
+def _batches(starts: list[float], took: float | list[float], end: float, query: str = "q1") -> tr.Trace:
     """A job per batch starting at ``starts``, each one stage of one task computing for ``took`` seconds."""
     jobs = []
     for n, start in enumerate(starts):
-        stage = op(f"stage-{n}", start, start + took, kind="stage", tasks=[
-            task(f"t{n}", start, start + took, run_time_s=took, cpu_time_s=took)])
-        jobs.append(op(f"job-{n}", start, start + took, kind="job", children=[stage], attributes={
+        took_n = took[n] if isinstance(took, list) else took
+        stage = op(f"stage-{n}", start, start + took_n, kind="stage", tasks=[
+            task(f"t{n}", start, start + took_n, run_time_s=took_n, cpu_time_s=took_n)])
+        jobs.append(op(f"job-{n}", start, start + took_n, kind="job", children=[stage], attributes={
             tr.ATTRIBUTE_STREAMING_QUERY: query, tr.ATTRIBUTE_STREAMING_BATCH: str(n)}))
     return make_trace(jobs, end=end)
 
@@ -48,3 +50,14 @@ def test_batches_that_ran_back_to_back_gain_all_their_work_gains() -> None:
     # 0.05 s between batches of 1 s (planning and commits): twice the speed, 5 x 0.5 + 4 x 0.05 + 0.1 after
     trace = _batches([0.0, 1.05, 2.1, 3.15, 4.2], took=1.0, end=5.3)
     assert _runtime(trace, {"cpu_speed": 2.0}) == pytest.approx(2.8)
+
+
+def test_a_query_behind_its_trigger_then_keeping_up_waited_only_where_its_gaps_outgrew_its_own_steps() -> None:
+    # gaps 0.3, 0.3, 0.3 (planning and commits: the query was behind), then 1.2 and 0.7: more than twice the
+    # shortest, waits for the trigger
+    starts, took = [0.0, 1.3, 2.3, 3.3, 5.0, 6.1], [1.0, 0.7, 0.7, 0.5, 0.4, 0.4]
+    trace = _batches(starts, took, end=7.0)
+    assert waited_batches(trace.operations) == pytest.approx({"job-4": 1.2, "job-5": 0.7})
+    # twice the speed: the first four back to back 0.3 s apart end at 2.35; the last two start at their triggers
+    # (5.0, 6.1) and end at 6.3, and the 0.5 s after the last stays
+    assert _runtime(trace, {"cpu_speed": 2.0}) == pytest.approx(6.8)

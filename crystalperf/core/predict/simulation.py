@@ -16,6 +16,7 @@ from crystalperf.core.predict.band import Draw
 from crystalperf.core.predict.base import OpContext, ResourceModel, TaskParts
 from crystalperf.core.predict.ceilings import Floors
 from crystalperf.core.profile.dag import LevelGraph, OperationProfile, runs_its_children
+from crystalperf.core.profile.outside import waited_batches
 from crystalperf.core.schedule import replay
 from crystalperf.core.trace.totals import task_count
 
@@ -62,10 +63,6 @@ def make_parts(durations: Sequence[float], split: Split) -> list[TaskParts]:
 
 def _start(task: tr.Task) -> float:
     return task.start
-
-
-def _end(op: tr.Operation) -> float:
-    return op.end
 
 
 @dataclass(slots=True)
@@ -300,34 +297,28 @@ class LevelPlan:
         return float((start + duration).max()) + self.tail
 
 
-# A micro-batch waited for its trigger when it started at least this long after the batch before it ended, and
-# later than half that batch's time: between batches that run back to back (an available-now trigger, a query
-# behind its input) lie only the query's own steps (planning, committing offsets: tens of milliseconds), where a
-# processing-time trigger leaves its interval less the batch's time.
-TRIGGER_GAP_S = 0.2
-
-
 def _trigger_starts(level: LevelGraph, steps: list[Step]) -> list[float | None]:
-    """Each step that waited for its streaming query's trigger: its traced start within the level, before which
-    it does not start in any scenario (a query keeps its trigger's schedule however fast its batches get); once
-    the batch before runs past the trigger it starts after it by the query's own steps (the shortest gap between
-    its batches that ran back to back, else none): its offset is set to that. None for every other step."""
+    """Each step that waited for its streaming query's trigger (``crystalperf.core.profile.outside``): its traced
+    start within the level, before which it does not start in any scenario (a query keeps its trigger's schedule
+    however fast its batches get); once the batch before runs past the trigger it starts after it by the query's own
+    steps (the shortest gap of its batches that did not wait, else none): its offset is set to that. None for every
+    other step."""
+    waited = waited_batches(step.prof.op for step in steps)
+    starts: list[float | None] = [None] * len(steps)
+    if not waited:
+        return starts
     by_query: dict[str, list[int]] = {}
     for i, step in enumerate(steps):
         attributes = step.prof.op.attributes
         if step.preds and tr.ATTRIBUTE_STREAMING_BATCH in attributes:
             by_query.setdefault(attributes.get(tr.ATTRIBUTE_STREAMING_QUERY, ""), []).append(i)
-    starts: list[float | None] = [None] * len(steps)
     for batches in by_query.values():
-        waited = [i for i in batches if steps[i].offset >= TRIGGER_GAP_S
-                  and steps[i].offset > max((steps[p].prof.op for p in steps[i].preds), key=_end).duration / 2]
-        if not waited:
-            continue
-        back_to_back = [steps[i].offset for i in batches if i not in waited]
+        back_to_back = [steps[i].offset for i in batches if steps[i].prof.op.id not in waited]
         overhead = max(0.0, min(back_to_back, default=0.0))
-        for i in waited:
-            starts[i] = steps[i].prof.op.start - level.start
-            steps[i].offset = overhead
+        for i in batches:
+            if steps[i].prof.op.id in waited:
+                starts[i] = steps[i].prof.op.start - level.start
+                steps[i].offset = overhead
     return starts
 
 

@@ -16,6 +16,7 @@ from functools import cached_property
 
 from crystalperf.core import trace as tr
 from crystalperf.core.profile.dag import ExecutionProfile, LevelGraph, OperationProfile
+from crystalperf.core.profile.outside import trigger_waits
 from crystalperf.core.resources import CATEGORIES, RESOURCES, WAITING, ResourceVector, weighted_mean
 from crystalperf.core.trace.totals import metric_total
 from crystalperf.core.units import format_duration
@@ -65,6 +66,8 @@ class Bottleneck:
     waiting_op: OperationProfile | None = None
     waiting_on: str | None = None
     backpressured: bool = False
+    # of unattributed_s: streaming micro-batches waiting for their trigger (``crystalperf.core.profile.outside``)
+    trigger_wait_s: float = 0.0
     waiting_seconds: float = 0.0  # waiting on the path of the operations named as waiting_op
     # When the path mostly waited on something whose own work is known: that work's split; the resource is
     # then the one it used most ("disk-bound through its input").
@@ -138,9 +141,11 @@ class Bottleneck:
         if self.total_runtime_s > 0 and self.unattributed_s > 0.5 * self.total_runtime_s:
             # A job that mostly waited (a rate-limited source, start-up, a driver doing other things) is not
             # "bound" by what its operations did in the little time they worked.
+            why = ("waiting for input, scheduling, start-up" if self.trigger_wait_s <= 0 else
+                   f"{format_duration(self.trigger_wait_s)} of it streaming micro-batches waiting for their trigger")
             return (
                 f"Most of the run ({format_duration(self.unattributed_s)} of {format_duration(self.total_runtime_s)}) was outside the "
-                f"operations' busy time (waiting for input, scheduling, start-up); of the rest, {verdict}"
+                f"operations' busy time ({why}); of the rest, {verdict}"
             )
         return f"The job is {label}: {verdict}"
 
@@ -236,6 +241,7 @@ def find_bottleneck(profile: ExecutionProfile) -> Bottleneck:
     unattributed = max(0.0, total - covered)
     resource = max(CATEGORIES, key=lambda r: seconds[r])
     result = Bottleneck(resource, seconds, unattributed, total, path, [profile.top.nodes[i] for i in top_ids])
+    result.trigger_wait_s = min(unattributed, sum(trigger_waits(profile).values()))
     if resource != WAITING:
         _name_awaited_work(profile, result)
     elif any(not _waits_on_the_path(profile, p, on_path) for p in path):

@@ -1,5 +1,6 @@
 """The run's time outside every operation — start-up, the driver planning or loading classes, the gaps between
-stages — and what the job's processes read from the storage device in it (``Trace.io``).
+stages, streaming micro-batches waiting for their trigger — and what the job's processes read from the storage
+device in it (``Trace.io``).
 
 No operation runs in that time, so all of it is on the critical path. Where the device moved bytes then (a JVM
 loading its jars from a cold, slow disk; a driver reading a file before the first job), a faster or slower
@@ -10,11 +11,56 @@ device took.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from crystalperf.core import trace as tr
 from crystalperf.core.attribution.observed import counter_series
 from crystalperf.core.profile.dag import ExecutionProfile, unit_profiles
+
+# A micro-batch (an operation with ``ATTRIBUTE_STREAMING_BATCH``) starts when its query's trigger fires, or at once
+# after the batch before when that one ran past it (or always: an available-now trigger, a query behind its input),
+# after the query's own steps (planning, committing offsets: from tens of milliseconds to a few tenths on a busy
+# machine). Gaps of at least TRIGGER_GAP_S that are more than half the batch before are waits for the trigger; where
+# a query's gaps differ by more than TRIGGER_MIXED (some of its batches ran back to back), only those more than
+# twice its shortest gap, its own steps, are.
+TRIGGER_GAP_S = 0.2
+TRIGGER_MIXED = 1.5
+
+
+def waited_batches(operations: Iterable[tr.Operation]) -> dict[str, float]:
+    """The micro-batches among sibling ``operations`` that waited for their trigger, by id, with the seconds from the
+    end of the operation that ended last before them to their start."""
+    siblings = list(operations)
+    if not any(tr.ATTRIBUTE_STREAMING_BATCH in op.attributes for op in siblings):
+        return {}
+    gaps: dict[str, list[tuple[tr.Operation, float, tr.Operation]]] = {}
+    ended: list[tr.Operation] = []
+    for op in sorted(siblings, key=lambda o: o.start):
+        before = max((o for o in ended if o.end <= op.start), key=lambda o: o.end, default=None)
+        if before is not None and tr.ATTRIBUTE_STREAMING_BATCH in op.attributes:
+            query = op.attributes.get(tr.ATTRIBUTE_STREAMING_QUERY, "")
+            gaps.setdefault(query, []).append((op, op.start - before.end, before))
+        ended.append(op)
+        if len(ended) > 64:  # batches run one after another: the last few to end are the candidates
+            ended = sorted(ended, key=lambda o: o.end)[-32:]
+    waited: dict[str, float] = {}
+    for batches in gaps.values():
+        shortest = min(gap for _op, gap, _before in batches)
+        mixed = max(gap for _op, gap, _before in batches) > TRIGGER_MIXED * max(shortest, 1e-3)
+        for op, gap, before in batches:
+            if gap >= TRIGGER_GAP_S and gap > before.duration / 2 and (not mixed or gap > 2 * shortest):
+                waited[op.id] = gap
+    return waited
+
+
+def trigger_waits(profile: ExecutionProfile) -> dict[str, float]:
+    """``waited_batches`` of the trace's top-level operations. Computed once per profile."""
+    if "trigger_waits" not in profile.memo:
+        profile.memo["trigger_waits"] = waited_batches(profile.trace.operations)
+    found: dict[str, float] = profile.memo["trigger_waits"]
+    return found
+
 
 # Gaps shorter than this (task scheduling between stages) are left alone: counters read every 250 ms say nothing
 # of them, and whatever the device did in them is the operations' neighbours' reads.
@@ -76,6 +122,11 @@ def _outside_time(profile: ExecutionProfile) -> OutsideTime | None:
     app = trace.application
     busy = sorted((p.op.start, p.op.end) for p in unit_profiles(profile) if p.op.end > p.op.start)
     spans = _gaps(app.start, app.end, busy)
+    # A micro-batch waiting for its trigger starts at its trigger whatever the device does before it: that wait
+    # is not time a device changes.
+    waits = trigger_waits(profile)
+    waited = [(op.start - waits[op.id], op.start) for op in profile.trace.operations if op.id in waits]
+    spans = [(a, b) for a, b in spans if not any(a < end and b > start for start, end in waited)]
     if not spans:
         return OutsideTime(())
     by_host: dict[str | None, list[tr.IoSample]] = {}

@@ -144,17 +144,19 @@ def _advice(bottleneck: Bottleneck, predictions: Sequence[Prediction], profile: 
         )
     if bottleneck.total_runtime_s and bottleneck.unattributed_s / bottleneck.total_runtime_s > 0.3:
         outside = f"{format_duration(bottleneck.unattributed_s)} ({bottleneck.unattributed_s / bottleneck.total_runtime_s:.0%})"
+        triggers = (f" {format_duration(bottleneck.trigger_wait_s)} of it were streaming micro-batches waiting for their "
+                    "trigger, which no resource shortens." if bottleneck.trigger_wait_s > 0 else "")
         reading = predictor.outside_disk_s()
         if reading is not None and predictor.outside is not None and reading >= OUTSIDE_DISK_NOTED * predictor.outside.seconds:
             lines.append(
                 f"{outside} of the run was outside any traced operation (driver code, scheduling, start-up), and the "
                 f"storage device took about {format_duration(reading)} of the {format_duration(predictor.outside.seconds)} between the "
                 f"operations ({format_size(predictor.outside.read_bytes)} read then, a JVM's classes from a cold "
-                f"disk for one): the disk what-ifs scale that part, no other change touches it."
+                f"disk for one): the disk what-ifs scale that part, no other change touches it.{triggers}"
             )
         else:
             lines.append(f"{outside} of the run was outside any traced operation (driver code, scheduling, "
-                         f"start-up): no resource change above touches it.")
+                         f"start-up): no resource change above touches it.{triggers}")
     wait = profile.trace.metrics.get("input_wait_fraction")
     if wait is not None and wait >= INPUT_BOUND_THRESHOLD:
         lines.append(f"The input pipeline is the limit: {wait:.0%} of step time waits for input "
