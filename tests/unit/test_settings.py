@@ -29,6 +29,7 @@ from crystalperf.core.predict.settings import (
     search_budget,
     search_settings,
 )
+from crystalperf.core.profile.dag import build_profile
 from crystalperf.core.report.html import HtmlRenderer
 from crystalperf.core.report.terminal import TerminalRenderer
 
@@ -103,6 +104,18 @@ def test_spark_local_mode_maps_cores_to_the_master(demo: Analysis) -> None:
         smap.changes_for({"spark.sql.shuffle.partitions": "16"})
     assert any("spark.sql.shuffle.partitions" in n for n in smap.not_searched)
     assert any("local[N]" in n for n in smap.not_searched)
+
+
+def test_spark_local_cluster_mode_is_not_searched_through_settings_it_ignores() -> None:
+    # local-cluster[N,C,M]: the master URL fixes the workers, their cores and memory; neither local[N] nor
+    # spark.executor.instances would change them
+    trace = cluster_trace(executors=2, cores=1)
+    trace.environment.properties["spark.master"] = "local-cluster[2,1,1024]"
+    smap = settings_map(trace, Baseline.of(trace))
+    assert isinstance(smap, SparkSettings) and not smap.local and smap.knobs == []
+    assert any(n.startswith("local-cluster mode (local-cluster[2,1,1024])") for n in smap.not_searched)
+    search = search_settings(Predictor(build_profile(trace, KeywordClassifier())))
+    assert search.as_dict()["searched"] == [] and search.as_dict()["tried"] == 0 and not search.candidates
 
 
 def test_spark_cluster_settings_to_changes_and_back() -> None:

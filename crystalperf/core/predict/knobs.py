@@ -137,11 +137,19 @@ class SparkSettings(SettingsMap):
     def __init__(self, trace: tr.Trace, baseline: Baseline) -> None:
         super().__init__(trace, baseline)
         props = trace.environment.properties
-        self.local = props.get("spark.master", "").startswith("local")
+        master = props.get("spark.master", "")
+        self.local = master.startswith("local") and not master.startswith("local-cluster")
         self.fraction = _float(props.get("spark.memory.fraction"), SPARK_MEMORY_FRACTION)
         self.memory_key = "spark.driver.memory" if self.local else "spark.executor.memory"
         self.heap = self._traced_heap(props.get(self.memory_key))
         self.cores_key = "spark.master" if self.local else "spark.executor.cores"
+        if master.startswith("local-cluster"):
+            # Spark's test mode: the master URL fixes the workers, their cores and memory (local-cluster[N,C,M]),
+            # which no setting the search writes changes
+            self.not_searched.append(
+                f"local-cluster mode ({master}): its workers, their cores and their memory are the master URL's "
+                "(local-cluster[workers,cores,memory MB]); the what-ifs above predict changing them")
+            return
         if self.local:
             self.knobs.append(Knob(self.cores_key, baseline.cores_per_executor))
             self.not_searched.append(

@@ -132,7 +132,7 @@ class SettingsSearch:
             "searched": self.searched,
             "not_searched": self.not_searched,
             "budget": self.budget,
-            "tried": len(self.candidates) - 1,  # settings other than the traced ones, predicted or reused
+            "tried": max(0, len(self.candidates) - 1),  # settings other than the traced ones, predicted or reused
             "predictions": self.predictions,  # new predictions made for them (reused ones cost none)
             "near_best": self.near,
             **({"blocked": self.blocked.as_dict()} if self.blocked is not None else {}),
@@ -207,6 +207,8 @@ def search_settings(predictor: Predictor, *, budget: int | None = None, near: fl
         return SettingsSearch(predictor.profile.trace.application.framework, budget=budget)
     search = SettingsSearch(smap.framework, searched=[k.setting for k in smap.knobs],
                             not_searched=list(smap.not_searched), budget=budget, near=near)
+    if not smap.knobs:  # nothing the search could write (the not_searched notes say why)
+        return search
     base = Candidate(smap.current, Changes(), predictor.runtime, smap.cost(smap.current))
     search.candidates.append(base)
     seen: dict[tuple[tuple[str, str], ...], Candidate] = {(): base}
