@@ -212,6 +212,9 @@ def test_a_step_waiting_for_its_input_pipeline_is_input_bound_not_cpu_bound() ->
     assert wait.attributes["waits_on"] == "input pipeline (ParallelMapV2)"  # the busiest dataset, not Root
     # The pipeline's time was a py_function's: its kernels cannot say what that did (here: sleep).
     assert "waits_on_work" not in wait.attributes
+    # and the sampler saw none of its code: the trace says so
+    assert any(w.startswith("the input pipeline's work was Python functions (py_function, Dataset.from_generator: "
+                            "1.60 s of PyFunc kernels") for w in trace.warnings), trace.warnings
     report = analyze(trace, classifier=KeywordClassifier(), locators=[], scenarios=[]).report
     bottleneck = report["bottleneck"]
     assert bottleneck["resource"] == "waiting", bottleneck
@@ -233,7 +236,9 @@ def test_python_samples_keep_their_thread_states() -> None:
     python.add(key, python.stack_id([frame], tr.THREAD_RUNNABLE), 100.2, 1)
     rec = _input_bound_recording()
     rec.python_samples = python.to_samples()
-    samples = build_trace(rec, run_id="fit-1", name="m", framework_version="2.21.0").samples
+    built = build_trace(rec, run_id="fit-1", name="m", framework_version="2.21.0")
+    assert not any(w.startswith("the input pipeline's work was Python functions") for w in built.warnings)
+    samples = built.samples
     assert samples is not None
     states = {tuple(samples.frames[i].name for i in stack): samples.state_of(s)
               for s, stack in enumerate(samples.stacks) if samples.frames[stack[-1]].name == "__main__.slow_map"}
@@ -256,3 +261,25 @@ def test_a_step_waiting_for_a_pipeline_that_reads_files_is_disk_bound_through_it
     bottleneck = analyze(trace, classifier=KeywordClassifier(), locators=[], scenarios=[]).report["bottleneck"]
     assert bottleneck["resource"] == "disk"
     assert bottleneck["sentence"].startswith("The job is disk-bound through its input")
+
+
+def test_input_code_sampled_in_some_steps_says_what_the_pipeline_did_in_all() -> None:
+    # A generator computing in Python, caught by the sampler in the first step's wait only (calls shorter than the
+    # interpreter's switch interval are seldom caught): both steps' waits are that code's CPU.
+    from crystalperf.core import trace as tr
+    from crystalperf.core.analysis import analyze
+    from crystalperf.core.record.sampletable import SampleTable
+
+    python = SampleTable(100.0, interval_s=0.02)
+    generator = python.frame_id("__main__.gen", "/job/train.py", 12)
+    driver = python.frame_id("tensorflow.python.data.ops.from_generator_op.generator_py_func",
+                             "/tf/python/data/ops/from_generator_op.py", 40)
+    key = tr.SampleKey(operation="s2/input", thread="tf_data_private_threadpool")
+    python.add(key, python.stack_id([generator, driver], tr.THREAD_RUNNABLE), 100.3, 10)
+    rec = _input_bound_recording()
+    rec.python_samples = python.to_samples()
+    trace = build_trace(rec, run_id="fit-1", name="m", framework_version="2.21.0")
+    report = analyze(trace, classifier=KeywordClassifier(), locators=[], scenarios=[]).report
+    inputs = [o for o in report["operations"] if o["kind"] == "input"]
+    assert len(inputs) == 2 and all(o["vector"]["cpu"] == pytest.approx(1.0) for o in inputs), inputs
+    assert report["bottleneck"]["sentence"].startswith("The job is cpu-bound through its input")

@@ -30,6 +30,7 @@ from crystalperf.core.attribution.vectors import (
     SampleResolution,
     awaited_work,
     default_vector,
+    pooled_samples,
     resolve_awaited_io,
     resolve_awaited_work,
     resolve_samples,
@@ -91,6 +92,7 @@ def attribute(
             version = embedded.classifier if resolution.classified == 0 else f"{version} + {embedded.classifier}"
 
     vectors: dict[str, OperationVector] = {}
+    pooled = pooled_samples(trace.iter_operations(), sampled) if evidence and sampled else {}
 
     def visit(op: tr.Operation, path: str) -> OperationVector:
         kids = [(child, visit(child, f"{path}/{child.id}")) for child in op.children]
@@ -105,7 +107,7 @@ def attribute(
         if storage_idle is not None:
             vec = without_disk_waits(vec)
         if evidence:
-            vec = resolve_awaited_work(vec, awaited_work(op, sampled.get(op.id)))
+            vec = resolve_awaited_work(vec, awaited_work(op, pooled.get(op.id) or sampled.get(op.id)))
             if vec.awaiting_io > 0:
                 vec = resolve_awaited_io(vec, window_busy(trace, bandwidths, op.start, op.end))
         vectors[path] = vec

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter, defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from crystalperf.core import trace as tr
@@ -411,11 +411,34 @@ def parse_work(text: str | None) -> ResourceVector | None:
 
 def awaited_work(op: tr.Operation, sampled: OperationVector | None) -> ResourceVector | None:
     """How the work an operation waited on spent its time, where the hook says the operation stands for that
-    work on the path: declared in ``waits_on_work``, or (``samples``) the operation's own sampled split."""
+    work on the path: declared in ``waits_on_work``, or (``samples``) the sampled split ``sampled`` (the
+    operation's own, or ``pooled_samples``')."""
     text = op.attributes.get(tr.ATTRIBUTE_WAITS_ON_WORK)
     if text == WORK_IN_SAMPLES:
         return sampled.vector if sampled is not None and sampled.samples else None
     return parse_work(text)
+
+
+def pooled_samples(operations: Iterable[tr.Operation], sampled: dict[str, OperationVector]) -> dict[str, OperationVector]:
+    """The sampled split of every operation that declares its samples as the work it waited on, pooled over the
+    operations of its name (every training step's wait for the same input pipeline): a sampler that caught the
+    pipeline's code in a few steps says what it did in all of them. By operation id."""
+    by_name: dict[str, list[tr.Operation]] = {}
+    for op in operations:
+        if op.attributes.get(tr.ATTRIBUTE_WAITS_ON_WORK) == WORK_IN_SAMPLES:
+            by_name.setdefault(op.name, []).append(op)
+    pooled: dict[str, OperationVector] = {}
+    for ops in by_name.values():
+        found = [vec for op in ops if (vec := sampled.get(op.id)) is not None and vec.samples]
+        if not found:
+            continue
+        total = sum(vec.samples for vec in found)
+        vector = weighted_mean([(vec.vector, vec.samples) for vec in found])
+        if vector is None:
+            continue
+        for op in ops:
+            pooled[op.id] = OperationVector(vector=vector, samples=total, source="samples")
+    return pooled
 
 
 def resolve_awaited_work(vec: OperationVector, work: ResourceVector | None) -> OperationVector:

@@ -299,6 +299,21 @@ def _samples_input_code(samples: tr.StackSamples | None) -> bool:
     return samples is not None and any(samples.keys[k].operation.endswith("/input") for k in set(samples.key))
 
 
+def unseen_python_input(timeline: Timeline | None, samples: tr.StackSamples | None) -> str | None:
+    """A warning where the input pipeline's work was mostly Python functions (py_function, from_generator: PyFunc
+    kernels) and the Python sampler never saw their code: what they did (compute, read, sleep) is not known."""
+    if timeline is None or _samples_input_code(samples):
+        return None
+    python = sum(op.duration for op in timeline.input_threads if PYTHON_KERNEL.search(op.op_type))
+    if python <= 0 or python < 0.5 * sum(pipeline_work(timeline)):
+        return None
+    return (f"the input pipeline's work was Python functions (py_function, Dataset.from_generator: {python:.2f} s of "
+            "PyFunc kernels in the window) whose code the Python sampler never caught running (it reads stacks under "
+            "the interpreter's lock, which a call from TensorFlow that returns within the switch interval, 5 ms, "
+            "never hands over): whether they computed, read or slept is not known, so the steps' waits for them "
+            "stay waiting")
+
+
 def _declared_work(timeline: Timeline | None, waited_s: float, split: tuple[float, float, float],
                    python_input: bool) -> str | None:
     """The input parts' ``waits_on_work``: the pipeline's kernel split when the kernels explain the waits; the
@@ -571,6 +586,8 @@ def build_trace(rec: Recording, *, run_id: str, name: str, framework_version: st
     operations, waited = step_operations(rec, table)
     metrics = _window_metrics(rec, waited, max(end - start, 1e-9))
     warnings = list(rec.warnings)
+    if (unseen := unseen_python_input(rec.timeline, rec.python_samples)) is not None and waited > 0:
+        warnings.append(unseen)
     if rec.timeline is None:
         warnings.append("no TensorFlow op timeline (the profiler could not run): steps are whole operations "
                         "and their resources come from Python stack samples only")
