@@ -150,32 +150,41 @@ def test_an_unreadable_spool_is_ignored(tmp_path: Path) -> None:
     assert PYTHON_WORKERS_WARNING in trace.warnings
 
 
-def test_the_sampler_takes_only_threads_running_a_bundle(tmp_path: Path, monkeypatch: Any) -> None:
+def _sampled_spool(tmp_path: Path, monkeypatch: Any, module: str, function: str, *, embedded: bool = False,
+                   rounds: int = 1) -> Path:
+    """The spool of a sampler that sampled ``rounds`` times a thread running ``function``, defined in a module
+    named ``module`` (PyFlink's or Beam's place for it, without them: this tests the selection only), beside a
+    thread running nothing of theirs."""
     import sys
     import threading
     import types
 
     from crystalperf.integrations.flink.pyworkers import WorkerSampler, spool_files
 
-    module = "apache_beam.runners.worker.sdk_worker"
     monkeypatch.setitem(sys.modules, module, types.ModuleType(module))
-    harness: dict[str, Any] = {"__name__": module}
-    # a function named and placed as the harness's bundle loop, without Beam: this tests the selection only
-    exec("def process_bundle(stop):\n    stop.wait(10)\n", harness)  # noqa: S102
+    namespace: dict[str, Any] = {"__name__": module}
+    exec(f"def {function}(stop):\n    stop.wait(10)\n", namespace)  # noqa: S102
     stop = threading.Event()
-    working = threading.Thread(target=harness["process_bundle"], args=(stop,))
+    working = threading.Thread(target=namespace[function], args=(stop,))
     idle = threading.Thread(target=stop.wait, args=(10,))
     working.start()
     idle.start()
     try:
-        sampler = WorkerSampler(tmp_path)
-        assert sampler.sample_once() == 1
+        sampler = WorkerSampler(tmp_path, embedded=embedded)
+        for _ in range(rounds):
+            assert sampler.sample_once() == 1
         sampler.flush()
     finally:
         stop.set()
         working.join()
         idle.join()
     [spool] = spool_files(tmp_path)
+    return spool
+
+
+def test_the_sampler_takes_only_threads_running_a_bundle(tmp_path: Path, monkeypatch: Any) -> None:
+    # the harness's bundle loop
+    spool = _sampled_spool(tmp_path, monkeypatch, "apache_beam.runners.worker.sdk_worker", "process_bundle")
     loaded = load_spool(spool)
     assert loaded is not None
     samples = loaded[0]
@@ -186,37 +195,11 @@ def test_the_sampler_takes_only_threads_running_a_bundle(tmp_path: Path, monkeyp
 
 def test_the_embedded_sampler_takes_threads_in_an_embedded_operation_without_cpu_or_counters(
         tmp_path: Path, monkeypatch: Any) -> None:
-    import sys
-    import threading
-    import types
+    from crystalperf.integrations.flink.pyworkers import load_spool_hook, load_spool_io
 
-    from crystalperf.integrations.flink.pyworkers import (
-        WorkerSampler,
-        load_spool_hook,
-        load_spool_io,
-        spool_files,
-    )
-
-    module = "pyflink.fn_execution.embedded.operation_utils"
-    monkeypatch.setitem(sys.modules, module, types.ModuleType(module))
-    operation: dict[str, Any] = {"__name__": module}
-    # placed as PyFlink's embedded operation, which pemja calls on the task thread; the UDF's frames sit above it
-    exec("def process_element(stop):\n    stop.wait(10)\n", operation)  # noqa: S102
-    stop = threading.Event()
-    working = threading.Thread(target=operation["process_element"], args=(stop,))
-    idle = threading.Thread(target=stop.wait, args=(10,))
-    working.start()
-    idle.start()
-    try:
-        sampler = WorkerSampler(tmp_path, embedded=True)
-        assert sampler.sample_once() == 1
-        assert sampler.sample_once() == 1
-        sampler.flush()
-    finally:
-        stop.set()
-        working.join()
-        idle.join()
-    [spool] = spool_files(tmp_path)
+    # PyFlink's embedded operation, which pemja calls on the task thread; the UDF's frames sit above it
+    spool = _sampled_spool(tmp_path, monkeypatch, "pyflink.fn_execution.embedded.operation_utils",
+                           "process_element", embedded=True, rounds=2)
     assert spool.name.startswith("crystalperf-pyflink-workers.embedded-")
     loaded = load_spool(spool)
     assert loaded is not None
