@@ -61,3 +61,15 @@ def test_a_query_behind_its_trigger_then_keeping_up_waited_only_where_its_gaps_o
     # twice the speed: the first four back to back 0.3 s apart end at 2.35; the last two start at their triggers
     # (5.0, 6.1) and end at 6.3, and the 0.5 s after the last stays
     assert _runtime(trace, {"cpu_speed": 2.0}) == pytest.approx(6.8)
+
+
+def test_a_wait_for_the_trigger_is_not_time_outside_the_operations_that_a_device_changes() -> None:
+    from crystalperf.core.profile.outside import outside_time
+
+    trace = _batches([0.0, 1.0, 2.0, 3.0, 4.0], took=0.4, end=5.0)
+    # the driver read a megabyte a second all along
+    trace.io = [tr.IoSample(t=i * 0.25, source="driver", storage_read_bytes=i * 0.25e6) for i in range(21)]
+    found = outside_time(build_profile(trace, KeywordClassifier()))
+    assert found is not None
+    # the 0.6 s before each of the four later batches waited for the trigger; the 0.6 s after the last did not
+    assert [(g.start, g.end) for g in found.gaps] == [pytest.approx((4.4, 5.0))]

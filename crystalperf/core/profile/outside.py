@@ -11,6 +11,7 @@ device took.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -125,8 +126,13 @@ def _outside_time(profile: ExecutionProfile) -> OutsideTime | None:
     # A micro-batch waiting for its trigger starts at its trigger whatever the device does before it: that wait
     # is not time a device changes.
     waits = trigger_waits(profile)
-    waited = [(op.start - waits[op.id], op.start) for op in profile.trace.operations if op.id in waits]
-    spans = [(a, b) for a, b in spans if not any(a < end and b > start for start, end in waited)]
+    if waits:
+        # disjoint, so sorted by start they are sorted by end too: a span overlaps one only if it overlaps the last
+        # to start before the span ends
+        waited = sorted((op.start - waits[op.id], op.start) for op in profile.trace.operations if op.id in waits)
+        starts = [start for start, _ in waited]
+        spans = [(a, b) for a, b in spans
+                 if (i := bisect.bisect_left(starts, b) - 1) < 0 or waited[i][1] <= a]
     if not spans:
         return OutsideTime(())
     by_host: dict[str | None, list[tr.IoSample]] = {}
