@@ -57,7 +57,10 @@ def test_a_query_behind_its_trigger_then_keeping_up_waited_only_where_its_gaps_o
     # shortest, waits for the trigger
     starts, took = [0.0, 1.3, 2.3, 3.3, 5.0, 6.1], [1.0, 0.7, 0.7, 0.5, 0.4, 0.4]
     trace = _batches(starts, took, end=7.0)
-    assert waited_batches(trace.operations) == pytest.approx({"job-4": 1.2, "job-5": 0.7})
+    waited = waited_batches(trace.operations)
+    assert {op_id: wait.gap_s for op_id, wait in waited.items()} == pytest.approx({"job-4": 1.2, "job-5": 0.7})
+    # the query's own steps: the shortest gap of the batches that did not wait
+    assert [wait.overhead_s for wait in waited.values()] == pytest.approx([0.3, 0.3])
     # twice the speed: the first four back to back 0.3 s apart end at 2.35; the last two start at their triggers
     # (5.0, 6.1) and end at 6.3, and the 0.5 s after the last stays
     assert _runtime(trace, {"cpu_speed": 2.0}) == pytest.approx(6.8)

@@ -301,24 +301,13 @@ def _trigger_starts(level: LevelGraph, steps: list[Step]) -> list[float | None]:
     """Each step that waited for its streaming query's trigger (``crystalperf.core.profile.outside``): its traced
     start within the level, before which it does not start in any scenario (a query keeps its trigger's schedule
     however fast its batches get); once the batch before runs past the trigger it starts after it by the query's own
-    steps (the shortest gap of its batches that did not wait, else none): its offset is set to that. None for every
-    other step."""
-    waited = waited_batches(step.prof.op for step in steps)
+    steps: its offset is set to those. None for every other step."""
+    waited = waited_batches([step.prof.op for step in steps])
     starts: list[float | None] = [None] * len(steps)
-    if not waited:
-        return starts
-    by_query: dict[str, list[int]] = {}
     for i, step in enumerate(steps):
-        attributes = step.prof.op.attributes
-        if step.preds and tr.ATTRIBUTE_STREAMING_BATCH in attributes:
-            by_query.setdefault(attributes.get(tr.ATTRIBUTE_STREAMING_QUERY, ""), []).append(i)
-    for batches in by_query.values():
-        back_to_back = [steps[i].offset for i in batches if steps[i].prof.op.id not in waited]
-        overhead = max(0.0, min(back_to_back, default=0.0))
-        for i in batches:
-            if steps[i].prof.op.id in waited:
-                starts[i] = steps[i].prof.op.start - level.start
-                steps[i].offset = overhead
+        if step.preds and (wait := waited.get(step.prof.op.id)) is not None:
+            starts[i] = step.prof.op.start - level.start
+            step.offset = wait.overhead_s
     return starts
 
 

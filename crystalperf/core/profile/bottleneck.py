@@ -241,7 +241,7 @@ def find_bottleneck(profile: ExecutionProfile) -> Bottleneck:
     unattributed = max(0.0, total - covered)
     resource = max(CATEGORIES, key=lambda r: seconds[r])
     result = Bottleneck(resource, seconds, unattributed, total, path, [profile.top.nodes[i] for i in top_ids])
-    result.trigger_wait_s = min(unattributed, sum(trigger_waits(profile).values()))
+    result.trigger_wait_s = min(unattributed, sum(wait.gap_s for wait in trigger_waits(profile).values()))
     if resource != WAITING:
         _name_awaited_work(profile, result)
     elif any(not _waits_on_the_path(profile, p, on_path) for p in path):

@@ -12,12 +12,12 @@ device took.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from crystalperf.core import trace as tr
 from crystalperf.core.attribution.observed import counter_series
-from crystalperf.core.profile.dag import ExecutionProfile, unit_profiles
+from crystalperf.core.profile.dag import ExecutionProfile, implicit_predecessors, unit_profiles
 
 # A micro-batch (an operation with ``ATTRIBUTE_STREAMING_BATCH``) starts when its query's trigger fires, or at once
 # after the batch before when that one ran past it (or always: an available-now trigger, a query behind its input),
@@ -29,37 +29,41 @@ TRIGGER_GAP_S = 0.2
 TRIGGER_MIXED = 1.5
 
 
-def waited_batches(operations: Iterable[tr.Operation]) -> dict[str, float]:
-    """The micro-batches among sibling ``operations`` that waited for their trigger, by id, with the seconds from the
-    end of the operation that ended last before them to their start."""
-    siblings = list(operations)
-    if not any(tr.ATTRIBUTE_STREAMING_BATCH in op.attributes for op in siblings):
+@dataclass(frozen=True)
+class TriggerWait:
+    """A micro-batch's wait for its trigger."""
+
+    gap_s: float  # from the end of the operation before it (``implicit_predecessors``) to its start
+    overhead_s: float  # its query's own steps: the shortest gap before its batches that did not wait (else 0)
+
+
+def waited_batches(operations: Sequence[tr.Operation]) -> dict[str, TriggerWait]:
+    """The micro-batches among sibling ``operations`` that waited for their trigger, by id."""
+    if not any(tr.ATTRIBUTE_STREAMING_BATCH in op.attributes for op in operations):
         return {}
+    by_id = {op.id: op for op in operations}
     gaps: dict[str, list[tuple[tr.Operation, float, tr.Operation]]] = {}
-    ended: list[tr.Operation] = []
-    for op in sorted(siblings, key=lambda o: o.start):
-        before = max((o for o in ended if o.end <= op.start), key=lambda o: o.end, default=None)
-        if before is not None and tr.ATTRIBUTE_STREAMING_BATCH in op.attributes:
+    for op_id, before_id in implicit_predecessors(operations).items():
+        op, before = by_id[op_id], by_id[before_id]
+        if tr.ATTRIBUTE_STREAMING_BATCH in op.attributes:
             query = op.attributes.get(tr.ATTRIBUTE_STREAMING_QUERY, "")
             gaps.setdefault(query, []).append((op, op.start - before.end, before))
-        ended.append(op)
-        if len(ended) > 64:  # batches run one after another: the last few to end are the candidates
-            ended = sorted(ended, key=lambda o: o.end)[-32:]
-    waited: dict[str, float] = {}
+    waited: dict[str, TriggerWait] = {}
     for batches in gaps.values():
         shortest = min(gap for _op, gap, _before in batches)
         mixed = max(gap for _op, gap, _before in batches) > TRIGGER_MIXED * max(shortest, 1e-3)
-        for op, gap, before in batches:
-            if gap >= TRIGGER_GAP_S and gap > before.duration / 2 and (not mixed or gap > 2 * shortest):
-                waited[op.id] = gap
+        found = {op.id: gap for op, gap, before in batches
+                 if gap >= TRIGGER_GAP_S and gap > before.duration / 2 and (not mixed or gap > 2 * shortest)}
+        overhead = max(0.0, min((gap for op, gap, _before in batches if op.id not in found), default=0.0))
+        waited.update({op_id: TriggerWait(gap, overhead) for op_id, gap in found.items()})
     return waited
 
 
-def trigger_waits(profile: ExecutionProfile) -> dict[str, float]:
+def trigger_waits(profile: ExecutionProfile) -> dict[str, TriggerWait]:
     """``waited_batches`` of the trace's top-level operations. Computed once per profile."""
     if "trigger_waits" not in profile.memo:
         profile.memo["trigger_waits"] = waited_batches(profile.trace.operations)
-    found: dict[str, float] = profile.memo["trigger_waits"]
+    found: dict[str, TriggerWait] = profile.memo["trigger_waits"]
     return found
 
 
@@ -129,7 +133,7 @@ def _outside_time(profile: ExecutionProfile) -> OutsideTime | None:
     if waits:
         # disjoint, so sorted by start they are sorted by end too: a span overlaps one only if it overlaps the last
         # to start before the span ends
-        waited = sorted((op.start - waits[op.id], op.start) for op in profile.trace.operations if op.id in waits)
+        waited = sorted((op.start - waits[op.id].gap_s, op.start) for op in profile.trace.operations if op.id in waits)
         starts = [start for start, _ in waited]
         spans = [(a, b) for a, b in spans
                  if (i := bisect.bisect_left(starts, b) - 1) < 0 or waited[i][1] <= a]

@@ -625,13 +625,13 @@ def warnings_of(job: Part, planned: bool, samples: t.StackSamples | None,
         warnings.append(f"{workers.unplaced} of the Python workers' samples were left out: no chain's task thread "
                         "was in its Python operator when they were taken")
     names = [frame.name for frame in samples.frames] if samples is not None else []
-    if (any(_EXTERNAL_PYTHON_OPERATOR in name for name in names)
-            or (any(PYTHON_OPERATOR in name for name in names)
-                and not any(name.startswith(EMBEDDED_PYTHON_FRAME) for name in names))):
-        if workers is None or workers.samples is None:
+    embedded = any(name.startswith(EMBEDDED_PYTHON_FRAME) for name in names)
+    if workers is None or workers.samples is None:
+        if (any(_EXTERNAL_PYTHON_OPERATOR in name for name in names)
+                or (not embedded and any(PYTHON_OPERATOR in name for name in names))):
             warnings.append(PYTHON_WORKERS_WARNING)
-    if any(name.startswith(EMBEDDED_PYTHON_FRAME) for name in names) and (workers is None or workers.samples is None):
-        warnings.append(EMBEDDED_PYTHON_WARNING)
+        if embedded:
+            warnings.append(EMBEDDED_PYTHON_WARNING)
     if job.dropped_samples:
         warnings.append(f"{job.dropped_samples} stack samples lost their stack detail to the reporter's memory "
                         f"bound (max.sample.bytes / max.sample.rows; counted under '{OTHER}')")

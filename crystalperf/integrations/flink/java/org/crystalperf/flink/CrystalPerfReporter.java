@@ -501,8 +501,9 @@ public class CrystalPerfReporter implements MetricReporter {
      * process, where the JVM's stacks end at pemja's call. Starts crystalperf's Python sampler inside that
      * interpreter (``crystalperf.integrations.flink.pyworkers.start_embedded_sampler``), once an output directory,
      * from a thread of its own: pemja binds an interpreter to the thread that made it, and runs it in the process's
-     * one main interpreter (MULTI_THREAD), where the sampler's thread outlives the call. Reflection: pemja is PyFlink's, on the
-     * classpath only where Python functions run. A failure costs the samples only (the trace then warns).
+     * one main interpreter (MULTI_THREAD), where the sampler's thread outlives the call. Reflection: pemja is
+     * PyFlink's, on the classpath only where Python functions run. A failure costs the samples only (the trace then
+     * warns).
      */
     private void startEmbeddedSampler() {
         embeddedSamplerStarted = true;
