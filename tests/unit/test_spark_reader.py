@@ -309,15 +309,25 @@ def test_a_streaming_micro_batch_is_named_after_its_query_and_batch(tmp_path: Pa
 
     def as_a_micro_batch(event: dict[str, Any]) -> dict[str, Any]:
         if event["Event"] == "SparkListenerJobStart" and event["Job ID"] == 1:
-            event["Properties"]["spark.job.description"] = f"counts\nid = {query_id}\nrunId = 5f1d\nbatch = 3"
+            event["Properties"].update({"spark.job.description": f"counts\nid = {query_id}\nrunId = 5f1d\nbatch = 3",
+                                        "sql.streaming.queryId": query_id, "streaming.sql.batchId": "3"})
         return event
 
+    # the batch's progress (Spark logs it after the batch; batch 2's belongs to no job of the log)
+    progress = [{"Event": "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent",
+                 "progress": {"id": query_id, "runId": "5f1d", "name": "counts", "timestamp": stamp, "batchId": batch,
+                              "durationMs": {"triggerExecution": ran, "queryPlanning": 40}}}
+                 for batch, stamp, ran in ((2, "2026-12-04T03:23:00.000Z", 800), (3, "2026-12-04T03:23:01.000Z", 1234))]
     log = tmp_path / "streaming.json"
-    log.write_text("\n".join(json.dumps(as_a_micro_batch(json.loads(line))) for line in _lines()) + "\n")
+    log.write_text("\n".join([*(json.dumps(as_a_micro_batch(json.loads(line))) for line in _lines()),
+                              *map(json.dumps, progress)]) + "\n")
     trace = read_event_log(log)
     job = trace.operations[1]
     assert job.name == "job 1: counts batch 3"
     assert (job.attributes["streaming_query_id"], job.attributes["streaming_batch"]) == (query_id, "3")
+    # when its trigger fired (2026-12-04 03:23:01 UTC) and how long it ran
+    assert float(job.attributes["streaming_trigger_start"]) == 1796354581.0
+    assert float(job.attributes["streaming_trigger_s"]) == 1.234
     assert [s.name for s in job.children] == ["stage 2: counts batch 3", "stage 3: counts batch 3"]
     assert job.children[1].attributes["spark_stage_name"] == "count at /work/main/tests/data/record/spark_eventlog.py:67"
     span = job.end - job.start

@@ -15,15 +15,20 @@ from crystalperf.core.profile.outside import waited_batches
 from .helpers import make_trace, op, task
 
 
-def _batches(starts: list[float], took: float | list[float], end: float, query: str = "q1") -> tr.Trace:
-    """A job per batch starting at ``starts``, each one stage of one task computing for ``took`` seconds."""
+def _batches(starts: list[float], took: float | list[float], end: float, query: str = "q1",
+             fired: list[float] | None = None) -> tr.Trace:
+    """A job per batch starting at ``starts``, each one stage of one task computing for ``took`` seconds; with
+    ``fired``, the batches' progress: when each trigger fired, and that it ran until its job ended."""
     jobs = []
     for n, start in enumerate(starts):
         took_n = took[n] if isinstance(took, list) else took
         stage = op(f"stage-{n}", start, start + took_n, kind="stage", tasks=[
             task(f"t{n}", start, start + took_n, run_time_s=took_n, cpu_time_s=took_n)])
-        jobs.append(op(f"job-{n}", start, start + took_n, kind="job", children=[stage], attributes={
-            tr.ATTRIBUTE_STREAMING_QUERY: query, tr.ATTRIBUTE_STREAMING_BATCH: str(n)}))
+        attributes = {tr.ATTRIBUTE_STREAMING_QUERY: query, tr.ATTRIBUTE_STREAMING_BATCH: str(n)}
+        if fired is not None:
+            attributes[tr.ATTRIBUTE_STREAMING_TRIGGER_START] = repr(fired[n])
+            attributes[tr.ATTRIBUTE_STREAMING_TRIGGER_S] = repr(round(start + took_n - fired[n], 6))
+        jobs.append(op(f"job-{n}", start, start + took_n, kind="job", children=[stage], attributes=attributes))
     return make_trace(jobs, end=end)
 
 
@@ -76,3 +81,22 @@ def test_a_wait_for_the_trigger_is_not_time_outside_the_operations_that_a_device
     assert found is not None
     # the 0.6 s before each of the four later batches waited for the trigger; the 0.6 s after the last did not
     assert [(g.start, g.end) for g in found.gaps] == [pytest.approx((4.4, 5.0))]
+
+
+def test_the_batches_progress_tells_a_short_wait_from_a_query_s_own_steps() -> None:
+    # A 1 s trigger (as Spark fires it: on whole seconds), planning of 0.24-0.27 s before each job. Batches 1-3 ran
+    # behind (their triggers, 1.0, 2.0, 3.0, had fired before the batch ahead ended); batch 4's fired at 4.0, 0.25 s
+    # after batch 3 ended: a wait that its gap (0.40 s, against 0.24-0.27 s) alone does not tell from the planning.
+    starts, took = [0.27, 1.33, 2.33, 3.32, 4.15], [0.8, 0.75, 0.75, 0.43, 0.4]
+    fired = [0.0, 1.07, 2.08, 3.08, 4.0]
+    without_progress = waited_batches(_batches(starts, took, end=5.0).operations)
+    assert without_progress == {}
+    trace = _batches(starts, took, end=5.0, fired=fired)
+    waited = waited_batches(trace.operations)
+    assert list(waited) == ["job-4"]
+    # its own steps: from its trigger to its job
+    assert waited["job-4"].gap_s == pytest.approx(0.40)
+    assert waited["job-4"].overhead_s == pytest.approx(0.15)
+    # twice the speed: batches 0-3 back to back with their traced gaps end at 0.27 + 1.365 + 0.785 = 2.42 (their
+    # planning is not CPU the tasks measured); batch 4 starts at its trigger's 4.15 and takes 0.2; 0.45 s after it
+    assert _runtime(trace, {"cpu_speed": 2.0}) == pytest.approx(4.8)

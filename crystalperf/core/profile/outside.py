@@ -12,6 +12,7 @@ device took.
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,9 +23,13 @@ from crystalperf.core.profile.dag import ExecutionProfile, implicit_predecessors
 # A micro-batch (an operation with ``ATTRIBUTE_STREAMING_BATCH``) starts when its query's trigger fires, or at once
 # after the batch before when that one ran past it (or always: an available-now trigger, a query behind its input),
 # after the query's own steps (planning, committing offsets: from tens of milliseconds to a few tenths on a busy
-# machine). Gaps of at least TRIGGER_GAP_S that are more than half the batch before are waits for the trigger; where
-# a query's gaps differ by more than TRIGGER_MIXED (some of its batches ran back to back), only those more than
-# twice its shortest gap, its own steps, are.
+# machine). Where the hook saw the batches' progress, a batch whose trigger fired more than TRIGGER_LATE_S after the
+# trigger before it had ended waited for it (one that ran behind fires once the query has reported the batch
+# before: 10-70 ms later on a 2-core machine). Otherwise the gaps between the jobs tell: gaps of at least TRIGGER_GAP_S
+# that are more than half the batch before are waits for the trigger; where a query's gaps differ by more than
+# TRIGGER_MIXED (some of its batches ran back to back), only those more than twice its shortest gap, its own steps,
+# are.
+TRIGGER_LATE_S = 0.1
 TRIGGER_GAP_S = 0.2
 TRIGGER_MIXED = 1.5
 
@@ -34,7 +39,8 @@ class TriggerWait:
     """A micro-batch's wait for its trigger."""
 
     gap_s: float  # from the end of the operation before it (``implicit_predecessors``) to its start
-    overhead_s: float  # its query's own steps: the shortest gap before its batches that did not wait (else 0)
+    overhead_s: float  # its query's own steps before its work: from its trigger where that is known, else the
+    # shortest gap before its query's batches that did not wait (else 0)
 
 
 def waited_batches(operations: Sequence[tr.Operation]) -> dict[str, TriggerWait]:
@@ -49,14 +55,38 @@ def waited_batches(operations: Sequence[tr.Operation]) -> dict[str, TriggerWait]
             query = op.attributes.get(tr.ATTRIBUTE_STREAMING_QUERY, "")
             gaps.setdefault(query, []).append((op, op.start - before.end, before))
     waited: dict[str, TriggerWait] = {}
-    for batches in gaps.values():
+    for query, batches in gaps.items():
         shortest = min(gap for _op, gap, _before in batches)
         mixed = max(gap for _op, gap, _before in batches) > TRIGGER_MIXED * max(shortest, 1e-3)
-        found = {op.id: gap for op, gap, before in batches
-                 if gap >= TRIGGER_GAP_S and gap > before.duration / 2 and (not mixed or gap > 2 * shortest)}
-        overhead = max(0.0, min((gap for op, gap, _before in batches if op.id not in found), default=0.0))
+        by_trigger: dict[str, TriggerWait | None] = {}
+        for op, gap, before in batches:
+            fired, _ran = _trigger(op)
+            before_fired, before_ran = _trigger(before)
+            if (fired is not None and before_fired is not None and before_ran is not None
+                    and before.attributes.get(tr.ATTRIBUTE_STREAMING_QUERY, "") == query):
+                late = fired - (before_fired + before_ran) > TRIGGER_LATE_S
+                by_trigger[op.id] = TriggerWait(gap, max(0.0, op.start - fired)) if late else None
+        found = {op.id: gap for op, gap, before in batches if op.id not in by_trigger
+                 and gap >= TRIGGER_GAP_S and gap > before.duration / 2 and (not mixed or gap > 2 * shortest)}
+        overhead = max(0.0, min((gap for op, gap, _before in batches if op.id not in found
+                                 and by_trigger.get(op.id) is None), default=0.0))
         waited.update({op_id: TriggerWait(gap, overhead) for op_id, gap in found.items()})
+        waited.update({op_id: wait for op_id, wait in by_trigger.items() if wait is not None})
     return waited
+
+
+def _trigger(op: tr.Operation) -> tuple[float | None, float | None]:
+    """When a micro-batch's trigger fired and how long it ran, where its hook saw the batch's progress."""
+    return (_seconds(op.attributes.get(tr.ATTRIBUTE_STREAMING_TRIGGER_START)),
+            _seconds(op.attributes.get(tr.ATTRIBUTE_STREAMING_TRIGGER_S)))
+
+
+def _seconds(value: str | None) -> float | None:
+    try:
+        seconds = float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+    return seconds if seconds is not None and math.isfinite(seconds) and seconds >= 0 else None
 
 
 def trigger_waits(profile: ExecutionProfile) -> dict[str, TriggerWait]:

@@ -35,10 +35,13 @@ METRIC_THREADS_CPU_TIME = "threads_cpu_time_s"
 METRIC_READER_CPU_TIME = "reader_cpu_time_s"
 
 # Operation attributes of one micro-batch of a streaming query (Spark structured streaming): the query's id and the
-# batch. A batch that started well after the one before it ended waited for its trigger: it starts no earlier in a
-# what-if (``crystalperf.core.predict.simulation``).
+# batch, and where the hook saw the batch's progress, when its trigger fired (epoch seconds) and how long the trigger
+# ran (the batch with its query's own steps), as decimal strings. A batch that waited for its trigger starts no
+# earlier in a what-if (``crystalperf.core.profile.outside``, ``crystalperf.core.predict.simulation``).
 ATTRIBUTE_STREAMING_QUERY = "streaming_query_id"
 ATTRIBUTE_STREAMING_BATCH = "streaming_batch"
+ATTRIBUTE_STREAMING_TRIGGER_START = "streaming_trigger_start"
+ATTRIBUTE_STREAMING_TRIGGER_S = "streaming_trigger_s"
 
 # Operation attribute a hook may set: what the operation's waiting was for (free text, e.g. "input pipeline").
 ATTRIBUTE_WAITS_ON = "waits_on"

@@ -120,6 +120,11 @@ def _job(jid: int, job: JobRecord, ctx: _Assembly) -> Document:
     end = max(start, job.end or ctx.end)
     props = job.properties if isinstance(job.properties, dict) else {}
     attrs = {attr: str(props[prop]) for attr, prop in _JOB_ATTRIBUTES if props.get(prop)}
+    trigger = ctx.state.streaming_triggers.get(f"{props.get('sql.streaming.queryId')}/{props.get('streaming.sql.batchId')}")
+    if trigger is not None:
+        attrs[tr.ATTRIBUTE_STREAMING_TRIGGER_START] = repr(trigger[0])
+        if trigger[1] is not None:
+            attrs[tr.ATTRIBUTE_STREAMING_TRIGGER_S] = repr(trigger[1])
     name = attrs.get("description") or attrs.get("call_site") or _unnamed_job_label(jid, job, attrs, ctx.state)
     children = [_stage(sid, jid, job, start, end, ctx) for sid in job.stages]
     return {"id": f"job-{jid}", "name": f"job {jid}: {name}", "kind": "job", "start": start, "end": end,

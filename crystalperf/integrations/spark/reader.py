@@ -40,6 +40,7 @@ from crystalperf.integrations.spark.records import (
     MAX_PLAN_NODES,
     MAX_SQL_EXECUTIONS,
     MAX_SQL_METRICS,
+    MAX_STREAMING_TRIGGERS,
     EventLogState,
     JobRecord,
     SqlPlanRecord,
@@ -47,6 +48,8 @@ from crystalperf.integrations.spark.records import (
     StageRun,
     TaskRecord,
     integer,
+    iso_seconds,
+    number,
     seconds,
     section,
     task_metrics,
@@ -320,6 +323,17 @@ def _task_end(state: EventLogState, event: Event) -> None:
         metrics=task_metrics(event.get("Task Metrics"))))
 
 
+def _streaming_progress(state: EventLogState, event: Event) -> None:
+    """A micro-batch's progress: when its trigger fired (ISO-8601) and how long it ran (``triggerExecution``)."""
+    progress = section(event.get("progress"))
+    query, batch = text(progress.get("id")), integer(progress.get("batchId"))
+    fired = iso_seconds(progress.get("timestamp"))
+    if query is None or batch is None or fired is None or len(state.streaming_triggers) >= MAX_STREAMING_TRIGGERS:
+        return
+    ran = number(section(progress.get("durationMs")).get("triggerExecution"))
+    state.streaming_triggers[f"{query}/{batch}"] = (fired, ran / 1000.0 if ran is not None and ran >= 0 else None)
+
+
 Handler = Callable[[EventLogState, Event], None]
 
 HANDLERS: dict[str, Handler] = {
@@ -337,6 +351,7 @@ HANDLERS: dict[str, Handler] = {
     "SparkListenerTaskEnd": _task_end,
     "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart": _sql_plan,
     "org.apache.spark.sql.execution.ui.SparkListenerSQLAdaptiveExecutionUpdate": _sql_plan,
+    "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent": _streaming_progress,
 }
 
 

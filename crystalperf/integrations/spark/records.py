@@ -14,6 +14,7 @@ what the listener keeps while the application runs (``TaskTable.java``) and what
 
 from __future__ import annotations
 
+import datetime
 import math
 import random
 import zlib
@@ -34,6 +35,20 @@ def seconds(ms: Any) -> float | None:
     if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 < ms <= _MAX_MS:
         return None
     return float(ms) / 1000.0
+
+
+def iso_seconds(value: Any) -> float | None:
+    """An ISO-8601 time as Spark's progress reports write it ("2026-12-04T03:23:01.000Z") in epoch seconds; None
+    for anything else, or a time no clock could give."""
+    if not isinstance(value, str) or len(value) > 64:
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return seconds(moment.timestamp() * 1000.0)
 
 
 def number(value: Any) -> float | None:
@@ -194,6 +209,7 @@ MAX_SQL_EXECUTIONS = 1000
 MAX_PLAN_NODES = 2000
 MAX_PLAN_DETAIL = 400
 MAX_SQL_METRICS = 1_000_000
+MAX_STREAMING_TRIGGERS = 100_000
 
 
 @dataclass
@@ -220,6 +236,8 @@ class EventLogState:
     sql_plans: dict[int, SqlPlanRecord] = field(default_factory=dict)
     sql_metrics: set[int] = field(default_factory=set)  # accumulator ids of the plans' SQL metrics
     stage_sql_metrics: dict[int, set[int]] = field(default_factory=dict)  # stage -> SQL metrics it updated
+    # a streaming micro-batch's trigger, "query id/batch id" -> (when it fired, how long it ran or None), seconds
+    streaming_triggers: dict[str, tuple[float, float | None]] = field(default_factory=dict)
     first: float | None = None  # earliest and latest time of any event
     last: float | None = None
     seen: int = 0  # JSON events read

@@ -77,6 +77,8 @@ public class CrystalPerfListener extends SparkListener {
     private final List<String> classpath = new ArrayList<>();
     private final Map<String, String> properties = new TreeMap<>();
     private final Map<String, String> sqlDescriptions = new HashMap<>();
+    /** A streaming micro-batch's trigger ("query id/batch id"): when it fired and how long it ran, in seconds. */
+    private final Map<String, double[]> streamingTriggers = new HashMap<>();
     private final SqlPlans sqlPlans = new SqlPlans();
     private String lastOutputDir;
     /** The shared directory holding this application's own output directory, when outputDir was not set. */
@@ -90,6 +92,7 @@ public class CrystalPerfListener extends SparkListener {
 
     static final int MAX_WARNINGS = 200;
     static final int MAX_SQL_DESCRIPTIONS = 10_000;
+    static final int MAX_STREAMING_TRIGGERS = 100_000;
     static final int MAX_TEXT = 2000;
     static final String PARTIAL_SHUTDOWN =
             "the driver was stopped before the application ended (SIGTERM or System.exit)";
@@ -304,6 +307,11 @@ public class CrystalPerfListener extends SparkListener {
                 putIf(attrs, "description", p.getProperty("spark.job.description"));
                 putIf(attrs, "job_group", p.getProperty("spark.jobGroup.id"));
                 putIf(attrs, "sql_execution_id", p.getProperty("spark.sql.execution.id"));
+                String query = p.getProperty("sql.streaming.queryId");
+                String batch = p.getProperty("streaming.sql.batchId");
+                if (query != null && batch != null) {
+                    job.put("trigger", query + "/" + batch);
+                }
             }
             job.put("attributes", attrs);
             List<Integer> ids = new ArrayList<>();
@@ -422,6 +430,9 @@ public class CrystalPerfListener extends SparkListener {
                     Path parent = out.getParent();
                     lastOutputDir = (parent != null ? parent : out).toString();
                 }
+            } else if (e.getClass().getName().endsWith("StreamingQueryListener$QueryProgressEvent")) {
+                streamingTrigger(
+                        ((org.apache.spark.sql.streaming.StreamingQueryListener.QueryProgressEvent) e).progress());
             } else if (e.getClass().getName().endsWith("SparkListenerSQLAdaptiveExecutionUpdate")) {
                 org.apache.spark.sql.execution.ui.SparkListenerSQLAdaptiveExecutionUpdate update =
                         (org.apache.spark.sql.execution.ui.SparkListenerSQLAdaptiveExecutionUpdate) e;
@@ -430,6 +441,21 @@ public class CrystalPerfListener extends SparkListener {
                 }
             }
         });
+    }
+
+    /**
+     * A micro-batch's progress says when its trigger fired: a batch whose trigger fired after the batch before had
+     * ended waited for it, which the jobs' times alone cannot tell from a query's own steps between batches.
+     */
+    private void streamingTrigger(org.apache.spark.sql.streaming.StreamingQueryProgress progress) {
+        if (progress == null || progress.id() == null || progress.timestamp() == null
+                || streamingTriggers.size() >= MAX_STREAMING_TRIGGERS) {
+            return;
+        }
+        Long ran = progress.durationMs() == null ? null : progress.durationMs().get("triggerExecution");
+        double fired = java.time.Instant.parse(progress.timestamp()).toEpochMilli() / 1000.0;
+        streamingTriggers.put(progress.id() + "/" + progress.batchId(),
+                new double[] {fired, ran == null ? Double.NaN : ran / 1000.0});
     }
 
     @Override
@@ -841,6 +867,14 @@ public class CrystalPerfListener extends SparkListener {
                 fallback = "SQL " + attrs.get("sql_execution_id") + ": " + sql;
             }
             String name = attrs.getOrDefault("description", attrs.getOrDefault("call_site", fallback));
+            double[] trigger = job.containsKey("trigger") ? streamingTriggers.get((String) job.get("trigger")) : null;
+            if (trigger != null) {
+                attrs = new LinkedHashMap<>(attrs);
+                attrs.put("streaming_trigger_start", java.math.BigDecimal.valueOf(trigger[0]).toPlainString());
+                if (!Double.isNaN(trigger[1])) {
+                    attrs.put("streaming_trigger_s", java.math.BigDecimal.valueOf(trigger[1]).toPlainString());
+                }
+            }
             g.writeStartObject();
             g.writeStringField("id", "job-" + jobId);
             g.writeStringField("name", "job " + jobId + ": " + name);
