@@ -109,6 +109,41 @@ def test_a_straggler_that_read_no_more_goes_back_to_the_median():
                                       "reading 100 B vs 100 B; with its slow tasks at the median time")
 
 
+def test_a_fresh_executors_first_task_is_warming_up_not_a_straggler():
+    # 2 slots on one executor: its first two tasks (started before any task there had ended) took 3 s, the eight
+    # after them 1 s, all reading the same. p75 = 1.5, slow above 2.25: the two cold tasks only, which a fresh JVM's
+    # first wave explains wherever it runs: no straggler.
+    starts = [0, 0, 3, 3, 4, 4, 5, 5, 6, 6]
+    ts = tasks([3, 3, 1, 1, 1, 1, 1, 1, 1, 1], read=[100] * 10, starts=starts)
+    trace = make_trace([job([stage("stage-1", [], task_list=ts)])], total_slots=2)
+    assert findings(trace).skewed == []
+    # the same tasks on executors that each ran one wave: nothing says they were cold, a straggler each
+    for n, t in enumerate(ts[:2]):
+        t.executor = f"lone-{n}"
+    (skew,) = findings(trace).skewed
+    assert skew.cause == CAUSE_STRAGGLER and skew.slow_count == 2 and not skew.warming_up
+
+
+def test_a_cold_task_that_read_more_or_whose_peers_were_cold_too_is_still_slow():
+    # 4 slots: a cold first wave of 12 s (reading 12x the others) and three of 3 s, then twelve warm tasks of 1 s
+    # on the three slots the short ones freed. p75 = 1.5, slow above 2.25: t0 read more, data skew, cold or not;
+    # the three other cold ones are warming up. Balanced: 33 s of work in 16 tasks on 4 slots, 8.25 s for 12.
+    starts = [0, 0, 0, 0] + [3 + wave for wave in range(4) for _slot in range(3)]
+    ts = tasks([12, 3, 3, 3] + [1] * 12, read=[1200] + [100] * 15, starts=starts)
+    trace = make_trace([job([stage("stage-1", [], task_list=ts)])], total_slots=4)
+    (skew,) = findings(trace).skewed
+    assert skew.cause == CAUSE_DATA and [s.id for s in skew.slow] == ["t0"] and skew.warming_up == {"t1", "t2", "t3"}
+    assert skew.stage_saved_s == pytest.approx(12 - 4 * 33 / 16)
+    # a stage whose tasks all ran cold (the executor's first stage), before one that ran warm: the slow one of
+    # them is measured against cold peers
+    first = tasks([1, 1, 1, 9], read=[100] * 4)
+    later = [tr.Task(id=f"u{i}", index=i, executor="e1", start=10.0 + i, end=11.0 + i) for i in range(4)]
+    trace = make_trace([job([stage("stage-1", [], task_list=first),
+                             stage("stage-2", [], start=10.0, parents=["stage-1"], task_list=later)])], total_slots=4)
+    (skew,) = findings(trace).skewed
+    assert skew.cause == CAUSE_STRAGGLER and skew.slow[0].id == "t3"
+
+
 def test_without_read_figures_the_mean():
     trace = make_trace([job([stage("stage-1", [1, 1, 1, 9])])], total_slots=4)
     (skew,) = findings(trace).skewed

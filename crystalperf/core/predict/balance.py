@@ -33,7 +33,8 @@ class _Balance:
         out = []
         for task, part in zip(ctx.tasks, parts, strict=True):
             total = part.total
-            if task.status in ("failed", "killed") or not (by_mean or task.duration > skew.threshold_s):
+            straggler = task.duration > skew.threshold_s and task.id not in skew.warming_up
+            if task.status in ("failed", "killed") or not (by_mean or straggler):
                 out.append(part)
                 continue
             target = skew.balanced_task_s

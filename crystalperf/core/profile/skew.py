@@ -13,7 +13,10 @@ and its retry counts) and, when there are at least ``MIN_TASKS`` of them, their 
   median task's), their time is the data's (``cause`` "data"), and balancing the data spreads the same total
   work over the same tasks: every task takes the ``mean``. When they read no more than the others, the data
   does not explain it (``cause`` "straggler": a slow or busy slot, a long GC): re-run elsewhere, a slow task
-  takes the ``median`` and the others what they took. Without read figures (``cause`` "time") the mean: the
+  takes the ``median`` and the others what they took. A slow task that read no more and ran on a *cold* executor
+  (it started before any task there had ended: the JVM still loading classes and compiling) in an operation most of
+  whose tasks ran warm is neither: a fresh executor's first tasks are slow wherever they run (the what-ifs' first
+  wave counts it). It is not slow, and is left as it ran when the others are balanced. Without read figures (``cause`` "time") the mean: the
   conservative assumption, that the slow tasks' excess is work that has to run somewhere;
 - the stage's saving ``saved = replay(d) - replay(balanced)``: both replayed in start order on the traced
   task slots by the predictor's list scheduler (a sample of the tasks each standing for the tasks it was
@@ -47,6 +50,7 @@ SLOW_RATIO = 1.5
 DATA_RATIO = 1.5
 MIN_STAGE_SHARE = 0.10
 MIN_JOB_SHARE = 0.02
+COLD_SLACK_S = 0.1
 # Flagged operations whose job-level gain is predicted (and reported), the largest stage savings first: each
 # prediction re-traverses the whole DAG.
 MAX_REPORTED = 10
@@ -106,6 +110,7 @@ class Skew:
     balanced_task_s: float  # what a balanced task takes (the mean, or the median for a straggler)
     threshold_s: float  # a task slower than this is slow (SLOW_RATIO x p75)
     stage_saved_s: float
+    warming_up: frozenset[str] = frozenset()  # ids of slow tasks on cold executors, left as they ran
     job_runtime_s: float | None = None  # traced; None for a streaming job (its runtime is not a makespan)
     balanced_job_s: float | None = None
 
@@ -213,19 +218,40 @@ def task_times(op: tr.Operation) -> TaskTimes | None:
                      durations[-1], statistics.fmean(durations), unit, p50, top)
 
 
-def _balanced(durations: Sequence[float], balanced_by_mean: bool, mean: float, median: float,
-              threshold: float) -> list[float]:
+def _balanced(tasks: Sequence[tr.Task], balanced_by_mean: bool, mean: float, median: float,
+              slow: Sequence[tr.Task]) -> list[float]:
     # Balancing data redistributes the same total work over the same tasks: each takes the mean. The median
     # would make the slow tasks' extra work vanish and promise more than any re-partitioning gives. A
     # straggler's excess is no work of its data's: the slow task alone goes back to the median.
     if balanced_by_mean:
-        return [mean] * len(durations)
-    return [median if d > threshold else d for d in durations]
+        return [mean] * len(tasks)
+    stragglers = {id(t) for t in slow}
+    return [median if id(t) in stragglers else t.duration for t in tasks]
 
 
-def assess(prof: OperationProfile, slots: int, job_runtime_s: float, times: TaskTimes | None = None) -> Skew | None:
+def cold_tasks(trace: tr.Trace) -> frozenset[int]:
+    """The tasks (by ``id()``) that started on an executor before any task there had ended, where the executor
+    went on to run tasks after: a fresh JVM's first wave. A task's end is when its status reached the driver,
+    which may be after the next task on the freed slot launched: starts within ``COLD_SLACK_S`` of the first end
+    are not the first wave's."""
+    by_executor: dict[str, list[tr.Task]] = {}
+    for op in trace.iter_operations():
+        for task in op.tasks:
+            if task.executor:
+                by_executor.setdefault(task.executor, []).append(task)
+    cold: set[int] = set()
+    for tasks in by_executor.values():
+        first_end = min(t.end for t in tasks)
+        first_wave = [t for t in tasks if t.start < first_end - COLD_SLACK_S]
+        if len(first_wave) < len(tasks):
+            cold.update(id(t) for t in first_wave)
+    return frozenset(cold)
+
+
+def assess(prof: OperationProfile, slots: int, job_runtime_s: float, times: TaskTimes | None = None,
+           cold: frozenset[int] = frozenset()) -> Skew | None:
     """The rule of the module docstring for one operation: a Skew when it holds (no job figures yet), else None.
-    ``times``: the operation's ``task_times``, when already computed."""
+    ``times``: the operation's ``task_times``, when already computed; ``cold``: ``cold_tasks`` of its trace."""
     op = prof.op
     times = times or task_times(op)
     if times is None:
@@ -237,12 +263,20 @@ def assess(prof: OperationProfile, slots: int, job_runtime_s: float, times: Task
         return None
     read = _read(tasks)
     by_task: dict[int, float] = {}
+    median_read = times.read_p50 or 0.0
+    if read is not None:
+        by_task = {id(t): v for t, v in zip(tasks, read[1], strict=True)}
+    warming: list[tr.Task] = []
+    if sum(id(t) in cold for t in tasks) < len(tasks) / 2:
+        warming = [t for t in slow if id(t) in cold and by_task.get(id(t), 0.0) < DATA_RATIO * median_read
+                   or id(t) in cold and not by_task]
+        slow = [t for t in slow if t not in warming]
+        if not slow:
+            return None
     if read is None:
         cause = CAUSE_TIME
     else:
-        by_task = {id(t): v for t, v in zip(tasks, read[1], strict=True)}
         slow_read = statistics.fmean(by_task[id(t)] for t in slow)
-        median_read = times.read_p50 or 0.0
         cause = CAUSE_DATA if slow_read > 0 and slow_read >= DATA_RATIO * median_read else CAUSE_STRAGGLER
     by_mean = cause != CAUSE_STRAGGLER
     balanced_task = times.mean if by_mean else times.p50
@@ -250,7 +284,7 @@ def assess(prof: OperationProfile, slots: int, job_runtime_s: float, times: Task
     durations = [t.duration for t in ordered]
     weight = task_count(op) / len(op.tasks)
     before = replay(durations, slots, weight=weight)
-    after = replay(_balanced(durations, by_mean, times.mean, times.p50, threshold), slots, weight=weight)
+    after = replay(_balanced(ordered, by_mean, times.mean, times.p50, slow), slots, weight=weight)
     saved = before - after
     if before > prof.runtime > 0:
         # The replay takes longer than the operation did (it had more slots than the trace says): the saving
@@ -259,7 +293,8 @@ def assess(prof: OperationProfile, slots: int, job_runtime_s: float, times: Task
     if saved < MIN_STAGE_SHARE * prof.runtime or saved < MIN_JOB_SHARE * job_runtime_s or saved <= 0:
         return None
     named = [SlowTask(t.id, t.index, t.executor, t.duration, by_task.get(id(t))) for t in slow[:MAX_NAMED]]
-    return Skew(prof, times, named, len(slow), cause, balanced_task, threshold, saved)
+    return Skew(prof, times, named, len(slow), cause, balanced_task, threshold, saved,
+                frozenset(t.id for t in warming))
 
 
 def find_skew(profile: ExecutionProfile, slots: int) -> SkewFindings:
@@ -269,6 +304,7 @@ def find_skew(profile: ExecutionProfile, slots: int) -> SkewFindings:
     findings = SkewFindings()
     runtime = profile.trace.application.duration
     candidates: list[Skew] = []
+    cold = cold_tasks(profile.trace)
     for prof in unit_profiles(profile):
         if not prof.op.tasks:
             continue
@@ -276,7 +312,7 @@ def find_skew(profile: ExecutionProfile, slots: int) -> SkewFindings:
         if times is None:
             continue
         findings.times[prof.path] = times
-        skew = assess(prof, slots, runtime, times)
+        skew = assess(prof, slots, runtime, times, cold)
         if skew is not None:
             candidates.append(skew)
             findings.flagged.add(skew.profile.path)
