@@ -65,11 +65,12 @@ def test_the_shared_machine_is_read_from_the_processes_counters() -> None:
 
 def test_a_slot_more_on_cores_the_processes_already_use_gains_what_the_cores_allow() -> None:
     p = predictor(cpu_job())
-    # replayed on two slots the tasks would take 5 s; their 19 s of CPU on 2 cores take 9.5 s
+    # replayed on two slots the tasks would take 5 s; two tasks side by side want 2 cores beside the 0.9 the rest
+    # of the process used, 2.9 on 2: 1.45 s each, 7.25 s; their 19 s of CPU on 2 cores take 9.5 s, 2.25 s more
     prediction = p.predict(Changes({"cores": 2}), band=False)
     assert prediction.crystalperf.runtime_s == pytest.approx(9.5)
     assert prediction.replay.runtime_s == pytest.approx(5.0)
-    assert prediction.ceilings["cores"][0] == pytest.approx(4.5)
+    assert prediction.ceilings["cores"][0] == pytest.approx(2.25)
     assert any(note.startswith("ceiling: the cores") for note in prediction.notes)
     # nothing changed is the traced run
     assert p.predict(Changes(), band=False).crystalperf.runtime_s == pytest.approx(10.0)
@@ -88,6 +89,23 @@ def test_work_a_gpu_takes_over_leaves_the_cores_with_it() -> None:
     host.operations[0].attributes["placement"] = "host"
     assert predictor(host).predict(Changes({"device": "gpu", "gpu_speedup": 4.0}),
                                    band=False).crystalperf.runtime_s == pytest.approx(10.0)
+
+
+def test_a_slot_more_beside_threads_that_do_not_follow_the_tasks_waits_for_what_they_keep() -> None:
+    """Eight 1 s tasks one after another, each 0.8 s on a core and 0.2 s waiting for one (the cores loaded 1.25
+    times over), in a process that kept 0.6 cores busy beside them (the compilers, the driver planning: no
+    collector's pauses, work that does not follow the tasks). Two side by side want 2 x 0.8 x 1.25 = 2 cores beside
+    the 0.6: 2.6 on 2, 1.3 times over: 1.04 s each, 4 waves, 4.16 s; the process's 11.2 s of CPU on 2 cores take
+    5.6 s. Taking the whole load to follow the tasks (2.5 times over) would leave them at 2 s each: 8 s, no gain."""
+    tasks = [task(f"t{i}", i, i + 1, cpu_time_s=0.8, cpu_wait_s=0.2, run_time_s=1.0) for i in range(8)]
+    trace = make_trace([op("s", 0, 8, tasks=tasks)], total_slots=1, cores_per_executor=1,
+                       executors=[tr.Executor(id="driver", cores=1)])
+    trace.io = io_rows(8, process_cores=1.4, busiest=2.0)
+    prediction = predictor(trace).predict(Changes({"cores": 2}), band=False)
+    assert prediction.crystalperf.runtime_s == pytest.approx(5.6)
+    assert prediction.ceilings["cores"][0] == pytest.approx(5.6 - 4.16)
+    # one slot fewer than two: the same process, the same answer back
+    assert predictor(trace).predict(Changes(), band=False).crystalperf.runtime_s == pytest.approx(8.0)
 
 
 def test_more_cores_on_the_host_lift_the_ceiling() -> None:

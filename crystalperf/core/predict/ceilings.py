@@ -80,6 +80,24 @@ class Floors:
         self.needed = {}
 
 
+def machine_cores_factor(machine: SharedMachine, baseline: Baseline, changes: Changes, new_slots: int,
+                         hosts: float = 1.0) -> float:
+    """How many times the cores the traced run's processes could have the scenario's have, on ``hosts`` times the
+    traced run's hosts."""
+    factor = hosts
+    per_executor = machine.cores / max(1, baseline.executors)
+    if machine.limited_by == "limit" and abs(per_executor - baseline.cores_per_executor) <= TIED_QUOTA:
+        # a container's quota that matched the executor's cores: more cores per executor come with theirs
+        factor *= changes.number("cores", baseline.cores_per_executor) / baseline.cores_per_executor
+    if "host_cpus" in changes:
+        factor *= changes.number("host_cpus", 1.0) * machine.hosts / machine.cores
+    if "cpu_share" in changes:
+        # a CPU share is CPUs per task slot: a quota of share x slots on the processes
+        quota = changes.number("cpu_share", 1.0) * new_slots
+        factor = min(factor, quota / machine.cores)
+    return factor
+
+
 class Ceilings:
     """The shared machine of a traced job, turned into each scenario's floors."""
 
@@ -114,21 +132,9 @@ class Ceilings:
 
     def cores_factor(self, changes: Changes, new_slots: int) -> float:
         """How many times the cores the traced run's processes could have the scenario's have."""
-        machine = self.machine
-        assert machine is not None
-        b = self.baseline
-        factor = self.hosts_factor(changes, new_slots)
-        per_executor = machine.cores / max(1, b.executors)
-        if machine.limited_by == "limit" and abs(per_executor - b.cores_per_executor) <= TIED_QUOTA:
-            # a container's quota that matched the executor's cores: more cores per executor come with theirs
-            factor *= changes.number("cores", b.cores_per_executor) / b.cores_per_executor
-        if "host_cpus" in changes:
-            factor *= changes.number("host_cpus", 1.0) * machine.hosts / machine.cores
-        if "cpu_share" in changes:
-            # a CPU share is CPUs per task slot: a quota of share x slots on the processes
-            quota = changes.number("cpu_share", 1.0) * new_slots
-            factor = min(factor, quota / machine.cores)
-        return factor
+        assert self.machine is not None
+        return machine_cores_factor(self.machine, self.baseline, changes, new_slots,
+                                    self.hosts_factor(changes, new_slots))
 
     def floors(self, changes: Changes, baseline: Baseline, new_slots: int, pessimistic: bool = False) -> Floors:
         """The scenario's floor for every unit operation (``baseline``: the traced run's, as the scenario states

@@ -20,6 +20,7 @@ from crystalperf.core.predict.base import (
     device_factor,
     is_device_operation,
 )
+from crystalperf.core.predict.ceilings import machine_cores_factor
 from crystalperf.core.profile.dag import ExecutionProfile, OperationProfile
 from crystalperf.core.profile.machine import cluster_spread
 from crystalperf.core.profile.shared import SharedMachine, shared_machine
@@ -195,6 +196,7 @@ class SharedHostModel:
         self._factors: dict[str, tuple[float, float]] = {}
         self._machine: SharedMachine | None = None
         self._interval_s = 0.0  # the seconds one stack sample stands for
+        self._cores_factor = 1.0  # how many times the traced run's cores the scenario's processes may have
 
     def prepare(self, profile: ExecutionProfile, baseline: Baseline, changes: Changes) -> list[str]:
         self._factors = {}
@@ -220,6 +222,8 @@ class SharedHostModel:
         read = profile.trace.metrics.get(STORAGE_READ_BYTES)
         self.device_share = 1.0 - _page_cache_share(profile, baseline) if read else 0.0
         self._machine = _shared(profile)
+        if self._machine is not None:
+            self._cores_factor = machine_cores_factor(self._machine, baseline, changes, int(slots))
         samples = profile.trace.samples
         hook = profile.trace.hook
         # seconds a sample stands for: the interval, stretched where the hook's budget took fewer rounds
@@ -255,7 +259,11 @@ class SharedHostModel:
         waited, cpu = self._delay_of(ctx.profile)
         if cpu > 0 and ratio != 1.0:
             load = 1.0 + waited / cpu
-            if ratio < 1.0 or waited / cpu >= SATURATED_WAIT_SHARE:
+            demand = self._demand(ctx.profile, load, ratio) if old_executors == new_executors else None
+            if demand is not None:
+                # the tasks' CPU part (CPU time and wait) was load x their CPU time; now the new load's
+                cpu_factor = max(1.0, demand) / load
+            elif ratio < 1.0 or waited / cpu >= SATURATED_WAIT_SHARE:
                 cpu_factor = max(1.0, load * ratio) / load
         disk_factor = 1.0 + self.device_share * (ratio - 1.0)
         found = self._factors[key] = (cpu_factor, disk_factor)
@@ -277,6 +285,23 @@ class SharedHostModel:
         parts[:, 1] *= factors[task_unit, 1]
         return True
 
+
+    def _demand(self, prof: OperationProfile, load: float, ratio: float) -> float | None:
+        """The load on the cores with ``ratio`` times the tasks side by side, where the counters measured what the
+        operation's processes did beside its tasks (None elsewhere): the tasks' threads, which wanted ``load``
+        times the cores they got, and the collector (whose work follows what the tasks allocate) want ``ratio``
+        times as many; the rest of the background (the compilers, the driver planning the next query, timers) as
+        many as before; over the cores the scenario's processes may have, less what other processes used."""
+        machine = self._machine
+        share = machine.shares.get(prof.path) if machine is not None else None
+        if machine is None or share is None or share.task_cpu_s is None or share.window_s <= 0:
+            return None
+        cores = machine.cores * self._cores_factor - share.other_cores
+        if cores <= 0:
+            return None
+        following = (share.task_cpu_s * load + min(share.gc_s, share.background_cpu_s)) / share.window_s
+        fixed = share.per_process_cpu_s / share.window_s
+        return (following * ratio + fixed) / cores
 
     def _delay_of(self, prof: OperationProfile) -> tuple[float, float]:
         """An operation's tasks' run-queue delay and CPU time: measured (schedstat), else, where the OS counters
