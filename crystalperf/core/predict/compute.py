@@ -285,7 +285,6 @@ class SharedHostModel:
         parts[:, 1] *= factors[task_unit, 1]
         return True
 
-
     def _demand(self, prof: OperationProfile, load: float, ratio: float) -> float | None:
         """The load on the cores with ``ratio`` times the tasks side by side, where the counters measured what the
         operation's processes did beside its tasks (None elsewhere): the tasks' threads, which wanted ``load``

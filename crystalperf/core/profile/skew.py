@@ -13,11 +13,12 @@ and its retry counts) and, when there are at least ``MIN_TASKS`` of them, their 
   median task's), their time is the data's (``cause`` "data"), and balancing the data spreads the same total
   work over the same tasks: every task takes the ``mean``. When they read no more than the others, the data
   does not explain it (``cause`` "straggler": a slow or busy slot, a long GC): re-run elsewhere, a slow task
-  takes the ``median`` and the others what they took. A slow task that read no more and ran on a *cold* executor
-  (it started before any task there had ended: the JVM still loading classes and compiling) in an operation most of
-  whose tasks ran warm is neither: a fresh executor's first tasks are slow wherever they run (the what-ifs' first
-  wave counts it). It is not slow, and is left as it ran when the others are balanced. Without read figures (``cause`` "time") the mean: the
-  conservative assumption, that the slow tasks' excess is work that has to run somewhere;
+  takes the ``median`` and the others what they took. A slow task that read no more and ran on a *cold*
+  executor (it started before any task there had ended: the JVM still loading classes and compiling) in an
+  operation most of whose tasks ran warm is neither: a fresh executor's first tasks are slow wherever they run
+  (the what-ifs' first wave counts it). It is not slow, and is left as it ran when the others are balanced.
+  Without read figures (``cause`` "time") the mean: the conservative assumption, that the slow tasks' excess is
+  work that has to run somewhere;
 - the stage's saving ``saved = replay(d) - replay(balanced)``: both replayed in start order on the traced
   task slots by the predictor's list scheduler (a sample of the tasks each standing for the tasks it was
   drawn from), so waves, and a slow task that overlapped other tasks' waves, count as they ran;
@@ -268,8 +269,8 @@ def assess(prof: OperationProfile, slots: int, job_runtime_s: float, times: Task
         by_task = {id(t): v for t, v in zip(tasks, read[1], strict=True)}
     warming: list[tr.Task] = []
     if sum(id(t) in cold for t in tasks) < len(tasks) / 2:
-        warming = [t for t in slow if id(t) in cold and by_task.get(id(t), 0.0) < DATA_RATIO * median_read
-                   or id(t) in cold and not by_task]
+        warming = [t for t in slow
+                   if id(t) in cold and (not by_task or by_task[id(t)] < DATA_RATIO * median_read)]
         slow = [t for t in slow if t not in warming]
         if not slow:
             return None

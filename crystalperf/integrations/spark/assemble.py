@@ -120,7 +120,8 @@ def _job(jid: int, job: JobRecord, ctx: _Assembly) -> Document:
     end = max(start, job.end or ctx.end)
     props = job.properties if isinstance(job.properties, dict) else {}
     attrs = {attr: str(props[prop]) for attr, prop in _JOB_ATTRIBUTES if props.get(prop)}
-    trigger = ctx.state.streaming_triggers.get(f"{props.get('sql.streaming.queryId')}/{props.get('streaming.sql.batchId')}")
+    batch = f"{props.get('sql.streaming.queryId')}/{props.get('streaming.sql.batchId')}"
+    trigger = ctx.state.streaming_triggers.get(batch)
     if trigger is not None:
         attrs[tr.ATTRIBUTE_STREAMING_TRIGGER_START] = repr(trigger[0])
         if trigger[1] is not None:
