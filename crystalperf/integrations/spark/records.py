@@ -44,11 +44,11 @@ def iso_seconds(value: Any) -> float | None:
         return None
     try:
         moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+        if moment.tzinfo is None:
+            return None
+        return seconds(moment.timestamp() * 1000.0)
+    except (ValueError, OverflowError, OSError):
         return None
-    if moment.tzinfo is None:
-        return None
-    return seconds(moment.timestamp() * 1000.0)
 
 
 def number(value: Any) -> float | None:
