@@ -25,7 +25,7 @@ from crystalperf.core.profile.dag import ExecutionProfile, implicit_predecessors
 # after the query's own steps (planning, committing offsets: from tens of milliseconds to a few tenths on a busy
 # machine). Where the hook saw the batches' progress, a batch whose trigger fired more than TRIGGER_LATE_S after the
 # trigger before it had ended waited for it (one that ran behind fires once the query has reported the batch
-# before: 10-70 ms later on a 2-core machine). Otherwise the gaps between the jobs tell: gaps of at least TRIGGER_GAP_S
+# before: 7-68 ms later on a 2-core machine). Otherwise the gaps between the jobs tell: gaps of at least TRIGGER_GAP_S
 # that are more than half the batch before are waits for the trigger; where a query's gaps differ by more than
 # TRIGGER_MIXED (some of its batches ran back to back), only those more than twice its shortest gap, its own steps,
 # are.
