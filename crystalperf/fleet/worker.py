@@ -151,6 +151,7 @@ def run_one(analyser: Analyser, source: Source, *, timeout_s: float, max_rss: in
     os.close(write)
     chunks: list[bytes] = []
     failure = None
+    largest_seen = 0
     deadline = started + timeout_s
     try:
         while True:
@@ -161,7 +162,9 @@ def run_one(analyser: Analyser, source: Source, *, timeout_s: float, max_rss: in
                     break
                 chunks.append(chunk)
                 continue
-            if _resident(pid) > max_rss:
+            resident = _resident(pid)
+            largest_seen = max(largest_seen, resident)
+            if resident > max_rss:
                 failure = (f"the analysis used more than {max_rss / 2**20:.0f} MiB of memory and was stopped "
                            "(--max-memory)")
             elif time.monotonic() > deadline:
@@ -172,7 +175,9 @@ def run_one(analyser: Analyser, source: Source, *, timeout_s: float, max_rss: in
     finally:
         os.close(read)
     _, status, usage = os.wait4(pid, 0)
-    peak = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+    # The kernel folds each thread's page counts into the high-water mark in batches, so ru_maxrss can
+    # trail the resident size we saw (and stopped the child at) by a few pages.
+    peak = max(usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024), largest_seen)
     seconds = time.monotonic() - started
     if failure is None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
         try:
