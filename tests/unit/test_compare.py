@@ -134,6 +134,21 @@ def test_operations_of_the_same_name_pair_in_start_order() -> None:
     assert pairs == [("s1", "s7"), ("s2", "s8"), (None, "s9")]
 
 
+def test_the_same_script_from_another_path_pairs_its_operations_by_action() -> None:
+    def op(path: str, name: str, start: float, call_site: str = "") -> Op:
+        return Op(path, path, name, "job", None, start, 1.0, {}, False, True, call_site)
+
+    a = [op("j0", "count at /home/ann/etl.py:12", 0.0, "count at /home/ann/etl.py:12"),
+         op("j1", "save at /home/ann/etl.py:20", 1.0, "save at /home/ann/etl.py:20")]
+    b = [op("j0", "count at /tmp/etl_v2.py:14", 0.0, "count at /tmp/etl_v2.py:14"),
+         op("j1", "save at /tmp/etl_v2.py:22", 2.0, "save at /tmp/etl_v2.py:22"),
+         op("j2", "collect at /tmp/etl_v2.py:30", 3.0, "collect at /tmp/etl_v2.py:30")]
+    pairs = [(p.a.path if p.a else None, p.b.path if p.b else None, p.matched_by) for p in match_operations(a, b)]
+    assert pairs == [("j0", "j0", "action"), ("j1", "j1", "action"), (None, "j2", "")]
+    # a name with no place it was called from is its own action: no looser match than by name
+    assert Op("p", "p", "stage 3: parquet scan", "stage", None, 0, 1, {}, False, True, "").action == "parquet scan"
+
+
 def test_configuration_differences_leave_out_ids_ports_and_temporary_paths(tmp_path: Path) -> None:
     a = saved(job_trace([(1.0, 0.0)], [(1.0, 0.0)], properties={
         "x.master": "local[1]", "x.driver.port": "34589", "x.app.id": "local-1795396326621",

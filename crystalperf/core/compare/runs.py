@@ -8,7 +8,9 @@ ran with, against what RERUN measured, overall and per operation.
 Both read traces (analysed here) or ``crystalperf-report.json`` files (taken as they are); everything
 they compare is in the report document, so they work on any framework's runs. Operations are matched
 level by level: by id where the id and the operation's name agree, else by name and call site in start
-order (a Spark stage's id shifts when another job runs first), else by name alone in start order.
+order (a Spark stage's id shifts when another job runs first), else by name alone in start order, else by
+the name without the place it was called from (``collect at /home/a/job.py:12`` and ``collect at
+/tmp/job_v2.py:14``: the same script run from another path or edited above the call) in start order.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ VOLATILE_DIGITS = re.compile(r"\d{5,}")
 VOLATILE_KEYS = ("id", "port", "starttime", "submittime", "pid")
 # "stage 12: count at X.java:0", "job 3: ..." -> "count at X.java:0": the number is the run's, not the job's.
 NUMBERED_NAME = re.compile(r"^\s*[A-Za-z][\w ]{0,30}?[ _#-]?\d+\s*:\s*")
+# Where a Spark action or a TensorFlow call was made from, at the end of its name: " at FILE:LINE".
+CALLED_FROM = re.compile(r"\s+at\s+\S.*:\d+\s*$")
 MAX_NAME = 300  # characters of an operation's name kept for matching and display
 
 
@@ -193,6 +197,11 @@ class Op:
         return NUMBERED_NAME.sub("", self.name, count=1)
 
     @property
+    def action(self) -> str:
+        """The base name without where it was called from."""
+        return CALLED_FROM.sub("", self.base_name)
+
+    @property
     def signature(self) -> tuple[str, str, str]:
         return (self.kind, self.base_name, self.call_site)
 
@@ -201,7 +210,7 @@ class Op:
 class Pair:
     a: Op | None
     b: Op | None
-    matched_by: str  # "id", "name and call site", "name", or "" for an operation in one run only
+    matched_by: str  # "id", "name and call site", "name", "action", or "" for an operation in one run only
 
 
 def _levels(ops: Iterable[Op]) -> dict[str | None, list[Op]]:
@@ -250,7 +259,8 @@ def _match_level(a: list[Op], b: list[Op]) -> list[Pair]:
         if j is not None and j not in partner and b[j].signature == op.signature:
             partner[j] = (op, "id")
             taken.add(i)
-    for how, key in (("name and call site", lambda o: o.signature), ("name", lambda o: (o.kind, o.base_name))):
+    for how, key in (("name and call site", lambda o: o.signature), ("name", lambda o: (o.kind, o.base_name)),
+                     ("action", lambda o: (o.kind, o.action))):
         waiting: dict[Any, list[int]] = {}
         for j, op in enumerate(b):
             if j not in partner:
