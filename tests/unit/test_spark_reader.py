@@ -141,6 +141,36 @@ def test_sql_plan_and_the_stages_that_ran_each_node(trace: tr.Trace) -> None:
     assert trace.operations[0].attributes["sql_execution_id"] == "0"
 
 
+def _without_times(value: Any) -> Any:
+    """An event as Spark before 1.3 wrote it: no job or stage submission or completion time."""
+    if isinstance(value, dict):
+        return {k: _without_times(v) for k, v in value.items() if k not in ("Submission Time", "Completion Time")}
+    if isinstance(value, list):
+        return [_without_times(v) for v in value]
+    return value
+
+
+def test_a_log_without_job_and_stage_times_spans_them_by_their_tasks(tmp_path: Path, trace: tr.Trace) -> None:
+    old = tmp_path / "app-old"
+    old.write_text("".join(json.dumps(_without_times(json.loads(line))) + "\n" for line in _lines()))
+    found = read_event_log(old)
+    stages, traced = _stages(found), _stages(trace)
+    assert list(stages) == list(traced) and [s.status for s in stages.values()] == [s.status for s in traced.values()]
+    for sid, stage in stages.items():
+        if stage.status == "skipped":
+            continue
+        tasks = {t.id: t for t in stage.tasks}
+        # a stage spans its tasks: from the first launch to the last finish, within the span Spark gave it
+        assert stage.start == min(t.start for t in tasks.values()) and stage.end == max(t.end for t in tasks.values())
+        assert traced[sid].start <= stage.start <= stage.end <= traced[sid].end
+    for job, full in zip(found.operations, trace.operations, strict=True):
+        ran = [s for s in job.children if s.status != "skipped"]
+        assert job.start == min(s.start for s in ran) and job.end == max(s.end for s in ran)
+        assert full.start <= job.start <= job.end <= full.end
+    # the jobs follow each other as they ran, none spans the application
+    assert [j.end <= k.start for j, k in zip(found.operations, found.operations[1:], strict=False)] == [True, True]
+
+
 def test_rolling_log_directory_reads_like_the_file(tmp_path: Path, trace: tr.Trace) -> None:
     rolling = tmp_path / "eventlog_v2_local-1795550840668"
     rolling.mkdir()

@@ -55,6 +55,32 @@ class _Assembly:
     totals: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
+def fill_missing_times(state: EventLogState) -> None:
+    """Times the log does not give, from what it does: Spark before 1.3 wrote no job submission or completion
+    time and no stage submission time. A stage without one spans its tasks (their launch and finish times are in
+    every log); a job, the stages that ran in it (those no job of a lower id listed first), its end only once it
+    ended: a running job runs to the log's end."""
+    for sid, run in state.stages.items():
+        tasks = state.tasks.get(sid)
+        if tasks is None or tasks.first_start is None or tasks.last_end is None:
+            continue
+        if run.start is None:
+            run.start = tasks.first_start
+        if run.status is not None and (run.end is None or run.end <= run.start):
+            run.end = tasks.last_end
+    claimed: set[int] = set()
+    for _jid, job in sorted(state.jobs.items()):
+        own = [ran for sid in job.stages if sid not in claimed
+               and (ran := state.stages.get(sid)) is not None and ran.start is not None]
+        claimed.update(sid for sid in job.stages if sid in state.stages)
+        if job.start is None and own:
+            job.start = min(ran.start for ran in own if ran.start is not None)
+        if job.end is None and job.status is not None:
+            ends = [ran.end for ran in own if ran.end is not None]
+            if ends:
+                job.end = max(ends)
+
+
 def stage_owners(jobs: dict[int, JobRecord], stages: dict[int, StageRun]) -> dict[int, int]:
     """The job each submitted stage ran in: the first job (by id) containing it that started before it.
     A stage listed by a later job too was skipped there (its output was reused)."""
@@ -257,6 +283,7 @@ def application_times(state: EventLogState) -> tuple[float, float]:
 
 def build_trace(state: EventLogState, path: Path) -> tr.Trace:
     """The trace of an event log's state (``path`` names the log in errors and stands in for a missing app id)."""
+    fill_missing_times(state)
     start, end = application_times(state)
     ctx = _Assembly(state, start, end, stage_owners(state.jobs, state.stages))
     operations = [_job(jid, job, ctx) for jid, job in sorted(state.jobs.items())]

@@ -294,6 +294,8 @@ class StageTasks:
     killed: int = 0
     kept: list[tuple[int, TaskRecord]] = field(default_factory=list)  # (its place among the stage's tasks, it)
     slowest: tuple[float, int, TaskRecord] | None = None
+    first_start: float | None = None  # the earliest launch and the latest finish of all its tasks, sampled or not
+    last_end: float | None = None
     _random: random.Random | None = field(default=None, compare=False, repr=False)
     # The running totals of the metrics named as the last task named them (a stage's tasks name the same ones in
     # the same order): each task's values are added in one C loop, in the order the tasks came.
@@ -321,6 +323,10 @@ class StageTasks:
         """Count, sum and offer one task; true when the sample grew by it."""
         index = self.count
         self.count = index + 1
+        if self.first_start is None or task.start < self.first_start:
+            self.first_start = task.start
+        if self.last_end is None or task.end > self.last_end:
+            self.last_end = task.end
         if task.status == "failed":
             self.failed += 1
         elif task.status == "killed":
