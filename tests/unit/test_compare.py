@@ -215,6 +215,11 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
     assert "neither a crystalperf trace nor a report" in _one_line_error(["diff", str(good), str(tmp_path / "other.json")])
     assert "not valid JSON" in _one_line_error(["diff", str(good), str(tmp_path / "broken.json")])
     assert "not a crystalperf report" in _one_line_error(["diff", str(good), str(tmp_path / "bad-report.json")])
+    # a Spark event log given where a trace goes is named, with the command that reads it
+    event_log = Path(__file__).resolve().parents[1] / "data" / "spark-eventlog.json.gz"
+    for command in (["diff", str(good), str(event_log)], ["analyze", str(event_log), "--out", str(tmp_path / "e")]):
+        line = _one_line_error(command)
+        assert "a Spark event log" in line and f"crystalperf import spark-eventlog {event_log} --analyze" in line
     assert "percentage" in _one_line_error(["diff", str(good), str(good), "--fail-if-slower", "fast"])
     assert "cannot write" in _one_line_error(["diff", str(good), str(good), "--json", str(tmp_path / "no" / "d.json")])
     assert main(["analyze", str(good), "--out", str(tmp_path / "r"), "--quiet"]) == 0

@@ -27,6 +27,7 @@ from crystalperf.core import limits
 from crystalperf.core import trace as tr
 from crystalperf.core.errors import BadInputError
 from crystalperf.core.resources import CATEGORIES
+from crystalperf.core.trace.load import not_json_problem
 
 DIFF_VERSION = "1.0"
 VALIDATE_VERSION = "1.0"
@@ -104,8 +105,7 @@ def _read_document(path: Path) -> Any:
     except UnicodeDecodeError:
         raise BadInputError("neither a crystalperf trace nor a report (not UTF-8 text)", path) from None
     except json.JSONDecodeError as exc:
-        raise BadInputError(f"not valid JSON (truncated or corrupt?) at line {exc.lineno} column {exc.colno}: "
-                            f"{exc.msg}", path) from None
+        raise BadInputError(not_json_problem(path, exc.lineno, exc.colno, exc.msg), path) from None
     except (ValueError, RecursionError) as exc:
         raise BadInputError(f"neither a crystalperf trace nor a report ({type(exc).__name__})", path) from None
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import re
 from array import array
 from pathlib import Path
 from typing import Any
@@ -455,6 +456,26 @@ def _merged_columns(table: _Keys, merged_keys: set[int], key_col: array[int], bu
             new_stack.tolist(), new_count.tolist())
 
 
+_SPARK_EVENT = re.compile(rb'^\s*\{\s*"Event"\s*:\s*"(?:SparkListener|org\.apache\.spark\.)')
+
+
+def not_json_problem(path: Path, line: int, column: int, message: str) -> str:
+    """The one line for a file that is not one JSON document: a Spark event log (JSON lines, one event each) is
+    named as one, with the command that reads it."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(512)
+        if head[:2] == b"\x1f\x8b":
+            with gzip.open(path, "rb") as handle:
+                head = handle.read(512)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        head = b""
+    if _SPARK_EVENT.match(head):
+        return (f"a Spark event log, not a crystalperf trace: read it with `crystalperf import spark-eventlog "
+                f"{path} --analyze`")
+    return f"not valid JSON (truncated or corrupt?) at line {line} column {column}: {message}"
+
+
 def load_document(path: Path) -> Any:
     """The decoded document of a trace file, with the task records of each operation bounded (see the module);
     :class:`BadInputError` with one line on anything unreadable."""
@@ -464,9 +485,7 @@ def load_document(path: Path) -> Any:
         return _Loader(text, path, cap).document()
     except jsontext.JsonError as exc:
         line, column = text.where(exc.position)
-        raise BadInputError(
-            f"not valid JSON (truncated or corrupt?) at line {line} column {column}: {exc.message}", path
-        ) from None
+        raise BadInputError(not_json_problem(path, line, column, exc.message), path) from None
     except ValueError as exc:  # an integer of thousands of digits (Python's int conversion limit)
         raise BadInputError(f"not a crystalperf trace ({exc})", path) from None
     except RecursionError:
