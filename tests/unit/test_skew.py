@@ -109,6 +109,17 @@ def test_a_straggler_that_read_no_more_goes_back_to_the_median():
                                       "reading 100 B vs 100 B; with its slow tasks at the median time")
 
 
+def test_a_killed_speculative_copy_of_the_straggler_is_not_kept_when_balanced():
+    # As above, with a speculative copy of t3 launched at 2 s and killed when t3 ended at 9 s: balanced, t3 ends at
+    # 1 s, and the copy is never launched; kept at its traced 7 s it would hold the stage to 9 s.
+    ts = tasks([1, 1, 1, 9], read=[100, 100, 100, 100])
+    ts.append(tr.Task(id="t3-copy", index=3, attempt=1, executor="e1", start=2.0, end=9.0, status="killed"))
+    trace = make_trace([job([stage("stage-1", [], task_list=ts)])], total_slots=5)
+    (skew,) = findings(trace).skewed
+    assert skew.cause == CAUSE_STRAGGLER and [s.id for s in skew.slow] == ["t3"]
+    assert skew.job_runtime_s == pytest.approx(9.0) and skew.balanced_job_s == pytest.approx(1.0)
+
+
 def test_a_fresh_executors_first_task_is_warming_up_not_a_straggler():
     # 2 slots on one executor: its first two tasks (started before any task there had ended) took 3 s, the eight
     # after them 1 s, all reading the same. p75 = 1.5, slow above 2.25: the two cold tasks only, which a fresh JVM's

@@ -34,7 +34,12 @@ class _Balance:
         for task, part in zip(ctx.tasks, parts, strict=True):
             total = part.total
             straggler = task.duration > skew.threshold_s and task.id not in skew.warming_up
-            if task.status in ("failed", "killed") or not (by_mean or straggler):
+            if task.status == "killed":
+                # a copy Spark launched beside a slow task and killed when its twin ended (or a task of a job
+                # that ended): in a balanced operation no task is slow enough to be copied
+                out.append(TaskParts(0.0, 0.0, 0.0, 0.0))
+                continue
+            if task.status == "failed" or not (by_mean or straggler):
                 out.append(part)
                 continue
             target = skew.balanced_task_s
