@@ -38,3 +38,19 @@ def test_the_table_shows_the_busy_function_and_the_json_keeps_the_order(tmp_path
     text = TerminalRenderer(width=400).render(report)
     assert "encodeUTF8" in text and "requestMemorySegmentBlocking" not in text
     assert [f["name"] for f in critical[0]["top_functions"]] == [PARKED["name"], ENCODER["name"]]
+
+
+def test_the_summary_says_where_the_unmeasured_time_went(tmp_path: Path):
+    from crystalperf.core.analysis import analyze
+    from crystalperf.integrations.spark import read_event_log
+
+    sampled = save_trace(spark_like_trace(jobs=1, tasks_per_stage=2), tmp_path / "crystalperf-trace.json.gz")
+    report = analyze_path(sampled, tmp_path, classifier=KeywordClassifier()).report
+    assert report["sources"].get("samples")
+    assert "rest inferred from the sampled functions" in TerminalRenderer(width=400).render(report)
+    # an event log has no stacks: its unmeasured time follows the bytes moved, and the line says so
+    log = Path(__file__).resolve().parents[1] / "data" / "spark-eventlog.json.gz"
+    report = analyze(read_event_log(log), classifier=KeywordClassifier(), scenarios=[], band=False).report
+    assert not report["sources"].get("samples")
+    text = TerminalRenderer(width=400).render(report)
+    assert "split by the bytes the tasks moved (no stacks were sampled)" in text and "sampled functions" not in text

@@ -96,10 +96,14 @@ class TerminalRenderer(Renderer):
         if len(ops) > MAX_ROWS:
             table.add_row(f"... {len(ops) - MAX_ROWS} more", "", "", "", "", "")
         console.print(table)
-        measured = (report.get("sources") or {}).get("measured_fraction")
+        sources = report.get("sources") or {}
+        measured = sources.get("measured_fraction")
         if measured is not None:
+            # an imported event log has no stacks: what was not measured follows the bytes the tasks moved
+            rest = ("inferred from the sampled functions" if sources.get("samples")
+                    else "split by the bytes the tasks moved (no stacks were sampled), else counted as cpu")
             console.print(f"Measured by the framework or the OS: {measured:.0%} of the operations' task time; the "
-                          "rest inferred from the sampled functions.")
+                          f"rest {rest}.")
         preds = Table(title="What if", show_lines=False)
         for col in ("change", "crystalperf", "band", "linear", "replay"):
             preds.add_column(col)
