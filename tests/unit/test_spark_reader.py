@@ -171,6 +171,20 @@ def test_a_log_without_job_and_stage_times_spans_them_by_their_tasks(tmp_path: P
     assert [j.end <= k.start for j, k in zip(found.operations, found.operations[1:], strict=False)] == [True, True]
 
 
+def test_a_log_without_a_version_event_takes_the_version_of_spark_s_jar(tmp_path: Path) -> None:
+    # Spark before 1.3 wrote no SparkListenerLogStart; its assembly jar on the classpath names the version
+    lines = [line for line in _lines() if json.loads(line)["Event"] != "SparkListenerLogStart"]
+    old = tmp_path / "app-old"
+    for jar, version in (("/opt/spark-1.2.0-bin-hadoop2.4/lib/spark-assembly-1.2.0-hadoop2.4.0.jar", "1.2.0"),
+                         ("/home/u/.ivy2/jars/spark-core_2.10-1.2.1.jar", "1.2.1"),
+                         # not Spark's core: the version comes from the log's own classpath, pyspark's jars
+                         ("/opt/lib/spark-sql_2.12-3.1.1.jar", "4.3.0")):
+        env = {"Event": "SparkListenerEnvironmentUpdate", "Spark Properties": {},
+               "Classpath Entries": {jar: "System Classpath", "/opt/conf": "System Classpath"}}
+        old.write_text("\n".join([json.dumps(env), *lines]) + "\n")
+        assert read_event_log(old).application.framework_version == version
+
+
 def test_rolling_log_directory_reads_like_the_file(tmp_path: Path, trace: tr.Trace) -> None:
     rolling = tmp_path / "eventlog_v2_local-1795550840668"
     rolling.mkdir()

@@ -58,6 +58,9 @@ from crystalperf.integrations.spark.records import (
 from crystalperf.integrations.spark.redact import redact
 
 _ROLLING_FILE = re.compile(r"events_(\d+)")
+# Spark's own jar on the driver's classpath, for logs older than the version event (Spark before 1.3):
+# spark-assembly-1.2.0-hadoop2.4.0.jar, spark-core_2.10-1.2.1.jar
+_SPARK_JAR = re.compile(r"(?:^|/)spark-(?:assembly|core_\d+\.\d+)-(\d+\.\d+\.\d+)(?:[-.][\w.-]*)?\.jar$")
 _IN_PROGRESS = ".inprogress"
 MAX_JUNK_LINES = 1_000_000  # lines in a row that are not JSON events before the reading gives up
 IN_PROGRESS_WARNING = "the event log is in progress (Spark was still writing it): the trace ends where the log did"
@@ -192,7 +195,12 @@ def _environment_update(state: EventLogState, event: Event) -> None:
     entries = (cp.keys() if isinstance(cp, dict)
                else (p[0] for p in cp if isinstance(p, list) and p) if isinstance(cp, list) else ())
     # Only local jars and directories can serve as a bytecode fallback.
-    state.classpath.extend(str(e) for e in entries if "://" not in str(e))
+    local = [str(e) for e in entries if "://" not in str(e)]
+    state.classpath.extend(local)
+    if state.app is None or state.app.version is None:
+        version = next((found.group(1) for e in local if (found := _SPARK_JAR.search(e))), None)
+        if version is not None:
+            state.application().version = version
 
 
 def _executor_added(state: EventLogState, event: Event) -> None:
