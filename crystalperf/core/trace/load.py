@@ -21,6 +21,7 @@ from __future__ import annotations
 import gzip
 import math
 import re
+import zlib
 from array import array
 from pathlib import Path
 from typing import Any
@@ -468,7 +469,7 @@ def not_json_problem(path: Path, line: int, column: int, message: str) -> str:
         if head[:2] == b"\x1f\x8b":
             with gzip.open(path, "rb") as handle:
                 head = handle.read(512)
-    except (OSError, EOFError, gzip.BadGzipFile):
+    except (OSError, EOFError, zlib.error):  # a damaged gzip member is OSError or zlib.error
         head = b""
     if _SPARK_EVENT.match(head):
         return (f"a Spark event log, not a crystalperf trace: read it with `crystalperf import spark-eventlog "
