@@ -173,6 +173,50 @@ def test_unparseable_python_is_reported_not_raised(tmp_path: Path) -> None:
     assert any("broken.py" in p and "SyntaxError" in p for p in context.problems)
 
 
+def test_code_imported_from_a_zip_archive_is_read_from_the_archive(tmp_path: Path) -> None:
+    # PySpark's workers import pyspark from pyspark.zip; --py-files ships zips: the frame's file goes through one
+    archive = tmp_path / "lib" / "deps.zip"
+    archive.parent.mkdir()
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("deps/serializers.py", 'def dump(rows, out):\n    """Pickles the rows."""\n    '
+                                            'return out.write(repr(rows))\n')
+    locator, context = PythonLocator(), LocateContext()
+    found = locator.locate(Frame(name="deps.serializers.dump", file=f"{archive}/deps/serializers.py", line=3,
+                                 language="python"), context)
+    assert found is not None and found.doc == "Pickles the rows." and "out.write" in found.code
+    assert found.location == f"{archive}/deps/serializers.py:1"
+    # recorded elsewhere, found under a source root, the archive included
+    moved = Frame(name="deps.serializers.dump", file="/opt/spark/lib/deps.zip/deps/serializers.py", line=3,
+                  language="python")
+    assert PythonLocator().locate(moved, LocateContext(source_roots=[str(tmp_path)])) is not None
+    absent = Frame(name="deps.gone.f", file=f"{archive}/deps/gone.py", line=1, language="python")
+    assert locator.locate(absent, context) is None
+    assert any("gone.py" in p and "missing" in p for p in context.problems)
+    (tmp_path / "bad.zip").write_bytes(b"PK\x05\x06 not an archive")
+    damaged = Frame(name="m.f", file=f"{tmp_path / 'bad.zip'}/m.py", line=1, language="python")
+    assert locator.locate(damaged, context) is None
+    assert any("bad.zip" in p and "unreadable archive" in p for p in context.problems)
+
+
+def test_a_lambda_frame_is_the_lambda_and_the_def_around_one_is_the_def(tmp_path: Path) -> None:
+    path = tmp_path / "job.py"
+    path.write_text(textwrap.dedent('''\
+        slug = udf(lambda url: url.strip("/").upper(), "string")
+
+        def top(rows):
+            """The largest rows."""
+            return sorted(rows, key=lambda r: r[1])[:3]
+        '''))
+    locator, context = PythonLocator(), LocateContext()
+    module_lambda = locator.locate(Frame(name="__main__.<lambda>", file=str(path), line=1, language="python"), context)
+    assert module_lambda is not None and "upper()" in module_lambda.code and module_lambda.doc == ""
+    inner_lambda = locator.locate(Frame(name="job.top.<locals>.<lambda>", file=str(path), line=5, language="python"),
+                                  context)
+    assert inner_lambda is not None and inner_lambda.location == f"{path}:5"
+    around = locator.locate(Frame(name="job.top", file=str(path), line=5, language="python"), context)
+    assert around is not None and around.doc == "The largest rows." and around.location == f"{path}:3"
+
+
 # --- JVM source ------------------------------------------------------------------------------------
 
 

@@ -106,6 +106,31 @@ def test_shuffle_spill_parquet_job_and_event_log(run_app, tmp_path: Path) -> Non
     assert offline.samples is None
 
 
+def test_a_lambda_udf_and_pysparks_own_worker_code_are_located(run_app, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    result = run_app(f'''
+        from pyspark.sql.functions import udf
+        spark = session(**{{"spark.crystalperf.outputDir": "{out}"}})
+        # a cheap lambda over many rows: most of the workers' time is PySpark's (un)pickling of the rows
+        shout = udf(lambda word: word.upper() + "!", "string")
+        words = spark.range(0, 1_500_000, numPartitions=2).selectExpr("cast(id % 977 as string) as word")
+        print("ROWS", words.select(shout("word").alias("w")).groupBy("w").count().count())
+        spark.stop()
+    ''')
+    assert result.returncode == 0, result.stderr[-3000:]
+    resolution = load_trace(out / "crystalperf-trace.json.gz").samples.resolution
+    assert resolution is not None
+    located = {f.qualified_name: f.location or "" for f in (resolution.functions[i] for i in resolution.stack_function
+                                                              if i >= 0)}
+    # the workers import pyspark from pyspark.zip: its functions are read from the archive
+    assert any(".zip/pyspark/" in location for location in located.values()), located
+    # the inline lambda is a function of its own
+    assert any(name.endswith("<lambda>") and location.startswith(str(tmp_path)) for name, location in located.items()), \
+        located
+    # no sample falls through to the hook's own wrapper around the worker's main
+    assert not [name for name, location in located.items() if "/crystalperf/integrations/" in location], located
+
+
 def test_cpu_heavy_python_udf_is_cpu_bound_and_named(run_app, tmp_path: Path) -> None:
     out = tmp_path / "report"
     result = run_app(f'''
