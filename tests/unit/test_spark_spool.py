@@ -21,8 +21,10 @@ from crystalperf.integrations.spark.assemble import (
     add_worker_cpu,
     add_worker_cpu_wait,
     merge_worker_samples,
+    name_python_call_sites,
 )
 from crystalperf.integrations.spark.finish import main as finish
+from crystalperf.integrations.spark.pydriver import CALLS_FILE, DriverCall, program_frame, read_driver_calls
 from crystalperf.integrations.spark.reader import read_spool, read_worker_cpu, read_worker_cpu_wait
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -185,3 +187,81 @@ def test_workers_that_could_not_read_schedstat_add_no_cpu_wait(spool: Path, tmp_
     metrics = [t.metrics for op in written.iter_operations() for t in op.tasks]
     assert metrics and not any(tr.METRIC_CPU_WAIT_TIME in m or METRIC_PYTHON_CPU_WAIT_TIME in m for m in metrics)
     assert any(METRIC_PYTHON_CPU_TIME in m for m in metrics)
+
+
+# --- the lines of the PySpark program that started the jobs ------------------------------------------------------
+
+
+def _as_dataframe_actions(trace: tr.Trace) -> tr.Trace:
+    """The golden log's jobs named as Spark names a DataFrame action called through py4j."""
+    for number, job in enumerate(trace.operations):
+        prefix = job.name.split(": ", 1)[0]
+        job.name = f"{prefix}: SQL {number}: count at NativeMethodAccessorImpl.java:0"
+        job.attributes["sql_execution_id"] = str(number)
+        for stage in job.children:
+            stage.name = f"{stage.name.split(': ', 1)[0]}: count at NativeMethodAccessorImpl.java:0"
+    trace.sql_queries = [tr.SqlQuery(execution_id=str(n), description="count at NativeMethodAccessorImpl.java:0")
+                         for n in range(len(trace.operations))]
+    return trace
+
+
+def test_jobs_started_from_python_are_named_after_the_programs_line() -> None:
+    trace = _as_dataframe_actions(read_event_log(DATA / "spark-eventlog.json.gz"))
+    job0, job1, job2 = trace.operations
+    calls = [
+        DriverCall(job0.start - 0.2, job0.end + 0.1, thread=1, file="/jobs/etl.py", line=10),
+        # the JVM's times are whole milliseconds: a job 0.5 ms past the call's recorded end is still its
+        DriverCall(job1.start - 0.3, job1.start - 0.0005, thread=1, file="/jobs/etl.py", line=12),
+        # two Python threads in actions at once: which one started job 2 is not known
+        DriverCall(job2.start - 0.1, job2.end, thread=1, file="/jobs/etl.py", line=14),
+        DriverCall(job2.start - 0.2, job2.end, thread=2, file="/jobs/etl.py", line=30),
+    ]
+    assert name_python_call_sites(trace, calls) == 2
+    assert job0.name == "job 0: SQL 0: count at /jobs/etl.py:10"
+    assert job0.attributes["python_call_site"] == "/jobs/etl.py:10"
+    assert [s.name for s in job0.children] == ["stage 0: count at /jobs/etl.py:10", "stage 1: count at /jobs/etl.py:10"]
+    assert job1.name.endswith("count at /jobs/etl.py:12")
+    assert job2.name.endswith("count at NativeMethodAccessorImpl.java:0") and "python_call_site" not in job2.attributes
+    assert [q.description for q in trace.sql_queries] == [
+        "count at /jobs/etl.py:10", "count at /jobs/etl.py:12", "count at NativeMethodAccessorImpl.java:0"]
+
+
+def test_only_reflective_call_sites_outside_streaming_batches_are_renamed() -> None:
+    trace = read_event_log(DATA / "spark-eventlog.json.gz")
+    job0, job1, job2 = trace.operations
+    spark_named = job0.name  # PySpark set the line itself (collect)
+    job1.name = "job 1: count at DirectMethodHandleAccessor.java:103"  # JDK 18 on
+    job2.name = "job 2: q1 batch 4"
+    job2.attributes["streaming_query_id"] = "q1-id"
+    calls = [DriverCall(trace.application.start, trace.application.end, thread=7, file="/jobs/s.py", line=3)]
+    late = DriverCall(job1.start + 0.01, job1.end, thread=8, file="/jobs/s.py", line=9)  # started after the job
+    assert name_python_call_sites(trace, [*calls, late]) == 1
+    assert job0.name == spark_named and job2.name == "job 2: q1 batch 4"
+    assert job1.name == "job 1: count at /jobs/s.py:3"
+    assert name_python_call_sites(trace, []) == 0
+
+
+def test_the_finish_reads_the_driver_calls_and_skips_damaged_lines(spool: Path, tmp_path: Path) -> None:
+    listener_trace = tmp_path / "listener" / "crystalperf-trace.json.gz"
+    listener_trace.parent.mkdir()
+    trace = _as_dataframe_actions(read_event_log(DATA / "spark-eventlog.json.gz"))
+    tr.save_trace(trace, listener_trace)
+    job0 = trace.operations[0]
+    lines = [json.dumps({"start": job0.start - 0.1, "end": job0.end, "thread": 5, "file": "/jobs/etl.py", "line": 7}),
+             '{"start": "soon"}', "not json"]
+    (spool / CALLS_FILE.format(pid=99)).write_text("\n".join(lines) + "\n")
+    assert [c.site for c in read_driver_calls(spool)] == ["/jobs/etl.py:7"]
+    out = tmp_path / "out"
+    assert finish([str(listener_trace), "--out", str(out), "--spool", str(spool), "--no-analysis"]) == 0
+    written = tr.load_trace(out / "crystalperf-trace.json.gz")
+    assert [j.name for j in written.operations][0] == "job 0: SQL 0: count at /jobs/etl.py:7"
+    assert written.operations[1].name.endswith("NativeMethodAccessorImpl.java:0")
+
+
+def test_the_programs_frame_is_the_first_outside_the_libraries(tmp_path: Path) -> None:
+    import inspect
+
+    here = inspect.currentframe()
+    assert program_frame(here, ()) is here
+    assert program_frame(here, (str(Path(__file__).parent) + "/",)) is not here  # the test runner's frame
+    assert program_frame(here, ("/",)) is None

@@ -7,6 +7,7 @@ The trace is built as the JSON document the listener writes too, then validated 
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import re
 import statistics
@@ -213,6 +214,60 @@ def name_operations(trace: tr.Trace) -> None:
                    "that one runs past it")
         if warning not in trace.warnings:
             trace.warnings.append(warning)
+
+
+# Where Spark's call site of a job submitted through py4j points: the JDK's reflection accessor (through JDK 17, from
+# JDK 18 on, a generated one whose class has no file: Spark's "<unknown>").
+_REFLECTIVE_SITE = re.compile(r" at (?:NativeMethodAccessorImpl\.java|DirectMethodHandleAccessor\.java"
+                              r"|GeneratedMethodAccessor\d*\.java|<unknown>):-?\d+")
+# The JVM's event times are whole milliseconds, the driver's Python clock finer.
+_CLOCK_SLACK_S = 0.001
+
+
+def name_python_call_sites(trace: tr.Trace, calls: Sequence[Any]) -> int:
+    """Put the PySpark program's line (``pydriver.DriverCall``: the calls from the driver's Python into the JVM) in
+    place of the reflection accessor Spark names a job after, in the names of the jobs submitted during one call,
+    of their stages and of their SQL queries: ``count at NativeMethodAccessorImpl.java:0`` becomes ``count at
+    /jobs/etl.py:42``. A job during calls of two lines at once (actions on two Python threads) and a micro-batch of
+    a streaming query keep Spark's names. The job keeps the line as its ``python_call_site`` attribute. Returns the
+    jobs renamed."""
+    if not calls:
+        return 0
+    # One thread's calls follow each other: the one a job's submission may fall in is the last to start before it.
+    by_thread: dict[int, list[Any]] = {}
+    for call in sorted(calls, key=lambda c: c.start):
+        by_thread.setdefault(call.thread, []).append(call)
+    starts = {thread: [c.start for c in own] for thread, own in by_thread.items()}
+    renamed = 0
+    queries: dict[str, set[str]] = {}
+    for job in trace.operations:
+        if (job.kind != "job" or job.start is None or "streaming_query_id" in job.attributes
+                or not _REFLECTIVE_SITE.search(job.name)):
+            continue
+        sites = set()
+        for thread, own in by_thread.items():
+            at = bisect.bisect_right(starts[thread], job.start + _CLOCK_SLACK_S) - 1
+            if at >= 0 and own[at].end + _CLOCK_SLACK_S >= job.start:
+                sites.add(own[at].site)
+        query = job.attributes.get("sql_execution_id")
+        if len(sites) != 1:
+            if query is not None:
+                queries.setdefault(query, set()).add("")  # its query keeps Spark's name too
+            continue
+        site = sites.pop()
+        job.name = _REFLECTIVE_SITE.sub(f" at {site}", job.name)
+        job.attributes["python_call_site"] = site
+        for stage in job.children:
+            if stage.kind == "stage":
+                stage.name = _REFLECTIVE_SITE.sub(f" at {site}", stage.name)
+        if query is not None:
+            queries.setdefault(query, set()).add(site)
+        renamed += 1
+    for sql in trace.sql_queries:
+        sites = queries.get(sql.execution_id, set())
+        if len(sites) == 1 and "" not in sites:
+            sql.description = _REFLECTIVE_SITE.sub(f" at {next(iter(sites))}", sql.description)
+    return renamed
 
 
 def _batches_text(query: str, spans: dict[str, tuple[float, float]]) -> str:

@@ -168,7 +168,8 @@ def configure(builder: B, **options: Any) -> B:
     """Turn crystalperf on for a ``SparkSession.builder`` (or a ``SparkConf``); returns it.
 
     Options: ``output_dir``, ``sample_interval_ms``, ``python_sampling``, ``spool_dir``, ``cpu_budget`` (see
-    :func:`spark_conf`).
+    :func:`spark_conf`). Where the Python workers are sampled, the jobs this process's Python starts are also named
+    after its lines (:mod:`crystalperf.integrations.spark.pydriver`).
     """
     existing: dict[str, str] = {}
     raw = getattr(builder, "_options", None)
@@ -176,9 +177,17 @@ def configure(builder: B, **options: Any) -> B:
         existing = {str(k): str(v) for k, v in raw.items()}
     elif hasattr(builder, "getAll"):
         existing = dict(builder.getAll())
-    for key, value in spark_conf(existing, **options).items():
+    conf = spark_conf(existing, **options)
+    for key, value in conf.items():
         if hasattr(builder, "config"):
             builder = builder.config(key, value)
         else:
             builder.set(key, value)  # type: ignore[attr-defined]
+    spool = conf.get("spark.crystalperf.spoolDir") or existing.get("spark.crystalperf.spoolDir")
+    if spool:
+        from crystalperf.core.record.hooks import guard
+        from crystalperf.integrations.spark import pydriver
+
+        with guard("recording the lines of the PySpark program that start jobs"):
+            pydriver.install(spool)
     return builder

@@ -29,8 +29,10 @@ from crystalperf.integrations.spark.assemble import (
     add_worker_cpu_wait,
     merge_worker_samples,
     name_operations,
+    name_python_call_sites,
 )
 from crystalperf.integrations.spark.config import INTEGRATION
+from crystalperf.integrations.spark.pydriver import read_driver_calls
 from crystalperf.integrations.spark.reader import read_worker_spool
 
 log = logging.getLogger("crystalperf")
@@ -56,6 +58,11 @@ def _merge_spool(trace: tr.Trace, spool: Path) -> None:
         add_worker_cpu_wait(trace, workers.cpu_wait)
         add_hook_processes(trace, workers.hook)
         log.info("crystalperf: merged the samples of %d Python worker(s)", len(workers.samples))
+    with guard("naming jobs after the lines of the PySpark program that started them"):
+        renamed = name_python_call_sites(trace, read_driver_calls(spool))
+        if renamed:
+            log.info("crystalperf: %d job(s) named after the line of the PySpark program that started them", renamed)
+    with guard("removing the spool directory"):
         # The spool is this application's alone (a fresh temporary directory unless the user chose one).
         shutil.rmtree(spool, ignore_errors=True)
 

@@ -113,12 +113,18 @@ def test_a_lambda_udf_and_pysparks_own_worker_code_are_located(run_app, tmp_path
         spark = session(**{{"spark.crystalperf.outputDir": "{out}"}})
         # a cheap lambda over many rows: most of the workers' time is PySpark's (un)pickling of the rows
         shout = udf(lambda word: word.upper() + "!", "string")
-        words = spark.range(0, 1_500_000, numPartitions=2).selectExpr("cast(id % 977 as string) as word")
+        words = spark.range(0, 4_000_000, numPartitions=2).selectExpr("cast(id % 977 as string) as word")
         print("ROWS", words.select(shout("word").alias("w")).groupBy("w").count().count())
         spark.stop()
     ''')
     assert result.returncode == 0, result.stderr[-3000:]
-    resolution = load_trace(out / "crystalperf-trace.json.gz").samples.resolution
+    trace = load_trace(out / "crystalperf-trace.json.gz")
+    # the DataFrame action's jobs are named after the script's line, not the JVM's reflection accessor
+    line = next(n for n, text in enumerate((tmp_path / "app.py").read_text().splitlines(), 1) if '"ROWS"' in text)
+    names = [op.name for op in trace.iter_operations()]
+    assert any(name.endswith(f"count at {tmp_path / 'app.py'}:{line}") for name in names), names
+    assert not any("NativeMethodAccessorImpl" in name for name in names), names
+    resolution = trace.samples.resolution
     assert resolution is not None
     located = {f.qualified_name: f.location or "" for f in (resolution.functions[i] for i in resolution.stack_function
                                                               if i >= 0)}

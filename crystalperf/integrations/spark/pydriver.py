@@ -1,0 +1,153 @@
+"""The line of a PySpark program that started each Spark job.
+
+Spark names a job after the first frame outside Spark on the driver's stack when the job was submitted. A
+DataFrame action called from Python (``df.count()``, ``df.write.parquet(...)``) reaches the JVM through py4j's
+reflection, so that frame is the JDK's reflection accessor and the job is ``count at
+NativeMethodAccessorImpl.java:0`` (PySpark sets a Python call site itself for a few actions only: ``collect``,
+``toLocalIterator``, ``tail`` and the RDD API).
+
+``configure()`` wraps py4j's ``GatewayClient.send_command``, through which every call from Python to the JVM goes,
+in the driver's Python process. A call that lasts at least ``MIN_CALL_S`` (a job takes longer than that) appends
+one line to ``pydriver-<pid>.jsonl`` in the spool directory: when it started and ended (the epoch clock the JVM's
+events use on the same host), its thread and the first frame of the program outside PySpark, py4j and crystalperf.
+Nothing the call sends or returns changes; a failure to record is logged once and recording stops. At most
+``MAX_CALLS`` lines are written. At job end :func:`read_driver_calls` reads them, and
+:func:`crystalperf.integrations.spark.assemble.name_python_call_sites` puts the program's line in the place of the
+reflection accessor in the names of the jobs submitted during a call, their stages and their SQL queries.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from crystalperf.core import limits
+from crystalperf.core.record.hooks import guard
+
+log = logging.getLogger("crystalperf")
+
+CALLS_FILE = "pydriver-{pid}.jsonl"
+# A call shorter than this started no job worth naming (a job's scheduling alone takes longer); shorter calls
+# are not written, so a program's thousands of small py4j calls cost the wrapper a clock read each.
+MIN_CALL_S = 0.005
+MAX_CALLS = 100_000
+# One line is about 150 bytes; a file past this (not ours, or damaged) is not read.
+MAX_READ_BYTES = 64 << 20
+
+_state: dict[str, Any] = {"spool": None, "written": 0, "failed": False, "skip": ()}
+_lock = threading.Lock()
+_inside = threading.local()
+
+
+@dataclass(frozen=True)
+class DriverCall:
+    """One call from the PySpark driver's Python into the JVM: when (epoch seconds), on which Python thread, and
+    the program's line that made it."""
+
+    start: float
+    end: float
+    thread: int
+    file: str
+    line: int
+
+    @property
+    def site(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+def _package_dirs() -> tuple[str, ...]:
+    """The directories whose frames are not the program's: PySpark's (its wheel or ``pyspark.zip``), py4j's and
+    ours."""
+    dirs = [str(Path(__file__).resolve().parents[2])]  # crystalperf
+    for name in ("pyspark", "py4j"):
+        location = getattr(sys.modules.get(name), "__file__", None)
+        if location:
+            dirs.append(os.path.dirname(os.path.abspath(location)))
+    return tuple(d.rstrip(os.sep) + os.sep for d in dirs)
+
+
+def program_frame(frame: FrameType | None, skip: tuple[str, ...]) -> FrameType | None:
+    """The first frame, from ``frame`` outward, whose file is not under one of the ``skip`` directories."""
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(skip) and not filename.startswith("<"):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def install(spool: str | os.PathLike[str]) -> None:
+    """Record the driver's calls into the JVM in ``spool`` (a later call moves them to its spool: a new
+    session of the same process)."""
+    from py4j.java_gateway import GatewayClient
+
+    with _lock:
+        _state.update(spool=Path(spool), written=0, failed=False, skip=())
+    if getattr(GatewayClient.send_command, "_crystalperf", False):
+        return
+    original = GatewayClient.send_command
+
+    def send_command(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(_inside, "call", False):  # a retry inside py4j: the outer call is the one made
+            return original(self, *args, **kwargs)
+        _inside.call = True
+        started = time.time()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _inside.call = False
+            ended = time.time()
+            if ended - started >= MIN_CALL_S and not _state["failed"]:
+                _record(started, ended, sys._getframe(1))
+
+    send_command._crystalperf = True  # type: ignore[attr-defined]
+    GatewayClient.send_command = send_command  # type: ignore[method-assign]
+
+
+def _record(started: float, ended: float, caller: FrameType) -> None:
+    try:
+        with _lock:
+            if _state["written"] >= MAX_CALLS or _state["spool"] is None:
+                return
+            if not _state["skip"]:
+                _state["skip"] = _package_dirs()
+            frame = program_frame(caller, _state["skip"])
+            if frame is None:
+                return
+            line = json.dumps({"start": round(started, 6), "end": round(ended, 6), "thread": threading.get_ident(),
+                               "file": frame.f_code.co_filename, "line": frame.f_lineno})
+            with open(_state["spool"] / CALLS_FILE.format(pid=os.getpid()), "a", encoding="utf-8") as out:
+                out.write(line + "\n")
+            _state["written"] += 1
+    except Exception as exc:  # the user's call has returned or raised already: it must not see ours
+        _state["failed"] = True
+        log.warning("crystalperf: could not record the Python lines of the driver's Spark calls (jobs keep "
+                    "Spark's names): %s", exc)
+
+
+def read_driver_calls(spool: Path) -> list[DriverCall]:
+    """The calls every driver process recorded in ``spool``; an unreadable file or line is logged and skipped."""
+    calls: list[DriverCall] = []
+    for path in sorted(spool.glob(CALLS_FILE.format(pid="*"))):
+        with guard(f"reading the driver's Python call sites {path}"):
+            if not limits.is_regular_file(path) or path.stat().st_size > MAX_READ_BYTES:
+                raise ValueError(f"{path} is not a regular file of at most {MAX_READ_BYTES} bytes")
+            text = path.read_text(encoding="utf-8", errors="replace")
+            for number, raw in enumerate(text.splitlines(), 1):
+                try:
+                    entry = json.loads(raw)
+                    call = DriverCall(float(entry["start"]), float(entry["end"]), int(entry["thread"]),
+                                      str(entry["file"]), int(entry["line"]))
+                except (ValueError, KeyError, TypeError) as exc:
+                    log.info("crystalperf: %s:%d: not a call line (%s)", path, number, exc)
+                    continue
+                calls.append(call)
+    return calls
