@@ -7,6 +7,7 @@ import inspect
 import json.decoder
 import shutil
 import subprocess
+import sysconfig
 import textwrap
 import zipfile
 from pathlib import Path
@@ -196,6 +197,24 @@ def test_code_imported_from_a_zip_archive_is_read_from_the_archive(tmp_path: Pat
     damaged = Frame(name="m.f", file=f"{tmp_path / 'bad.zip'}/m.py", line=1, language="python")
     assert locator.locate(damaged, context) is None
     assert any("bad.zip" in p and "unreadable archive" in p for p in context.problems)
+
+
+def test_a_frozen_standard_library_module_is_read_from_the_standard_librarys_source() -> None:
+    # CPython 3.11 on freezes os, posixpath, codecs and the import system: their frames' file is "<frozen os>"
+    stdlib_os = Path(sysconfig.get_paths()["stdlib"], "os.py")  # inspect cannot read a frozen module's source
+    walk_line = next(n for n, text in enumerate(stdlib_os.read_text().splitlines(), 1) if text.startswith("def walk("))
+    locator, context = PythonLocator(), LocateContext()
+    walk = locator.locate(Frame(name="os.walk", file="<frozen os>", line=walk_line + 3, language="python"), context)
+    assert walk is not None and walk.code.lstrip().startswith("def walk") and "scandir" in walk.code
+    assert walk.location is not None and walk.location.endswith(f"os.py:{walk_line}")
+    # another Python's lines: the function is found by its name
+    elsewhere = locator.locate(Frame(name="os.walk", file="<frozen os>", line=1, language="python"), context)
+    assert elsewhere is not None and elsewhere.code == walk.code
+    package = locator.locate(Frame(name="importlib.invalidate_caches", file="<frozen importlib>", line=None,
+                                   language="python"), context)
+    assert package is not None and "invalidate_caches" in package.code
+    for file in ("<frozen no_such_module>", "<string>", "<frozen ../../etc/passwd>"):
+        assert locator.locate(Frame(name="m.f", file=file, line=3, language="python"), context) is None
 
 
 def test_a_lambda_frame_is_the_lambda_and_the_def_around_one_is_the_def(tmp_path: Path) -> None:

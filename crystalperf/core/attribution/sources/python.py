@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import ast
 import os
+import re
+import sysconfig
 import zipfile
 from dataclasses import dataclass
+from pathlib import Path
 
 from crystalperf.core import limits
 from crystalperf.core.attribution.classify import FunctionSource
@@ -23,6 +26,7 @@ from crystalperf.core.trace import Frame
 
 _FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
 LAMBDA = "<lambda>"
+_FROZEN = re.compile(r"<frozen (?P<module>[A-Za-z_][A-Za-z0-9_.]{0,200})>")
 # what zipimport imports from: a path component with one of these endings may be an archive, not a directory
 _ARCHIVE_ENDINGS = (".zip", ".egg", ".pyz", ".whl")
 # archives kept open at once (each holds its central directory in memory, bounded by open_zip)
@@ -140,8 +144,10 @@ class PythonLocator:
         return paths
 
     def locate(self, frame: Frame, context: LocateContext) -> FunctionSource | None:
-        if frame.language != "python" or not frame.file or frame.file.startswith("<"):
+        if frame.language != "python" or not frame.file:
             return None
+        if frame.file.startswith("<"):
+            return self._locate_frozen(frame, context)
         parsed = None
         path = frame.file
         for candidate in self._candidates(frame, context):
@@ -156,6 +162,30 @@ class PythonLocator:
         function = self._enclosing(parsed, frame)
         if function is None:
             return None  # module-level code: no function to classify, the scan goes on downward
+        return self._source(frame, parsed, function, path)
+
+    def _locate_frozen(self, frame: Frame, context: LocateContext) -> FunctionSource | None:
+        """A standard-library module the interpreter froze into itself (``<frozen os>``: ``os``, ``posixpath``,
+        ``codecs``, the import system; CPython 3.11 on) from the standard library's source beside the interpreter
+        that analyses: the function at the frame's line where it has the frame's name (another Python version's
+        lines may differ), else the one function of that name."""
+        match = _FROZEN.fullmatch(frame.file or "")
+        if match is None:
+            return None
+        root = Path(sysconfig.get_paths()["stdlib"], *match["module"].split("."))
+        path = next((str(p) for p in (root.with_suffix(".py"), root / "__init__.py") if limits.is_regular_file(p)),
+                    None)
+        parsed = self._parse(path, context) if path is not None else None
+        if path is None or parsed is None:
+            return None
+        function = self._enclosing(parsed, frame)
+        short = frame.name.rsplit(".", 1)[-1]
+        if function is None or function.name != short:
+            function = self._enclosing(parsed, frame.model_copy(update={"line": None}))
+        return self._source(frame, parsed, function, path) if function is not None else None
+
+    @staticmethod
+    def _source(frame: Frame, parsed: _ParsedFile, function: _Function, path: str) -> FunctionSource:
         code = "\n".join(parsed.lines[function.first_line - 1 : function.last_line])
         return FunctionSource(
             qualified_name=frame.name,
