@@ -102,6 +102,23 @@ def test_steps_become_operations_with_the_input_wait_and_layers_in_order() -> No
     assert sum(conv_rows) == 600
 
 
+def test_a_step_tail_longer_than_the_last_layers_kernels_is_the_hosts() -> None:
+    # dense ran 2 ms of kernels, then the step went back to Python for 98 ms (Keras's loop, callbacks, or a wait
+    # for the interpreter's lock that input code in Python threads held): the host's time, not dense's work
+    rec = _recording()
+    rec.timeline.ops = [op if "dense" not in op.node else _kernel(op.node, op.op_type, op.start, 0.002)
+                        for op in rec.timeline.ops]
+    for t0 in (100.0, 101.0):
+        rec.timeline.ops.append(_kernel("StatefulPartitionedCall/sequential/dense/Relu", "Relu", t0 + 0.8, 0.05))
+    trace = build_trace(rec, run_id="fit-1", name="m", framework_version="2.21.0")
+    step = trace.operations[0]
+    assert [c.name for c in step.children] == ["input pipeline (wait)", "conv_a", "dense", "host (Python, dispatch)"]
+    dense, host = step.children[2:]
+    assert (dense.start, dense.end, host.end) == pytest.approx((100.7, 100.752, 101.0))
+    assert host.start == dense.end and host.parents == [dense.id] and host.attributes["placement"] == "host"
+    # a tail within the group's own busy time stays its dispatch (the test above: dense's 0.2 s takes 0.1 s)
+
+
 def test_small_groups_fold_into_other_but_the_optimizer_update_stays() -> None:
     # Kernel time per step 0.5 s + tiny 5 ms + adam 5 ms + mid (15 ms in the first step, 5 ms in the
     # second): 1.04 s over the window, 2 % of it = 20.8 ms. tiny (10 ms) and mid (20 ms) fold into "other"

@@ -143,13 +143,18 @@ def _tile(children: list[tr.Operation], step: Step, sid: str) -> list[tr.Operati
 
     A kernel group absorbs the gap before its next part (executor scheduling and dispatch between
     kernels is CPU work of the same computation); the input wait keeps its measured span; time before
-    a wait that no kernel accounts for (Python, Keras bookkeeping) becomes a ``host`` part. Covering
+    a wait that no kernel accounts for (Python, Keras bookkeeping) becomes a ``host`` part, and so does the
+    step's tail after its last kernel where it is longer than that kernel group's own busy time: the step
+    returns to Python then (Keras's loop, the callbacks), and a tail of tens of milliseconds after a layer's
+    0.1 ms of kernels is the host's Python (or its wait for the interpreter's lock that input code in
+    Python threads holds), not that layer's work. Covering
     the step matters for what-ifs: time outside every part would be kept constant, yet on a CPU
     training job it slows down with the CPU like the rest. Parts that ran concurrently (two kernels
     of different layers on two threads) are laid one after the other: the order is their data
     dependency, and the threads model accounts for parallelism.
     """
     ordered = sorted(children, key=lambda c: (c.start, c.end))
+    busy = {c.id: c.end - c.start for c in ordered}  # a kernel group's span is its kernels' busy time
     tiled: list[tr.Operation] = []
     cursor = step.start
 
@@ -166,16 +171,15 @@ def _tile(children: list[tr.Operation], step: Step, sid: str) -> list[tr.Operati
                 host(cursor, child.start)
                 cursor = child.start
             start, end = cursor, max(cursor, min(child.end, step.end))
+        elif pos + 1 == len(ordered) and step.end - child.end > busy[child.id]:
+            start, end = cursor, max(cursor, min(child.end, step.end))  # the tail is the host's (below)
         else:
             start, end = cursor, max(cursor, min(following, step.end))
         child.start, child.end = start, end
         cursor = end
         tiled.append(child)
     if step.end > cursor + HOST_GAP_S:
-        if tiled and tiled[-1].kind != "input":
-            tiled[-1].end = step.end
-        else:
-            host(cursor, step.end)
+        host(cursor, step.end)
     for before, after in zip(tiled, tiled[1:], strict=False):
         after.parents = [before.id]
     return tiled
