@@ -18,6 +18,7 @@ from crystalperf.integrations.spark import read_event_log
 from crystalperf.integrations.spark.assemble import (
     METRIC_PYTHON_CPU_TIME,
     METRIC_PYTHON_CPU_WAIT_TIME,
+    add_shipped_file_roots,
     add_worker_cpu,
     add_worker_cpu_wait,
     merge_worker_samples,
@@ -250,7 +251,8 @@ def test_the_finish_reads_the_driver_calls_and_skips_damaged_lines(spool: Path, 
     lines = [json.dumps({"start": job0.start - 0.1, "end": job0.end, "thread": 5, "file": "/jobs/etl.py", "line": 7}),
              '{"start": "soon"}', "not json"]
     (spool / CALLS_FILE.format(pid=99)).write_text("\n".join(lines) + "\n")
-    assert [c.site for c in read_driver_calls(spool)] == ["/jobs/etl.py:7"]
+    calls, added = read_driver_calls(spool)
+    assert [c.site for c in calls] == ["/jobs/etl.py:7"] and added == []
     out = tmp_path / "out"
     assert finish([str(listener_trace), "--out", str(out), "--spool", str(spool), "--no-analysis"]) == 0
     written = tr.load_trace(out / "crystalperf-trace.json.gz")
@@ -265,3 +267,17 @@ def test_the_programs_frame_is_the_first_outside_the_libraries(tmp_path: Path) -
     assert program_frame(here, ()) is here
     assert program_frame(here, (str(Path(__file__).parent) + "/",)) is not here  # the test runner's frame
     assert program_frame(here, ("/",)) is None
+
+
+def test_the_directories_of_shipped_files_become_source_roots(spool: Path, tmp_path: Path) -> None:
+    trace = read_event_log(DATA / "spark-eventlog.json.gz")
+    trace.environment.source_roots = ["/src"]
+    trace.environment.properties.update({
+        "spark.submit.pyFiles": "/jobs/deps.zip,file:///jobs/lib/util.py, hdfs:///shared/x.zip",
+        "spark.files": "relative/conf.json,local:///opt/y.txt,file:/etc/job/settings.ini",
+    })
+    add_shipped_file_roots(trace, ["/home/me/extra.egg", "s3a://bucket/z.zip"])
+    assert trace.environment.source_roots == ["/src", "/jobs", "/jobs/lib", "/etc/job", "/home/me"]
+    # what SparkContext.addPyFile added at run time comes through the driver's file
+    (spool / CALLS_FILE.format(pid=7)).write_text(json.dumps({"added": "/home/me/more.zip"}) + "\n")
+    assert read_driver_calls(spool) == ([], ["/home/me/more.zip"])

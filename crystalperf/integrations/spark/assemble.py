@@ -216,6 +216,31 @@ def name_operations(trace: tr.Trace) -> None:
             trace.warnings.append(warning)
 
 
+# Spark properties that list files the application ships to its executors (comma-separated paths or URLs).
+_SHIPPED_FILES = ("spark.submit.pyFiles", "spark.files", "spark.yarn.dist.pyFiles", "spark.yarn.dist.files")
+_MAX_SHIPPED_ROOTS = 64
+
+
+def add_shipped_file_roots(trace: tr.Trace, added: Sequence[str] = ()) -> None:
+    """The directories of the local files an application shipped to its workers (``--py-files``, ``--files``,
+    ``SparkContext.addPyFile``: ``added``) as source roots of the trace: the workers import the copies Spark keeps
+    in a directory it deletes when the application stops, before the job-end analysis looks for the code of the
+    functions sampled in them (``.../userFiles-<id>/deps.zip/etl/parse.py`` is found as ``deps.zip/etl/parse.py``
+    under the original's directory)."""
+    shipped = [entry.strip() for key in _SHIPPED_FILES
+               for entry in trace.environment.properties.get(key, "").split(",")]
+    roots = list(trace.environment.source_roots)
+    for entry in [*shipped, *added]:
+        path = entry[len("file:"):] if entry.startswith("file:") else entry
+        path = "/" + path.lstrip("/") if entry.startswith("file:") else path
+        if not path or "://" in path or not path.startswith("/"):
+            continue  # a URL (hdfs:, s3a:, local:) or a relative path: nothing this machine can look under
+        root = str(Path(path).parent)
+        if root not in roots and len(roots) < _MAX_SHIPPED_ROOTS:
+            roots.append(root)
+    trace.environment.source_roots = roots
+
+
 # Where Spark's call site of a job submitted through py4j points: the JDK's reflection accessor (through JDK 17, from
 # JDK 18 on, a generated one whose class has no file: Spark's "<unknown>").
 _REFLECTIVE_SITE = re.compile(r" at (?:NativeMethodAccessorImpl\.java|DirectMethodHandleAccessor\.java"

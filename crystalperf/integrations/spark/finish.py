@@ -25,6 +25,7 @@ from crystalperf.core.record.budget import add_hook_part, add_hook_processes
 from crystalperf.core.record.hooks import TRACE_NAME, guard
 from crystalperf.integrations.base import REPORT_JSON, finish_main, write_trace_and_report
 from crystalperf.integrations.spark.assemble import (
+    add_shipped_file_roots,
     add_worker_cpu,
     add_worker_cpu_wait,
     merge_worker_samples,
@@ -59,7 +60,9 @@ def _merge_spool(trace: tr.Trace, spool: Path) -> None:
         add_hook_processes(trace, workers.hook)
         log.info("crystalperf: merged the samples of %d Python worker(s)", len(workers.samples))
     with guard("naming jobs after the lines of the PySpark program that started them"):
-        renamed = name_python_call_sites(trace, read_driver_calls(spool))
+        calls, added = read_driver_calls(spool)
+        add_shipped_file_roots(trace, added)
+        renamed = name_python_call_sites(trace, calls)
         if renamed:
             log.info("crystalperf: %d job(s) named after the line of the PySpark program that started them", renamed)
     with guard("removing the spool directory"):
@@ -81,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
     # The listener's document is the trace as the JVM saw it; what only this package knows is added here.
     trace.environment.scaling = trace.environment.scaling or list(INTEGRATION.scaling)
     name_operations(trace)
+    add_shipped_file_roots(trace)
     if args.spool is not None and args.spool.is_dir():
         _merge_spool(trace, args.spool)
     if args.trace_write_s is not None:

@@ -86,11 +86,12 @@ def program_frame(frame: FrameType | None, skip: tuple[str, ...]) -> FrameType |
 
 def install(spool: str | os.PathLike[str]) -> None:
     """Record the driver's calls into the JVM in ``spool`` (a later call moves them to its spool: a new
-    session of the same process)."""
+    session of the same process), and the files the program ships to the workers with ``addPyFile``."""
     from py4j.java_gateway import GatewayClient
 
     with _lock:
         _state.update(spool=Path(spool), written=0, failed=False, skip=())
+    _record_added_files()
     if getattr(GatewayClient.send_command, "_crystalperf", False):
         return
     original = GatewayClient.send_command
@@ -112,20 +113,31 @@ def install(spool: str | os.PathLike[str]) -> None:
     GatewayClient.send_command = send_command  # type: ignore[method-assign]
 
 
-def _record(started: float, ended: float, caller: FrameType) -> None:
+def _record_added_files() -> None:
+    """``SparkContext.addPyFile(path)``: the workers import the file from a copy in a directory Spark deletes
+    when the application stops, before the job-end analysis looks for the code of the functions sampled in it;
+    the original's path lets the analysis find it (``added_file_roots``)."""
+    from pyspark import SparkContext
+
+    if getattr(SparkContext.addPyFile, "_crystalperf", False):
+        return
+    original = SparkContext.addPyFile
+
+    def add_py_file(self: Any, path: str) -> None:
+        original(self, path)
+        _write({"added": os.path.abspath(path) if "://" not in str(path) else str(path)})
+
+    add_py_file._crystalperf = True  # type: ignore[attr-defined]
+    SparkContext.addPyFile = add_py_file  # type: ignore[method-assign]
+
+
+def _write(entry: dict[str, Any]) -> None:
     try:
         with _lock:
-            if _state["written"] >= MAX_CALLS or _state["spool"] is None:
+            if _state["written"] >= MAX_CALLS or _state["spool"] is None or _state["failed"]:
                 return
-            if not _state["skip"]:
-                _state["skip"] = _package_dirs()
-            frame = program_frame(caller, _state["skip"])
-            if frame is None:
-                return
-            line = json.dumps({"start": round(started, 6), "end": round(ended, 6), "thread": threading.get_ident(),
-                               "file": frame.f_code.co_filename, "line": frame.f_lineno})
             with open(_state["spool"] / CALLS_FILE.format(pid=os.getpid()), "a", encoding="utf-8") as out:
-                out.write(line + "\n")
+                out.write(json.dumps(entry) + "\n")
             _state["written"] += 1
     except Exception as exc:  # the user's call has returned or raised already: it must not see ours
         _state["failed"] = True
@@ -133,9 +145,26 @@ def _record(started: float, ended: float, caller: FrameType) -> None:
                     "Spark's names): %s", exc)
 
 
-def read_driver_calls(spool: Path) -> list[DriverCall]:
-    """The calls every driver process recorded in ``spool``; an unreadable file or line is logged and skipped."""
+def _record(started: float, ended: float, caller: FrameType) -> None:
+    try:
+        skip = _state["skip"] or _package_dirs()
+        _state["skip"] = skip
+        frame = program_frame(caller, skip)
+    except Exception as exc:  # never the user's call's problem
+        _state["failed"] = True
+        log.warning("crystalperf: could not find the PySpark program's line of a call (jobs keep Spark's names): %s",
+                    exc)
+        return
+    if frame is not None:
+        _write({"start": round(started, 6), "end": round(ended, 6), "thread": threading.get_ident(),
+                "file": frame.f_code.co_filename, "line": frame.f_lineno})
+
+
+def read_driver_calls(spool: Path) -> tuple[list[DriverCall], list[str]]:
+    """The calls every driver process recorded in ``spool`` and the files its program added with ``addPyFile``
+    (their original paths); an unreadable file or line is logged and skipped."""
     calls: list[DriverCall] = []
+    added: list[str] = []
     for path in sorted(spool.glob(CALLS_FILE.format(pid="*"))):
         with guard(f"reading the driver's Python call sites {path}"):
             if not limits.is_regular_file(path) or path.stat().st_size > MAX_READ_BYTES:
@@ -144,10 +173,13 @@ def read_driver_calls(spool: Path) -> list[DriverCall]:
             for number, raw in enumerate(text.splitlines(), 1):
                 try:
                     entry = json.loads(raw)
+                    if isinstance(entry, dict) and isinstance(entry.get("added"), str):
+                        added.append(entry["added"])
+                        continue
                     call = DriverCall(float(entry["start"]), float(entry["end"]), int(entry["thread"]),
                                       str(entry["file"]), int(entry["line"]))
                 except (ValueError, KeyError, TypeError) as exc:
                     log.info("crystalperf: %s:%d: not a call line (%s)", path, number, exc)
                     continue
                 calls.append(call)
-    return calls
+    return calls, added

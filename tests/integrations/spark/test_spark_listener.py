@@ -137,6 +137,40 @@ def test_a_lambda_udf_and_pysparks_own_worker_code_are_located(run_app, tmp_path
     assert not [name for name, location in located.items() if "/crystalperf/integrations/" in location], located
 
 
+def test_code_shipped_with_add_py_file_is_located_after_spark_deleted_its_copy(run_app, tmp_path: Path) -> None:
+    import zipfile
+
+    deps = tmp_path / "deps.zip"
+    with zipfile.ZipFile(deps, "w") as archive:
+        archive.writestr("textops.py", 'import hashlib\n\n\ndef digest(word):\n    """Hashes a word many times."""\n'
+                                       '    h = word.encode()\n    for _ in range(3000):\n'
+                                       '        h = hashlib.sha256(h).digest()\n    return h.hex()[:8]\n')
+    out = tmp_path / "report"
+    result = run_app(f'''
+        from pyspark.sql.functions import col, udf
+        spark = session(**{{"spark.crystalperf.outputDir": "{out}"}})
+        spark.sparkContext.addPyFile("{deps}")
+
+        def use(word):
+            import textops
+            return textops.digest(word)
+
+        print("N", spark.range(0, 12_000, numPartitions=2).select(udf(use, "string")(col("id").cast("string")))
+              .distinct().count())
+        spark.stop()
+    ''')
+    assert result.returncode == 0, result.stderr[-3000:]
+    trace = load_trace(out / "crystalperf-trace.json.gz")
+    assert str(tmp_path) in trace.environment.source_roots
+    resolution = trace.samples.resolution
+    assert resolution is not None
+    # the workers imported textops from Spark's copy of deps.zip, gone when the application stopped: the function
+    # is read from the original the program added
+    located = {resolution.functions[i].qualified_name: resolution.functions[i].location
+               for i in resolution.stack_function if i >= 0}
+    assert located.get("textops.digest", "").startswith(f"{deps}/textops.py:"), located
+
+
 def test_cpu_heavy_python_udf_is_cpu_bound_and_named(run_app, tmp_path: Path) -> None:
     out = tmp_path / "report"
     result = run_app(f'''
