@@ -9,7 +9,7 @@ NativeMethodAccessorImpl.java:0`` (PySpark sets a Python call site itself for a 
 ``configure()`` wraps py4j's ``GatewayClient.send_command``, through which every call from Python to the JVM goes,
 in the driver's Python process. A call that lasts at least ``MIN_CALL_S`` (a job takes longer than that) appends
 one line to ``pydriver-<pid>.jsonl`` in the spool directory: when it started and ended (the epoch clock the JVM's
-events use on the same host), its thread and the first frame of the program outside PySpark, py4j and crystalperf.
+events use on the same host), its thread and the first frame of the program outside PySpark and py4j.
 Nothing the call sends or returns changes; a failure to record is logged once and recording stops. At most
 ``MAX_CALLS`` lines are written. At job end :func:`read_driver_calls` reads them, and
 :func:`crystalperf.integrations.spark.assemble.name_python_call_sites` puts the program's line in the place of the
@@ -64,9 +64,9 @@ class DriverCall:
 
 
 def _package_dirs() -> tuple[str, ...]:
-    """The directories whose frames are not the program's: PySpark's (its wheel or ``pyspark.zip``), py4j's and
-    ours."""
-    dirs = [str(Path(__file__).resolve().parents[2])]  # crystalperf
+    """The directories whose frames are not the program's: PySpark's (its wheel or ``pyspark.zip``) and py4j's.
+    (The wrapper's own frame is never on the stack it looks at; crystalperf's demo is a program like any other.)"""
+    dirs = []
     for name in ("pyspark", "py4j"):
         location = getattr(sys.modules.get(name), "__file__", None)
         if location:
