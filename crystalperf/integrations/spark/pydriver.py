@@ -41,6 +41,8 @@ MIN_CALL_S = 0.005
 MAX_CALLS = 100_000
 # One line is about 150 bytes; a file past this (not ours, or damaged) is not read.
 MAX_READ_BYTES = 64 << 20
+# A file name longer than this (not a program's) is cut: it goes into job names.
+MAX_FILE_CHARS = 1000
 
 _state: dict[str, Any] = {"spool": None, "written": 0, "failed": False, "skip": ()}
 _lock = threading.Lock()
@@ -177,7 +179,7 @@ def read_driver_calls(spool: Path) -> tuple[list[DriverCall], list[str]]:
                         added.append(entry["added"])
                         continue
                     call = DriverCall(float(entry["start"]), float(entry["end"]), int(entry["thread"]),
-                                      str(entry["file"]), int(entry["line"]))
+                                      str(entry["file"])[:MAX_FILE_CHARS], int(entry["line"]))
                 except (ValueError, KeyError, TypeError) as exc:
                     log.info("crystalperf: %s:%d: not a call line (%s)", path, number, exc)
                     continue
