@@ -281,3 +281,11 @@ def test_the_directories_of_shipped_files_become_source_roots(spool: Path, tmp_p
     # what SparkContext.addPyFile added at run time comes through the driver's file
     (spool / CALLS_FILE.format(pid=7)).write_text(json.dumps({"added": "/home/me/more.zip"}) + "\n")
     assert read_driver_calls(spool) == ([], ["/home/me/more.zip"])
+
+
+def test_a_line_in_a_windows_like_path_is_put_in_as_written() -> None:
+    trace = _as_dataframe_actions(read_event_log(DATA / "spark-eventlog.json.gz"))
+    job0 = trace.operations[0]
+    call = DriverCall(job0.start - 0.1, job0.end, thread=1, file=r"C:\jobs\g\etl.py", line=4)
+    assert name_python_call_sites(trace, [call]) == 1
+    assert job0.name == r"job 0: SQL 0: count at C:\jobs\g\etl.py:4"

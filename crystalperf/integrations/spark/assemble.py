@@ -231,8 +231,7 @@ def add_shipped_file_roots(trace: tr.Trace, added: Sequence[str] = ()) -> None:
                for entry in trace.environment.properties.get(key, "").split(",")]
     roots = list(trace.environment.source_roots)
     for entry in [*shipped, *added]:
-        path = entry[len("file:"):] if entry.startswith("file:") else entry
-        path = "/" + path.lstrip("/") if entry.startswith("file:") else path
+        path = "/" + entry[len("file:"):].lstrip("/") if entry.startswith("file:") else entry
         if not path or "://" in path or not path.startswith("/"):
             continue  # a URL (hdfs:, s3a:, local:) or a relative path: nothing this machine can look under
         root = str(Path(path).parent)
@@ -241,12 +240,19 @@ def add_shipped_file_roots(trace: tr.Trace, added: Sequence[str] = ()) -> None:
     trace.environment.source_roots = roots
 
 
-# Where Spark's call site of a job submitted through py4j points: the JDK's reflection accessor (through JDK 17, from
-# JDK 18 on, a generated one whose class has no file: Spark's "<unknown>").
+# Where Spark's call site of a job submitted through py4j points: the JDK's reflection accessor, NativeMethodAccessorImpl
+# through JDK 17, DirectMethodHandleAccessor from JDK 18 on, or the accessor the JDK generates for a method called
+# many times, whose class has no file (Spark's "<unknown>").
 _REFLECTIVE_SITE = re.compile(r" at (?:NativeMethodAccessorImpl\.java|DirectMethodHandleAccessor\.java"
                               r"|GeneratedMethodAccessor\d*\.java|<unknown>):-?\d+")
 # The JVM's event times are whole milliseconds, the driver's Python clock finer.
 _CLOCK_SLACK_S = 0.001
+
+
+def _with_site(name: str, site: str) -> str:
+    """``name`` with the program's line in place of the reflection accessor (taken as written: a path's
+    backslashes are not escapes)."""
+    return _REFLECTIVE_SITE.sub(lambda _: f" at {site}", name)
 
 
 def name_python_call_sites(trace: tr.Trace, calls: Sequence[Any]) -> int:
@@ -280,18 +286,18 @@ def name_python_call_sites(trace: tr.Trace, calls: Sequence[Any]) -> int:
                 queries.setdefault(query, set()).add("")  # its query keeps Spark's name too
             continue
         site = sites.pop()
-        job.name = _REFLECTIVE_SITE.sub(f" at {site}", job.name)
+        job.name = _with_site(job.name, site)
         job.attributes["python_call_site"] = site
         for stage in job.children:
             if stage.kind == "stage":
-                stage.name = _REFLECTIVE_SITE.sub(f" at {site}", stage.name)
+                stage.name = _with_site(stage.name, site)
         if query is not None:
             queries.setdefault(query, set()).add(site)
         renamed += 1
     for sql in trace.sql_queries:
         sites = queries.get(sql.execution_id, set())
         if len(sites) == 1 and "" not in sites:
-            sql.description = _REFLECTIVE_SITE.sub(f" at {next(iter(sites))}", sql.description)
+            sql.description = _with_site(sql.description, next(iter(sites)))
     return renamed
 
 
