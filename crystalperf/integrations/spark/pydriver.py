@@ -118,7 +118,7 @@ def install(spool: str | os.PathLike[str]) -> None:
 def _record_added_files() -> None:
     """``SparkContext.addPyFile(path)``: the workers import the file from a copy in a directory Spark deletes
     when the application stops, before the job-end analysis looks for the code of the functions sampled in it;
-    the original's path lets the analysis find it (``added_file_roots``)."""
+    the original's path lets the analysis find it (``assemble.add_shipped_file_roots``)."""
     from pyspark import SparkContext
 
     if getattr(SparkContext.addPyFile, "_crystalperf", False):
@@ -127,7 +127,11 @@ def _record_added_files() -> None:
 
     def add_py_file(self: Any, path: str) -> None:
         original(self, path)
-        _write({"added": os.path.abspath(path) if "://" not in str(path) else str(path)})
+        try:
+            added = str(path) if "://" in str(path) else os.path.abspath(path)
+        except (TypeError, ValueError):  # Spark took it; what we keep of it is not the user's concern
+            return
+        _write({"added": added})
 
     add_py_file._crystalperf = True  # type: ignore[attr-defined]
     SparkContext.addPyFile = add_py_file  # type: ignore[method-assign]
