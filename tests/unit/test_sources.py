@@ -380,3 +380,15 @@ def test_installed_locators_scan_down_past_native_frames(compiled_jar: Path) -> 
     resolver = FrameResolver(installed_locators(), LocateContext(classpath=[str(compiled_jar)]))
     found = resolver.resolve_stack([0, 1], frames)
     assert found is not None and found[0] == 1 and found[1].origin == "bytecode"
+
+
+def test_a_file_name_of_many_archive_like_parts_costs_a_bounded_look(monkeypatch: pytest.MonkeyPatch) -> None:
+    import crystalperf.core.limits as limits
+
+    looked: list[str] = []
+    real = limits.is_regular_file
+    monkeypatch.setattr(limits, "is_regular_file", lambda p: looked.append(str(p)) or real(p))
+    hostile = Frame(name="m.f", file="/" + "a.zip/" * 20_000 + "m.py", line=1, language="python")
+    context = LocateContext()
+    assert PythonLocator().locate(hostile, context) is None
+    assert len(looked) < 200

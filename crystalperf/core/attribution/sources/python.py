@@ -31,6 +31,8 @@ _FROZEN = re.compile(r"<frozen (?P<module>[A-Za-z_][A-Za-z0-9_.]{0,200})>")
 _ARCHIVE_ENDINGS = (".zip", ".egg", ".pyz", ".whl")
 # archives kept open at once (each holds its central directory in memory, bounded by open_zip)
 _MAX_OPEN_ARCHIVES = 32
+# the deepest entry looked for inside an archive (package directories and the module)
+_MAX_ENTRY_DEPTH = 32
 
 
 @dataclass(frozen=True)
@@ -73,9 +75,11 @@ class PythonLocator:
         self._archives: dict[str, zipfile.ZipFile | None] = {}
 
     def _archive_member(self, path: str) -> tuple[str, str] | None:
-        """(archive, entry) where ``path`` goes through a zip archive on this machine, else None."""
+        """(archive, entry) where ``path`` goes through a zip archive on this machine, else None. Only the last
+        ``_MAX_ENTRY_DEPTH`` components may be the entry's: a trace's file name may be anything, and each candidate
+        archive costs a ``stat``."""
         parts = path.split("/")
-        for end in range(len(parts) - 1, 0, -1):
+        for end in range(len(parts) - 1, max(0, len(parts) - 1 - _MAX_ENTRY_DEPTH), -1):
             head = "/".join(parts[:end])
             if head.lower().endswith(_ARCHIVE_ENDINGS) and limits.is_regular_file(head):
                 return head, "/".join(parts[end:])
