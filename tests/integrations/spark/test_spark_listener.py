@@ -111,9 +111,9 @@ def test_a_lambda_udf_and_pysparks_own_worker_code_are_located(run_app, tmp_path
     result = run_app(f'''
         from pyspark.sql.functions import udf
         spark = session(**{{"spark.crystalperf.outputDir": "{out}"}})
-        # a cheap lambda over many rows: most of the workers' time is PySpark's (un)pickling of the rows
-        shout = udf(lambda word: word.upper() + "!", "string")
-        words = spark.range(0, 4_000_000, numPartitions=2).selectExpr("cast(id % 977 as string) as word")
+        # an inline lambda over many rows: the workers' time is the lambda's and PySpark's (un)pickling of the rows
+        shout = udf(lambda word: "".join(sorted(word * 60)), "string")
+        words = spark.range(0, 1_000_000, numPartitions=2).selectExpr("cast(id % 977 as string) as word")
         print("ROWS", words.select(shout("word").alias("w")).groupBy("w").count().count())
         spark.stop()
     ''')
