@@ -154,7 +154,6 @@ def _tile(children: list[tr.Operation], step: Step, sid: str) -> list[tr.Operati
     dependency, and the threads model accounts for parallelism.
     """
     ordered = sorted(children, key=lambda c: (c.start, c.end))
-    busy = {c.id: c.end - c.start for c in ordered}  # a kernel group's span is its kernels' busy time
     tiled: list[tr.Operation] = []
     cursor = step.start
 
@@ -165,18 +164,16 @@ def _tile(children: list[tr.Operation], step: Step, sid: str) -> list[tr.Operati
         ))
 
     for pos, child in enumerate(ordered):
-        following = ordered[pos + 1].start if pos + 1 < len(ordered) else step.end
-        if child.kind == "input":
-            if child.start > cursor + HOST_GAP_S:
-                host(cursor, child.start)
-                cursor = child.start
-            start, end = cursor, max(cursor, min(child.end, step.end))
-        elif pos + 1 == len(ordered) and step.end - child.end > busy[child.id]:
-            start, end = cursor, max(cursor, min(child.end, step.end))  # the tail is the host's (below)
-        else:
-            start, end = cursor, max(cursor, min(following, step.end))
-        child.start, child.end = start, end
-        cursor = end
+        last = pos + 1 == len(ordered)
+        if child.kind == "input" and child.start > cursor + HOST_GAP_S:
+            host(cursor, child.start)
+            cursor = child.start
+        # The input wait keeps its measured end, and so does the last kernel group whose step runs on after it for
+        # longer than its own span (its kernels' busy time): that tail is the host's (below).
+        keeps_end = child.kind == "input" or (last and step.end - child.end > child.end - child.start)
+        until = child.end if keeps_end else step.end if last else ordered[pos + 1].start
+        child.start, child.end = cursor, max(cursor, min(until, step.end))
+        cursor = child.end
         tiled.append(child)
     if step.end > cursor + HOST_GAP_S:
         host(cursor, step.end)
