@@ -20,6 +20,7 @@ from crystalperf.core import trace as tr
 from crystalperf.core.record.sampling import merge_samples
 from crystalperf.core.units import format_duration
 from crystalperf.integrations.spark.config import INTEGRATION
+from crystalperf.integrations.spark.pydriver import DriverCall
 from crystalperf.integrations.spark.records import (
     AppRecord,
     EventLogState,
@@ -255,8 +256,8 @@ def _with_site(name: str, site: str) -> str:
     return _REFLECTIVE_SITE.sub(lambda _: f" at {site}", name)
 
 
-def name_python_call_sites(trace: tr.Trace, calls: Sequence[Any]) -> int:
-    """Put the PySpark program's line (``pydriver.DriverCall``: the calls from the driver's Python into the JVM) in
+def name_python_call_sites(trace: tr.Trace, calls: Sequence[DriverCall]) -> int:
+    """Put the PySpark program's line (the calls from the driver's Python into the JVM) in
     place of the reflection accessor Spark names a job after, in the names of the jobs submitted during one call,
     of their stages and of their SQL queries: ``count at NativeMethodAccessorImpl.java:0`` becomes ``count at
     /jobs/etl.py:42``. A job during calls of two lines at once (actions on two Python threads) and a micro-batch of
@@ -265,7 +266,7 @@ def name_python_call_sites(trace: tr.Trace, calls: Sequence[Any]) -> int:
     if not calls:
         return 0
     # One thread's calls follow each other: the one a job's submission may fall in is the last to start before it.
-    by_thread: dict[int, list[Any]] = {}
+    by_thread: dict[int, list[DriverCall]] = {}
     for call in sorted(calls, key=lambda c: c.start):
         by_thread.setdefault(call.thread, []).append(call)
     starts = {thread: [c.start for c in own] for thread, own in by_thread.items()}

@@ -51,7 +51,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "names there to this application's files")
 
 
-def _merge_spool(trace: tr.Trace, spool: Path) -> None:
+def _merge_spool(trace: tr.Trace, spool: Path) -> list[str]:
+    """Merge what the PySpark workers and driver left in ``spool`` and remove it; returns the files the program
+    added with ``addPyFile``."""
+    added: list[str] = []
     with guard("merging the Python workers' samples"):
         workers = read_worker_spool(spool)
         merge_worker_samples(trace, workers.samples)
@@ -61,13 +64,13 @@ def _merge_spool(trace: tr.Trace, spool: Path) -> None:
         log.info("crystalperf: merged the samples of %d Python worker(s)", len(workers.samples))
     with guard("naming jobs after the lines of the PySpark program that started them"):
         calls, added = read_driver_calls(spool)
-        add_shipped_file_roots(trace, added)
         renamed = name_python_call_sites(trace, calls)
         if renamed:
             log.info("crystalperf: %d job(s) named after the line of the PySpark program that started them", renamed)
     with guard("removing the spool directory"):
         # The spool is this application's alone (a fresh temporary directory unless the user chose one).
         shutil.rmtree(spool, ignore_errors=True)
+    return added
 
 
 def _detach() -> None:
@@ -84,9 +87,8 @@ def run(args: argparse.Namespace) -> int:
     # The listener's document is the trace as the JVM saw it; what only this package knows is added here.
     trace.environment.scaling = trace.environment.scaling or list(INTEGRATION.scaling)
     name_operations(trace)
-    add_shipped_file_roots(trace)
-    if args.spool is not None and args.spool.is_dir():
-        _merge_spool(trace, args.spool)
+    added = _merge_spool(trace, args.spool) if args.spool is not None and args.spool.is_dir() else []
+    add_shipped_file_roots(trace, added)
     if args.trace_write_s is not None:
         add_hook_part(trace, "driver", "trace_write", args.trace_write_s)
     status = write_trace_and_report(trace, args.out, analyze=not args.no_analysis)
