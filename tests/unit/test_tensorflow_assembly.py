@@ -7,9 +7,20 @@ import pytest
 from crystalperf.core.attribution.classify import KeywordClassifier
 from crystalperf.core.predict import Changes, Predictor
 from crystalperf.core.profile.dag import build_profile
-from crystalperf.integrations.tensorflow.assemble import build_trace, layer_name, op_group, pipeline_split
+from crystalperf.integrations.tensorflow.assemble import (
+    build_trace,
+    kernel_core_seconds,
+    layer_name,
+    op_group,
+    pipeline_split,
+)
 from crystalperf.integrations.tensorflow.reader import OpEvent, Recording, Step, Timeline
-from crystalperf.integrations.tensorflow.whatif import amdahl_factor, parallel_fraction, step_utilization
+from crystalperf.integrations.tensorflow.whatif import (
+    amdahl_factor,
+    kernel_utilization,
+    parallel_fraction,
+    step_utilization,
+)
 
 LAYERS = frozenset({"sequential", "conv_a", "dense"})
 
@@ -152,20 +163,38 @@ def test_bottleneck_and_threads_prediction_of_the_assembled_trace() -> None:
     assert found.seconds["disk"] == pytest.approx(0.6)
     # Most of the CPU is the steps' own, so the verdict is not "through the input".
     assert found.upstream_work is None
-    # 2 -> 1 thread with U = 1.5, of which the pipeline's DecodePng (0.1 CPU-s per 1 s step) is 0.1 cores: the
-    # steps' threads 1.4, p = (1 - 1/1.4) / (1/2) = 4/7, the steps' CPU parts x(3/7 + 4/7) / (3/7 + 2/7) = x1.4
-    # -> each step 1.0 + 0.6 * 0.4 = 1.24 s; 2 steps: 2.48 s. The wait given to the pipeline's CPU stays as it
-    # was: prefetching, not the step's threads.
+    # 2 -> 1 thread. From above: U = 1.5, of which the pipeline's DecodePng (0.1 CPU-s per 1 s step) is 0.1 cores:
+    # the steps' threads 1.4, p = (1 - 1/1.4) / (1/2) = 4/7. From below: one kernel at a time, 0.5 s a step, and
+    # 0.1 s of host time beside the 0.4 s wait: 0.6 threads' work, p = 0. Midway, p = 2/7: the steps' CPU parts
+    # x1 / (5/7 + 1/7) = x7/6 -> each step 1.0 + 0.6 / 6 = 1.1 s; 2 steps: 2.2 s. The wait given to the
+    # pipeline's CPU stays as it was: prefetching, not the step's threads.
     predictor = Predictor(profile)
     prediction = predictor.predict(Changes.parse(["cores=1"]), band=False)
-    assert prediction.crystalperf.runtime_s == pytest.approx(2.48)
-    # The utilisation bounds p from above only (it counts the pool's busy waiting as work): the band spans p = 0,
-    # the steps as they were (2 x 1.0 s), to p = 4/7.
+    assert prediction.crystalperf.runtime_s == pytest.approx(2.2)
+    # The band spans both ends: p = 0, the steps as they were (2 x 1.0 s), to p = 4/7 (x1.4 -> 2 x 1.24 s).
     banded = predictor.predict(Changes.parse(["cores=1"]))
-    assert banded.crystalperf.runtime_s == pytest.approx(2.48)
-    assert banded.crystalperf.low_s == pytest.approx(2.0) and banded.crystalperf.high_s >= 2.48 - 1e-9
-    assert any("parallel fraction of 0 to 0.57" in note for note in banded.notes)
-    assert predictor.predict(Changes.parse(["cores=1"]), band=False).crystalperf.runtime_s == pytest.approx(2.48)
+    assert banded.crystalperf.runtime_s == pytest.approx(2.2)
+    assert banded.crystalperf.low_s == pytest.approx(2.0) and banded.crystalperf.high_s == pytest.approx(2.48)
+    assert any("parallel fraction of 0.00 to 0.57" in note for note in banded.notes)
+    assert predictor.predict(Changes.parse(["cores=1"]), band=False).crystalperf.runtime_s == pytest.approx(2.2)
+
+
+def test_kernels_side_by_side_bound_the_parallel_fraction_from_below() -> None:
+    # In a 1 s window: A 0-0.6 s and B 0.2-0.8 s on the compute threads, so 0.8 s busy and 0.2 + 2 x 0.4 + 0.2 =
+    # 1.2 core-seconds; the pipeline's kernel and the accelerator's are not the host's training kernels.
+    timeline = Timeline()
+    timeline.ops = [_kernel("a", "Conv2D", 0.0, 0.6), _kernel("b", "MatMul", 0.2, 0.6),
+                    _kernel("r", "ReadFile", 0.0, 1.0, "tf_data_private_threadpool"),
+                    OpEvent("g", "Conv2D", 0.0, 1.0, "/device:GPU:0", device=True)]
+    assert kernel_core_seconds(timeline, 0.0, 1.0, 2) == pytest.approx((0.8, 1.2))
+    assert kernel_core_seconds(timeline, 0.0, 1.0, 1) == pytest.approx((0.8, 0.8))  # no more than the cores
+    assert kernel_core_seconds(timeline, 0.5, 1.0, 2) == pytest.approx((0.3, 0.4))  # the window cuts A and B
+    # 0.2 s of host time beside the kernels: (0.2 + 1.2) / 1 s = 1.4 threads' work, p >= (1 - 1/1.4) / (1/2) = 4/7.
+    metrics = {"steps": 1.0, "step_time_s": 1.0, "kernel_busy_s": 0.8, "kernel_core_s": 1.2, "cpu_utilization": 1.8}
+    assert kernel_utilization(metrics) == pytest.approx(1.4)
+    # A wait for the input is neither: with 0.1 s of it, 1.3 threads' work.
+    assert kernel_utilization({**metrics, "input_wait_fraction": 0.1}) == pytest.approx(1.3)
+    assert kernel_utilization({"steps": 1.0, "step_time_s": 1.0}) is None
 
 
 def test_the_report_gives_the_mean_step_time_and_predicted_step_times() -> None:
@@ -175,7 +204,7 @@ def test_the_report_gives_the_mean_step_time_and_predicted_step_times() -> None:
     report = analyze(trace, classifier=KeywordClassifier(), locators=[],
                      scenarios=[Changes.parse(["cores=1"])]).report
     assert report["iterations"]["steps"] == 2 and report["iterations"]["step_time_s"] == pytest.approx(1.0)
-    assert report["iterations"]["predicted_step_time_s"]["cores=1"] == pytest.approx(1.24)
+    assert report["iterations"]["predicted_step_time_s"]["cores=1"] == pytest.approx(1.1)
     assert report["input_bound"]["highly_input_bound"]  # 40 % of each step waits for input
 
 

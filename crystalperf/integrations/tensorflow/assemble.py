@@ -341,6 +341,30 @@ def pipeline_parallelism(timeline: Timeline) -> float:
     return max(1.0, sum(o.duration for o in ops) / busy) if busy > 0 else 1.0
 
 
+def kernel_core_seconds(timeline: Timeline, start: float, end: float, cores: int) -> tuple[float, float]:
+    """(busy, core-seconds) of the training kernels between ``start`` and ``end``: the wall time during which at
+    least one kernel ran on the host's compute threads, and the integral of how many ran at once, at most ``cores``.
+
+    The core-seconds are the work those kernels would be on one thread if none gained from its own intra-op
+    threads: two kernels side by side were two threads' work, one kernel alone one thread's at least."""
+    edges: list[tuple[float, int]] = []
+    for op in timeline.ops:
+        if op.device or op.thread.startswith("tf_data"):
+            continue
+        lo, hi = max(op.start, start), min(op.start + op.duration, end)
+        if hi > lo:
+            edges += [(lo, 1), (hi, -1)]
+    edges.sort()  # at a tie an end (-1) sorts before a start: back-to-back kernels do not count as overlapping
+    busy = core_s = 0.0
+    running, last = 0, start
+    for when, change in edges:
+        if running > 0:
+            busy += when - last
+            core_s += (when - last) * min(running, max(1, cores))
+        running, last = running + change, when
+    return busy, core_s
+
+
 def _minor_groups(compute: Sequence[Sequence[OpEvent]], labels: Sequence[Sequence[tuple[str, str]]]) -> set[str]:
     """Groups too small for a part of their own, decided over the whole window rather than per step:
     a layer near the threshold would otherwise be a part in some steps and hidden in others, and the
@@ -540,6 +564,12 @@ def _window_metrics(rec: Recording, waited: float, window: float) -> dict[str, f
         metrics["input_read_bytes"] = float(read)
     for stage, busy in timeline.stage_busy.items():
         metrics[f"tf.data.{stage}_busy_s"] = busy
+    if rec.threads > 1 and not timeline.dropped_ops:
+        # The threads model's lower bound on the window's work on one thread (the callback's CPU time, which also
+        # counts the pool threads waiting busily for work, is its upper bound).
+        busy, core_s = kernel_core_seconds(timeline, rec.steps[0].start, rec.steps[-1].end, rec.threads)
+        if busy > 0:
+            metrics["kernel_busy_s"], metrics["kernel_core_s"] = busy, core_s
     if read and disk_s > 0:
         # What the pipeline's reads achieved: the storage delivers at least this much.
         metrics["observed_read_bandwidth"] = read / (disk_s / metrics["input_parallelism"])

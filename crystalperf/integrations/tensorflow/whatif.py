@@ -4,9 +4,12 @@ only TensorFlow traces and imports no TensorFlow).
 Threads (``cores``): a step's kernels are not independent tasks a scheduler could spread over slots
 (most depend on the previous one); each kernel is itself split over TF's intra-op thread pool. So the
 step's CPU time scales as ``(1 - p) + p / T`` with ``T`` threads, where the parallel fraction ``p``
-follows from the CPU utilisation ``U`` the callback measured over the window (process CPU seconds /
-wall seconds), less the input pipeline's kernels (tf.data runs them on its own threads, not on the pool):
-``U = 1 / ((1 - p) + p / T)``.
+follows from ``U = 1 / ((1 - p) + p / T)``, where ``U`` is how many threads' work the window held per second.
+Two measures bound it: the CPU utilisation the callback measured (process CPU seconds / wall seconds, less the
+input pipeline's kernels, which tf.data runs on its own threads), which also counts the pool threads' busy waiting
+for the next kernel, from above; and the kernels that ran side by side on the compute threads, each counted as one
+thread's work as if it gained nothing from its own intra-op threads, from below. The model takes the parallel
+fraction midway and the band spans both ends.
 
 Storage and network (``disk``, ``network``): the input pipeline prefetches, so what a step waits for is
 not the pipeline's I/O time but how far the pipeline's time per batch exceeds the step's compute. The
@@ -56,6 +59,19 @@ def step_utilization(metrics: dict[str, float]) -> float | None:
     window = metrics.get("step_time_s", 0.0) * metrics.get("steps", 0.0)
     pipeline = metrics.get("input_work_cpu_s", 0.0)
     return utilization - pipeline / window if window > 0 else utilization
+
+
+def kernel_utilization(metrics: dict[str, float]) -> float | None:
+    """The threads' work over the window counting each kernel as one thread's, however many threads of its own it
+    used: the time the training thread neither ran a kernel nor waited for its input (the host's dispatch, one
+    thread) plus the kernels' core-seconds (how many ran side by side, integrated), per second of the window. A
+    lower bound on the utilisation by work alone."""
+    busy, core_s = metrics.get("kernel_busy_s"), metrics.get("kernel_core_s")
+    window = metrics.get("step_time_s", 0.0) * metrics.get("steps", 0.0)
+    if busy is None or core_s is None or window <= 0:
+        return None
+    host = max(0.0, window - busy - metrics.get("input_wait_fraction", 0.0) * window)
+    return (host + core_s) / window
 
 
 def amdahl_factor(p: float, threads: int, new_threads: int) -> float:
@@ -109,16 +125,26 @@ class TensorFlowModel:
     def _prepare_threads(self, profile: ExecutionProfile, baseline: Baseline, changes: Changes) -> str:
         threads = baseline.cores_per_executor
         new_threads = int(changes.number("cores", threads))
-        utilization = step_utilization(profile.trace.metrics)
+        metrics = profile.trace.metrics
+        utilization = step_utilization(metrics)
         if threads > 1 and utilization:
-            p = parallel_fraction(utilization, threads)
-            how = (f"from the measured CPU utilisation {utilization:.2f} of {threads} threads "
-                   "(the input pipeline's own threads left out)")
             # The utilisation counts all the pool threads' CPU time as work, the time they spin waiting for the next
             # kernel too, so it bounds the parallel fraction from above only.
-            span = (0.0, p)
-            band = (f"; the band spans a parallel fraction of 0 to {p:.2f}: the utilisation counts the pool threads' "
-                    "busy waiting for work as work")
+            high = parallel_fraction(utilization, threads)
+            low_utilization = kernel_utilization(metrics)
+            if low_utilization is not None:
+                low = parallel_fraction(min(low_utilization, utilization), threads)
+                p = (low + high) / 2
+                how = (f"midway between {low:.2f}, from the kernels that ran side by side (each worth one thread, "
+                       f"{low_utilization:.2f} threads' work on average), and {high:.2f}, from the CPU utilisation "
+                       f"{utilization:.2f} of {threads} threads (which counts the pool's busy waiting as work; "
+                       "the input pipeline's own threads left out)")
+            else:
+                low, p = 0.0, high
+                how = (f"from the measured CPU utilisation {utilization:.2f} of {threads} threads "
+                       "(the input pipeline's own threads left out)")
+            span = (low, high)
+            band = f"; the band spans a parallel fraction of {low:.2f} to {high:.2f}"
         else:
             p = ASSUMED_PARALLEL_FRACTION
             how = "assumed (one traced thread: nothing to measure)"
