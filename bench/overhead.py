@@ -30,8 +30,9 @@ which are printed apart (Spark's ``stop()``, the end of ``fit``). How the noise 
   is waited for) and the machine's 1-minute load average is recorded before and after it, with what other
   processes used of the machine's CPUs in the timed window (``/proc/stat`` busy time less the run's own CPU);
 - the summary gives medians, the spread of each side and the median of the per-pair ratios;
-- ``--side-by-side`` (local Spark shapes) runs a pair's two runs at once instead, each pinned to a CPU of its own
-  (``local[1]``; the CPUs swapped from one pair to the next): a machine whose speed drifts within seconds slows
+- ``--side-by-side`` (the local shapes) runs a pair's two runs at once instead, each pinned to a CPU of its own
+  with one core's slots (Spark ``local[1]``, Flink parallelism 1, one TensorFlow thread; the CPUs swapped from one
+  pair to the next): a machine whose speed drifts within seconds slows
   both alike, which back-to-back runs cannot give. Each run then counts the other among "other processes".
 
 ``--results FILE`` appends one JSON line per run, so a shape can be run a pair or two at a time (each under the
@@ -196,7 +197,7 @@ FLINK = PRELUDE + textwrap.dedent('''
         if mode == "on":
             from crystalperf.integrations import flink as cpflink
             cpflink.configure(config, out, analyze=False)
-        config.set_string("parallelism.default", "2")
+        config.set_string("parallelism.default", str(PARAMS.get("parallelism", 2)))
         return TableEnvironment.create(EnvironmentSettings.new_instance().in_batch_mode()
                                        .with_configuration(config).build())
     def job(env, n):
@@ -257,6 +258,9 @@ KERAS = PRELUDE + textwrap.dedent('''
     import glob, gzip
     import tensorflow as tf, keras
     mode, steps, images, out = PARAMS["mode"], PARAMS["steps"], PARAMS["images"], PARAMS["out"]
+    if PARAMS.get("threads"):
+        tf.config.threading.set_intra_op_parallelism_threads(PARAMS["threads"])
+        tf.config.threading.set_inter_op_parallelism_threads(PARAMS["threads"])
 ''') + KERAS_MODEL + textwrap.dedent('''
     first, stop = 2, 22  # the callback's default window: 20 steps after 2 warm-up steps
     marks, steps_s = {}, []
@@ -394,14 +398,20 @@ def run_once(shape: str, mode: str, params: dict[str, Any], label: str) -> dict[
     return Run(shape, mode, params, label).figures()
 
 
+# What gives a job of each framework one core's worth of slots when its run is pinned to one CPU.
+ONE_CORE = {"spark": {"master": "local[1]"}, "flink": {"parallelism": 1}, "keras": {"threads": 1}}
+
+
 def run_side_by_side(shape: str, params: dict[str, Any], pair: int) -> list[dict[str, Any]]:
     """Both runs of a pair at once, each pinned to a CPU of its own (swapped from one pair to the next): whatever
     slows the machine while they run slows both, which back-to-back runs cannot give. Each job has one core (Spark
-    ``local[1]``) and so does the hook beside it; what they share is the machine's caches and memory."""
+    ``local[1]``, Flink parallelism 1, TensorFlow's intra- and inter-op threads 1) and so does the hook beside it;
+    what they share is the machine's caches and memory."""
     cpus = sorted(os.sched_getaffinity(0))[:2]
     if pair % 2:
         cpus.reverse()
-    runs = [Run(shape, mode, params | {"master": "local[1]"}, f"{pair}-{mode}", cpu)
+    one_core = ONE_CORE[shape.split("-")[0]]
+    runs = [Run(shape, mode, params | one_core, f"{pair}-{mode}", cpu)
             for mode, cpu in zip(("off", "on"), cpus, strict=True)]
     return [r.figures() | {"cpu": cpu} for r, cpu in zip(runs, cpus, strict=True)]
 
@@ -574,15 +584,14 @@ def main() -> None:
     runner.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark property of the runs with the hook (e.g. spark.crystalperf.cpuBudget=0)")
     runner.add_argument("--side-by-side", action="store_true",
-                        help="run each pair's two runs at once, each pinned to a CPU of its own (Spark shapes, "
-                             "local[1])")
+                        help="run each pair's two runs at once, each pinned to a CPU of its own with one core's "
+                             "slots (local[1], parallelism 1, one TensorFlow thread)")
     summarise = commands.add_parser("summary", help="medians of the runs in results files")
     summarise.add_argument("files", nargs="+", type=Path)
     args = parser.parse_args()
-    if args.command == "run" and args.side_by_side and (not args.shape.startswith("spark")
-                                                        or args.shape == "spark-cluster"
+    if args.command == "run" and args.side_by_side and (args.shape == "spark-cluster"
                                                         or len(os.sched_getaffinity(0)) < 2):
-        parser.error("--side-by-side needs a local Spark shape and two CPUs")
+        parser.error("--side-by-side needs a local shape and two CPUs")
     if args.command == "run":
         run(args)
     else:
