@@ -91,6 +91,24 @@ PRELUDE = textwrap.dedent('''
         with open("/proc/stat") as f:
             values = [int(v) for v in f.readline().split()[1:9]]
         return (sum(values) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")
+    def thread_cpu_s(pid):
+        """A process's CPU seconds per thread id, with the thread's name (digits dropped: a pool's threads together)."""
+        found = {}
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                text = open(f"/proc/{pid}/task/{tid}/stat").read()
+            except OSError:
+                continue
+            name = "".join(c for c in text[text.index("(") + 1:text.rindex(")")] if not c.isdigit()).strip()
+            fields = text.rsplit(")", 1)[1].split()
+            found[tid] = (name, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+        return found
+    def thread_cpu_since(pid, before):
+        """CPU seconds per thread name since ``before`` (threads that ended in between are missing)."""
+        threads = {}
+        for tid, (name, cpu) in thread_cpu_s(pid).items():
+            threads[name] = round(threads.get(name, 0.0) + cpu - before.get(tid, (name, 0.0))[1], 2)
+        return {k: v for k, v in threads.items() if v}
     MARKS = []
     def mark():
         MARKS.append(host_busy_s())
@@ -123,18 +141,6 @@ SPARK = PRELUDE + textwrap.dedent('''
     spark = builder.getOrCreate()
     spark.range(0, 1000, numPartitions=4).count()  # warm-up: JIT and codegen outside the window
     jvm = spark.sparkContext._gateway.proc.pid  # spark-class execs the JVM: the launcher's pid is the JVM's
-    def thread_cpu_s():
-        """The JVM's CPU seconds per thread name (digits dropped: a pool's threads together)."""
-        found = {}
-        for tid in os.listdir(f"/proc/{jvm}/task"):
-            try:
-                text = open(f"/proc/{jvm}/task/{tid}/stat").read()
-            except OSError:
-                continue
-            name = "".join(c for c in text[text.index("(") + 1:text.rindex(")")] if not c.isdigit()).strip()
-            fields = text.rsplit(")", 1)[1].split()
-            found[tid] = (name, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
-        return found
     def hook_cpu_s():
         if mode != "on":
             return None
@@ -143,7 +149,7 @@ SPARK = PRELUDE + textwrap.dedent('''
         except Exception:
             return None
     hook0 = hook_cpu_s()
-    threads0 = thread_cpu_s()
+    threads0 = thread_cpu_s(jvm)
     t0, c0 = mark()
     if shape == "spark-tiny":
         tasks = PARAMS["tasks"]
@@ -164,13 +170,11 @@ SPARK = PRELUDE + textwrap.dedent('''
                   "JOIN dims d ON f.k = d.k GROUP BY f.k % 1000").collect()
     t1, c1 = mark()
     hook1 = hook_cpu_s()
-    threads = {}
-    for tid, (name, cpu) in thread_cpu_s().items():  # threads that ended in the window are missing
-        threads[name] = round(threads.get(name, 0.0) + cpu - threads0.get(tid, (name, 0.0))[1], 2)
+    threads = thread_cpu_since(jvm, threads0)
     before_stop = time.perf_counter()
     spark.stop()
     stop_s = time.perf_counter() - before_stop
-    figures = dict(wall_s=t1 - t0, cpu_s=c1 - c0, stop_s=stop_s, threads={k: v for k, v in threads.items() if v},
+    figures = dict(wall_s=t1 - t0, cpu_s=c1 - c0, stop_s=stop_s, threads=threads,
                    hook_cpu_s=hook1 - hook0 if hook0 is not None and hook1 is not None else None)
     trace = os.path.join(out, "crystalperf-trace.json.gz")
     if mode == "on" and os.path.exists(trace):
@@ -221,10 +225,14 @@ FLINK = PRELUDE + textwrap.dedent('''
     for old in glob.glob(os.path.join(out, "crystalperf-flink-*.json")):
         os.remove(old)
     env = environment()
+    from pyflink.java_gateway import get_gateway
+    jvm = get_gateway().jvm.java.lang.ProcessHandle.current().pid()
+    threads0 = thread_cpu_s(jvm)
     t0, c0 = mark()
     job(env, rows).wait()
     t1, c1 = mark()
-    figures = dict(wall_s=t1 - t0, cpu_s=c1 - c0)
+    # the job's task threads have ended by now: what is left is the JVM's own (compilers, collector) and the hook's
+    figures = dict(wall_s=t1 - t0, cpu_s=c1 - c0, threads=thread_cpu_since(jvm, threads0))
     if mode == "on":
         time.sleep(1)  # the reporter writes the job's part as its last metric goes
         hook, parts = 0.0, {}
@@ -559,7 +567,7 @@ def summary(args: argparse.Namespace) -> None:
                 if max(on, off) >= 0.1:
                     threads.append((on - off, name, off, on))
             print("  JVM CPU s per thread (median, without -> with): " + ", ".join(  # noqa: T201
-                f"{name} {off:.1f} -> {on:.1f}" for _, name, off, on in sorted(threads, reverse=True)[:12]))
+                f"{name} {off:.2f} -> {on:.2f}" for _, name, off, on in sorted(threads, reverse=True)[:12]))
         thinned = [p["on"]["samples"] for p in complete if p["on"].get("samples")]
         if thinned and any(s[0] is not None for s in thinned):
             print("  sampling rounds taken/planned: " + ", ".join(f"{s[0]}/{s[1]}" for s in thinned))  # noqa: T201
