@@ -197,6 +197,16 @@ def test_kernels_side_by_side_bound_the_parallel_fraction_from_below() -> None:
     assert kernel_utilization({"steps": 1.0, "step_time_s": 1.0}) is None
 
 
+def test_the_trace_records_the_kernels_side_by_side_on_the_host_only() -> None:
+    # the recording's two steps run conv_a 0.3 s and dense 0.2 s one after the other: 1.0 s busy, 1.0 core-seconds
+    metrics = build_trace(_recording(), run_id="fit-1", name="m", framework_version="2.21.0").metrics
+    assert (metrics["kernel_busy_s"], metrics["kernel_core_s"]) == pytest.approx((1.0, 1.0))
+    # with an accelerator the host's time beside its kernels is partly the device's: no lower bound
+    rec = _recording()
+    rec.timeline.ops.append(OpEvent("g", "Conv2D", 100.5, 0.1, "/device:GPU:0", device=True))
+    assert "kernel_core_s" not in build_trace(rec, run_id="fit-1", name="m", framework_version="2.21.0").metrics
+
+
 def test_the_report_gives_the_mean_step_time_and_predicted_step_times() -> None:
     from crystalperf.core.analysis import analyze
 

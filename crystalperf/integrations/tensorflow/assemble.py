@@ -564,9 +564,10 @@ def _window_metrics(rec: Recording, waited: float, window: float) -> dict[str, f
         metrics["input_read_bytes"] = float(read)
     for stage, busy in timeline.stage_busy.items():
         metrics[f"tf.data.{stage}_busy_s"] = busy
-    if rec.threads > 1 and not timeline.dropped_ops:
+    if rec.threads > 1 and not timeline.dropped_ops and not any(op.device for op in timeline.ops):
         # The threads model's lower bound on the window's work on one thread (the callback's CPU time, which also
-        # counts the pool threads waiting busily for work, is its upper bound).
+        # counts the pool threads waiting busily for work, is its upper bound). Not with an accelerator: the host's
+        # time beside the kernels would count the device's as the host's work.
         busy, core_s = kernel_core_seconds(timeline, rec.steps[0].start, rec.steps[-1].end, rec.threads)
         if busy > 0:
             metrics["kernel_busy_s"], metrics["kernel_core_s"] = busy, core_s
