@@ -294,7 +294,9 @@ KERAS = PRELUDE + textwrap.dedent('''
     model.fit(data, epochs=1, steps_per_epoch=steps, verbose=0, callbacks=callbacks)
     fit_s = time.perf_counter() - t0
     (b_wall, b_cpu), (e_wall, e_cpu) = marks["begin"], marks["end"]
-    figures = dict(wall_s=sum(steps_s), cpu_s=e_cpu - b_cpu, window_wall_s=e_wall - b_wall, fit_s=fit_s,
+    # the steady steps: the callback starts TensorFlow's profiler in the first profiled step's begin, once a fit
+    figures = dict(wall_s=sum(steps_s), steady_s=sum(steps_s[1:]), step_s_median=sorted(steps_s)[len(steps_s) // 2],
+                   cpu_s=e_cpu - b_cpu, window_wall_s=e_wall - b_wall, fit_s=fit_s,
                    fit_end_s=t0 + fit_s - marks["last_end"], window_end_s=marks["next_begin"] - e_wall)
     trace = os.path.join(out, "crystalperf-trace.json.gz")
     if mode == "on" and os.path.exists(trace):
@@ -551,12 +553,16 @@ def summary(args: argparse.Namespace) -> None:
             if parts:
                 print("  hook's parts (median s): " + ", ".join(  # noqa: T201
                     f"{name} {statistics.median(v):.3f}" for name, v in sorted(parts.items(), key=lambda kv: -max(kv[1]))))
-        for key in ("stop_s", "fit_s", "fit_end_s", "window_end_s", "task_run_s_median"):
+        for key in ("stop_s", "fit_s", "fit_end_s", "window_end_s", "steady_s", "step_s_median", "task_run_s_median"):
             if all(key in p["on"] for p in complete):
                 on = [p["on"][key] for p in complete]
                 text = f"  {key}: with {statistics.median(on):.3f}"
                 if all(key in p["off"] for p in complete):
                     text += f", without {statistics.median(p['off'][key] for p in complete):.3f}"
+                    ratios = [p["on"][key] / p["off"][key] - 1 for p in complete if p["off"][key]]
+                    if ratios and key in ("steady_s", "step_s_median"):  # the others are near 0 without the hook
+                        text += (f", median of the pairs {100 * statistics.median(ratios):+.2f} % "
+                                 f"({100 * min(ratios):+.1f} to {100 * max(ratios):+.1f})")
                 print(text)  # noqa: T201
         if all("threads" in p["on"] and "threads" in p["off"] for p in complete):
             names = {n for p in complete for side in ("on", "off") for n in p[side]["threads"]}
