@@ -566,7 +566,7 @@ def _window_metrics(rec: Recording, waited: float, window: float) -> dict[str, f
         metrics[f"tf.data.{stage}_busy_s"] = busy
     if rec.threads > 1 and not timeline.dropped_ops and not any(op.device for op in timeline.ops):
         # The threads model's lower bound on the window's work on one thread (the callback's CPU time, which also
-        # counts the pool threads waiting busily for work, is its upper bound). Not with an accelerator: the host's
+        # counts all the pool threads' CPU time as work, is its upper bound). Not with an accelerator: the host's
         # time beside the kernels would count the device's as the host's work.
         busy, core_s = kernel_core_seconds(timeline, rec.steps[0].start, rec.steps[-1].end, rec.threads)
         if busy > 0:

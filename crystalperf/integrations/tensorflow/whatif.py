@@ -5,11 +5,11 @@ Threads (``cores``): a step's kernels are not independent tasks a scheduler coul
 (most depend on the previous one); each kernel is itself split over TF's intra-op thread pool. So the
 step's CPU time scales as ``(1 - p) + p / T`` with ``T`` threads, where the parallel fraction ``p``
 follows from ``U = 1 / ((1 - p) + p / T)``, where ``U`` is how many threads' work the window held per second.
-Two measures bound it: the CPU utilisation the callback measured (process CPU seconds / wall seconds, less the
-input pipeline's kernels, which tf.data runs on its own threads), which also counts the pool threads' busy waiting
-for the next kernel, from above; and the kernels that ran side by side on the compute threads, each counted as one
-thread's work as if it gained nothing from its own intra-op threads, from below. The model takes the parallel
-fraction midway and the band spans both ends.
+Two measures bound it. From above, the CPU utilisation the callback measured (process CPU seconds / wall seconds,
+less the input pipeline's kernels, which tf.data runs on its own threads): it counts all the pool threads' CPU time
+as work, what a kernel's threads spend beyond one thread's work on it too. From below, the kernels that ran side by
+side on the compute threads, each counted as one thread's work as if it gained nothing from its own intra-op
+threads. The model takes the parallel fraction midway and the band spans both ends.
 
 Storage and network (``disk``, ``network``): the input pipeline prefetches, so what a step waits for is
 not the pipeline's I/O time but how far the pipeline's time per batch exceeds the step's compute. The
@@ -128,8 +128,8 @@ class TensorFlowModel:
         metrics = profile.trace.metrics
         utilization = step_utilization(metrics)
         if threads > 1 and utilization:
-            # The utilisation counts all the pool threads' CPU time as work, the time they spin waiting for the next
-            # kernel too, so it bounds the parallel fraction from above only.
+            # The utilisation counts all the pool threads' CPU time as work, what a kernel's threads spend beyond one
+            # thread's work on it too, so it bounds the parallel fraction from above only.
             high = parallel_fraction(utilization, threads)
             low_utilization = kernel_utilization(metrics)
             if low_utilization is not None:
@@ -137,7 +137,7 @@ class TensorFlowModel:
                 p = (low + high) / 2
                 how = (f"midway between {low:.2f}, from the kernels that ran side by side (each worth one thread, "
                        f"{low_utilization:.2f} threads' work on average), and {high:.2f}, from the CPU utilisation "
-                       f"{utilization:.2f} of {threads} threads (which counts the pool's busy waiting as work; "
+                       f"{utilization:.2f} of {threads} threads (which counts all the pool's CPU time as work; "
                        "the input pipeline's own threads left out)")
             else:
                 low, p = 0.0, high
