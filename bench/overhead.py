@@ -594,7 +594,7 @@ def main() -> None:
     runner.add_argument("--rows-per-task", type=int)
     runner.add_argument("--steps", type=int)
     runner.add_argument("--driver-memory", default="512m")
-    runner.add_argument("--java-options", default="", help="the Spark driver JVM's options, on both sides")
+    runner.add_argument("--java-options", default="", help="the Spark driver JVM's options, on both sides (with '=': --java-options=-XX:...)")
     runner.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark property of the runs with the hook (e.g. spark.crystalperf.cpuBudget=0)")
     runner.add_argument("--side-by-side", action="store_true",
