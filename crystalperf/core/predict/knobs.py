@@ -376,8 +376,9 @@ class TensorFlowSettings(SettingsMap):
         super().__init__(trace, baseline)
         self.knobs.append(Knob(self.setting, baseline.cores_per_executor))
         self.not_searched += [
-            "inter_op_parallelism_threads is not searched: the threads model splits each kernel over the intra-op "
-            "pool (Amdahl from the measured CPU utilisation) and has no term for independent ops run side by side",
+            "inter_op_parallelism_threads is not searched: the threads model takes the traced pools' parallel "
+            "fraction as one (Amdahl, between the kernels that ran side by side and the CPU utilisation) and cannot "
+            "change the inter-op pool alone",
             "the input pipeline's prefetch / num_parallel_calls are not searched: the pipeline model takes the "
             "parallelism it measured as it was; no what-if key changes it"]
 
