@@ -5,7 +5,7 @@ round's run without a hook, in the window's wall time (the 20 steps) and the pro
 without the first profiled step (``steady_``: the callback starts the profiler inside it, once per fit), and the
 median step.
 
-    .nox/tensorflow/bin/python bench/keras_overhead_parts.py --rounds 5
+    .nox/tensorflow/bin/python bench/keras_overhead_parts.py --rounds 5 [--one-cpu]
 
 Each run is a fresh process. Nothing is asserted: the figures go to docs/overhead.md."""
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -34,6 +35,9 @@ import glob, json, os, resource, sys, tempfile, time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import tensorflow as tf, keras
 mode, images, first, stop = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+if len(sys.argv) > 5:  # one core: a TensorFlow thread of each kind
+    tf.config.threading.set_intra_op_parallelism_threads(int(sys.argv[5]))
+    tf.config.threading.set_inter_op_parallelism_threads(int(sys.argv[5]))
 ''' + KERAS_MODEL + '''def cpu():
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -73,7 +77,10 @@ print(json.dumps({"mode": mode, "wall_s": sum(walls), "steady_wall_s": sum(walls
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--one-cpu", action="store_true",
+                        help="every run pinned to the first CPU with one TensorFlow thread of each kind")
     args = parser.parse_args()
+    pin = sorted(os.sched_getaffinity(0))[:1] if args.one_cpu else None
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from overhead import _write_images
 
@@ -84,8 +91,9 @@ def main() -> None:
         order = MODES if round_ % 2 == 0 else tuple(reversed(MODES))
         runs = {}
         for mode in order:
-            done = subprocess.run([sys.executable, "-c", ONE_RUN, mode, images, str(FIRST), str(STOP)],
-                                  capture_output=True, text=True, check=True)
+            command = [sys.executable, "-c", ONE_RUN, mode, images, str(FIRST), str(STOP)] + (["1"] if pin else [])
+            done = subprocess.run(command, capture_output=True, text=True, check=True,
+                                  preexec_fn=(lambda: os.sched_setaffinity(0, pin)) if pin else None)
             runs[mode] = json.loads(done.stdout.strip().splitlines()[-1])
             print(json.dumps({"round": round_, **runs[mode]}), flush=True)
         for mode in MODES[1:]:
