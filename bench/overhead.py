@@ -32,8 +32,8 @@ which are printed apart (Spark's ``stop()``, the end of ``fit``). How the noise 
 - the summary gives medians, the spread of each side and the median of the per-pair ratios;
 - ``--side-by-side`` (the local shapes) runs a pair's two runs at once instead, each pinned to a CPU of its own
   with one core's slots (Spark ``local[1]``, Flink parallelism 1, one TensorFlow thread; the CPUs swapped from one
-  pair to the next): a machine whose speed drifts within seconds slows
-  both alike, which back-to-back runs cannot give. Each run then counts the other among "other processes".
+  pair to the next): a machine whose speed drifts within seconds slows both alike, which back-to-back runs cannot
+  give. Each run then counts the other among "other processes".
 
 ``--results FILE`` appends one JSON line per run, so a shape can be run a pair or two at a time (each under the
 team lock) and summarised together. The hook's own figure is what it measured (the trace's ``hook``): for Spark
