@@ -50,13 +50,18 @@ def parallel_fraction(utilization: float, threads: int) -> float:
     return min(1.0, max(0.0, (1 - 1 / u) / (1 - 1 / threads)))
 
 
+def _window_s(metrics: dict[str, float]) -> float:
+    """The profiled window's wall seconds: its steps times their mean time."""
+    return metrics.get("step_time_s", 0.0) * metrics.get("steps", 0.0)
+
+
 def step_utilization(metrics: dict[str, float]) -> float | None:
     """The cores the training steps' own threads kept busy: the process's CPU utilisation over the window less
     the input pipeline's kernel time over it (tf.data's threads, whatever the intra-op pool's size)."""
     utilization = metrics.get("cpu_utilization")
     if not utilization:
         return None
-    window = metrics.get("step_time_s", 0.0) * metrics.get("steps", 0.0)
+    window = _window_s(metrics)
     pipeline = metrics.get("input_work_cpu_s", 0.0)
     return utilization - pipeline / window if window > 0 else utilization
 
@@ -67,7 +72,7 @@ def kernel_utilization(metrics: dict[str, float]) -> float | None:
     thread) plus the kernels' core-seconds (how many ran side by side, integrated), per second of the window. A
     lower bound on the utilisation by work alone."""
     busy, core_s = metrics.get("kernel_busy_s"), metrics.get("kernel_core_s")
-    window = metrics.get("step_time_s", 0.0) * metrics.get("steps", 0.0)
+    window = _window_s(metrics)
     if busy is None or core_s is None or window <= 0:
         return None
     host = max(0.0, window - busy - metrics.get("input_wait_fraction", 0.0) * window)
