@@ -27,6 +27,7 @@ from crystalperf.core.predict.simulation import (
     make_parts,
     same_durations,
 )
+from crystalperf.core.predict.startup import start_up
 from crystalperf.core.predict.streaming import Link, StreamingCpu, long_running
 from crystalperf.core.profile.bottleneck import Pace, expand, level_critical_path
 from crystalperf.core.profile.dag import ExecutionProfile, LevelGraph, OperationProfile
@@ -69,6 +70,8 @@ class Simulator:
         # the time outside every operation a disk bandwidth change scales (batch jobs: a streaming job's runtime
         # is its records' latency)
         self.outside = outside_time(profile) if not self.streaming else None
+        # the start-up phase added or removed executors would stretch or shorten (one machine, its CPUs busy)
+        self.start_up = start_up(profile, self.ceilings.machine) if not self.streaming else None
         self._floors: Floors | None = None
         # Per operation and per level, what every simulation of every scenario reads the same way.
         self._units: dict[str, Unit] = {}
@@ -453,7 +456,7 @@ class Simulator:
                   self._floors if with_vectors else None)
 
         runtime = self._level_duration(self.profile.top, sim)
-        return runtime + self.outside_change(changes) if with_vectors else runtime
+        return runtime + self.outside_change(changes) + self.start_up_change(changes) if with_vectors else runtime
 
     def outside_disk_s(self) -> float | None:
         """Of the time outside every operation, what the device's reads took at the traced bandwidth; None where
@@ -461,6 +464,13 @@ class Simulator:
         if self.outside is None or self.baseline.origins.get("disk") not in KNOWN_BANDWIDTH:
             return None
         return self.outside.disk_seconds(self.baseline.disk_bandwidth)
+
+    def start_up_change(self, changes: Changes) -> float:
+        """Seconds a change of the executor count adds to the start-up before the first operation, where the
+        executors start on the machine the traced start-up kept busy (``crystalperf.core.predict.startup``)."""
+        if "executors" not in changes or self.start_up is None:
+            return 0.0
+        return self.start_up.change(int(changes.number("executors", self.baseline.executors)))
 
     def outside_change(self, changes: Changes) -> float:
         """Seconds a disk bandwidth change adds to the run's time outside every operation, which the device's

@@ -158,6 +158,11 @@ class Predictor(Simulator):
             notes.append(f"outside the operations: the job's processes read {format_size(self.outside.read_bytes)} "
                          f"from the storage device in the {self.outside.seconds:.2f} s between them (start-up, "
                          f"the driver's own work); the new bandwidth changes that time by {outside_s:+.2f} s")
+        executors = int(changes.number("executors", baseline.executors))
+        start_up_ends = (self.start_up.ends(executors) if self.start_up is not None and "executors" in changes
+                         else (0.0, 0.0))
+        if start_up_ends != (0.0, 0.0) and self.start_up is not None:
+            notes.append(self.start_up.note(executors))
         if self.baseline.slots != self.new_slots(changes):
             notes.append(f"task slots {self.baseline.slots} -> {self.new_slots(changes)}"
                          + (f" (first-wave warm-up factor {self.warmup:.2f})" if self.warmup != 1.0 else ""))
@@ -219,6 +224,9 @@ class Predictor(Simulator):
                 draws.extend(unexplained)
                 notes.append(f"the band spans the {unexplained[1] - unexplained[0]:.2f} s of the traced run beyond "
                              "its CPU limit (start-up, the first records, the last output) kept and gone")
+            # The start-up's band spans its other end.
+            if start_up_ends[1] != start_up_ends[0]:
+                draws.append(point + start_up_ends[1] - start_up_ends[0])
             monte_carlo, guesses = draws[:runs], draws[runs:]
             estimate.low_s = min([point, quantile(monte_carlo, BAND_QUANTILES[0]), *guesses])
             estimate.high_s = max([point, quantile(monte_carlo, BAND_QUANTILES[1]), *guesses])

@@ -471,16 +471,16 @@ class IoSample(_Model):
 
 
 class HookProcess(_Model):
-    """What the hook cost in one process (1.9), as it measured it: its own threads' CPU time and its work on the
-    job's threads (callbacks), from when it started in the process until it wrote what it recorded."""
+    """What the hook cost in one process (1.9), measured by itself from its start there until it wrote its part."""
 
     source: str = Field(max_length=1000, description="whose cost: driver, executor:<id>, taskmanager:<pid>...")
     host: str | None = Field(None, max_length=1000)
     cpu_s: float = Field(ge=0, le=MAX_TIME, description="the hook's CPU seconds (the sum of parts)")
     parts: dict[str, FiniteQuantity] = Field(default_factory=dict, description="its CPU seconds by where they went")
-    process_cpu_s: float | None = Field(None, ge=0, le=MAX_TIME, description="the process's CPU seconds over the "
-                                        "same span (the hook's included)")
+    process_cpu_s: float | None = Field(None, ge=0, le=MAX_TIME, description="the process's CPU s over that span")
     cores: float | None = Field(None, gt=0, le=MAX_SLOTS, description="the cores the process may use")
+    startup_cpu_s: float | None = Field(None, ge=0, le=MAX_TIME, description="CPU seconds before the hook started")
+    process_start: FiniteTime | None = Field(None, description="when the process started, epoch seconds")
     budget_share: float | None = Field(None, ge=0, le=1, description="the hook's CPU budget, a share of cores")
     samples_taken: int | None = Field(None, ge=0, le=MAX_INDEX, description="rounds of stack sampling taken")
     samples_planned: int | None = Field(None, ge=0, le=MAX_INDEX, description="rounds the interval would take")

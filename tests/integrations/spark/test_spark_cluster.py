@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 
 from bench.cluster import Network, SparkCluster
+from crystalperf.core.attribution.classify import KeywordClassifier
+from crystalperf.core.predict import Changes, Predictor
+from crystalperf.core.profile.dag import build_profile
 from crystalperf.core.trace import load_trace
 from tests.integrations.spark.reports import assert_no_plumbing_top_functions
 
@@ -69,7 +72,15 @@ spark.stop()
     # each executor's hook cost came with its samples
     assert trace.hook is not None
     assert {p.source for p in trace.hook.processes} >= {"driver", "executor:0", "executor:1"}
-    assert all(p.cpu_s > 0 for p in trace.hook.processes if p.source.startswith("executor:"))
+    executors = [p for p in trace.hook.processes if p.source.startswith("executor:")]
+    assert all(p.cpu_s > 0 for p in executors)
+    # each executor's JVM start-up, measured by its plugin, which starts once the executor has registered
+    assert all(p.startup_cpu_s and p.startup_cpu_s > 0.1 for p in executors), executors
+    assert all(p.process_start and p.process_start < trace.application.end for p in executors), executors
+    # the executors started on the driver's machine before the first job: one more would start there too
+    profile = build_profile(trace, KeywordClassifier())
+    prediction = Predictor(profile).predict(Changes({"executors": 3}), band=False)
+    assert any(note.startswith("start-up: the traced 2 executor JVMs") for note in prediction.notes), prediction.notes
     assert_no_plumbing_top_functions(json.loads((out / "crystalperf-report.json").read_text()))
 
 

@@ -159,6 +159,15 @@ public final class HookCpu {
         return -1;
     }
 
+    /** When this JVM started (epoch ms), or -1 where the JVM does not say. */
+    public static long processStartMillis() {
+        try {
+            return ManagementFactory.getRuntimeMXBean().getStartTime();
+        } catch (RuntimeException | LinkageError e) {
+            return -1;
+        }
+    }
+
     /** Parts as a JSON object of seconds, differences against {@code since} (null: since the start). */
     public static String partsJson(long[] now, long[] since) {
         StringBuilder w = new StringBuilder("{");

@@ -52,7 +52,7 @@ public class CrystalPerfListener extends SparkListener {
      * configured by hand); crystalperf's {@code spark_conf} sets it to the version its Python side reads.
      * A unit test keeps this equal to {@code crystalperf.core.trace.SCHEMA_VERSION}.
      */
-    static final String SCHEMA_VERSION = "1.11";
+    static final String SCHEMA_VERSION = "1.12";
     private static final Pattern WRITE_PATH =
             Pattern.compile(
             "InsertIntoHadoopFsRelationCommand\\s*(?:\\nInput: [^\\n]*\\nArguments:)?\\s+(?:file:(?://)?)?(/[^,\\s\\]]+)");
@@ -759,7 +759,8 @@ public class CrystalPerfListener extends SparkListener {
         }
         long[] windows = budget.windows();
         HookReport driver = new HookReport("driver", IoCounters.hostname(), now,
-                process >= 0 && processAtStart >= 0 ? process - processAtStart : -1, budget.share(), budget.cores(),
+                process >= 0 && processAtStart >= 0 ? process - processAtStart : -1, processAtStart,
+                HookCpu.processStartMillis(), budget.share(), budget.cores(),
                 pace[0], pace[1], windows[0], windows[1]);
         List<Map<String, Object>> processes = new ArrayList<>();
         processes.add(driver.document());

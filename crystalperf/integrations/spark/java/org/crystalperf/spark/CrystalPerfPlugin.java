@@ -539,7 +539,7 @@ public class CrystalPerfPlugin implements SparkPlugin {
             long process = HookCpu.processNanos();
             return new HookReport(ctx == null ? "" : ctx.executorID(), IoCounters.hostname(), HookCpu.parts(),
                     process >= 0 && processNanosAtStart >= 0 ? process - processNanosAtStart : -1,
-                    budget == null ? 0 : budget.share(), budget == null ? 0 : budget.cores(),
+                    processNanosAtStart, HookCpu.processStartMillis(), budget == null ? 0 : budget.share(), budget == null ? 0 : budget.cores(),
                     pace == null ? 0 : pace.taken(), pace == null ? 0 : pace.planned(), w[0], w[1]);
         }
 

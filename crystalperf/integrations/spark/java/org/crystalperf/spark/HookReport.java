@@ -19,6 +19,10 @@ public final class HookReport implements Serializable {
     public final long[] parts;
     /** The process's CPU ns since the hook started in it; -1: unknown. */
     public final long processNanos;
+    /** The process's CPU ns before the hook started in it (a JVM's start-up, for an executor); -1: unknown. */
+    public final long startupNanos;
+    /** When the process started, epoch ms; -1: unknown. */
+    public final long processStartMs;
     public final double budgetShare;
     public final double cores;
     public final long samplesTaken;
@@ -26,12 +30,15 @@ public final class HookReport implements Serializable {
     public final long windows;
     public final long windowsOverBudget;
 
-    HookReport(String source, String host, long[] parts, long processNanos, double budgetShare, double cores,
-               long samplesTaken, long samplesPlanned, long windows, long windowsOverBudget) {
+    HookReport(String source, String host, long[] parts, long processNanos, long startupNanos, long processStartMs,
+               double budgetShare, double cores, long samplesTaken, long samplesPlanned, long windows,
+               long windowsOverBudget) {
         this.source = source;
         this.host = host;
         this.parts = parts;
         this.processNanos = processNanos;
+        this.startupNanos = startupNanos;
+        this.processStartMs = processStartMs;
         this.budgetShare = budgetShare;
         this.cores = cores;
         this.samplesTaken = samplesTaken;
@@ -42,8 +49,8 @@ public final class HookReport implements Serializable {
 
     /** The same report under another source name (an executor's id becomes {@code executor:<id>}). */
     HookReport as(String name) {
-        return new HookReport(name, host, parts, processNanos, budgetShare, cores, samplesTaken, samplesPlanned,
-                windows, windowsOverBudget);
+        return new HookReport(name, host, parts, processNanos, startupNanos, processStartMs, budgetShare, cores,
+                samplesTaken, samplesPlanned, windows, windowsOverBudget);
     }
 
     /** The trace's {@code HookProcess} document. */
@@ -63,6 +70,12 @@ public final class HookReport implements Serializable {
         m.put("parts", named);
         if (processNanos >= 0) {
             m.put("process_cpu_s", processNanos / 1e9);
+        }
+        if (startupNanos >= 0) {
+            m.put("startup_cpu_s", startupNanos / 1e9);
+        }
+        if (processStartMs > 0) {
+            m.put("process_start", processStartMs / 1e3);
         }
         if (cores > 0) {
             m.put("cores", cores);
