@@ -341,3 +341,22 @@ def test_validate_leaves_out_a_bandwidth_difference_that_neither_run_needed() ->
     _bandwidth_change("disk", ({"disk_bandwidth": 100e6, "bandwidth_origins": {"disk": "declared"}}, 2.0),
                       (base(50e6, 10e6), 4.0), unknown)
     assert unknown.values == {"disk": 50e6}
+
+
+@pytest.mark.parametrize(("hosts_after", "expected"), [
+    (["w0", "w1"], {"executors": 4, "hosts": 2}),  # two executors more on the same two hosts
+    (["w0", "w1", "w2", "w3"], {"executors": 4}),  # on hosts of their own: what executors=4 means alone
+])
+def test_validate_says_where_added_executors_ran(tmp_path: Path, hosts_after: list[str], expected: dict) -> None:
+    def on(trace: tr.Trace, hosts: list[str], executors: int) -> tr.Trace:
+        trace.environment.executors = [tr.Executor(id=str(i), host=hosts[i % len(hosts)], cores=1)
+                                       for i in range(executors)]
+        trace.environment.hosts = sorted(set(hosts))
+        trace.environment.total_slots = executors
+        return trace
+
+    traced = saved(on(job_trace([(1.0, 0.0)] * 4, [(1.0, 0.0)]), ["w0", "w1"], 2), tmp_path / "a.json")
+    rerun = saved(on(job_trace([(1.0, 0.0)] * 4, [(1.0, 0.0)]), hosts_after, 4), tmp_path / "b.json")
+    result = validate(load_run(traced, need_trace=True), load_run(rerun))
+    assert result["changes"]["values"] == expected
+    assert not any("hosts" in line for line in result["not_expressed"])

@@ -15,21 +15,22 @@ from .helpers import make_trace, op, task
 MB = 1e6
 
 
-def _shuffle_trace(executors: int, remote_bytes: float, **metrics: float) -> tr.Trace:
-    """One reduce stage of ``executors`` tasks (one per executor, one core each): 10 s each, 5 s of it waiting
-    on shuffle fetches, 100 MB read of which ``remote_bytes`` remotely."""
+def _shuffle_trace(executors: int, remote_bytes: float, hosts: int | None = None, **metrics: float) -> tr.Trace:
+    """One reduce stage of ``executors`` tasks (one per executor, one core each, on ``hosts`` hosts: one each by
+    default): 10 s each, 5 s of it waiting on shuffle fetches, 100 MB read of which ``remote_bytes`` remotely."""
     tasks = [task(f"t{i}", 0, 10, run_time_s=10, cpu_time_s=5, network_wait_s=5, shuffle_read_bytes=100 * MB,
                   shuffle_remote_read_bytes=remote_bytes, **metrics) for i in range(executors)]
     for i, t in enumerate(tasks):
         t.executor = str(i)
     return make_trace([op("reduce", 0, 10, tasks=tasks)],
-                      executors=[tr.Executor(id=str(i), host=f"h{i}", cores=1) for i in range(executors)],
+                      executors=[tr.Executor(id=str(i), host=f"h{i % (hosts or executors)}", cores=1)
+                                 for i in range(executors)],
                       cores_per_executor=1, total_slots=executors, network_bandwidth=10 * MB)
 
 
 def _predict(trace: tr.Trace, change: str) -> tuple[float, list[str]]:
     prediction = Predictor(build_profile(trace, FixedClassifier({}), locators=[])).predict(
-        Changes.parse([change]), band=False)
+        Changes.parse(change.split(" ")), band=False)
     return prediction.crystalperf.runtime_s, prediction.notes
 
 
@@ -58,6 +59,27 @@ def test_a_local_shuffle_gets_the_new_remote_bytes_over_the_link():
     # executors half of it, 50 MB, crosses a 10 MB/s link: 5 s more.
     runtime, _ = _predict(_shuffle_trace(1, 0.0), "executors=2")
     assert runtime == pytest.approx(10 + 5)
+
+
+def test_executors_added_on_the_same_hosts_read_each_others_blocks_from_the_hosts_disks():
+    # 2 -> 4 executors on the same 2 hosts: still half the blocks on the other host, the fetching as it was
+    runtime, notes = _predict(_shuffle_trace(2, 50 * MB), "executors=4 hosts=2")
+    assert runtime == pytest.approx(10)
+    assert not any("shuffle's blocks" in n for n in notes)
+    # both executors on one host: nothing crosses the network, the two tasks side by side on its two cores
+    runtime, notes = _predict(_shuffle_trace(2, 50 * MB), "hosts=1")
+    assert runtime == pytest.approx(5)
+    assert any(n.startswith("hosts 2 -> 1: 0% of a shuffle's blocks") for n in notes)
+
+
+def test_executors_the_traced_run_had_on_one_host_fetched_from_none():
+    # two executors on one host read all 100 MB there; 4 executors, two hosts by default: 50 MB over the 10 MB/s
+    # link, 5 s more (with 4 hosts, 75 MB: 7.5 s)
+    trace = _shuffle_trace(2, 0.0, hosts=1)
+    runtime, notes = _predict(trace, "executors=4")
+    assert runtime == pytest.approx(10 + 5)
+    assert any(n.startswith("hosts 1 -> 2: 50% of a shuffle's blocks") for n in notes)
+    assert _predict(trace, "executors=4 hosts=4")[0] == pytest.approx(10 + 7.5)
 
 
 def test_a_trace_without_the_remote_split_keeps_its_shuffle_time():

@@ -47,7 +47,7 @@ def derive_changes(traced: Run, rerun: Run) -> DerivedChanges:
     predictor starts from) and, where both are traces, their environments. Differences a what-if cannot
     express are listed, not guessed."""
     assert traced.trace is not None
-    from crystalperf.core.profile.machine import scaling_keys
+    from crystalperf.core.profile.machine import executor_hosts, scaling_keys
 
     a = _dict(traced.report.get("baseline"))
     b = _dict(rerun.report.get("baseline"))
@@ -94,7 +94,13 @@ def derive_changes(traced: Run, rerun: Run) -> DerivedChanges:
         if ea.cpu_count and eb.cpu_count and ea.cpu_count != eb.cpu_count:
             out.not_expressed.append(f"the machines' CPUs differ ({ea.cpu_count} and {eb.cpu_count}); the "
                                      "prediction keeps the traced run's CPUs beyond the task slots")
-        if len(ea.hosts) != len(eb.hosts):
+        hosts_a, hosts_b = executor_hosts(traced.trace), executor_hosts(rerun.trace)
+        executors_a, executors_b = whole(a, "executors"), whole(b, "executors")
+        if hosts_a and hosts_b and executors_a and executors_b and "parallelism" not in scaling_keys(traced.trace):
+            # a what-if adds an executor on a host of its own unless it says ``hosts``
+            if hosts_b != max(1, round(hosts_a * executors_b / executors_a)):
+                out.values["hosts"] = hosts_b
+        elif len(ea.hosts) != len(eb.hosts):
             out.not_expressed.append(f"the runs used {len(ea.hosts)} and {len(eb.hosts)} hosts")
     settings, _ = setting_differences(traced, rerun)
     covered = {"task slots", "executors", "cores per executor", "memory", "network bandwidth", "disk bandwidth",

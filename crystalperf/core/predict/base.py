@@ -12,7 +12,7 @@ from crystalperf.core import trace as tr
 from crystalperf.core.attribution.observed import ObservedBandwidth, network_counted_idle, observed_bandwidths
 from crystalperf.core.errors import BadInputError
 from crystalperf.core.profile.dag import ExecutionProfile, OperationProfile, unit_profiles
-from crystalperf.core.profile.machine import data_bytes, traced_slots
+from crystalperf.core.profile.machine import data_bytes, executor_hosts, traced_slots
 from crystalperf.core.trace.totals import task_scale, task_seconds
 from crystalperf.core.units import (
     format_bandwidth,
@@ -125,6 +125,8 @@ def _device(key: str, text: str) -> str:
 PARSERS: dict[str, tuple[Callable[[str, str], float | str], str]] = {
     "cores": (_slots, "task slots per executor (Spark cores, TF threads); the total for one process"),
     "executors": (_slots, "number of executors / workers (Spark)"),
+    "hosts": (_slots, "hosts the executors run on (Spark; default: an added executor on a host of its own): "
+                      "executors on one host share its CPUs and links and read each other's shuffle blocks there"),
     "parallelism": (_slots, "operator parallelism (Flink)"),
     "slots": (_slots, "total tasks that run at once"),
     "host_cpus": (_slots, "CPUs each host gives the job's processes (the traced run's: its cores, or its cgroup "
@@ -267,6 +269,16 @@ class Baseline:
     observed: dict[str, ObservedBandwidth] = field(default_factory=dict)
     # the job's network counters covered every host its tasks ran on and saw no traffic (a local-mode job)
     network_idle: bool = False
+    # the hosts the executors ran on (0: not in the trace, taken to be one each)
+    hosts: int = 0
+
+    def hosts_for(self, changes: Changes) -> tuple[int, int]:
+        """The hosts of the traced run's executors and of the scenario's: ``hosts`` where the scenario states them,
+        else as many more (or fewer) as executors, each on a host of its own."""
+        before = self.hosts or self.executors
+        if "hosts" in changes:
+            return before, int(changes.number("hosts", before))
+        return before, max(1, round(before * changes.number("executors", self.executors) / self.executors))
 
     def bandwidth(self, key: str) -> float:
         return self.network_bandwidth if key == "network" else self.disk_bandwidth
@@ -322,7 +334,8 @@ class Baseline:
         device = "gpu" if any(d.kind == "gpu" for d in env.devices) else "cpu"
         return cls(slots, executors, cores, bandwidths["network"], bandwidths["disk"], env.memory_bytes,
                    data_bytes(trace), device, assumptions, origins, observed,
-                   network_idle="network" not in observed and network_counted_idle(trace))
+                   network_idle="network" not in observed and network_counted_idle(trace),
+                   hosts=executor_hosts(trace))
 
 
 @dataclass(slots=True)

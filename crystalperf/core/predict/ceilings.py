@@ -126,8 +126,12 @@ class Ceilings:
 
     def hosts_factor(self, changes: Changes, new_slots: int) -> float:
         """How many times the traced run's executors or workers the scenario's job runs on."""
-        executors = self.baseline.executors
-        factor = changes.number("executors", executors) / executors if "executors" in changes else 1.0
+        if "hosts" in changes:
+            before, after = self.baseline.hosts_for(changes)
+            factor = after / before
+        else:
+            executors = self.baseline.executors
+            factor = changes.number("executors", executors) / executors if "executors" in changes else 1.0
         return factor * self.workers_factor(changes, new_slots)
 
     def cores_factor(self, changes: Changes, new_slots: int) -> float:

@@ -187,11 +187,13 @@ class SharedHostModel:
     (:class:`crystalperf.core.profile.machine.ClusterSpread`)."""
 
     name = "contention"
-    keys = frozenset({"cores", "slots", "executors", "parallelism"})
+    keys = frozenset({"cores", "slots", "executors", "parallelism", "hosts"})
 
     def __init__(self) -> None:
         self.before = self.after = 1.0  # task slots per host
-        self.executors = (1, 1)
+        # what the tasks spread over, traced and scenario's: the executors, or the hosts a scenario states (the
+        # tasks side by side on a host share it, whichever executor runs them)
+        self.spread_over = (1, 1)
         self.device_share = 0.0
         self._factors: dict[str, tuple[float, float]] = {}
         self._machine: SharedMachine | None = None
@@ -208,13 +210,13 @@ class SharedHostModel:
             if spread is not None:
                 # the parallelism takes more (or fewer) of the cluster's workers, each on a host of its own
                 new_executors = max(1, round(executors * spread.factor(int(slots))))
-        elif "cores" in changes or "executors" in changes:
+        elif "cores" in changes or "executors" in changes or "hosts" in changes:
             slots = max(1.0, changes.number("cores", baseline.cores_per_executor) * new_executors)
         else:
             slots = float(baseline.slots)
-        self.executors = (executors, new_executors)
-        self.before = max(1.0, baseline.slots / executors)
-        self.after = max(1.0, slots / new_executors)
+        self.spread_over = baseline.hosts_for(changes) if "hosts" in changes else (executors, new_executors)
+        self.before = max(1.0, baseline.slots / self.spread_over[0])
+        self.after = max(1.0, slots / self.spread_over[1])
         if not self.unchanged and not any(len(prof.op.tasks) > 1 for prof in profile.walk()):
             self.after = self.before  # no operation ran tasks side by side (a TensorFlow step is one unit)
         if self.unchanged:
@@ -250,7 +252,7 @@ class SharedHostModel:
         found = self._factors.get(key)
         if found is not None:
             return found
-        old_executors, new_executors = self.executors
+        old_executors, new_executors = self.spread_over
         count = max(1, ctx.count)
         side_by_side = min(self.before, math.ceil(count / old_executors))
         new_side_by_side = min(self.after, math.ceil(count / new_executors))

@@ -17,10 +17,12 @@ Disk time of spill and shuffle files is left alone: written and read back within
 by the page cache and never waits on the device. Writes are assumed absorbed by the page cache too.
 
 A change of the executor count changes how much of a shuffle crosses the network: a reduce task fetches its
-blocks from the map outputs of every executor, and with map outputs spread evenly over ``E`` executors
-``(E-1)/E`` of them are remote (none with one executor). A task whose shuffle read was measured (remote and
+blocks from the map outputs of every executor, and those another executor of its own host wrote it reads from that
+host's disk (Spark's ``spark.shuffle.readHostLocalDisk``, on by default), so with map outputs spread evenly over
+``H`` hosts ``(H-1)/H`` of them are remote (none on one host). The hosts are the scenario's ``hosts``, else as many
+more as executors (each added executor on a host of its own). A task whose shuffle read was measured (remote and
 total bytes) has its network time scaled from the remote share it saw to that of the new count; a task that
-read everything locally (one executor before) gets the new remote bytes over the link, shared with the tasks
+read everything locally (one host before) gets the new remote bytes over the link, shared with the tasks
 of its executor that run beside it.
 
 A change of the round-trip time between hosts (``rtt``) costs a task the round trips on its own path: its launch
@@ -120,7 +122,7 @@ class IOModel:
     """Network and disk bandwidth changes."""
 
     name = "io"
-    keys = frozenset({"network", "disk", "executors", "rtt"})
+    keys = frozenset({"network", "disk", "executors", "hosts", "rtt"})
 
     def __init__(self) -> None:
         self.network: tuple[float, float] | None = None
@@ -229,9 +231,10 @@ class _ShuffleLocality:
 
     @classmethod
     def of(cls, profile: ExecutionProfile, baseline: Baseline, changes: Changes) -> _ShuffleLocality | None:
-        if "executors" not in changes:
+        if "executors" not in changes and "hosts" not in changes:
             return None
-        before, after = baseline.executors, int(changes.number("executors", baseline.executors))
+        # a block another executor of the same host wrote is read from that host's disk, not fetched
+        before, after = baseline.hosts_for(changes)
         read = job_metric_total(profile, lambda m: m.get(tr.METRIC_SHUFFLE_READ_BYTES, 0.0), memo="shuffle_read")
         if after == before or read <= 0:
             return None
@@ -243,8 +246,8 @@ class _ShuffleLocality:
                                   memo="shuffle_remote_read")
         bandwidth = changes.number("network", baseline.network_bandwidth)
         share = remote_share(after)
-        note = (f"executors {before} -> {after}: {share:.0%} of a shuffle's blocks are fetched from other "
-                f"executors (the traced run fetched {remote / read:.0%} of {format_size(read)} remotely); "
+        note = (f"hosts {before} -> {after}: {share:.0%} of a shuffle's blocks are fetched from other "
+                f"hosts (the traced run fetched {remote / read:.0%} of {format_size(read)} remotely); "
                 f"shuffle network time scaled to that share")
         return cls(remote / read, share, bandwidth, max(1, baseline.cores_per_executor), note)
 

@@ -45,6 +45,14 @@ def traced_slots(trace: tr.Trace) -> TracedSlots:
     return TracedSlots(slots, executors, cores, assumptions)
 
 
+def executor_hosts(trace: tr.Trace) -> int:
+    """The hosts the executors (not a cluster's driver) ran on; 0 where an executor's host is not in the trace."""
+    executors = [e for e in trace.environment.executors if e.id != "driver"]
+    if not executors or any(not e.host for e in executors):
+        return 0
+    return len({e.host for e in executors})
+
+
 @dataclass(frozen=True)
 class ClusterSpread:
     """How many of the cluster's workers a job of some task slots runs on, where the trace says what the cluster had
