@@ -82,7 +82,7 @@ class SparkClusterCase:
 
     framework = "spark"
     where = "cluster"
-    expect = ("executors",)
+    workers = ("w0", "w1")
 
     def __init__(self, name: str, job: str, *, executors: int, target: int, worker_cores: int, rate_mbit: int,
                  ceiling: str | None = None) -> None:
@@ -91,6 +91,11 @@ class SparkClusterCase:
         self.baseline: dict[str, Any] = {"executors": executors, "rate_mbit": rate_mbit}
         self.target = target
         self.worker_cores = worker_cores
+        # the master spreads the executors over the workers: beyond one each, they share the workers' hosts, which
+        # the what-if says with ``hosts`` (an added executor is on a host of its own otherwise)
+        self.hosts = min(target, len(self.workers))
+        shared = self.hosts != max(1, round(min(executors, len(self.workers)) * target / executors))
+        self.expect = ("executors", "hosts") if shared else ("executors",)
 
         def start(net: Any) -> Any:
             from bench.cluster import SparkCluster
@@ -98,13 +103,14 @@ class SparkClusterCase:
             return SparkCluster(net, Path(tempfile.mkdtemp(prefix="scale-cluster-")), cores=worker_cores,
                                 cpu_quota=HOST_CORES)
 
-        self.cluster = SharedCluster(["w0", "w1"], start)
+        self.cluster = SharedCluster(list(self.workers), start)
 
     def targets(self, quick: bool) -> list[Target]:
         e, q = self.baseline["executors"], self.target
         link = f", {self.baseline['rate_mbit']} Mbit/s links" if self.baseline["rate_mbit"] < 1000 else ""
         return [Target(f"executors {e} -> {q}{link}", "executors-up" if q > e else "executors",
-                       {**self.baseline, "executors": q}, [f"executors={q}"],
+                       {**self.baseline, "executors": q},
+                       [f"executors={q}"] + ([f"hosts={self.hosts}"] if "hosts" in self.expect else []),
                        lambda: _unavailable(self.python, "spark"))]
 
     def _job(self, cluster: Any, config: dict[str, Any], out: Path | None) -> tuple[str, dict[str, Any]]:

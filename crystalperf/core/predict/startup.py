@@ -18,9 +18,8 @@ the machine's CPUs bounds its length from below. For ``k`` executors more of ``c
   idle.
 
 Fewer executors give the same back, mirrored, only where the phase was busy enough that it waited for CPU
-(``SATURATED``). On the scale bench's one-machine cluster (two executors of about 3.0–3.7 CPU-seconds each on
-two CPUs, docs/accuracy.md) the first operation started 1.2–2.7 s later with the second executor: the point's
-1.5–1.9 s is, if anything, short.
+(``SATURATED``). On the scale bench's one-machine cluster (executors of 3.0–3.7 CPU-seconds each on two CPUs,
+docs/accuracy.md) a second executor started the first operation 2.1 s later (medians), where the point says 1.5 s.
 """
 
 from __future__ import annotations
