@@ -368,3 +368,14 @@ def test_a_source_paced_by_its_input_gains_nothing_from_faster_cores_until_its_w
     assert paced.predict(Changes({"cpu_speed": 2.0}), band=False).crystalperf.runtime_s == pytest.approx(10.0)
     # a tenth of the speed: 20 s of work a subtask, past the 10 s the input took
     assert paced.predict(Changes({"cpu_speed": 0.1}), band=False).crystalperf.runtime_s == pytest.approx(20.0)
+
+
+def test_an_executor_more_on_the_same_host_brings_its_own_jvm_but_no_core() -> None:
+    # hosts=1: the second executor shares the first one's one-core quota; its JVM pays its own 5 s beside its
+    # tasks as the first did (the compilers warming the same code up): 10 + 5 s of CPU on that one core, 15 s,
+    # slower than the traced 10 s; on a host of its own it brings its core (10 s, as above)
+    prediction = predictor(cluster_job()).predict(Changes({"executors": 2, "hosts": 1}), band=False)
+    assert prediction.crystalperf.runtime_s == pytest.approx(15.0)
+    assert any(note.startswith("ceiling: the cores") for note in prediction.notes)
+    assert predictor(cluster_job()).predict(Changes({"executors": 2}), band=False).crystalperf.runtime_s == \
+        pytest.approx(10.0)

@@ -124,15 +124,19 @@ class Ceilings:
             return 1.0
         return self.spread.factor(new_slots)
 
-    def hosts_factor(self, changes: Changes, new_slots: int) -> float:
-        """How many times the traced run's executors or workers the scenario's job runs on."""
-        if "hosts" in changes:
-            before, after = self.baseline.hosts_for(changes)
-            factor = after / before
-        else:
-            executors = self.baseline.executors
-            factor = changes.number("executors", executors) / executors if "executors" in changes else 1.0
+    def executors_factor(self, changes: Changes, new_slots: int) -> float:
+        """How many times the traced run's executors or workers (processes) the scenario's job runs in."""
+        executors = self.baseline.executors
+        factor = changes.number("executors", executors) / executors if "executors" in changes else 1.0
         return factor * self.workers_factor(changes, new_slots)
+
+    def hosts_factor(self, changes: Changes, new_slots: int) -> float:
+        """How many times the traced run's hosts (each with its cores and device) the scenario's job runs on: as
+        many more as executors unless the scenario says ``hosts``."""
+        if "hosts" not in changes:
+            return self.executors_factor(changes, new_slots)
+        before, after = self.baseline.hosts_for(changes)
+        return after / before * self.workers_factor(changes, new_slots)
 
     def cores_factor(self, changes: Changes, new_slots: int) -> float:
         """How many times the cores the traced run's processes could have the scenario's have."""
@@ -151,12 +155,13 @@ class Ceilings:
         on_device = device_factor(changes, baseline)
         cores = self.cores_factor(changes, new_slots)
         hosts = self.hosts_factor(changes, new_slots)
+        processes = self.executors_factor(changes, new_slots)
         disk = (changes.number("disk", baseline.disk_bandwidth) / baseline.disk_bandwidth) * hosts
         network = changes.number("network", baseline.network_bandwidth) / baseline.network_bandwidth
         machine_cpus = (changes.number("host_cpus", 1.0) * machine.hosts if "host_cpus" in changes
                         else float(machine.host_cpus)) * self.workers_factor(changes, new_slots)
         for path, share in machine.shares.items():
-            cpu_s = share.cpu_s + share.per_process_cpu_s * (_busy_workers(share, baseline.executors * hosts)
+            cpu_s = share.cpu_s + share.per_process_cpu_s * (_busy_workers(share, baseline.executors * processes)
                                                              / _busy_workers(share, baseline.executors) - 1.0)
             factor = cpu_factor * (on_device if path in self.device_paths else 1.0)
             candidates = [(self._cores_floor(share, machine, cpu_s * factor, cores, machine_cpus, pessimistic),
