@@ -92,7 +92,7 @@ class SparkClusterCase:
         self.target = target
         self.worker_cores = worker_cores
         # the master spreads the executors over the workers: beyond one each, they share the workers' hosts, which
-        # the what-if says with ``hosts`` (an added executor is on a host of its own otherwise)
+        # the what-if says with ``hosts`` (it keeps the traced executors per host otherwise)
         self.hosts = min(target, len(self.workers))
         shared = self.hosts != max(1, round(min(executors, len(self.workers)) * target / executors))
         self.expect = ("executors", "hosts") if shared else ("executors",)

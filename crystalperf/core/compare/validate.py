@@ -97,7 +97,7 @@ def derive_changes(traced: Run, rerun: Run) -> DerivedChanges:
         hosts_a, hosts_b = executor_hosts(traced.trace), executor_hosts(rerun.trace)
         executors_a, executors_b = whole(a, "executors"), whole(b, "executors")
         if hosts_a and hosts_b and executors_a and executors_b and "parallelism" not in scaling_keys(traced.trace):
-            # a what-if adds an executor on a host of its own unless it says ``hosts``
+            # a what-if keeps the traced executors per host unless it says ``hosts``
             if hosts_b != max(1, round(hosts_a * executors_b / executors_a)):
                 out.values["hosts"] = hosts_b
         elif len(ea.hosts) != len(eb.hosts):

@@ -125,8 +125,8 @@ def _device(key: str, text: str) -> str:
 PARSERS: dict[str, tuple[Callable[[str, str], float | str], str]] = {
     "cores": (_slots, "task slots per executor (Spark cores, TF threads); the total for one process"),
     "executors": (_slots, "number of executors / workers (Spark)"),
-    "hosts": (_slots, "hosts the executors run on (Spark; default: an added executor on a host of its own): "
-                      "executors on one host share its CPUs and links and read each other's shuffle blocks there"),
+    "hosts": (_slots, "hosts the executors run on (Spark; default: the traced executors per host, more hosts for "
+                      "more executors): executors on one host share its CPUs and links and its shuffle blocks"),
     "parallelism": (_slots, "operator parallelism (Flink)"),
     "slots": (_slots, "total tasks that run at once"),
     "host_cpus": (_slots, "CPUs each host gives the job's processes (the traced run's: its cores, or its cgroup "
@@ -274,7 +274,7 @@ class Baseline:
 
     def hosts_for(self, changes: Changes) -> tuple[int, int]:
         """The hosts of the traced run's executors and of the scenario's: ``hosts`` where the scenario states them,
-        else as many more (or fewer) as executors, each on a host of its own."""
+        else as many as keep the traced run's executors per host (one each: a host for every executor added)."""
         before = self.hosts or self.executors
         if "hosts" in changes:
             return before, int(changes.number("hosts", before))

@@ -20,7 +20,7 @@ A change of the executor count changes how much of a shuffle crosses the network
 blocks from the map outputs of every executor, and those another executor of its own host wrote it reads from that
 host's disk (Spark's ``spark.shuffle.readHostLocalDisk``, on by default), so with map outputs spread evenly over
 ``H`` hosts ``(H-1)/H`` of them are remote (none on one host). The hosts are the scenario's ``hosts``, else as many
-more as executors (each added executor on a host of its own). A task whose shuffle read was measured (remote and
+as keep the traced run's executors per host. A task whose shuffle read was measured (remote and
 total bytes) has its network time scaled from the remote share it saw to that of the new count; a task that
 read everything locally (one host before) gets the new remote bytes over the link, shared with the tasks
 of its executor that run beside it.
