@@ -80,6 +80,8 @@ def test_executors_the_traced_run_had_on_one_host_fetched_from_none():
     assert runtime == pytest.approx(10 + 5)
     assert any(n.startswith("hosts 1 -> 2: 50% of a shuffle's blocks") for n in notes)
     assert _predict(trace, "executors=4 hosts=4")[0] == pytest.approx(10 + 7.5)
+    # no more hosts than executors: a host without one runs nothing of the job
+    assert _predict(trace, "executors=4 hosts=8") == _predict(trace, "executors=4 hosts=4")
 
 
 def test_a_trace_without_the_remote_split_keeps_its_shuffle_time():

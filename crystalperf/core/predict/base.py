@@ -276,9 +276,11 @@ class Baseline:
         """The hosts of the traced run's executors and of the scenario's: ``hosts`` where the scenario states them,
         else as many as keep the traced run's executors per host (one each: a host for every executor added)."""
         before = self.hosts or self.executors
+        executors = changes.number("executors", self.executors)
         if "hosts" in changes:
-            return before, int(changes.number("hosts", before))
-        return before, max(1, round(before * changes.number("executors", self.executors) / self.executors))
+            # a host without an executor runs nothing of the job
+            return before, int(min(changes.number("hosts", before), executors))
+        return before, max(1, round(before * executors / self.executors))
 
     def bandwidth(self, key: str) -> float:
         return self.network_bandwidth if key == "network" else self.disk_bandwidth
