@@ -77,6 +77,11 @@ spark.stop()
     # each executor's JVM start-up, measured by its plugin, which starts once the executor has registered
     assert all(p.startup_cpu_s and p.startup_cpu_s > 0.1 for p in executors), executors
     assert all(p.process_start and p.process_start < trace.application.end for p in executors), executors
+    # each executor's CPU by thread kind: its tasks, its compilers, its netty event loops (the driver's RPC, the
+    # blocks of the other executor)
+    for executor in trace.environment.executors:
+        kinds = executor.thread_cpu
+        assert kinds is not None and kinds.task > 0.5 and kinds.jit > 0 and kinds.network > 0, executor
     # the executors started on the driver's machine before the first job: one more would start there too
     profile = build_profile(trace, KeywordClassifier())
     prediction = Predictor(profile).predict(Changes({"executors": 3}), band=False)

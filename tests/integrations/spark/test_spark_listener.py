@@ -301,6 +301,13 @@ def test_gzip_decompression_job_is_cpu_bound(run_app, tmp_path: Path) -> None:
     assert driver.budget_share == 0.01 and driver.cores and driver.samples_taken
     assert report["hook_cost"]["cpu_s"] == pytest.approx(trace.hook.cpu_s, abs=1e-6)  # rounded to a microsecond
     assert 0 < report["hook_cost"]["share"] < 1
+    # the driver's JVM, which ran the tasks, split by thread kind: the tasks' CPU, the compilers', the collector's,
+    # the hook's own threads', adding up to its CPU time since the hook started
+    [executor] = trace.environment.executors
+    kinds = executor.thread_cpu
+    assert kinds is not None, executor
+    assert kinds.task > 0 and kinds.jit > 0 and kinds.gc + kinds.gc_concurrent > 0 and kinds.hook > 0
+    assert kinds.total == pytest.approx(driver.process_cpu_s, rel=0.15)
 
 
 def test_spark_submit_with_the_printed_conf_lines(tmp_path: Path) -> None:

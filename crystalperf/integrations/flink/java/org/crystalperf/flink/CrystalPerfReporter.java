@@ -31,6 +31,7 @@ import org.crystalperf.common.CpuBudget;
 import org.crystalperf.common.HeapPressure;
 import org.crystalperf.common.HookCpu;
 import org.crystalperf.common.IoCounters;
+import org.crystalperf.common.ThreadKinds;
 
 /**
  * Collects the numeric metrics of every job/task/operator/subtask and writes one JSON file per job
@@ -119,7 +120,7 @@ public class CrystalPerfReporter implements MetricReporter {
     private static int ioUsers;
     private boolean usesIo;
     /** This process's CPU time by thread kind (bounded in bytes by max.thread.bytes). */
-    private ThreadKinds threadKinds = new ThreadKinds(1L << 20);
+    private ThreadKinds threadKinds = new ThreadKinds(ThreadKinds.FLINK_NETWORK, 1L << 20);
     /** How often the sampler re-reads the threads' CPU times (a thread that ends loses at most this much). */
     private static final long THREAD_KINDS_INTERVAL_MS = 1000;
     /** How often the sampler re-reads every thread's name to find the task threads (sooner when a task or a thread starts). */
@@ -225,7 +226,8 @@ public class CrystalPerfReporter implements MetricReporter {
             LOG.log(Level.WARNING, "crystalperf: bad reporter configuration, using the working directory", e);
         }
         try {
-            threadKinds = new ThreadKinds(Long.parseLong(config.getString("max.thread.bytes", String.valueOf(1L << 20)).trim()));
+            threadKinds = new ThreadKinds(ThreadKinds.FLINK_NETWORK,
+                    Long.parseLong(config.getString("max.thread.bytes", String.valueOf(1L << 20)).trim()));
         } catch (RuntimeException e) {
             LOG.log(Level.WARNING, "crystalperf: bad max.thread.bytes, using 1 MiB", e);
         }

@@ -34,6 +34,7 @@ import org.apache.spark.storage.RDDInfo;
 import org.crystalperf.common.CpuBudget;
 import org.crystalperf.common.HookCpu;
 import org.crystalperf.common.IoCounters;
+import org.crystalperf.common.ThreadKinds;
 import scala.Option;
 import scala.Tuple2;
 import scala.jdk.javaapi.CollectionConverters;
@@ -71,6 +72,8 @@ public class CrystalPerfListener extends SparkListener {
     private final Map<Integer, Map<String, Object>> stages = new TreeMap<>();
     private final TaskTable tasks;
     private final Map<String, Map<String, Object>> executors = new TreeMap<>();
+    /** The CPU ns of the tasks each executor ran, exact whatever the task table keeps (one entry per executor). */
+    private final Map<String, long[]> taskCpuByExecutor = new HashMap<>();
     private final Map<Integer, Long> cachedBytes = new HashMap<>();
     private final List<String> warnings = new ArrayList<>();
     private long warningsLeftOut;
@@ -400,6 +403,16 @@ public class CrystalPerfListener extends SparkListener {
                     : ti.failed() ? TaskTable.FAILED : TaskTable.UNKNOWN;
             tasks.add(e.stageId(), ti.taskId(), ti.index(), ti.attemptNumber(), ti.executorId(), ti.host(), begun,
                     ended, status, e.taskMetrics());
+            if (e.taskMetrics() != null) {
+                long[] sum = taskCpuByExecutor.get(ti.executorId());
+                if (sum == null && taskCpuByExecutor.size() < SampleStore.MAX_EXECUTORS) {
+                    sum = new long[1];
+                    taskCpuByExecutor.put(ti.executorId(), sum);
+                }
+                if (sum != null) {
+                    sum[0] += e.taskMetrics().executorCpuTime();
+                }
+            }
         } catch (Throwable t) {
             failed("onTaskEnd", t);
         }
@@ -760,7 +773,7 @@ public class CrystalPerfListener extends SparkListener {
         long[] windows = budget.windows();
         HookReport driver = new HookReport("driver", IoCounters.hostname(), now,
                 process >= 0 && processAtStart >= 0 ? process - processAtStart : -1, processAtStart,
-                HookCpu.processStartMillis(), budget.share(), budget.cores(),
+                HookCpu.processStartMillis(), null, budget.share(), budget.cores(),
                 pace[0], pace[1], windows[0], windows[1]);
         List<Map<String, Object>> processes = new ArrayList<>();
         processes.add(driver.document());
@@ -795,6 +808,10 @@ public class CrystalPerfListener extends SparkListener {
             if (mem instanceof Long) {
                 memory += (Long) mem;
             }
+            Map<String, Object> threadCpu = threadCpu(String.valueOf(ex.get("id")));
+            if (threadCpu != null) {
+                copy.put("thread_cpu", threadCpu);
+            }
             Object host = copy.get("host");
             if (host != null && !hosts.contains(host.toString())) {
                 hosts.add(host.toString());
@@ -816,6 +833,40 @@ public class CrystalPerfListener extends SparkListener {
         env.put("classpath", classpath);
         env.put("properties", properties);
         return env;
+    }
+
+    /**
+     * An executor's CPU seconds since its hook started, by thread kind (schema 1.6): its tasks' (Spark's
+     * executorCpuTime), the kinds {@link ThreadKinds} reads from /proc, and "other" the rest of the process's; the
+     * driver's in local mode, where it runs the tasks. Null where the executor's hook did not report them.
+     */
+    private Map<String, Object> threadCpu(String executorId) {
+        long[] kinds;
+        long process;
+        if ("driver".equals(executorId)) {
+            CrystalPerfPlugin.Sampler local = CrystalPerfPlugin.Sampler.local;
+            kinds = local == null ? null : local.kindsSinceStart();
+            long now = HookCpu.processNanos();
+            process = now >= 0 && processAtStart >= 0 ? now - processAtStart : -1;
+        } else {
+            HookReport report = SampleStore.hookReport(executorId);
+            kinds = report == null ? null : report.threadKinds;
+            process = report == null ? -1 : report.processNanos;
+        }
+        if (kinds == null || process < 0 || kinds.length != ThreadKinds.KINDS.length) {
+            return null;
+        }
+        long[] taskSum = taskCpuByExecutor.get(executorId);
+        long task = taskSum == null ? 0 : Math.max(0, taskSum[0]);
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("task", task / 1e9);
+        long known = task;
+        for (int i = 0; i < kinds.length; i++) {
+            m.put(ThreadKinds.KINDS[i], Math.max(0, kinds[i]) / 1e9);
+            known += Math.max(0, kinds[i]);
+        }
+        m.put("other", Math.max(0, process - known) / 1e9);
+        return m;
     }
 
     private int localCores() {

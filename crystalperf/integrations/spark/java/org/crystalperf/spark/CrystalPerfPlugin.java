@@ -23,6 +23,7 @@ import org.apache.spark.api.plugin.SparkPlugin;
 import org.crystalperf.common.CpuBudget;
 import org.crystalperf.common.HookCpu;
 import org.crystalperf.common.IoCounters;
+import org.crystalperf.common.ThreadKinds;
 import org.crystalperf.common.ThreadSchedstat;
 
 /**
@@ -206,6 +207,9 @@ public class CrystalPerfPlugin implements SparkPlugin {
         private CpuBudget budget;
         private CpuBudget.Pace pace;
         private long processNanosAtStart = -1;
+        /** This JVM's CPU by thread kind, and its totals when the hook started (null: no /proc). */
+        private ThreadKinds kinds;
+        private long[] kindsAtStart;
 
         @Override
         public void init(PluginContext ctx, Map<String, String> extraConf) {
@@ -216,6 +220,9 @@ public class CrystalPerfPlugin implements SparkPlugin {
                     return;
                 }
                 processNanosAtStart = HookCpu.processNanos();
+                kinds = new ThreadKinds(ThreadKinds.SPARK_NETWORK,
+                        conf.getLong("spark.crystalperf.maxThreadBytes", 1L << 20));
+                kindsAtStart = kinds.totals();
                 intervalMs = Math.max(1, conf.getLong("spark.crystalperf.sampleIntervalMs", 100));
                 bucketMs = Math.max(intervalMs, conf.getLong("spark.crystalperf.bucketMs", 1000));
                 maxDepth = conf.getInt("spark.crystalperf.maxStackDepth", 64);
@@ -533,13 +540,30 @@ public class CrystalPerfPlugin implements SparkPlugin {
             return pace == null ? new long[2] : new long[] {pace.taken(), pace.planned()};
         }
 
+        /**
+         * This JVM's CPU ns by thread kind since the hook started ({@link ThreadKinds#KINDS} order; null: unknown).
+         * Reads {@code /proc/self/task}: called once per shipment, on the sampler's thread, or at the job's end.
+         */
+        long[] kindsSinceStart() {
+            ThreadKinds k = kinds;
+            long[] start = kindsAtStart;
+            long[] now = k == null || start == null ? null : k.totals();
+            if (now == null) {
+                return null;
+            }
+            for (int i = 0; i < now.length && i < start.length; i++) {
+                now[i] = Math.max(0, now[i] - start[i]);
+            }
+            return now;
+        }
+
         /** What this executor's hook cost so far, for the driver. */
         HookReport hookReport() {
             long[] w = budget == null ? new long[2] : budget.windows();
             long process = HookCpu.processNanos();
             return new HookReport(ctx == null ? "" : ctx.executorID(), IoCounters.hostname(), HookCpu.parts(),
                     process >= 0 && processNanosAtStart >= 0 ? process - processNanosAtStart : -1,
-                    processNanosAtStart, HookCpu.processStartMillis(), budget == null ? 0 : budget.share(), budget == null ? 0 : budget.cores(),
+                    processNanosAtStart, HookCpu.processStartMillis(), kindsSinceStart(), budget == null ? 0 : budget.share(), budget == null ? 0 : budget.cores(),
                     pace == null ? 0 : pace.taken(), pace == null ? 0 : pace.planned(), w[0], w[1]);
         }
 

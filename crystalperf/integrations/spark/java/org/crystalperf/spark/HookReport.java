@@ -5,6 +5,7 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 
 import org.crystalperf.common.HookCpu;
+import org.crystalperf.common.ThreadKinds;
 
 /**
  * What the hook cost in one process so far (cumulative): the CPU time of each part ({@link HookCpu}), the process's
@@ -23,6 +24,8 @@ public final class HookReport implements Serializable {
     public final long startupNanos;
     /** When the process started, epoch ms; -1: unknown. */
     public final long processStartMs;
+    /** The process's CPU ns by thread kind since the hook started ({@link ThreadKinds#KINDS} order); null: unknown. */
+    public final long[] threadKinds;
     public final double budgetShare;
     public final double cores;
     public final long samplesTaken;
@@ -31,14 +34,15 @@ public final class HookReport implements Serializable {
     public final long windowsOverBudget;
 
     HookReport(String source, String host, long[] parts, long processNanos, long startupNanos, long processStartMs,
-               double budgetShare, double cores, long samplesTaken, long samplesPlanned, long windows,
-               long windowsOverBudget) {
+               long[] threadKinds, double budgetShare, double cores, long samplesTaken, long samplesPlanned,
+               long windows, long windowsOverBudget) {
         this.source = source;
         this.host = host;
         this.parts = parts;
         this.processNanos = processNanos;
         this.startupNanos = startupNanos;
         this.processStartMs = processStartMs;
+        this.threadKinds = threadKinds;
         this.budgetShare = budgetShare;
         this.cores = cores;
         this.samplesTaken = samplesTaken;
@@ -49,8 +53,8 @@ public final class HookReport implements Serializable {
 
     /** The same report under another source name (an executor's id becomes {@code executor:<id>}). */
     HookReport as(String name) {
-        return new HookReport(name, host, parts, processNanos, startupNanos, processStartMs, budgetShare, cores,
-                samplesTaken, samplesPlanned, windows, windowsOverBudget);
+        return new HookReport(name, host, parts, processNanos, startupNanos, processStartMs, threadKinds, budgetShare,
+                cores, samplesTaken, samplesPlanned, windows, windowsOverBudget);
     }
 
     /** The trace's {@code HookProcess} document. */

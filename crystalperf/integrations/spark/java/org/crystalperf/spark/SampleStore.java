@@ -356,6 +356,11 @@ public final class SampleStore {
         }
     }
 
+    /** An executor's latest hook cost report; null: none came. */
+    static synchronized HookReport hookReport(String executorId) {
+        return HOOK.get(executorId);
+    }
+
     /** Every cluster executor's latest hook cost report (source: its executor id). */
     static synchronized List<HookReport> hookReports() {
         List<HookReport> out = new ArrayList<>();

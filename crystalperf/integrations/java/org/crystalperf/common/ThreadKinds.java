@@ -1,4 +1,4 @@
-package org.crystalperf.flink;
+package org.crystalperf.common;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -15,13 +15,13 @@ import java.util.logging.Level;
 import java.util.logging.Logger;
 
 /**
- * CPU time this JVM's threads used, by the kind of thread, read from {@code /proc/self/task} (Linux): Flink's
- * netty threads (the data exchange, {@link #NETWORK}), the garbage collector's pause workers ({@link #GC}), its
+ * CPU time this JVM's threads used, by the kind of thread, read from {@code /proc/self/task} (Linux): the
+ * framework's network threads (the data exchange, {@link #NETWORK}: Flink's netty threads, Spark's shuffle and RPC
+ * event loops, by the name prefixes the hook gives), the garbage collector's pause workers ({@link #GC}), its
  * concurrent threads ({@link #GC_CONCURRENT}), the JIT compilers' ({@link #JIT}) and crystalperf's own
- * ({@link #HOOK}: the reporter's sampler, the I/O counters). Task threads are counted by
- * the reporter per subtask (their names are longer than the 15 characters the kernel keeps, so they are found
- * through the ThreadMXBean), and whatever is left of the process's CPU time is the "other" kind (timers,
- * heartbeats, RPC).
+ * ({@link #HOOK}: the sampler, the I/O counters). Task threads are counted by the hook from the framework (their
+ * names are longer than the 15 characters the kernel keeps), and whatever is left of the process's CPU time is the
+ * "other" kind (timers, heartbeats, RPC dispatch).
  *
  * <p>The totals are cumulative from this object's first look and never go down: a thread that ended keeps the
  * time it was last seen to have used (a refresh every second or so loses at most that much of a short-lived
@@ -29,15 +29,23 @@ import java.util.logging.Logger;
  * falls to "other") and counted in {@link #untracked()}. Nothing here throws: without {@code /proc} (another OS)
  * {@link #totals()} is null and the part simply has no split.
  */
-final class ThreadKinds {
+public final class ThreadKinds {
     private static final Logger LOG = Logger.getLogger(ThreadKinds.class.getName());
-    static final String NETWORK = "network";
-    static final String GC = "gc";
-    static final String JIT = "jit";
-    static final String GC_CONCURRENT = "gc_concurrent";
-    static final String HOOK = "hook";
+    public static final String NETWORK = "network";
+    public static final String GC = "gc";
+    public static final String JIT = "jit";
+    public static final String GC_CONCURRENT = "gc_concurrent";
+    public static final String HOOK = "hook";
     /** The kinds this class measures, in the order of {@link #totals()}. */
-    static final String[] KINDS = {NETWORK, GC, JIT, GC_CONCURRENT, HOOK};
+    public static final String[] KINDS = {NETWORK, GC, JIT, GC_CONCURRENT, HOOK};
+    /** Flink's data exchange: "Flink Netty Server|Client (port) Thread n". */
+    public static final String[] FLINK_NETWORK = {"Flink Netty"};
+    /**
+     * Spark's netty event loops, named after their transport module: "shuffle-client-n-m", "shuffle-server-n-m",
+     * "rpc-client-n-m", "rpc-server-n-m", "files-client-n-m".
+     */
+    public static final String[] SPARK_NETWORK = {"shuffle-client", "shuffle-server", "rpc-client", "rpc-server",
+        "files-client", "files-server"};
     /** Estimated heap of one followed thread (map entry, boxed key, the long[] value). */
     static final int ENTRY_BYTES = 112;
     private static final int UNTRACKED = -1;
@@ -46,6 +54,7 @@ final class ThreadKinds {
 
     private final Path taskDir;
     private final long maxBytes;
+    private final String[] networkPrefixes;
     /** tid -> {kind index or UNTRACKED, start time (clock ticks since boot), last CPU time (ns)}. */
     private final Map<Integer, long[]> threads = new HashMap<>();
     /** CPU time of ended threads, per kind. */
@@ -53,19 +62,21 @@ final class ThreadKinds {
     private long untracked;
     private boolean unavailable;
 
-    ThreadKinds(long maxBytes) {
-        this(Paths.get("/proc/self/task"), maxBytes);
+    /** This JVM's threads; {@code networkPrefixes}: the names of the framework's network threads begin so. */
+    public ThreadKinds(String[] networkPrefixes, long maxBytes) {
+        this(Paths.get("/proc/self/task"), networkPrefixes, maxBytes);
     }
 
-    ThreadKinds(Path taskDir, long maxBytes) {
+    ThreadKinds(Path taskDir, String[] networkPrefixes, long maxBytes) {
         this.taskDir = taskDir;
+        this.networkPrefixes = networkPrefixes.clone();
         this.maxBytes = Math.max(0, maxBytes);
     }
 
     /**
      * The kind of a thread by its kernel name (at most 15 characters of the Java name), or -1 for a thread this
-     * class does not measure. HotSpot names its compilers "C1/C2 CompilerThreadN"; Flink names its data exchange
-     * threads "Flink Netty Server|Client (port) Thread n". The collector's threads are split in two, because a JVM
+     * class does not measure. HotSpot names its compilers "C1/C2 CompilerThreadN"; the network threads are the
+     * framework's, by the prefixes given. The collector's threads are split in two, because a JVM
      * given fewer CPUs may pick another collector that keeps one kind of work and not the other:
      * <ul>
      * <li>{@link #GC}: the work done while the application is stopped: the parallel pause workers ("GC Thread#n",
@@ -77,9 +88,11 @@ final class ThreadKinds {
      * "Conc#n") and G1's service threads. The serial collector has none of them.
      * </ul>
      */
-    static int kindOf(String comm) {
-        if (comm.startsWith("Flink Netty")) {
-            return 0;
+    int kindOf(String comm) {
+        for (String prefix : networkPrefixes) {
+            if (comm.startsWith(prefix)) {
+                return 0;
+            }
         }
         if (comm.startsWith("crystalperf")) {
             return 4;  // the hook's own threads: its sampler, its I/O counters
@@ -100,7 +113,7 @@ final class ThreadKinds {
     }
 
     /** The cumulative CPU nanoseconds per kind ({@link #KINDS} order), refreshed now; null without /proc. */
-    synchronized long[] totals() {
+    public synchronized long[] totals() {
         if (!refresh()) {
             return null;
         }
@@ -114,17 +127,17 @@ final class ThreadKinds {
     }
 
     /** Threads not followed because of the memory bound. */
-    synchronized long untracked() {
+    public synchronized long untracked() {
         return untracked;
     }
 
     /** Estimated bytes held. */
-    synchronized long bytes() {
+    public synchronized long bytes() {
         return (long) threads.size() * ENTRY_BYTES;
     }
 
     /** Reads the threads once; false when /proc is not there (then it is never tried again). */
-    synchronized boolean refresh() {
+    public synchronized boolean refresh() {
         if (unavailable) {
             return false;
         }
