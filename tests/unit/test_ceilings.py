@@ -379,3 +379,14 @@ def test_an_executor_more_on_the_same_host_brings_its_own_jvm_but_no_core() -> N
     assert any(note.startswith("ceiling: the cores") for note in prediction.notes)
     assert predictor(cluster_job()).predict(Changes({"executors": 2}), band=False).crystalperf.runtime_s == \
         pytest.approx(10.0)
+
+
+def test_what_an_added_jvm_pays_for_itself_leaves_out_the_threads_that_follow_the_work() -> None:
+    # the executor's 5 s beside its tasks split by thread kind: 2.5 s its netty threads moving the job's bytes, 2.5 s
+    # its compilers; the second JVM on the same core brings the compilers' 2.5 s, not the bytes': 12.5 s
+    trace = cluster_job()
+    trace.environment.executors[0].thread_cpu = tr.ThreadCpu(task=5.0, network=2.5, jit=2.5)
+    machine = shared_machine(build_profile(trace, KeywordClassifier()))
+    assert machine is not None and machine.shares["s"].own_share == pytest.approx(0.5)
+    prediction = predictor(trace).predict(Changes({"executors": 2, "hosts": 1}), band=False)
+    assert prediction.crystalperf.runtime_s == pytest.approx(12.5)

@@ -44,6 +44,9 @@ class OperationShare:
     network_bytes: float  # bytes over the busiest link (received or sent, the larger), its share
     gc_s: float = 0.0  # its tasks' time in the collector's pauses, where measured (the collector ran as long)
     tasks: float = 0.0  # its tasks (each recorded one standing for those it was sampled from)
+    # of the processes' CPU beside their tasks, the share each pays for itself (compilers, timers, the hook), where
+    # the hooks split every task process's CPU by thread kind (the collector and the network threads follow the work)
+    own_share: float | None = None
 
     @property
     def background_cpu_s(self) -> float:
@@ -52,9 +55,12 @@ class OperationShare:
 
     @property
     def per_process_cpu_s(self) -> float:
-        """Of the background, what each process pays for itself rather than for the records: all but the
-        collector's pauses (which grow with what the tasks allocate) — the compilers warming the same code up in
-        every JVM, its timers, heartbeats and RPC."""
+        """Of the background, what each process pays for itself rather than for the records — the compilers warming
+        the same code up in every JVM, its timers, heartbeats and RPC dispatch: the background's share of them where
+        the processes' CPU was split by thread kind, else all but the collector's pauses (which grow with what the
+        tasks allocate)."""
+        if self.own_share is not None:
+            return self.background_cpu_s * self.own_share
         return max(0.0, self.background_cpu_s - self.gc_s)
 
 
@@ -238,6 +244,7 @@ def _operation_shares(trace: tr.Trace, processes: dict[str, list[tr.IoSample]], 
     totals = activity.integral(bounds[:, 1]) - activity.integral(bounds[:, 0])
     read = [s for rows in processes.values() if (s := counter_series(rows, "storage_read_bytes")) is not None]
     network = _busiest_link(processes)
+    per_process = _own_share(trace)
     shares: dict[str, OperationShare] = {}
     for (prof, intervals), total in zip(units, totals.tolist(), strict=True):
         op = prof.op
@@ -258,8 +265,23 @@ def _operation_shares(trace: tr.Trace, processes: dict[str, list[tr.IoSample]], 
             network_bytes=(max(s.between(a, b) for s in network) * share) if network else 0.0,
             gc_s=metric_total(op, tr.METRIC_GC_TIME) if measured is not None else 0.0,
             tasks=sum(w for _s, _e, w in intervals) if op.tasks else 0.0,
+            own_share=per_process,
         )
     return shares
+
+
+def _own_share(trace: tr.Trace) -> float | None:
+    """Of the CPU the processes that ran tasks used beside their task threads, the share of the kinds each process
+    pays for itself (``jit``, ``other``, ``hook``), over the job; None unless each of them split its CPU by kind."""
+    used = {t.executor for op in trace.iter_operations() for t in op.tasks}
+    executors = [e for e in trace.environment.executors if e.id in used]
+    if not executors or len(executors) != len(used) or any(e.thread_cpu is None for e in executors):
+        return None
+    kinds = [e.thread_cpu for e in executors if e.thread_cpu is not None]
+    background = sum(k.total - k.task for k in kinds)
+    if background <= 0:
+        return None
+    return sum(k.jit + k.other + k.hook for k in kinds) / background
 
 
 def _busiest_link(processes: dict[str, list[tr.IoSample]]) -> list[CounterSeries]:
