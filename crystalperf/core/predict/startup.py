@@ -19,7 +19,8 @@ the machine's CPUs bounds its length from below. For ``k`` executors more of ``c
 
 Fewer executors give the same back, mirrored, only where the phase was busy enough that it waited for CPU
 (``SATURATED``). On the scale bench's one-machine cluster (executors of 3.0–3.7 CPU-seconds each on two CPUs,
-docs/accuracy.md) a second executor started the first operation 2.1 s later (medians), where the point says 1.5 s.
+docs/accuracy.md) a second executor started the first operation 2.35 s later (medians), where the point says about
+1.6 s.
 """
 
 from __future__ import annotations
