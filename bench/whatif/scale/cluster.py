@@ -93,8 +93,10 @@ class SparkClusterCase:
         self.worker_cores = worker_cores
         # the master spreads the executors over the workers: beyond one each, they share the workers' hosts, which
         # the what-if says with ``hosts`` (it keeps the traced executors per host otherwise)
+        from crystalperf.core.profile.machine import scaled_hosts
+
         self.hosts = min(target, len(self.workers))
-        shared = self.hosts != max(1, round(min(executors, len(self.workers)) * target / executors))
+        shared = self.hosts != scaled_hosts(min(executors, len(self.workers)), executors, target)
         self.expect = ("executors", "hosts") if shared else ("executors",)
 
         def start(net: Any) -> Any:

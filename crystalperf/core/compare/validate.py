@@ -47,7 +47,7 @@ def derive_changes(traced: Run, rerun: Run) -> DerivedChanges:
     predictor starts from) and, where both are traces, their environments. Differences a what-if cannot
     express are listed, not guessed."""
     assert traced.trace is not None
-    from crystalperf.core.profile.machine import executor_hosts, scaling_keys
+    from crystalperf.core.profile.machine import executor_hosts, scaled_hosts, scaling_keys
 
     a = _dict(traced.report.get("baseline"))
     b = _dict(rerun.report.get("baseline"))
@@ -98,7 +98,7 @@ def derive_changes(traced: Run, rerun: Run) -> DerivedChanges:
         executors_a, executors_b = whole(a, "executors"), whole(b, "executors")
         if hosts_a and hosts_b and executors_a and executors_b and "parallelism" not in scaling_keys(traced.trace):
             # a what-if keeps the traced executors per host unless it says ``hosts``
-            if hosts_b != max(1, round(hosts_a * executors_b / executors_a)):
+            if hosts_b != scaled_hosts(hosts_a, executors_a, executors_b):
                 out.values["hosts"] = hosts_b
         elif len(ea.hosts) != len(eb.hosts):
             out.not_expressed.append(f"the runs used {len(ea.hosts)} and {len(eb.hosts)} hosts")

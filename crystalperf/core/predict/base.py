@@ -12,7 +12,7 @@ from crystalperf.core import trace as tr
 from crystalperf.core.attribution.observed import ObservedBandwidth, network_counted_idle, observed_bandwidths
 from crystalperf.core.errors import BadInputError
 from crystalperf.core.profile.dag import ExecutionProfile, OperationProfile, unit_profiles
-from crystalperf.core.profile.machine import data_bytes, executor_hosts, traced_slots
+from crystalperf.core.profile.machine import data_bytes, executor_hosts, scaled_hosts, traced_slots
 from crystalperf.core.trace.totals import task_scale, task_seconds
 from crystalperf.core.units import (
     format_bandwidth,
@@ -280,7 +280,7 @@ class Baseline:
         if "hosts" in changes:
             # a host without an executor runs nothing of the job
             return before, int(min(changes.number("hosts", before), executors))
-        return before, max(1, round(before * executors / self.executors))
+        return before, scaled_hosts(before, self.executors, executors)
 
     def bandwidth(self, key: str) -> float:
         return self.network_bandwidth if key == "network" else self.disk_bandwidth

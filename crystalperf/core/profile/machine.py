@@ -53,6 +53,12 @@ def executor_hosts(trace: tr.Trace) -> int:
     return len({e.host for e in executors})
 
 
+def scaled_hosts(hosts: int, executors: float, new_executors: float) -> int:
+    """The hosts ``new_executors`` executors take where they keep the executors per host of ``executors`` on
+    ``hosts`` (one each: a host for every executor added)."""
+    return max(1, round(hosts * new_executors / executors))
+
+
 @dataclass(frozen=True)
 class ClusterSpread:
     """How many of the cluster's workers a job of some task slots runs on, where the trace says what the cluster had
