@@ -563,7 +563,8 @@ public class CrystalPerfPlugin implements SparkPlugin {
             long process = HookCpu.processNanos();
             return new HookReport(ctx == null ? "" : ctx.executorID(), IoCounters.hostname(), HookCpu.parts(),
                     process >= 0 && processNanosAtStart >= 0 ? process - processNanosAtStart : -1,
-                    processNanosAtStart, HookCpu.processStartMillis(), kindsSinceStart(), budget == null ? 0 : budget.share(), budget == null ? 0 : budget.cores(),
+                    processNanosAtStart, HookCpu.processStartMillis(), kindsSinceStart(),
+                    budget == null ? 0 : budget.share(), budget == null ? 0 : budget.cores(),
                     pace == null ? 0 : pace.taken(), pace == null ? 0 : pace.planned(), w[0], w[1]);
         }
 
