@@ -18,6 +18,7 @@ from crystalperf.core.profile.bottleneck import Bottleneck
 from crystalperf.core.profile.dag import ExecutionProfile, OperationProfile, vector_dict
 from crystalperf.core.profile.skew import SkewFindings
 from crystalperf.core.profile.sqlplan import operators_of
+from crystalperf.core.report.machine import machine_entry
 from crystalperf.core.resources import CATEGORIES, RESOURCES, WAITING
 from crystalperf.core.trace.totals import task_count
 from crystalperf.core.units import format_duration, format_size
@@ -432,6 +433,8 @@ def build_report(
             p for p in (resolution.problems if resolution is not None else []) if p.startswith("classifier ")
         ] + _storage_idle_warning(profile) + _network_idle_warning(profile) + _collector_warning(trace),
     }
+    # What the tasks shared: the cores, how busy the processes kept them, where their CPU went by thread kind.
+    report["machine"] = machine_entry(trace, predictor.ceilings.machine)
     # What the hook itself cost (trace schema 1.9), measured by the hook.
     report["hook_cost"] = hook_cost(trace.hook)
     if report["hook_cost"] is not None and report["hook_cost"]["thinned"]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from crystalperf.core.attribution.classify import LOW_CONFIDENCE
 from crystalperf.core.report.base import Renderer
+from crystalperf.core.report.machine import machine_section
 from crystalperf.core.report.svg import (
     COLOURS,
     LABELS,
@@ -168,6 +169,7 @@ class HtmlRenderer(Renderer):
             self._skew(report),
             self._operations(report, hierarchy),
             self._sources(report),
+            machine_section(report),
             self._hook_cost(report),
             self._warnings(report),
         ))

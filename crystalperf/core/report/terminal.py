@@ -154,6 +154,9 @@ class TerminalRenderer(Renderer):
             console.print(settings)
         for line in report.get("advice", []):
             console.print(f"• {_safe(line, MAX_LINE)}")
+        machine = report.get("machine")
+        if machine and machine.get("sentence"):
+            console.print(f"[bold]What the tasks shared[/bold]: {_safe(machine['sentence'], MAX_LINE)}")
         cost = report.get("hook_cost")
         if cost:
             console.print(f"[bold]Cost of the hook[/bold]: {_safe(cost.get('sentence', ''), MAX_LINE)}")
