@@ -360,3 +360,31 @@ def test_validate_says_where_added_executors_ran(tmp_path: Path, hosts_after: li
     result = validate(load_run(traced, need_trace=True), load_run(rerun))
     assert result["changes"]["values"] == expected
     assert not any("hosts" in line for line in result["not_expressed"])
+
+
+@pytest.mark.parametrize(("rerun_task", "noted"), [(12.0, "20% more"), (8.5, "15% less"), (10.5, None)])
+def test_validate_says_when_the_reruns_tasks_did_other_work(tmp_path: Path, rerun_task: float,
+                                                            noted: str | None) -> None:
+    def with_work(trace: tr.Trace, task_cpu: float) -> tr.Trace:
+        trace.environment.executors = [tr.Executor(id="driver", thread_cpu=tr.ThreadCpu(task=task_cpu, jit=2.0))]
+        return trace
+
+    traced = saved(with_work(job_trace([(1.0, 0.0), (1.0, 0.0)], [(1.0, 0.0)]), 10.0), tmp_path / "traced.json")
+    rerun = saved(with_work(job_trace([(1.5, 0.0), (1.5, 0.0)], [(1.0, 0.0)], slots=2), rerun_task),
+                  tmp_path / "rerun.json")
+    result = validate(load_run(traced, need_trace=True), load_run(rerun))
+    work = result["work"]
+    assert work["traced"]["threads"]["task"] == 10.0 and work["rerun"]["threads"]["task"] == rerun_task
+    assert work["task_change"] == pytest.approx((rerun_task - 10.0) / 10.0)
+    notes = [n for n in result["notes"] if "the traced run's work" in n]
+    if noted is None:
+        assert notes == []  # 5 %: within what reruns vary by
+    else:
+        [note] = notes
+        assert f"the rerun's task threads used {noted} CPU than the traced run's ({rerun_task:.2f} against 10.00" in note
+        assert f"all their processes' threads {rerun_task + 2:.2f} against 12.00" in note
+
+
+def test_validate_of_runs_without_cpu_figures_has_no_work(tmp_path: Path) -> None:
+    run = load_run(saved(job_trace([(1.0, 0.0)], [(1.0, 0.0)]), tmp_path / "t.json"), need_trace=True)
+    assert validate(run, run)["work"] is None

@@ -168,6 +168,47 @@ def _busiest_share(key: str, bandwidth: float, *runs: tuple[dict[str, Any], floa
     return max(shares)
 
 
+# A rerun whose task threads used this much more or less CPU than the traced run's did other work per row (the
+# JVM's code paths, its caches, the number of subtasks over the same rows): the prediction keeps the traced work.
+WORK_CHANGE_TO_NOTE = 0.1
+_WORK_FIGURES = ("process_cpu_s", "task_cpu_s", "threads_cpu_s")
+
+
+def _work_of(run: Run) -> dict[str, Any] | None:
+    """A run's CPU figures from its report's ``machine`` (None: the report has none)."""
+    machine = _dict(run.report.get("machine"))
+    figures: dict[str, Any] = {k: float(v) for k in _WORK_FIGURES
+                               if isinstance(v := machine.get(k), (int, float)) and math.isfinite(v) and v >= 0}
+    threads = {str(k): float(v) for k, v in _dict(machine.get("threads")).items()
+               if isinstance(v, (int, float)) and math.isfinite(v) and v >= 0}
+    if threads:
+        figures["threads"] = threads
+    return figures or None
+
+
+def work_change(traced: Run, rerun: Run) -> tuple[dict[str, Any] | None, str | None]:
+    """The two runs' CPU figures side by side (``work`` of the validation) and a note where the rerun's task
+    threads used at least ``WORK_CHANGE_TO_NOTE`` more or less CPU than the traced run's."""
+    a, b = _work_of(traced), _work_of(rerun)
+    if a is None or b is None:
+        return None, None
+    ta, tb = _dict(a.get("threads")).get("task"), _dict(b.get("threads")).get("task")
+    what = "task threads"
+    if not ta or tb is None:
+        ta, tb, what = a.get("task_cpu_s"), b.get("task_cpu_s"), "tasks (as the framework measured them)"
+    change = (tb - ta) / ta if ta and tb is not None else None
+    entry = {"traced": a, "rerun": b, "task_change": _round(change)}
+    if change is None or abs(change) < WORK_CHANGE_TO_NOTE:
+        return entry, None
+    note = (f"the rerun's {what} used {abs(change):.0%} {'more' if change > 0 else 'less'} CPU than the traced "
+            f"run's ({tb:.2f} against {ta:.2f} CPU-s")
+    if a.get("threads_cpu_s") and b.get("threads_cpu_s"):
+        note += f"; all their processes' threads {b['threads_cpu_s']:.2f} against {a['threads_cpu_s']:.2f}"
+    note += ("): the prediction keeps the traced run's work, so a miss of about that share is the work's, not the "
+             "resources' (docs/whatif.md, Known limits)")
+    return entry, note
+
+
 def _measured(run: Run, streaming: bool) -> float:
     latency = _dict(run.report.get("streaming")).get("latency_s")
     if streaming and isinstance(latency, (int, float)) and latency > 0:
@@ -219,6 +260,9 @@ def validate(traced: Run, rerun: Run, *, classifier: Any = None, band: bool = Tr
         notes.append("the applications' names differ: the runs may not be of the same job")
     if rerun.report.get("partial"):
         notes.append(f"the rerun is partial: {_text(rerun.report.get('partial'), 1000)}")
+    work, work_note = work_change(traced, rerun)
+    if work_note is not None:
+        notes.append(work_note)
     return {
         "validate_version": VALIDATE_VERSION,
         "trace": traced.summary(),
@@ -235,6 +279,7 @@ def validate(traced: Run, rerun: Run, *, classifier: Any = None, band: bool = Tr
         "within_band": (c.low_s <= measured <= c.slow_end_s) if c.low_s is not None else None,
         "operations": rows,
         "operations_unmatched": sum(1 for p in pairs if p.a is None or p.b is None),
+        "work": work,
         "notes": notes,
     }
 
