@@ -308,6 +308,11 @@ def test_gzip_decompression_job_is_cpu_bound(run_app, tmp_path: Path) -> None:
     kinds = executor.thread_cpu
     assert kinds is not None, executor
     assert kinds.task > 0 and kinds.jit > 0 and kinds.gc + kinds.gc_concurrent > 0 and kinds.hook > 0
+    # the report says what the tasks shared: the cores, how busy the process kept them, and that split
+    machine = report["machine"]
+    assert machine["cores"] >= 1 and 0 < machine["busy_cores"] <= machine["cores"] * 1.05
+    assert machine["threads"]["task"] == pytest.approx(kinds.task, abs=1e-6)
+    assert machine["processes"][0]["id"] == executor.id and "the JIT compilers" in machine["sentence"]
     assert kinds.total == pytest.approx(driver.process_cpu_s, rel=0.15)
 
 

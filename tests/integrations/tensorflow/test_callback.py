@@ -299,6 +299,9 @@ def test_the_end_of_fit_does_not_wait_for_the_report(image_files: list[str], tmp
     assert {"callbacks", "profile_start", "profile_read", "trace_build"} <= set(hook.processes[0].parts)
     assert 0 < hook.cpu_s < (hook.processes[0].process_cpu_s or 0.0)
     assert _report(out)["hook_cost"]["cpu_s"] == pytest.approx(hook.cpu_s, abs=1e-6)
+    # the cores the process could use and how busy it kept them (no JVM: no split by kind of thread)
+    machine = _report(out)["machine"]
+    assert machine["cores"] >= 1 and machine["process_cpu_s"] > 0 and "threads" not in machine
 
 
 def test_default_output_dir_is_next_to_the_tensorboard_logs(image_files: list[str], tmp_path: Path,
