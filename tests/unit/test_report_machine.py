@@ -82,5 +82,7 @@ def test_the_html_and_the_terminal_show_it_and_a_hostile_report_renders() -> Non
     report["machine"] = {"threads": ["x"], "processes": [1, {"threads": 3, "id": "<b>"}], "sentence": "<i>"}
     hostile = HtmlRenderer().render(report)
     assert "&lt;i&gt;" in hostile and "<i>" not in hostile and "&lt;b&gt;" in hostile
-    report["machine"] = None
-    assert "The trace has no CPU counters" in HtmlRenderer().render(report)
+    for broken in (None, "cores", [1, 2]):
+        report["machine"] = broken
+        assert "The trace has no CPU counters" in HtmlRenderer().render(report)
+        TerminalRenderer().render(report)

@@ -116,7 +116,7 @@ def machine_entry(trace: tr.Trace, machine: SharedMachine | None) -> dict[str, A
 def machine_section(report: dict[str, Any]) -> str:
     """The HTML report's section of ``machine``: its sentence and a row per process by thread kind."""
     machine = report.get("machine")
-    if not machine:
+    if not isinstance(machine, dict) or not machine:
         return ('<section id="machine"><h2>What the tasks shared</h2><p class="note">The trace has no CPU counters '
                 "of the job's processes (written before schema 1.6, or imported from the framework's own logs)."
                 "</p></section>")

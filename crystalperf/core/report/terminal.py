@@ -155,8 +155,8 @@ class TerminalRenderer(Renderer):
         for line in report.get("advice", []):
             console.print(f"• {_safe(line, MAX_LINE)}")
         machine = report.get("machine")
-        if machine and machine.get("sentence"):
-            console.print(f"[bold]What the tasks shared[/bold]: {_safe(machine['sentence'], MAX_LINE)}")
+        if isinstance(machine, dict) and machine.get("sentence"):
+            console.print(f"[bold]What the tasks shared[/bold]: {_safe(str(machine['sentence']), MAX_LINE)}")
         cost = report.get("hook_cost")
         if cost:
             console.print(f"[bold]Cost of the hook[/bold]: {_safe(cost.get('sentence', ''), MAX_LINE)}")
