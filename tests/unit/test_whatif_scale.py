@@ -56,7 +56,7 @@ def fake_validate(answers: dict[float, float], *, values: dict[str, Any] | None 
                 "predicted": {"crystalperf": {"runtime_s": p, "low_s": p * 0.9, "high_s": p * 1.1},
                               "linear": {"runtime_s": (r + 1.0) / 2}, "replay": {"runtime_s": r + 1.0}},
                 "changes": {"values": values if values is not None else {"cores": 2}, "description": "cores=2"},
-                "not_expressed": [], "notes": ["a note"]}
+                "not_expressed": [], "notes": ["a note"], "work": {"task_change": r / 100}}
 
     run.asked = asked  # type: ignore[attr-defined]
     return run
@@ -85,6 +85,7 @@ def test_every_run_is_traced_interleaved_and_predicted_from_the_trace_nearest_th
     assert [p.crystalperf_s for p in result.per_trace] == [7.7, 9.1, 7.0]
     assert result.spread == pytest.approx(2.1 / 7.7, abs=1e-4) and result.spread_scaled == pytest.approx(0.0)
     assert result.missing == [] and result.unexpected == [] and result.notes == ["a note"]
+    assert result.task_change == pytest.approx(0.1)  # the pair's, not another trace's
     assert len(result.load) == 6
 
 
@@ -150,7 +151,12 @@ def test_repredict_keeps_the_runs_and_predicts_again(tmp_path: Path) -> None:
     result = scale.run_case(case, tmp_path / "runs", repetitions=3, log=lambda _: None,
                             validate_fn=fake_validate({10.0: 7.7, 12.0: 9.1, 9.0: 7.0}))
     [json_path, md_path] = scale.write_outputs([result], tmp_path / "out", {"machine": "test", "runs_commit": "abc"})
-    assert md_path.exists()
+    assert md_path.exists() and "| +10% |" in md_path.read_text()
+    # a results file written before the task threads' CPU was compared reads as unknown
+    old = json.loads(json_path.read_text())
+    del old["cases"][0]["task_change"]
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    assert scale.load_results(tmp_path / "old.json")[1][0].task_change is None
     # a better model: every trace now predicts the target's 6 s (its own runtime's share of it)
     scale.repredict(json_path, log=lambda _: None, validate_fn=fake_validate({10.0: 6.6, 12.0: 7.8, 9.0: 6.0}))
     header, [again] = scale.load_results(json_path)

@@ -96,6 +96,9 @@ class ScaleResult:
     spread: float | None = None  # (max - min) / median of the baseline traces' raw predictions
     spread_scaled: float | None = None  # the same, each expressed against the baseline's median
     notes: list[str] = field(default_factory=list)
+    # the target run's task threads' CPU over the traced run's, less one (validate's ``work``): work the prediction
+    # keeps constant that changed
+    task_change: float | None = None
     load: list[float] = field(default_factory=list)  # the 1-minute load average as each run started
     commit: str | None = None  # the checkout that ran the jobs
     date: str | None = None
@@ -230,6 +233,8 @@ def predict_case(result: ScaleResult, validate_fn: Callable[[Path | str, Path | 
         result.unexpected = sorted(k for k in values if k not in result.expect)
         result.not_expressed = list(doc.get("not_expressed") or [])
         result.notes = list(doc.get("notes") or [])
+        work = doc.get("work") or {}
+        result.task_change = work.get("task_change") if isinstance(work, dict) else None
     result.deviation = {n: round(abs(p - result.actual_s) / result.actual_s, 4) for n, p in result.predicted_s.items()}
     result.within_band = (result.band_s[0] <= result.actual_s <= result.band_s[1]) if result.band_s else None
     raw = [p.crystalperf_s for p in result.per_trace]
@@ -313,13 +318,14 @@ def markdown(results: Sequence[ScaleResult], summary: dict[str, Any], header: di
             lines.append(f"| {name} | {row['cases']} | {_pct(row['mean_crystalperf'])} | {_pct(row['max_crystalperf'])} | "
                          f"{_pct(row['mean_linear'])} | {_pct(row['mean_replay'])} | {_pct(row['band_coverage'])} |")
     lines += ["", "| case | change | where | bound by | baseline runs (s) | target runs (s) | derived by validate | "
-              "crystalperf (band) | linear | replay | gain predicted / real | 3-trace predictions (spread) |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "crystalperf (band) | linear | replay | gain predicted / real | 3-trace predictions (spread) | "
+              "task threads' CPU, target against traced |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         head = f"| {r.framework}/{r.case} | {r.target} | {r.where} | {r.ceiling or 'cpu (slots)'} |"
         if not r.measured:
             why = f"skipped: {r.skipped}" if r.skipped else f"failed: {(r.error or 'no prediction')[:200]}"
-            lines.append(f"{head} {why} | | | | | | | |")
+            lines.append(f"{head} {why} | | | | | | | | |")
             continue
         assert r.actual_s is not None and r.baseline_s is not None
         band = f" ({r.band_s[0]:.2f}–{r.band_s[1]:.2f}{'' if r.within_band else ', misses'})" if r.band_s else ""
@@ -333,7 +339,8 @@ def markdown(results: Sequence[ScaleResult], summary: dict[str, Any], header: di
             f"{r.predicted_s['crystalperf']:.2f}{band}, {_pct(r.deviation['crystalperf'])} | "
             f"{r.predicted_s['linear']:.2f}, {_pct(r.deviation['linear'])} | "
             f"{r.predicted_s['replay']:.2f}, {_pct(r.deviation['replay'])} | "
-            f"{r.gain() or 0:.2f}× / {r.real_gain or 0:.2f}× | {trio} ({_pct(r.spread)}) |")
+            f"{r.gain() or 0:.2f}× / {r.real_gain or 0:.2f}× | {trio} ({_pct(r.spread)}) | "
+            f"{'–' if r.task_change is None else f'{r.task_change:+.0%}'} |")
     loads = [x for r in results for x in r.load]
     if loads:
         lines += ["", f"Load average (1 min) as the runs started: median {statistics.median(loads):.2f}, "
