@@ -388,3 +388,25 @@ def test_validate_says_when_the_reruns_tasks_did_other_work(tmp_path: Path, reru
 def test_validate_of_runs_without_cpu_figures_has_no_work(tmp_path: Path) -> None:
     run = load_run(saved(job_trace([(1.0, 0.0)], [(1.0, 0.0)]), tmp_path / "t.json"), need_trace=True)
     assert validate(run, run)["work"] is None
+
+
+@pytest.mark.parametrize(("framework", "noted"), [("spark", True), ("tensorflow", False)])
+def test_without_a_thread_split_the_frameworks_task_cpu_counts_where_it_is_cpu_time(
+        tmp_path: Path, framework: str, noted: bool) -> None:
+    from .test_ceilings import cpu_job
+
+    def run(cpu_per_task: float, name: str) -> Path:
+        trace = cpu_job()
+        trace.application.framework = framework
+        for op in trace.operations:
+            for t in op.tasks:
+                t.metrics[tr.METRIC_CPU_TIME] = cpu_per_task
+        return saved(trace, tmp_path / name)
+
+    result = validate(load_run(run(1.0, "traced.json"), need_trace=True), load_run(run(0.5, "rerun.json")))
+    assert result["work"]["traced"]["task_cpu_s"] == 10.0 and result["work"]["rerun"]["task_cpu_s"] == 5.0
+    notes = [n for n in result["notes"] if "the traced run's work" in n]
+    # Spark's executorCpuTime is CPU time; TensorFlow's per-op figure is its kernels' duration, which threads shorten
+    assert notes == (["the rerun's tasks (as the framework measured them) used 50% less CPU than the traced run's "
+                      "(5.00 against 10.00 CPU-s): the prediction keeps the traced run's work, so a miss of about "
+                      "that share is the work's, not the resources' (docs/whatif.md, Known limits)"] if noted else [])

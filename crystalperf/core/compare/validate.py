@@ -172,6 +172,9 @@ def _busiest_share(key: str, bandwidth: float, *runs: tuple[dict[str, Any], floa
 # JVM's code paths, its caches, the number of subtasks over the same rows): the prediction keeps the traced work.
 WORK_CHANGE_TO_NOTE = 0.1
 _WORK_FIGURES = ("process_cpu_s", "task_cpu_s", "threads_cpu_s")
+# Frameworks whose per-task CPU time is their task threads' CPU time (Spark's executorCpuTime, Flink's subtask
+# threads'); TensorFlow's is its compute kernels' duration, which more intra-op threads shorten.
+TASK_CPU_IS_THREAD_CPU = frozenset({"spark", "flink"})
 
 
 def _work_of(run: Run) -> dict[str, Any] | None:
@@ -194,7 +197,7 @@ def work_change(traced: Run, rerun: Run) -> tuple[dict[str, Any] | None, str | N
         return None, None
     ta, tb = _dict(a.get("threads")).get("task"), _dict(b.get("threads")).get("task")
     what = "task threads"
-    if not ta or tb is None:
+    if (not ta or tb is None) and _text(traced.application.get("framework")) in TASK_CPU_IS_THREAD_CPU:
         ta, tb, what = a.get("task_cpu_s"), b.get("task_cpu_s"), "tasks (as the framework measured them)"
     change = (tb - ta) / ta if ta and tb is not None else None
     entry = {"traced": a, "rerun": b, "task_change": _round(change)}
