@@ -11,7 +11,7 @@ from crystalperf.core.predict import Changes, Predictor
 from crystalperf.core.predict.settings import search_settings
 from crystalperf.core.profile.dag import build_profile
 from crystalperf.core.profile.outside import outside_time
-from crystalperf.core.profile.shared import shared_machine
+from crystalperf.core.profile.shared import cold_task_cpu, shared_machine
 
 from .helpers import make_trace, op, task
 
@@ -390,3 +390,29 @@ def test_what_an_added_jvm_pays_for_itself_leaves_out_the_threads_that_follow_th
     assert machine is not None and machine.shares["s"].own_share == pytest.approx(0.5)
     prediction = predictor(trace).predict(Changes({"executors": 2, "hosts": 1}), band=False)
     assert prediction.crystalperf.runtime_s == pytest.approx(12.5)
+
+
+def test_an_executor_more_runs_its_first_task_cold_again() -> None:
+    # the executor's first task used 1.5 CPU-s, the other nine 0.5: 1 CPU-s of code run cold (interpreted until
+    # compiled). Its process used 10 CPU-s: 6 in its tasks, 4 beside them. Two executors on machines of their own:
+    # 6 s of task CPU, 1 s more for the second JVM's cold first task, 4 s beside each one's tasks: 15 s on 2 cores
+    trace = cluster_job(driver_host="edge")
+    trace.operations[0].tasks[0].metrics[tr.METRIC_CPU_TIME] = 1.5
+    share = shared_machine(build_profile(trace, KeywordClassifier())).shares["s"]  # type: ignore[union-attr]
+    assert share.cold_cpu_s == pytest.approx(1.0) and share.per_process_cpu_s == pytest.approx(4.0)
+    assert predictor(trace).predict(Changes({"executors": 2}), band=False).crystalperf.runtime_s == pytest.approx(7.5)
+
+
+def test_a_first_task_is_cold_only_beside_later_ones_on_its_process() -> None:
+    def run(name: str, executor: str, start: float, cpu: float) -> tr.Task:
+        found = task(name, start, start + 1, cpu_time_s=cpu)
+        found.executor = executor
+        return found
+
+    # executor a: its first task (by start, not by order) 0.9 CPU-s; b: one task, nothing to be colder than; the
+    # median of the four measured, 0.6
+    tasks = [run("a2", "a", 2, 0.3), run("a1", "a", 0, 0.9), run("a3", "a", 4, 0.2), run("b1", "b", 0, 2.0),
+             run("none", "c", 0, 0.0)]
+    del tasks[-1].metrics[tr.METRIC_CPU_TIME]
+    assert cold_task_cpu(op("s", 0, 5, tasks=tasks)) == pytest.approx(0.9 - 0.6)
+    assert cold_task_cpu(op("s", 0, 5, tasks=tasks[3:4])) == 0.0

@@ -161,8 +161,10 @@ class Ceilings:
         machine_cpus = (changes.number("host_cpus", 1.0) * machine.hosts if "host_cpus" in changes
                         else float(machine.host_cpus)) * self.workers_factor(changes, new_slots)
         for path, share in machine.shares.items():
-            cpu_s = share.cpu_s + share.per_process_cpu_s * (_busy_workers(share, baseline.executors * processes)
-                                                             / _busy_workers(share, baseline.executors) - 1.0)
+            # every process more that runs the operation's tasks pays what one pays for itself again: its compilers
+            # and timers, and its first task's cold code
+            cpu_s = share.cpu_s + (share.per_process_cpu_s + share.cold_cpu_s) * (
+                _busy_workers(share, baseline.executors * processes) / _busy_workers(share, baseline.executors) - 1.0)
             factor = cpu_factor * (on_device if path in self.device_paths else 1.0)
             candidates = [(self._cores_floor(share, machine, cpu_s * factor, cores, machine_cpus, pessimistic),
                            CORES)]

@@ -47,6 +47,9 @@ class OperationShare:
     # of the processes' CPU beside their tasks, the share each pays for itself (compilers, timers, the hook), where
     # the hooks split every task process's CPU by thread kind (the collector and the network threads follow the work)
     own_share: float | None = None
+    # CPU seconds its tasks' first on each process used beyond its tasks' median: the code every JVM runs cold
+    # (interpreted, then compiled) the first time, which a process more that runs its tasks pays again
+    cold_cpu_s: float = 0.0
 
     @property
     def background_cpu_s(self) -> float:
@@ -266,8 +269,30 @@ def _operation_shares(trace: tr.Trace, processes: dict[str, list[tr.IoSample]], 
             gc_s=metric_total(op, tr.METRIC_GC_TIME) if measured is not None else 0.0,
             tasks=sum(w for _s, _e, w in intervals) if op.tasks else 0.0,
             own_share=per_process,
+            cold_cpu_s=cold_task_cpu(op),
         )
     return shares
+
+
+# A process's first task of an operation counts as cold only where it ran at least this many of its tasks: a lone
+# task is its own median.
+MIN_TASKS_PER_PROCESS = 2
+
+
+def cold_task_cpu(op: tr.Operation) -> float:
+    """CPU seconds the operation's first recorded task on each process (executor) used beyond the median of its
+    tasks, over the processes that ran at least ``MIN_TASKS_PER_PROCESS`` of them. A JVM runs code it has not run
+    before interpreted until its compilers have compiled it: on the namespace cluster's SHA-256 stage, each
+    executor's first task used 0.47–0.54 CPU-s and the rest 0.05 (docs/whatif.md, "Ceilings")."""
+    by_process: dict[str, list[tr.Task]] = {}
+    for task in op.tasks:
+        if task.executor is not None and tr.METRIC_CPU_TIME in task.metrics:
+            by_process.setdefault(task.executor, []).append(task)
+    recorded = [tasks for tasks in by_process.values() if len(tasks) >= MIN_TASKS_PER_PROCESS]
+    if not recorded:
+        return 0.0
+    warm = statistics.median(t.metrics[tr.METRIC_CPU_TIME] for tasks in by_process.values() for t in tasks)
+    return sum(max(0.0, min(tasks, key=lambda t: t.start).metrics[tr.METRIC_CPU_TIME] - warm) for tasks in recorded)
 
 
 def _own_share(trace: tr.Trace) -> float | None:
