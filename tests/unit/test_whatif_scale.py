@@ -132,18 +132,20 @@ def test_the_summary_gives_mean_max_band_coverage_ceilings_and_spread() -> None:
         _measured("a", 10.0, 5.0, 5.5, band=(5.0, 6.0), spread=0.02),
         _measured("b", 10.0, 10.0, 9.5, ceiling="disk", band=(9.0, 9.8), spread=0.08),  # no gain, band misses
         _measured("c", 10.0, 10.0, 6.0, ceiling="cores", band=(5.0, 7.0), spread=0.04),  # predicts a gain
+        # more JVMs on the same link: a loss predicted, as the run had one: no gain
+        _measured("e", 10.0, 12.0, 11.5, ceiling="link", band=(11.0, 13.0), spread=0.04),
         scale.ScaleResult("tensorflow", "d", "threads", "cores", skipped="TensorFlow is not installed"),
     ]
     s = scale.summarize(results)
-    assert s["cases"] == 3 and s["skipped"] == 1
-    assert s["mean_crystalperf"] == pytest.approx((0.1 + 0.05 + 0.4) / 3, abs=1e-4)
+    assert s["cases"] == 4 and s["skipped"] == 1
+    assert s["mean_crystalperf"] == pytest.approx((0.1 + 0.05 + 0.4 + 0.5 / 12) / 4, abs=1e-4)
     assert s["max_crystalperf"] == pytest.approx(0.4)
-    assert s["band_coverage"] == pytest.approx(1 / 3, abs=1e-4)  # a only
-    assert s["ceiling"]["cases"] == 2 and s["ceiling"]["no_gain_predicted"] == 1
+    assert s["band_coverage"] == pytest.approx(2 / 4, abs=1e-4)  # a and e
+    assert s["ceiling"]["cases"] == 3 and s["ceiling"]["no_gain_predicted"] == 2
     rows = {r["case"]: r for r in s["ceiling"]["rows"]}
     assert rows["b"]["predicted_gain"] == pytest.approx(10 / 9.5, abs=1e-4) and rows["b"]["real_gain"] == 1.0
-    assert s["spread"]["within_5pct"] == 2 and s["spread"]["max"] == 0.08
-    assert set(s["per_bound"]) == {"cpu (slots)", "disk", "cores"}
+    assert s["spread"]["within_5pct"] == 3 and s["spread"]["max"] == 0.08
+    assert set(s["per_bound"]) == {"cpu (slots)", "disk", "cores", "link"}
 
 
 def test_repredict_keeps_the_runs_and_predicts_again(tmp_path: Path) -> None:
