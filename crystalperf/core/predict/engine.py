@@ -465,12 +465,16 @@ class Simulator:
             return None
         return self.outside.disk_seconds(self.baseline.disk_bandwidth)
 
-    def start_up_change(self, changes: Changes) -> float:
+    def start_up_ends(self, changes: Changes) -> tuple[float, float]:
         """Seconds a change of the executor count adds to the start-up before the first operation, where the
-        executors start on the machine the traced start-up kept busy (``crystalperf.core.predict.startup``)."""
+        executors start on the machine the traced start-up kept busy (``crystalperf.core.predict.startup``): the
+        point, then the band's other end; none for other changes."""
         if "executors" not in changes or self.start_up is None:
-            return 0.0
-        return self.start_up.change(int(changes.number("executors", self.baseline.executors)))
+            return 0.0, 0.0
+        return self.start_up.ends(int(changes.number("executors", self.baseline.executors)))
+
+    def start_up_change(self, changes: Changes) -> float:
+        return self.start_up_ends(changes)[0]
 
     def outside_change(self, changes: Changes) -> float:
         """Seconds a disk bandwidth change adds to the run's time outside every operation, which the device's

@@ -158,11 +158,9 @@ class Predictor(Simulator):
             notes.append(f"outside the operations: the job's processes read {format_size(self.outside.read_bytes)} "
                          f"from the storage device in the {self.outside.seconds:.2f} s between them (start-up, "
                          f"the driver's own work); the new bandwidth changes that time by {outside_s:+.2f} s")
-        executors = int(changes.number("executors", baseline.executors))
-        start_up_ends = (self.start_up.ends(executors) if self.start_up is not None and "executors" in changes
-                         else (0.0, 0.0))
+        start_up_ends = self.start_up_ends(changes)
         if start_up_ends != (0.0, 0.0) and self.start_up is not None:
-            notes.append(self.start_up.note(executors))
+            notes.append(self.start_up.note(int(changes.number("executors", baseline.executors))))
         if self.baseline.slots != self.new_slots(changes):
             notes.append(f"task slots {self.baseline.slots} -> {self.new_slots(changes)}"
                          + (f" (first-wave warm-up factor {self.warmup:.2f})" if self.warmup != 1.0 else ""))

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from crystalperf.core import trace as tr
 from crystalperf.core.attribution.observed import counter_series
 from crystalperf.core.profile.dag import ExecutionProfile
+from crystalperf.core.profile.machine import worker_executors
 from crystalperf.core.profile.shared import SharedMachine
 
 # A start-up phase whose machine was busy at least this share of its CPUs' time waited for CPU: one executor's
@@ -63,10 +64,6 @@ class StartUp:
         hidden = max(0.0, abs(added) - self.idle_cpu_s) / self.cpus
         return max(added / self.cpus, -self.seconds), hidden if delta > 0 else -hidden
 
-    def change(self, executors: int) -> float:
-        """The point estimate."""
-        return self.ends(executors)[0]
-
     def note(self, executors: int) -> str:
         point, other = self.ends(executors)
         return (f"start-up: the traced {self.executors} executor JVM{'s' if self.executors != 1 else ''} took "
@@ -91,7 +88,7 @@ def _start_up(trace: tr.Trace, machine: SharedMachine | None) -> StartUp | None:
         return None
     first = min(op.start for op in trace.operations)
     seconds = first - trace.application.start
-    executors = [e for e in trace.environment.executors if e.id != "driver"]
+    executors = worker_executors(trace.environment)
     if seconds <= 0 or not executors or any(e.added is None or e.added > first for e in executors):
         return None
     ids = {e.id for e in executors}

@@ -25,12 +25,17 @@ class TracedSlots:
     assumptions: list[str] = field(default_factory=list)
 
 
+def worker_executors(env: tr.Environment) -> list[tr.Executor]:
+    """The processes that run tasks, a cluster's driver left out (in local mode the driver is the only one)."""
+    return [e for e in env.executors if e.id != "driver"]
+
+
 def traced_slots(trace: tr.Trace) -> TracedSlots:
     """The traced run's slots as the trace declares them; a streaming job's widest operator; else the most tasks
     that ran at once (said in ``assumptions``)."""
     env = trace.environment
     assumptions: list[str] = []
-    executors = max(1, len([e for e in env.executors if e.id != "driver"]) or len(env.executors) or 1)
+    executors = max(1, len(worker_executors(env)) or len(env.executors) or 1)
     slots = env.total_slots
     if slots is None and env.cores_per_executor:
         slots = env.cores_per_executor * executors
@@ -47,7 +52,7 @@ def traced_slots(trace: tr.Trace) -> TracedSlots:
 
 def executor_hosts(trace: tr.Trace) -> int:
     """The hosts the executors (not a cluster's driver) ran on; 0 where an executor's host is not in the trace."""
-    executors = [e for e in trace.environment.executors if e.id != "driver"]
+    executors = worker_executors(trace.environment)
     if not executors or any(not e.host for e in executors):
         return 0
     return len({e.host for e in executors})
@@ -95,7 +100,7 @@ def cluster_spread(trace: tr.Trace, traced: int) -> ClusterSpread | None:
     say what the cluster had, where the traced workers shared a host (the others' hosts are then unknown), or where
     the fill-first rule does not give the traced run's own placement (the scheduler spread its slots otherwise)."""
     env = trace.environment
-    workers = [e for e in env.executors if e.id != "driver"]
+    workers = worker_executors(env)
     if not env.cluster_slots or not env.cluster_workers or not workers or not env.cpu_count:
         return None
     if len({e.host for e in workers}) < len(workers) or None in {e.host for e in workers}:

@@ -18,7 +18,7 @@ from crystalperf.core.profile.bottleneck import Bottleneck
 from crystalperf.core.profile.dag import ExecutionProfile, OperationProfile, vector_dict
 from crystalperf.core.profile.skew import SkewFindings
 from crystalperf.core.profile.sqlplan import operators_of
-from crystalperf.core.report.machine import machine_entry
+from crystalperf.core.report.machine import collector_cpu, machine_entry
 from crystalperf.core.resources import CATEGORIES, RESOURCES, WAITING
 from crystalperf.core.trace.totals import task_count
 from crystalperf.core.units import format_duration, format_size
@@ -208,7 +208,7 @@ def _collector_warning(trace: tr.Trace) -> list[str]:
         if kinds is None:
             continue
         # at least COLLECTOR_SECONDS_TO_FLAG of the collector's keeps the total above 0
-        collector = kinds.gc + kinds.gc_concurrent
+        collector = collector_cpu(kinds)
         if collector >= COLLECTOR_SECONDS_TO_FLAG and collector >= COLLECTOR_SHARE_TO_FLAG * kinds.total:
             heap = executor.garbage_collector
             family = heap.family if heap is not None else None

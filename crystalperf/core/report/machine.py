@@ -36,8 +36,13 @@ TASK_SHARE_TO_SAY = 0.5
 BUSY_TO_SAY = 0.8
 
 
+def collector_cpu(cpu: tr.ThreadCpu) -> float:
+    """The garbage collector's CPU seconds: its pause workers' and its concurrent threads'."""
+    return cpu.gc + cpu.gc_concurrent
+
+
 def _kinds(cpu: tr.ThreadCpu) -> dict[str, float]:
-    return {"task": cpu.task, "jit": cpu.jit, "gc": cpu.gc + cpu.gc_concurrent, "network": cpu.network,
+    return {"task": cpu.task, "jit": cpu.jit, "gc": collector_cpu(cpu), "network": cpu.network,
             "hook": cpu.hook, "other": cpu.other}
 
 
