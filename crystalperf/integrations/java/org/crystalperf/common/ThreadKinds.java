@@ -9,6 +9,7 @@ import java.nio.file.Paths;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Iterator;
+import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Set;
 import java.util.logging.Level;
@@ -110,6 +111,33 @@ public final class ThreadKinds {
             return 2;
         }
         return UNTRACKED;
+    }
+
+    /** Each kind's CPU ns from {@code start} to {@code now} (both {@link #KINDS} order, from {@link #totals()}). */
+    public static long[] since(long[] now, long[] start) {
+        long[] used = new long[now.length];
+        for (int i = 0; i < now.length; i++) {
+            used[i] = Math.max(0, now[i] - (i < start.length ? start[i] : 0));
+        }
+        return used;
+    }
+
+    /**
+     * A process's CPU seconds by thread kind, in the trace's order: "task" its task threads' ({@code taskNanos}),
+     * the kinds this class measures ({@code kindsNanos}, {@link #KINDS} order), and "other" what is left of the
+     * process's {@code processNanos} over the same span.
+     */
+    public static Map<String, Double> split(long taskNanos, long[] kindsNanos, long processNanos) {
+        Map<String, Double> seconds = new LinkedHashMap<>();
+        seconds.put("task", taskNanos / 1e9);
+        long known = taskNanos;
+        for (int i = 0; i < KINDS.length; i++) {
+            long used = Math.max(0, kindsNanos[i]);
+            known += used;
+            seconds.put(KINDS[i], used / 1e9);
+        }
+        seconds.put("other", Math.max(0, processNanos - known) / 1e9);
+        return seconds;
     }
 
     /** The cumulative CPU nanoseconds per kind ({@link #KINDS} order), refreshed now; null without /proc. */

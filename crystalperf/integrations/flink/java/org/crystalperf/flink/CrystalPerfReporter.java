@@ -1144,14 +1144,13 @@ public class CrystalPerfReporter implements MetricReporter {
         for (long ns : s.subtaskCpu.values()) {
             task += ns;
         }
-        long known = task;
-        StringBuilder w = new StringBuilder("{\"task\":").append(task / 1e9);
-        for (int i = 0; i < ThreadKinds.KINDS.length; i++) {
-            long used = Math.max(0, kindsNow[i] - s.kindsAtStart[i]);
-            known += used;
-            w.append(",\"").append(ThreadKinds.KINDS[i]).append("\":").append(used / 1e9);
+        StringBuilder w = new StringBuilder("{");
+        for (Map.Entry<String, Double> kind
+                : ThreadKinds.split(task, ThreadKinds.since(kindsNow, s.kindsAtStart), processNanos).entrySet()) {
+            w.append(w.length() > 1 ? "," : "").append('"').append(kind.getKey()).append("\":")
+                    .append(kind.getValue().doubleValue());
         }
-        return w.append(",\"other\":").append(Math.max(0, processNanos - known) / 1e9).append('}').toString();
+        return w.append('}').toString();
     }
 
     /** Sampling rounds taken and planned, budget windows measured and over budget, so far. */

@@ -808,7 +808,7 @@ public class CrystalPerfListener extends SparkListener {
             if (mem instanceof Long) {
                 memory += (Long) mem;
             }
-            Map<String, Object> threadCpu = threadCpu(String.valueOf(ex.get("id")));
+            Map<String, Double> threadCpu = threadCpu(String.valueOf(ex.get("id")));
             if (threadCpu != null) {
                 copy.put("thread_cpu", threadCpu);
             }
@@ -840,7 +840,7 @@ public class CrystalPerfListener extends SparkListener {
      * executorCpuTime), the kinds {@link ThreadKinds} reads from /proc, and "other" the rest of the process's; the
      * driver's in local mode, where it runs the tasks. Null where the executor's hook did not report them.
      */
-    private Map<String, Object> threadCpu(String executorId) {
+    private Map<String, Double> threadCpu(String executorId) {
         long[] kinds;
         long process;
         if ("driver".equals(executorId)) {
@@ -857,16 +857,7 @@ public class CrystalPerfListener extends SparkListener {
             return null;
         }
         long[] taskSum = taskCpuByExecutor.get(executorId);
-        long task = taskSum == null ? 0 : Math.max(0, taskSum[0]);
-        Map<String, Object> m = new LinkedHashMap<>();
-        m.put("task", task / 1e9);
-        long known = task;
-        for (int i = 0; i < kinds.length; i++) {
-            m.put(ThreadKinds.KINDS[i], Math.max(0, kinds[i]) / 1e9);
-            known += Math.max(0, kinds[i]);
-        }
-        m.put("other", Math.max(0, process - known) / 1e9);
-        return m;
+        return ThreadKinds.split(taskSum == null ? 0 : Math.max(0, taskSum[0]), kinds, process);
     }
 
     private int localCores() {

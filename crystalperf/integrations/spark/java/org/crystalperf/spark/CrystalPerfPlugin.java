@@ -548,13 +548,7 @@ public class CrystalPerfPlugin implements SparkPlugin {
             ThreadKinds k = kinds;
             long[] start = kindsAtStart;
             long[] now = k == null || start == null ? null : k.totals();
-            if (now == null) {
-                return null;
-            }
-            for (int i = 0; i < now.length && i < start.length; i++) {
-                now[i] = Math.max(0, now[i] - start[i]);
-            }
-            return now;
+            return now == null ? null : ThreadKinds.since(now, start);
         }
 
         /** What this executor's hook cost so far, for the driver. */
