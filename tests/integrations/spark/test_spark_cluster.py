@@ -78,10 +78,11 @@ spark.stop()
     assert all(p.startup_cpu_s and p.startup_cpu_s > 0.1 for p in executors), executors
     assert all(p.process_start and p.process_start < trace.application.end for p in executors), executors
     # each executor's CPU by thread kind: its tasks, its compilers, its netty event loops (the driver's RPC, the
-    # blocks of the other executor)
+    # blocks of the other executor). The partitions split unevenly between them, so only the sum has a floor.
     for executor in trace.environment.executors:
         kinds = executor.thread_cpu
-        assert kinds is not None and kinds.task > 0.5 and kinds.jit > 0 and kinds.network > 0, executor
+        assert kinds is not None and kinds.task > 0 and kinds.jit > 0 and kinds.network > 0, executor
+    assert sum(e.thread_cpu.task for e in trace.environment.executors if e.thread_cpu) > 0.5
     # the executors started on the driver's machine before the first job: one more would start there too
     profile = build_profile(trace, KeywordClassifier())
     prediction = Predictor(profile).predict(Changes({"executors": 3}), band=False)
