@@ -1,5 +1,7 @@
 """``model.fit(callbacks=[CrystalPerfCallback()])``: profile a window of training steps, write the trace
-and the report when training ends.
+and the report when training ends. The same callback given to ``model.predict`` or ``model.evaluate`` (outside
+``fit``) profiles a window of their steps the same way; the validation ``fit`` runs after each epoch is not a run
+of its own.
 
 During the window TensorFlow's own profiler records every kernel and tf.data event (``*.xplane.pb``)
 and a thread of ours samples the Python stacks of the input pipeline's threads (py_function and
@@ -156,7 +158,8 @@ def _bottleneck_sentence(out: Path) -> str:
 
 
 class CrystalPerfCallback(keras.callbacks.Callback):
-    """Profiles a window of training steps and, when ``fit`` returns, leaves a crystalperf report.
+    """Profiles a window of training steps and, when ``fit`` returns, leaves a crystalperf report; given to
+    ``predict`` or ``evaluate``, the same for their steps.
 
     Args:
         output_dir: where ``crystalperf-trace.json.gz`` and the report go. Default: next to what the
@@ -191,6 +194,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         self.cpu_budget = max(0.0, float(cpu_budget))
         self.trace_path: Path | None = None
         self.report_dir: Path | None = None
+        self._written: dict[Path, str] = {}  # the directories this callback's runs chose, and their method
         self._sigterm_handler: Any = None
         self._sigterm_previous: Any = None
         self._reset()
@@ -226,13 +230,26 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         self._cpu_budget: hook_budget.CpuBudget | None = None
         self._hook_at_start: dict[str, float] = {}
         self._process_cpu_at_start = 0.0
+        self._run = "fit"  # which of the model's methods runs: fit, predict or evaluate
 
     # -- Keras hooks -----------------------------------------------------------------------------
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
-        if not self._finished:  # an earlier fit() raised before on_train_end: keep what it recorded
-            self._finish(status="failed", partial=f"fit() did not finish after {self._batch} steps; written "
-                                                  "when the next fit() began")
+        self._begin_run("fit")
+
+    def on_predict_begin(self, logs: dict[str, Any] | None = None) -> None:
+        if self._finished or self._run != "fit":  # a fit's own predictions are not a run of their own
+            self._begin_run("predict")
+
+    def on_test_begin(self, logs: dict[str, Any] | None = None) -> None:
+        if self._finished or self._run != "fit":  # fit's validation is part of the fit
+            self._begin_run("evaluate")
+
+    def _begin_run(self, run: str) -> None:
+        if not self._finished:  # an earlier run raised before its end: keep what it recorded
+            self._finish(status="failed", partial=f"{self._run}() did not finish after {self._batch} steps; "
+                                                  f"written when the next {run}() began")
         self._reset()
+        self._run = run
         self._finished = False
         self._fit_start = time.time()
         self._hook_at_start = hook_budget.PROCESS.parts()
@@ -246,8 +263,13 @@ class CrystalPerfCallback(keras.callbacks.Callback):
             self._window = self._choose_window()
             # The fit's other callbacks are locals of Keras frames above this one.
             siblings = config.fit_callbacks(self, sys._getframe()) if self.output_dir is None else []
-            self.report_dir = config.output_dir(self.output_dir, config.sibling_output_dir(siblings),
-                                                config.run_id(), config.tf_config())
+            run_id = config.run_id(run=self._run)
+            self.report_dir = config.output_dir(self.output_dir, config.sibling_output_dir(siblings), run_id,
+                                                config.tf_config())
+            if self._written.setdefault(self.report_dir, self._run) != self._run:
+                # this callback's run of another method there (a fit, then predict) stays; a run of the same
+                # method replaces its files, as two fits into one explicit directory always have
+                self.report_dir = self.report_dir / run_id
             log.info("crystalperf: profiling steps %d-%d; report will be written to %s",
                      self._window[0], self._window[1] - 1, self.report_dir)
             _register_exit(self)
@@ -263,6 +285,30 @@ class CrystalPerfCallback(keras.callbacks.Callback):
                 resident = resident_bytes()
                 if resident is not None:
                     self._epoch_rebase = (resident, len(self._steps) + GROWTH_CHECK_AFTER_STEPS)
+
+    def on_predict_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        if self._run == "predict":
+            self.on_train_batch_begin(batch, logs)
+
+    def on_predict_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        if self._run == "predict":
+            self.on_train_batch_end(batch, logs)
+
+    def on_predict_end(self, logs: dict[str, Any] | None = None) -> None:
+        if self._run == "predict":
+            self._finish(status="succeeded")
+
+    def on_test_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        if self._run == "evaluate":
+            self.on_train_batch_begin(batch, logs)
+
+    def on_test_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        if self._run == "evaluate":
+            self.on_train_batch_end(batch, logs)
+
+    def on_test_end(self, logs: dict[str, Any] | None = None) -> None:
+        if self._run == "evaluate":
+            self._finish(status="succeeded")
 
     def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         if self._batch == self._window[0] and not self._profiling and self._batch < self._window[1]:
@@ -289,7 +335,8 @@ class CrystalPerfCallback(keras.callbacks.Callback):
 
 
     def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
-        self._finish(status="succeeded")
+        if self._run == "fit":
+            self._finish(status="succeeded")
 
     # -- the window --------------------------------------------------------------------------------
     def _choose_window(self) -> tuple[int, int]:
@@ -429,7 +476,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
                     return
                 if self.analyze:
                     self._analyse(self.trace_path, out, self.wait_for_report_s if wait_s is None else wait_s)
-                log.warning("crystalperf: training profile written to %s%s", out,
+                log.warning("crystalperf: %s() profile written to %s%s", self._run, out,
                             f" (partial: {partial})" if partial else "")
         finally:
             # also when the recording failed: no thread or temporary directory of ours outlives the fit
@@ -469,8 +516,8 @@ class CrystalPerfCallback(keras.callbacks.Callback):
             if steps and recorded > 0:  # the CPU seconds were counted over every recorded step
                 cpu *= (steps[-1].end - steps[0].start) / recorded
         if not steps:
-            log.warning("crystalperf: no training step was profiled (training ended before step %d); "
-                        "no report", self._window[0])
+            log.warning("crystalperf: no %s() step was profiled (it ended before step %d); no report",
+                        self._run, self._window[0])
             return None
         return Recording(
             steps=steps, timeline=timeline, python_samples=python_samples,
@@ -491,7 +538,8 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         return []
 
     def _run_info(self, out: Path, status: str) -> RunInfo:
-        return RunInfo(run_id=out.name, name=getattr(self.model, "name", "") or "keras model",
+        name = getattr(self.model, "name", "") or "keras model"
+        return RunInfo(run_id=out.name, name=name if self._run == "fit" else f"{name}.{self._run}()",
                        framework_version=tf.__version__, status=status, output_dir=str(out),
                        host=socket.gethostname())
 
@@ -540,7 +588,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         started in the background and not waited for: the process must go."""
         previous = self._sigterm_previous
         try:
-            self._finish(status="cancelled", partial=f"fit() received SIGTERM after {self._batch} steps",
+            self._finish(status="cancelled", partial=f"{self._run}() received SIGTERM after {self._batch} steps",
                          wait_s=0.0)
         except Exception:  # testing() re-raises inside guard; a signal must still end the process
             log.exception("crystalperf: writing the trace at SIGTERM failed")
@@ -556,6 +604,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
             "keras.version": keras.__version__,
             "intra_op_parallelism_threads": str(tf.config.threading.get_intra_op_parallelism_threads()),
             "inter_op_parallelism_threads": str(tf.config.threading.get_inter_op_parallelism_threads()),
+            "keras.run": self._run,
         }
         with guard("crystalperf: reading the distribution strategy", log):
             # fit() runs outside the strategy's scope; the model remembers the strategy it was built in.
@@ -581,5 +630,5 @@ def _flush_pending() -> None:
     for callback in list(_pending):
         if not callback._finished:
             callback._finish(status="failed", wait_s=callback.wait_for_report_s,
-                             partial=f"fit() did not finish{cause} after {callback._batch} steps; "
+                             partial=f"{callback._run}() did not finish{cause} after {callback._batch} steps; "
                                      "written at interpreter exit")

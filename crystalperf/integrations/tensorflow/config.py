@@ -40,11 +40,11 @@ UNSAFE_TASK = "task"
 _fits_in_process = itertools.count(1)
 
 
-def run_id(now: float | None = None, pid: int | None = None, sequence: int | None = None) -> str:
-    """``fit-20250101-120000-4242``: the local start time and the process, unique on one host; the second and
-    later ``fit`` of one process get ``-2``, ``-3``... so that two fits in the same second never share a
-    directory."""
-    stamp = time.strftime("fit-%Y%m%d-%H%M%S", time.localtime(now))
+def run_id(now: float | None = None, pid: int | None = None, sequence: int | None = None, run: str = "fit") -> str:
+    """``fit-20250101-120000-4242``: the model's method (``fit``, ``predict``, ``evaluate``), the local start time
+    and the process, unique on one host; the second and later run of one process get ``-2``, ``-3``... so that two
+    runs in the same second never share a directory."""
+    stamp = time.strftime(f"{run}-%Y%m%d-%H%M%S", time.localtime(now))
     run = f"{stamp}-{os.getpid() if pid is None else pid}"
     number = next(_fits_in_process) if sequence is None else sequence
     return run if number <= 1 else f"{run}-{number}"

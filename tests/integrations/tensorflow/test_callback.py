@@ -375,6 +375,38 @@ def test_a_failing_fit_still_leaves_its_trace(tmp_path: Path) -> None:
     assert len(doc["operations"]) >= 5  # the steps profiled before the failure
 
 
+def test_predict_and_evaluate_outside_fit_are_runs_of_their_own(tmp_path: Path) -> None:
+    """One callback through fit (with its validation), then predict and evaluate: three traces, none of them the
+    validation's, the later ones beside the fit's instead of over it."""
+    out = tmp_path / "report"
+    callback = CrystalPerfCallback(output_dir=out, steps=6, analyze=False)
+    model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(64, activation="relu", name="hidden"),
+                              keras.layers.Dense(2, name="logits")])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x = np.random.default_rng(1).random((1024, 16), dtype=np.float32)
+    y = (x.sum(axis=1) > 8).astype("int32")
+    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
+    model.fit(data, validation_data=data.take(4), epochs=2, verbose=0, callbacks=[callback])
+    fit_trace = load_trace(out / "crystalperf-trace.json.gz")
+    assert fit_trace.environment.properties["keras.run"] == "fit"
+    assert fit_trace.application.name == model.name and fit_trace.application.status == "succeeded"
+
+    model.predict(data.map(lambda features, label: features), verbose=0, callbacks=[callback])
+    predicted = callback.trace_path
+    assert predicted is not None and predicted.parent.parent == out and predicted.parent.name.startswith("predict-")
+    model.evaluate(data, verbose=0, callbacks=[callback])
+    evaluated = callback.trace_path
+    assert evaluated is not None and evaluated.parent.name.startswith("evaluate-")
+    for path, run in ((predicted, "predict"), (evaluated, "evaluate")):
+        trace = load_trace(path)
+        assert trace.environment.properties["keras.run"] == run
+        assert trace.application.name == f"{model.name}.{run}()"
+        steps = [op for op in trace.iter_operations() if op.kind == "step"]
+        assert len(steps) == 6, [op.name for op in steps]
+        assert any(op.name.startswith("hidden") for op in trace.iter_operations())
+    assert load_trace(out / "crystalperf-trace.json.gz").application.name == model.name  # the fit's, kept
+
+
 MIRRORED = """
 import sys
 import numpy as np, tensorflow as tf, keras
