@@ -289,3 +289,26 @@ def test_a_line_in_a_windows_like_path_is_put_in_as_written() -> None:
     call = DriverCall(job0.start - 0.1, job0.end, thread=1, file=r"C:\jobs\g\etl.py", line=4)
     assert name_python_call_sites(trace, [call]) == 1
     assert job0.name == r"job 0: SQL 0: count at C:\jobs\g\etl.py:4"
+
+
+def test_a_call_after_the_spool_is_gone_is_dropped_without_a_warning(tmp_path: Path,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    """SparkContext.stop() returns after the job-end finish took the spool away: its call belongs to no job, and the
+    user's console must not say a recording failed; a spool that cannot be written to still says so."""
+    from crystalperf.integrations.spark import pydriver
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    pydriver._state.update(spool=gone, failed=False, written=0)  # what install() sets, without py4j
+    gone.rmdir()
+    with caplog.at_level(logging.WARNING, logger="crystalperf"):
+        pydriver._write({"start": 1.0, "end": 2.0, "thread": 1, "file": "/jobs/etl.py", "line": 9})
+    assert pydriver._state["failed"] and not caplog.records
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    pydriver._state.update(spool=blocked, failed=False, written=0)
+    (blocked / CALLS_FILE.format(pid=pydriver.os.getpid())).mkdir()  # not a file: the write fails
+    with caplog.at_level(logging.WARNING, logger="crystalperf"):
+        pydriver._write({"start": 1.0, "end": 2.0, "thread": 1, "file": "/jobs/etl.py", "line": 9})
+    assert pydriver._state["failed"] and "could not record" in caplog.text
+    pydriver._state.update(spool=None, failed=False, written=0)

@@ -145,6 +145,10 @@ def _write(entry: dict[str, Any]) -> None:
             with open(_state["spool"] / CALLS_FILE.format(pid=os.getpid()), "a", encoding="utf-8") as out:
                 out.write(json.dumps(entry) + "\n")
             _state["written"] += 1
+    except FileNotFoundError:
+        # The application ended and its spool went with the trace (the calls of SparkContext.stop() and after
+        # belong to no job): nothing is lost, so nothing is said.
+        _state["failed"] = True
     except Exception as exc:  # the user's call has returned or raised already: it must not see ours
         _state["failed"] = True
         log.warning("crystalperf: could not record the Python lines of the driver's Spark calls (jobs keep "
