@@ -379,3 +379,23 @@ def test_a_streaming_micro_batch_is_named_after_its_query_and_batch(tmp_path: Pa
         trace.warnings
     # the other jobs are no micro-batches
     assert trace.operations[0].name.startswith("job 0: collect at") and "streaming_batch" not in trace.operations[2].attributes
+
+
+@pytest.mark.parametrize("message, status, app_status", [
+    ("[SPARK_JOB_CANCELLED] Job 1 cancelled Query counts [id = c0e2] was stopped SQLSTATE: XXKDA", "killed",
+     "succeeded"),  # Spark 4: a streaming query stopped mid-batch
+    ("Job 1 cancelled part of cancelled job group etl", "killed", "succeeded"),  # Spark 3's words
+    ("Job aborted due to stage failure: Task 3 in stage 2.0 failed 1 times", "failed", "failed"),
+])
+def test_a_cancelled_job_is_killed_and_fails_no_application(tmp_path: Path, message: str, status: str,
+                                                            app_status: str) -> None:
+    def as_ended(event: dict[str, Any]) -> dict[str, Any]:
+        if event["Event"] == "SparkListenerJobEnd" and event["Job ID"] == 1:
+            event["Job Result"] = {"Result": "JobFailed", "Exception": {"Message": message, "Stack Trace": []}}
+        return event
+
+    log = tmp_path / "ended.json"
+    log.write_text("\n".join(json.dumps(as_ended(json.loads(line))) for line in _lines()) + "\n")
+    trace = read_event_log(log)
+    assert [job.status for job in trace.operations] == ["success", status, "success"]
+    assert trace.application.status == app_status

@@ -241,13 +241,26 @@ def _job_start(state: EventLogState, event: Event) -> None:
             state.stage_info.setdefault(stage_id, StageInfo.from_json(info))
 
 
+_CANCELLED = re.compile(r"SPARK_JOB_CANCELLED|\bJob \d+ cancelled\b")
+
+
+def is_cancellation(message: str) -> bool:
+    """Spark ends a cancelled job (a streaming query stopped, a job group cancelled) with JobFailed too, and its
+    message says so; such a job is ``killed``, and does not make the application ``failed``."""
+    return _CANCELLED.search(message[:10_000]) is not None
+
+
 def _job_end(state: EventLogState, event: Event) -> None:
     job_id = integer(event.get("Job ID"))
     job = state.jobs.get(job_id) if job_id is not None else None
     if job is not None:
         job.end = seconds(event.get("Completion Time"))
-        result = section(event.get("Job Result")).get("Result", "")
-        job.status = "success" if result == "JobSucceeded" else "failed"
+        outcome = section(event.get("Job Result"))
+        if outcome.get("Result", "") == "JobSucceeded":
+            job.status = "success"
+        else:
+            message = section(outcome.get("Exception")).get("Message")
+            job.status = "killed" if isinstance(message, str) and is_cancellation(message) else "failed"
 
 
 def _stage_update(state: EventLogState, event: Event) -> tuple[dict[str, Any], StageRun]:

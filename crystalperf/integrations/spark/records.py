@@ -150,7 +150,7 @@ class JobRecord:
     stages: list[int]  # sorted stage ids
     properties: dict[str, Any]
     end: float | None = None
-    status: str | None = None  # success / failed once it ended
+    status: str | None = None  # success / failed / killed (cancelled) once it ended
 
 
 @dataclass

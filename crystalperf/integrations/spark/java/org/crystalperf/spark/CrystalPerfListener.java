@@ -328,6 +328,14 @@ public class CrystalPerfListener extends SparkListener {
         });
     }
 
+    private static final Pattern CANCELLED = Pattern.compile("SPARK_JOB_CANCELLED|\\bJob \\d+ cancelled\\b");
+
+    /** Spark ends a job that was cancelled (a streaming query stopped, a job group cancelled, the user's
+     * cancelJob) with JobFailed too; its message says which. A cancelled job did not fail the application. */
+    static boolean isCancellation(String message) {
+        return CANCELLED.matcher(message).find();
+    }
+
     private static void putIf(Map<String, String> m, String k, String v) {
         if (v != null && !v.isEmpty()) {
             m.put(k, v);
@@ -343,12 +351,15 @@ public class CrystalPerfListener extends SparkListener {
             }
             job.put("end", sec(e.time()));
             boolean ok = e.jobResult().getClass().getSimpleName().startsWith("JobSucceeded");
-            job.put("status", ok ? "success" : "failed");
+            Exception failure = !ok && e.jobResult() instanceof JobFailed ? ((JobFailed) e.jobResult()).exception()
+                    : null;
+            boolean cancelled = failure != null && isCancellation(String.valueOf(failure.getMessage()));
+            job.put("status", ok ? "success" : cancelled ? "killed" : "failed");
             if (!ok && inShutdown()) {
                 cutByShutdown = true;
             }
-            if (!ok && e.jobResult() instanceof JobFailed) {
-                warn("job " + e.jobId() + " failed: " + ((JobFailed) e.jobResult()).exception());
+            if (failure != null) {
+                warn("job " + e.jobId() + (cancelled ? " was cancelled: " : " failed: ") + failure);
             }
         });
     }
