@@ -105,8 +105,9 @@ class FlinkCluster:
             LINKS_KEY: self.network.links(),
         }
         if self.out is not None:
-            entries = cpflink.configuration(self.out, analyze=False)
-            entries.pop("pipeline.jars")  # the cluster loads the reporter from lib/
+            # the cluster loads the reporter, and the job status listener, from lib/
+            entries = cpflink.configuration(self.out, analyze=False, job_status=True)
+            entries.pop("pipeline.jars")
             settings.update(entries)
         settings.update(self.extra)
         return settings

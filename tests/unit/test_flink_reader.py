@@ -497,3 +497,27 @@ def test_a_malformed_collector_is_bad_input_naming_the_file(tmp_path: Path, coll
     _with_collector(TM1_PART, tmp_path, collector)
     with pytest.raises(BadInputError, match=TM1_PART.name):
         load_part(tmp_path / TM1_PART.name)
+
+
+@pytest.mark.parametrize("status, failure, application, warning", [
+    ("FINISHED", None, "succeeded", None),
+    ("FAILED", "org.apache.flink.runtime.JobException: Recovery is suppressed (caused by "
+               "java.lang.NumberFormatException: For input string: \"x1\")", "failed",
+     "the job failed: org.apache.flink.runtime.JobException: Recovery is suppressed (caused by "
+     "java.lang.NumberFormatException: For input string: \"x1\")"),
+    ("CANCELED", None, "cancelled", "the job was cancelled: the trace ends where it stopped, not where its input did"),
+    ("RUNNING", None, "unknown", None),  # no terminal state: not a status a part may carry
+    (42, {"a": 1}, "unknown", None),  # hostile values: read as not recorded
+    (None, None, "unknown", None),  # parts before format 10, or without the listener
+])
+def test_how_the_job_ended_comes_from_the_jobmanagers_part(tmp_path: Path, status: object, failure: object,
+                                                           application: str, warning: str | None) -> None:
+    for part in (JM_PART, TM1_PART, TM2_PART):
+        doc = json.loads(part.read_text())
+        if part == JM_PART and status is not None:
+            doc.update(status=status, **({"failure": failure} if failure is not None else {}))
+        (tmp_path / part.name).write_text(json.dumps(doc))
+    trace = read_metrics(tmp_path / TM1_PART.name)  # merged from any part: the JobManager's carries it
+    assert trace.application.status == application
+    said = [w for w in trace.warnings if w.startswith("the job ")]
+    assert said == ([warning] if warning else [])

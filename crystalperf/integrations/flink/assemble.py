@@ -34,7 +34,15 @@ from crystalperf.integrations.flink.pyworkers import (
     load_spool_io,
     spool_files,
 )
-from crystalperf.integrations.flink.reader import FETCHER_ROLE, Part, PlanNode, Scope, find_plan, load_job
+from crystalperf.integrations.flink.reader import (
+    FETCHER_ROLE,
+    JOB_STATES,
+    Part,
+    PlanNode,
+    Scope,
+    find_plan,
+    load_job,
+)
 
 PUSH_TO_OPERATOR = "ChainingOutput.pushToOperator"
 # Frames of the Java side of PyFlink's Python operators (process mode: the UDFs run in worker processes)
@@ -617,6 +625,11 @@ def warnings_of(job: Part, planned: bool, samples: t.StackSamples | None,
                 workers: WorkerSamples | None = None) -> list[str]:
     """What the trace cannot show, in words for the report."""
     warnings = []
+    if job.status == "FAILED":
+        warnings.append(f"the job failed: {job.failure}" if job.failure else "the job failed")
+    elif job.status in ("CANCELED", "SUSPENDED"):
+        warnings.append(f"the job was {'cancelled' if job.status == 'CANCELED' else 'suspended'}: the trace ends "
+                        "where it stopped, not where its input did")
     if not planned:
         warnings.append(NO_PLAN_WARNING)
     if job.dropped_metrics:
@@ -677,6 +690,7 @@ def build_trace(job: Part) -> t.Trace:
             start=job.start,
             end=job.end,
             output_dir=str(job.path.parent),
+            status=JOB_STATES.get(job.status, "unknown"),
         ),
         operations=operations,
         streaming=streaming_figures(operations, duration),

@@ -25,6 +25,12 @@ def register_flink_conf(subparsers: argparse._SubParsersAction) -> None:
         "(by default this Python runs crystalperf.integrations.flink.finish)",
     )
     parser.add_argument("--sample-interval-ms", type=int, help="stack sampling interval (default 100)")
+    parser.add_argument(
+        "--job-status",
+        action="store_true",
+        help="also record how each job ended (finished, failed, cancelled) with the jar's job status listener; "
+        "the jar must then be in Flink's lib/, not plugins/, or every job fails to start",
+    )
     add_cpu_budget_option(parser)
     parser.set_defaults(func=_flink_conf)
 
@@ -33,7 +39,8 @@ def _flink_conf(args: argparse.Namespace) -> int:
     from crystalperf.integrations.flink.config import INTEGRATION, configuration
 
     entries = configuration(args.output_dir, analyze=not args.no_analyze,
-                            sample_interval_ms=args.sample_interval_ms, cpu_budget=args.cpu_budget)
+                            sample_interval_ms=args.sample_interval_ms, cpu_budget=args.cpu_budget,
+                            job_status=args.job_status)
     if INTEGRATION.version() is None:
         # stderr: stdout stays the key: value lines a config.yaml takes
         sys.stderr.write(

@@ -33,6 +33,9 @@ REPORTER_NAME = "crystalperf"
 FACTORY_CLASS = "org.crystalperf.flink.CrystalPerfReporterFactory"
 SAMPLE_INTERVAL_KEY = f"metrics.reporter.{REPORTER_NAME}.sample.interval.ms"
 CPU_BUDGET_KEY = f"metrics.reporter.{REPORTER_NAME}.cpu.budget"
+# Flink's listeners of job status changes (FLINK-33212): ours keeps how each job ended for the reporter's part.
+JOB_STATUS_KEY = "execution.job-status-changed-listeners"
+JOB_STATUS_CLASS = "org.crystalperf.flink.JobStatusRecorder"
 
 
 def jar_path() -> Path:
@@ -41,15 +44,20 @@ def jar_path() -> Path:
 
 
 def configuration(output_dir: str | Path | None = None, *, analyze: bool = True,
-                  sample_interval_ms: int | None = None, cpu_budget: float | None = None) -> dict[str, str]:
+                  sample_interval_ms: int | None = None, cpu_budget: float | None = None,
+                  job_status: bool = False) -> dict[str, str]:
     """The configuration entries that load the reporter (the jar included in ``pipeline.jars``).
 
     With ``analyze``, the reporter starts ``<this python> -m crystalperf.integrations.flink.finish <part>``
     when a job ends, which writes the trace and the report into the output directory; without it, call
     :func:`crystalperf.integrations.flink.finish` yourself. ``sample_interval_ms`` (default 100) and
     ``cpu_budget`` (a share in [0, 1] of the cores each process may use, default 0.01; 0 keeps the interval
-    whatever it costs) set the reporter's stack sampling. Raises ``UnsupportedFrameworkVersionError`` when
-    an unsupported PyFlink is installed here; without PyFlink the entries are for a cluster elsewhere.
+    whatever it costs) set the reporter's stack sampling. With ``job_status``, Flink also tells the jar's
+    listener how each job ended (finished, failed, cancelled), which the trace's ``application.status`` then says:
+    off by default here, because the JobManager loads that listener from its own class path and the job's, so a
+    cluster whose jar is in ``plugins/`` rather than ``lib/`` would fail every job. Raises
+    ``UnsupportedFrameworkVersionError`` when an unsupported PyFlink is installed here; without PyFlink the entries
+    are for a cluster elsewhere.
     """
     if INTEGRATION.version() is not None:
         INTEGRATION.check()
@@ -69,6 +77,8 @@ def configuration(output_dir: str | Path | None = None, *, analyze: bool = True,
         entries[SAMPLE_INTERVAL_KEY] = str(int(sample_interval_ms))
     if cpu_budget is not None:
         entries[CPU_BUDGET_KEY] = str(float(cpu_budget))
+    if job_status:
+        entries[JOB_STATUS_KEY] = JOB_STATUS_CLASS
     return entries
 
 
@@ -79,13 +89,14 @@ def configure(config: Any, output_dir: str | Path | None = None, *, analyze: boo
     The sampler of this process's loopback Python workers takes the reporter's interval and budget, from the
     arguments or from entries the configuration already had. Raises ``FrameworkNotInstalledError`` /
     ``UnsupportedFrameworkVersionError`` (naming the fix) when PyFlink is missing or outside the supported
-    versions.
+    versions. The job's status comes along (``configuration``'s ``job_status``): the jar is in ``pipeline.jars``,
+    where the mini cluster's JobManager finds the listener; listeners already configured stay.
     """
     INTEGRATION.check()
     entries = configuration(output_dir, analyze=analyze, sample_interval_ms=sample_interval_ms,
-                            cpu_budget=cpu_budget)
+                            cpu_budget=cpu_budget, job_status=True)
     for key, value in entries.items():
-        if key == "pipeline.jars":
+        if key in ("pipeline.jars", JOB_STATUS_KEY):  # lists: the user's entries stay
             existing = [j for j in (config.get_string(key, "") or "").split(";") if j]
             value = ";".join([*existing, value]) if value not in existing else ";".join(existing)
         config.set_string(key, value)

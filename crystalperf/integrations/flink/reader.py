@@ -21,7 +21,9 @@ CPU time is not one thread's; since version 8, ``cluster`` (in the JobManager's 
 TaskManagers registered with the cluster, the most its gauges read while the job ran (not kept from a process that
 also ran subtasks: a mini cluster sizes its slots to its job); since version 9, ``heap``: the heap's maximum, the old
 generation's live data after its collections during the job and the collections of each generation then
-(:func:`heap_use`, kept with the collector). Version 1 parts (no thread states, lifetimes or classpath), parts without
+(:func:`heap_use`, kept with the collector); since version 10, ``status`` and ``failure`` (in the JobManager's part,
+where the jar's job status listener is configured): how the job ended, Flink's name of the state, and the exception
+it failed with. Version 1 parts (no thread states, lifetimes or classpath), parts without
 roles, version 2 parts (no I/O rows) and parts without the split are still read. :func:`crystalperf.integrations.flink.record_plan` writes the job
 graph beside them as ``crystalperf-flink-plan-<hash>.json``. Standard library only: reading the files
 needs no PyFlink.
@@ -51,6 +53,11 @@ FORMAT = "crystalperf-flink-metrics"
 FETCHER_ROLE = "fetcher"
 PLAN_FORMAT = "crystalperf-flink-plan"
 PLAN_PREFIX = "crystalperf-flink-plan-"
+# Flink's terminal job states (JobStatus) a part's ``status`` may name (version 10), and the application status each
+# one is in a trace.
+JOB_STATES = {"FINISHED": "succeeded", "FAILED": "failed", "CANCELED": "cancelled", "SUSPENDED": "cancelled"}
+MAX_FAILURE_CHARS = 2000
+
 # The kinds of thread a part splits its process's CPU time into (version 5): the job's subtask threads, Flink's
 # netty (data exchange) threads, the garbage collector's, the JIT compilers' and the rest (timers, heartbeats,
 # RPC, the reporter's sampler).
@@ -130,6 +137,10 @@ class Part:
     fetcher_cpu: dict[tuple[str, str], float] = field(default_factory=dict)
     # The task slots and TaskManagers registered with the cluster (version 8, the JobManager's part; None: unknown).
     cluster: Cluster | None = None
+    # How the job ended, as Flink's JobStatus names it (version 10, the JobManager's part where the job status
+    # listener ran; "": not recorded), and the failure it ended with ("": none).
+    status: str = ""
+    failure: str = ""
 
 
 @dataclass(frozen=True)
@@ -321,9 +332,16 @@ def load_part(path: Path) -> Part:
                 {next(iter(taskmanagers)): collector} if collector is not None and len(taskmanagers) == 1 else {}),
             hook=hook,
             cluster=cluster,
+            status=_job_status(doc.get("status")),
+            failure=str(doc.get("failure") or "")[:MAX_FAILURE_CHARS],
         )
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise BadInputError(f"malformed crystalperf Flink metrics file ({exc})", path) from None
+
+
+def _job_status(value: Any) -> str:
+    """A part's ``status``: one of Flink's terminal job states, else "" (not recorded, or a state we do not know)."""
+    return value if isinstance(value, str) and value in JOB_STATES else ""
 
 
 def _cluster(value: Any) -> Cluster | None:
@@ -443,6 +461,8 @@ def _add(merged: Part, part: Part) -> None:
     merged.thread_cpu.update(part.thread_cpu)
     merged.fetcher_cpu.update(part.fetcher_cpu)
     merged.cluster = merged.cluster or part.cluster  # the JobManager's part has it
+    merged.status = merged.status or part.status  # so has this
+    merged.failure = merged.failure or part.failure
     if part.process_cpu_s is not None:
         merged.process_cpu_s = (merged.process_cpu_s or 0.0) + part.process_cpu_s
     for taskmanager, kinds in part.taskmanager_kinds.items():

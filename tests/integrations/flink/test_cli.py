@@ -33,6 +33,10 @@ def test_flink_conf_prints_the_reporter_and_its_jar(tmp_path: Path) -> None:
     assert lines["metrics.reporter.crystalperf.analyze.python"] == sys.executable
     quiet = _crystalperf("flink-conf", "--no-analyze")
     assert "analyze.python" not in quiet.stdout
+    # the job status listener only when asked for: a jar in plugins/ instead of lib/ would fail every job with it
+    assert "job-status-changed-listeners" not in result.stdout
+    status = dict(line.split(": ", 1) for line in _crystalperf("flink-conf", "--job-status").stdout.splitlines())
+    assert status["execution.job-status-changed-listeners"] == "org.crystalperf.flink.JobStatusRecorder"
     # PyFlink is installed here, so its version was checked and nothing is said about it
     assert "not installed" not in result.stderr
 
@@ -84,3 +88,15 @@ def test_configure_gives_the_python_worker_sampler_the_reporters_interval_and_bu
     finally:
         for sampler in (given, kept):
             pyworkers._stop(sampler)
+
+
+def test_configure_keeps_the_users_job_status_listeners(tmp_path: Path) -> None:
+    pytest.importorskip("pyflink")
+    from pyflink.common import Configuration
+
+    config = Configuration()
+    config.set_string("execution.job-status-changed-listeners", "com.example.LineageListenerFactory")
+    cpflink.configure(config, tmp_path, analyze=False)
+    cpflink.configure(config, tmp_path, analyze=False)  # a second call adds nothing twice
+    assert config.get_string("execution.job-status-changed-listeners", "") == \
+        "com.example.LineageListenerFactory;org.crystalperf.flink.JobStatusRecorder"

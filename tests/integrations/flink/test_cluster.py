@@ -55,6 +55,7 @@ def test_cluster_job_yields_one_merged_report(cluster: tuple[FlinkCluster, Path]
     assert len(parts) == 3
     assert len({p.name.split(".")[0] for p in parts}) == 1  # one job
     assert len(trace.operations) == 2 and trace.operations[1].parents == [trace.operations[0].id]
+    assert trace.application.status == "succeeded"  # the JobManager's job status listener, loaded from lib/
     # the source chain ran one subtask on each TaskManager (one slot each), merged here; the adaptive
     # batch scheduler picks the aggregation's parallelism itself
     assert subtasks[0] == [0, 1] and subtasks[1]

@@ -58,6 +58,8 @@ def test_reporter_writes_metrics_of_every_operator(sql_job: Path) -> None:
     assert trace.operations[0].id in sampled_chains and sampled_chains <= chain_ids
     assert {k.operation for k in trace.samples.keys if k.thread == "operator"} <= operator_ids
     assert any(f.name.startswith("org.apache.flink.") for f in trace.samples.frames)
+    # how the job ended, from the job status listener configure() set
+    assert trace.application.status == "succeeded"
     # the sampler also reads the CPU time of the subtask threads it saw and the process's (throughput model)
     assert trace.operations[0].tasks[0].metrics.get("cpu_time_s", 0) > 0
     # each stack carries the state its thread was in; each task spans its own deployment to its end
@@ -134,6 +136,10 @@ def test_a_failing_job_still_leaves_what_was_collected(tmp_path: Path) -> None:
     assert len(files) == 1
     trace = cpflink.read_metrics(files[0])
     assert any("src" in c.name for op in trace.operations for c in op.children)
+    # the job status listener saw it fail, and with what
+    assert trace.application.status == "failed"
+    assert any(w.startswith("the job failed: ") and "NumberFormatException" in w for w in trace.warnings), \
+        trace.warnings
 
 
 def test_cpu_heavy_map_is_classified_cpu_bound(tmp_path: Path) -> None:

@@ -1035,15 +1035,23 @@ public class CrystalPerfReporter implements MetricReporter {
         return s;
     }
 
-    /** The part's JSON (format version 8; see the Python reader for what each version added). */
+    /** The part's JSON (format version 10; see the Python reader for what each version added). */
     private String render(Snapshot s) {
         StringBuilder w = new StringBuilder(4096 + 64 * s.samples.size());
-        w.append("{\"format\":\"crystalperf-flink-metrics\",\"version\":9,\"job_id\":").append(quote(s.id));
+        w.append("{\"format\":\"crystalperf-flink-metrics\",\"version\":10,\"job_id\":").append(quote(s.id));
         w.append(",\"job_name\":").append(quote(s.name));
         w.append(",\"process\":").append(PROCESS_ID);
         // complete: none of the job's metrics is left in this process; a flushed part is not
         w.append(",\"complete\":").append(s.complete).append(",\"written\":").append(System.currentTimeMillis() / 1000.0);
         w.append(",\"start\":").append(s.firstSeen).append(",\"end\":").append(s.end);
+        // version 10: how the job ended, where JobStatusRecorder saw it (the JobManager's process)
+        String[] status = JobStatusRecorder.statusOf(s.id);
+        if (status != null) {
+            w.append(",\"status\":").append(quote(status[0]));
+            if (!status[1].isEmpty()) {
+                w.append(",\"failure\":").append(quote(status[1]));
+            }
+        }
         // version 3: this process's I/O counter rows over the job (the trace's io)
         w.append(",\"io\":").append(ioRowsOf(s.job, s.end, s.complete));
         long processCpu = HookCpu.processNanos();
