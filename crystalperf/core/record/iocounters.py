@@ -109,6 +109,35 @@ def descendants(pid: int, limit: int = 512) -> list[int]:
     return seen[:limit]
 
 
+def _is_crystalperf_process(pid: int) -> bool:
+    """Whether a process runs one of crystalperf's own modules (``python -m crystalperf...``: a hook's analysis)."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return any(a == b"-m" and b.startswith(b"crystalperf.") for a, b in zip(args, args[1:], strict=False))
+
+
+def descendant_cpu(pid: int, limit: int = 512) -> dict[int, float]:
+    """CPU seconds each live descendant of ``pid`` has used so far (``pid`` itself and crystalperf's own processes,
+    such as a hook's analysis, left out): a job's worker processes (multiprocessing pools) do its work there."""
+    found: dict[int, float] = {}
+    pending = _children(pid)
+    seen = {pid}
+    while pending and len(seen) < limit:
+        child = pending.pop()
+        if child in seen:
+            continue
+        seen.add(child)
+        if _is_crystalperf_process(child):
+            continue  # and what it started
+        cpu = _proc_cpu(child)
+        if cpu is not None:
+            found[child] = cpu
+        pending += _children(child)
+    return found
+
+
 def network_bytes(pid: int | str = "self") -> tuple[int, int] | None:
     """Received and sent bytes on the non-loopback interfaces of the process's network namespace."""
     try:

@@ -315,16 +315,37 @@ def unseen_python_input(timeline: Timeline | None, samples: tr.StackSamples | No
             "stay waiting")
 
 
+# The share of the steps' waits the worker processes' CPU time must reach to be what the steps waited for.
+WORKER_CPU_EXPLAINS = 0.5
+
+
 def _declared_work(timeline: Timeline | None, waited_s: float, split: tuple[float, float, float],
-                   python_input: bool) -> str | None:
-    """The input parts' ``waits_on_work``: the pipeline's kernel split when the kernels explain the waits; the
-    parts' own samples when the pipeline's Python code did the work and was sampled; else nothing is declared
-    and the wait stays waiting."""
+                   python_input: bool, worker_cpu_s: float | None = None) -> str | None:
+    """The input parts' ``waits_on_work``: the pipeline's kernel split when the kernels explain the waits; cpu
+    when the process's worker processes (a PyDataset's multiprocessing pool, whose Python the sampler of this
+    process cannot see: its own threads only wait for their results) computed for at least half of what the steps
+    waited; the parts' own samples when the pipeline's Python code did the work in this process and was sampled;
+    else nothing is declared and the wait stays waiting."""
     if timeline is not None and _pipeline_work_is_known(timeline, waited_s):
         return ",".join(f"{r}={v:.4f}" for r, v in zip(("cpu", "disk", "network"), split, strict=True))
+    if worker_cpu_s is not None and waited_s > 0 and worker_cpu_s >= WORKER_CPU_EXPLAINS * waited_s:
+        return "cpu=1.0000,disk=0.0000,network=0.0000"
     if python_input:
         return WORK_IN_SAMPLES
     return None
+
+
+def unseen_worker_input(rec: Recording, waited_s: float) -> str | None:
+    """A warning where the steps waited while worker processes ran but did not compute enough to be what they
+    waited for: what else the workers did (read, wait) is not sampled."""
+    if not rec.worker_processes or rec.worker_cpu_s is None or waited_s <= 0:
+        return None
+    if rec.worker_cpu_s >= WORKER_CPU_EXPLAINS * waited_s:
+        return None
+    return (f"the steps waited {waited_s:.2f} s for input while {rec.worker_processes} worker processes ran "
+            f"(a multiprocessing pool: PyDataset(use_multiprocessing=True)), which used {rec.worker_cpu_s:.2f} CPU-s "
+            "in the window: what else they did (read, wait) is not sampled, so the steps' waits for them stay "
+            "waiting")
 
 
 def pipeline_split(timeline: Timeline) -> tuple[float, float, float]:
@@ -474,7 +495,7 @@ def step_operations(rec: Recording, table: SampleTable) -> tuple[list[tr.Operati
     split = pipeline_split(rec.timeline) if rec.timeline is not None else (1.0, 0.0, 0.0)
     waited_s = sum(d for e in events for _, d in e.waits)
     python_input = _samples_input_code(rec.python_samples)
-    work = _declared_work(rec.timeline, waited_s, split, python_input)
+    work = _declared_work(rec.timeline, waited_s, split, python_input, rec.worker_cpu_s)
     waited_on = waits_on(rec.timeline)
     labels = [[op_group(op.node, rec.layer_names) for op in e.compute] for e in events]
     folded = _minor_groups([e.compute for e in events], labels)
@@ -619,6 +640,8 @@ def build_trace(rec: Recording, *, run_id: str, name: str, framework_version: st
     metrics = _window_metrics(rec, waited, max(end - start, 1e-9))
     warnings = list(rec.warnings)
     if (unseen := unseen_python_input(rec.timeline, rec.python_samples)) is not None and waited > 0:
+        warnings.append(unseen)
+    if (unseen := unseen_worker_input(rec, waited)) is not None:
         warnings.append(unseen)
     if rec.timeline is None:
         warnings.append("no TensorFlow op timeline (the profiler could not run): steps are whole operations "

@@ -51,7 +51,7 @@ from crystalperf.core.finish import finish_job
 from crystalperf.core.parallel import resident_bytes
 from crystalperf.core.record import budget as hook_budget
 from crystalperf.core.record.hooks import guard, testing
-from crystalperf.core.record.iocounters import IoCounterSampler
+from crystalperf.core.record.iocounters import IoCounterSampler, descendant_cpu
 from crystalperf.core.record.sampling import PythonStackSampler, stack_frames
 from crystalperf.integrations.base import run_finish
 from crystalperf.integrations.tensorflow import config
@@ -230,6 +230,9 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         self._cpu_budget: hook_budget.CpuBudget | None = None
         self._hook_at_start: dict[str, float] = {}
         self._process_cpu_at_start = 0.0
+        # the worker processes' CPU seconds when the window began (pid -> seconds), and over the window
+        self._workers_at_start: dict[int, float] = {}
+        self._worker_cpu: tuple[float, int] | None = None
         self._run = "fit"  # which of the model's methods runs: fit, predict or evaluate
 
     # -- Keras hooks -----------------------------------------------------------------------------
@@ -390,6 +393,8 @@ class CrystalPerfCallback(keras.callbacks.Callback):
 
     def _start_window(self) -> None:
         self._cpu_start = _cpu_seconds()
+        with guard("crystalperf: reading the worker processes' CPU time", log):
+            self._workers_at_start = descendant_cpu(os.getpid())
         self._read_start = _read_bytes()
         self._resident_start = resident_bytes()
         self._epoch_rebase = None
@@ -430,6 +435,11 @@ class CrystalPerfCallback(keras.callbacks.Callback):
     def _read_window(self) -> None:
         """Stops the profiler and reads what it recorded (the window's last step has ended)."""
         cpu = _cpu_seconds() - self._cpu_start
+        with guard("crystalperf: reading the worker processes' CPU time", log):
+            # a worker that started during the window spent all its time in it; one that ended is not counted
+            workers = descendant_cpu(os.getpid())
+            self._worker_cpu = (sum(max(0.0, used - self._workers_at_start.get(pid, 0.0))
+                                    for pid, used in workers.items()), len(workers))
         read_end = _read_bytes()
         self._read = read_end - self._read_start if read_end is not None and self._read_start is not None else None
         self._profiling = False
@@ -509,12 +519,15 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         steps = [s for s in self._steps if s.end > s.start]
         timeline = self._timeline
         cpu = self._cpu
+        worker_cpu, workers = self._worker_cpu if self._worker_cpu is not None else (None, 0)
         if timeline is not None and timeline.complete_until is not None and steps:
             cut = timeline.complete_until
             recorded = steps[-1].end - steps[0].start
             steps = [s for s in steps if s.end <= cut]  # their kernels were all kept
             if steps and recorded > 0:  # the CPU seconds were counted over every recorded step
-                cpu *= (steps[-1].end - steps[0].start) / recorded
+                kept = (steps[-1].end - steps[0].start) / recorded
+                cpu *= kept
+                worker_cpu = worker_cpu * kept if worker_cpu is not None else None
         if not steps:
             log.warning("crystalperf: no %s() step was profiled (it ended before step %d); no report",
                         self._run, self._window[0])
@@ -523,6 +536,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
             steps=steps, timeline=timeline, python_samples=python_samples,
             threads=_threads(), cpu_count=len(os.sched_getaffinity(0)),
             cpu_seconds=cpu, memory_bytes=_memory_bytes(), read_bytes=self._read, io=io,
+            worker_cpu_s=worker_cpu, worker_processes=workers,
             device="gpu" if tf.config.list_logical_devices("GPU") else "cpu",
             multi_worker=config.multi_worker(config.tf_config()), layer_names=_layer_names(self.model),
             fit_start=self._fit_start, fit_end=time.time(), properties=self._properties(), warnings=self._warnings,

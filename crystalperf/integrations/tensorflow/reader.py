@@ -94,6 +94,10 @@ class Recording:
     memory_bytes: int | None
     read_bytes: int | None = None  # bytes the process read from storage in the window (/proc/self/io)
     io: list[tr.IoSample] = field(default_factory=list)  # the process tree's I/O counters over the fit
+    # The CPU seconds the process's worker processes (a PyDataset's multiprocessing pool) used in the window, and
+    # how many there were; None: not measured.
+    worker_cpu_s: float | None = None
+    worker_processes: int = 0
     device: str = "cpu"
     layer_names: frozenset[str] = frozenset()  # the model's layers: graph scopes carry _1, _2 suffixes
     multi_worker: bool = False  # several hosts (MultiWorkerMirroredStrategy): collectives cross the network

@@ -284,6 +284,50 @@ def test_a_slow_python_map_makes_the_steps_wait_on_the_input_pipeline(tmp_path: 
     _assert_no_plumbing_top_function(report)
 
 
+class HashedBatches(keras.utils.PyDataset):
+    """Batches a worker process makes by hashing (``sleep_s`` 0) or by sleeping, as a user's loader decodes or
+    waits on storage."""
+
+    def __init__(self, sleep_s: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.sleep_s = sleep_s
+
+    def __len__(self) -> int:
+        return 48
+
+    def __getitem__(self, index: int) -> Any:
+        import hashlib
+
+        features = np.random.default_rng(index).random((32, 16), dtype=np.float32)
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
+        else:
+            for _ in range(4000):  # about 30 ms of hashing
+                hashlib.sha256(features.tobytes()).digest()
+        return features, (features.sum(axis=1) > 8).astype("int32")
+
+
+def test_input_made_in_worker_processes_is_resolved_by_their_cpu_time(tmp_path: Path) -> None:
+    """PyDataset(use_multiprocessing=True) makes each batch in a pool's process, which no sampler of the training
+    process sees (its own threads only wait for the results): the workers' CPU time says whether they computed."""
+    model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(2)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    reports = {}
+    for kind, sleep_s in (("hashing", 0.0), ("sleeping", 0.03)):
+        out = tmp_path / kind
+        model.fit(HashedBatches(sleep_s, workers=2, use_multiprocessing=True), epochs=1, verbose=0,
+                  callbacks=[CrystalPerfCallback(output_dir=out, steps=16, wait_for_report_s=None)])
+        reports[kind] = _report(out)
+    hashing = reports["hashing"]["bottleneck"]
+    assert hashing["resource"] == "cpu" and hashing["through_input"]["cpu"] > 0.9, hashing
+    assert "cpu-bound through its input" in hashing["sentence"]
+    # workers that slept used almost no CPU: what they waited on is not known, so the wait stays waiting, and the
+    # report says why
+    sleeping = reports["sleeping"]
+    assert sleeping["bottleneck"]["resource"] == "waiting", sleeping["bottleneck"]
+    assert any("worker processes ran" in w for w in sleeping["warnings"]), sleeping["warnings"]
+
+
 def test_the_end_of_fit_does_not_wait_for_the_report(image_files: list[str], tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The analysis runs in a process of its own after fit. Made slow here (a test-only knob), fit has returned

@@ -1,0 +1,39 @@
+"""The CPU time of a process's worker processes (crystalperf.core.record.iocounters.descendant_cpu): real child
+processes, one computing, one of crystalperf's own (a hook's analysis), which is left out with what it started."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from crystalperf.core.record.iocounters import descendant_cpu
+
+SPIN = "import time\nend = time.process_time() + {seconds}\nwhile time.process_time() < end: pass\ntime.sleep(30)\n"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")
+def test_the_workers_cpu_is_counted_and_crystalperfs_own_processes_are_not(tmp_path: Path) -> None:
+    # crystalperf's own: "python -m crystalperf.<module>", here a module of our name that spins and starts a child
+    package = tmp_path / "crystalperf"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "spin.py").write_text(
+        "import subprocess, sys\n"
+        f"subprocess.Popen([sys.executable, '-c', {SPIN.format(seconds=0.3)!r}])\n" + SPIN.format(seconds=0.3))
+    worker = subprocess.Popen([sys.executable, "-c", SPIN.format(seconds=0.4)])
+    own = subprocess.Popen([sys.executable, "-m", "crystalperf.spin"], cwd=tmp_path,
+                           env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    try:
+        time.sleep(1.5)  # both have spun and sleep now
+        found = descendant_cpu(os.getpid())
+        assert set(found) == {worker.pid}, found
+        assert found[worker.pid] >= 0.3
+    finally:
+        for process in (worker, own):
+            process.kill()
+            process.wait()
