@@ -521,3 +521,18 @@ def test_how_the_job_ended_comes_from_the_jobmanagers_part(tmp_path: Path, statu
     assert trace.application.status == application
     said = [w for w in trace.warnings if w.startswith("the job ")]
     assert said == ([warning] if warning else [])
+
+
+def test_a_part_written_while_the_job_ran_makes_a_partial_trace(tmp_path: Path) -> None:
+    doc = json.loads(LOCAL_PART.read_text())
+    doc["cut"] = "the JVM exited while the job ran (its driver or cluster was stopped)"
+    (tmp_path / LOCAL_PART.name).write_text(json.dumps(doc))
+    trace = read_metrics(tmp_path / LOCAL_PART.name)
+    assert trace.partial == ("the JVM exited while the job ran (its driver or cluster was stopped): the trace ends "
+                             "with the reporter's last record")
+    assert trace.application.status == "cancelled"
+    doc["status"] = "FAILED"  # the listener saw how it ended before the exit: that is what the trace says
+    (tmp_path / LOCAL_PART.name).write_text(json.dumps(doc))
+    trace = read_metrics(tmp_path / LOCAL_PART.name)
+    assert trace.application.status == "failed" and trace.partial is None
+    assert read_metrics(LOCAL_PART).partial is None

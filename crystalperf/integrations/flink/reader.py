@@ -23,7 +23,8 @@ also ran subtasks: a mini cluster sizes its slots to its job); since version 9, 
 generation's live data after its collections during the job and the collections of each generation then
 (:func:`heap_use`, kept with the collector); since version 10, ``status`` and ``failure`` (in the JobManager's part,
 where the jar's job status listener is configured): how the job ended, Flink's name of the state, and the exception
-it failed with. Version 1 parts (no thread states, lifetimes or classpath), parts without
+it failed with, and ``cut``: why the part was written while the job still ran (the reporter closed, the JVM exited).
+Version 1 parts (no thread states, lifetimes or classpath), parts without
 roles, version 2 parts (no I/O rows) and parts without the split are still read. :func:`crystalperf.integrations.flink.record_plan` writes the job
 graph beside them as ``crystalperf-flink-plan-<hash>.json``. Standard library only: reading the files
 needs no PyFlink.
@@ -141,6 +142,8 @@ class Part:
     # listener ran; "": not recorded), and the failure it ended with ("": none).
     status: str = ""
     failure: str = ""
+    # Why the part was written before the job ended (version 10: the reporter closed, the JVM exited); "": it was not.
+    cut: str = ""
 
 
 @dataclass(frozen=True)
@@ -334,6 +337,7 @@ def load_part(path: Path) -> Part:
             cluster=cluster,
             status=_job_status(doc.get("status")),
             failure=str(doc.get("failure") or "")[:MAX_FAILURE_CHARS],
+            cut=str(doc.get("cut") or "")[:MAX_FAILURE_CHARS],
         )
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise BadInputError(f"malformed crystalperf Flink metrics file ({exc})", path) from None
@@ -463,6 +467,7 @@ def _add(merged: Part, part: Part) -> None:
     merged.cluster = merged.cluster or part.cluster  # the JobManager's part has it
     merged.status = merged.status or part.status  # so has this
     merged.failure = merged.failure or part.failure
+    merged.cut = merged.cut or part.cut
     if part.process_cpu_s is not None:
         merged.process_cpu_s = (merged.process_cpu_s or 0.0) + part.process_cpu_s
     for taskmanager, kinds in part.taskmanager_kinds.items():

@@ -51,3 +51,53 @@ def test_reporter_killed_mid_job_does_not_fail_the_job(tmp_path: Path) -> None:
     files = cpflink.wait_for_metrics(tmp_path)
     assert len(files) == 1  # the metrics part of the reporter still writes its file
     assert any("src" in c.name for op in cpflink.read_metrics(files[0]).operations for c in op.children)
+
+
+STOPPED_DRIVER = """
+import sys
+from pyflink.common import Configuration
+from pyflink.table import EnvironmentSettings, TableEnvironment
+from crystalperf.integrations import flink as cpflink
+
+out = sys.argv[1]
+config = cpflink.configure(Configuration(), out)
+env = TableEnvironment.create(EnvironmentSettings.new_instance().in_streaming_mode().with_configuration(config).build())
+env.execute_sql("CREATE TABLE src (k INT, v STRING) WITH ('connector' = 'datagen', 'rows-per-second' = '50000', "
+                "'fields.k.min' = '0', 'fields.k.max' = '99')")
+env.execute_sql("CREATE TABLE snk (k INT, n BIGINT) WITH ('connector' = 'blackhole')")
+statement = "INSERT INTO snk SELECT k, COUNT(*) FROM src GROUP BY k"
+cpflink.record_plan(env, out, statement)
+result = env.execute_sql(statement)
+print("RUNNING", flush=True)
+result.wait()
+"""
+
+
+def test_a_driver_stopped_mid_job_still_leaves_a_report_marked_partial(tmp_path: Path) -> None:
+    """An unbounded streaming job whose PyFlink driver gets SIGTERM: the mini cluster's JVM exits with the job
+    running, and the reporter writes what it has, says where it stops, and starts the analysis."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    pytest.importorskip("pyflink")
+    out = tmp_path / "out"
+    driver = subprocess.Popen([sys.executable, "-c", STOPPED_DRIVER, str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert driver.stdout is not None and driver.stdout.readline().strip() == "RUNNING"
+        time.sleep(6)  # the job runs a while
+        driver.send_signal(signal.SIGTERM)
+        driver.wait(timeout=60)
+    finally:
+        driver.kill()
+    report_path = out / "crystalperf-report.json"
+    deadline = time.monotonic() + 120
+    while not report_path.exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    logs = "".join(p.read_text() for p in out.glob("crystalperf-flink-*.log"))
+    assert report_path.exists(), logs
+    report = json.loads(report_path.read_text())
+    assert report["partial"].startswith("the JVM exited while the job ran"), report["partial"]
+    assert report["application"]["status"] == "cancelled"
+    assert any("src" in op["name"] for op in report["operations"])

@@ -115,6 +115,12 @@ public class CrystalPerfReporter implements MetricReporter {
     private final Map<String, String[]> taskThreads = new HashMap<>();
     private Thread sampler;
     private volatile boolean closed;
+    /** Writes the open jobs' parts when the JVM exits without closing the reporter (its driver was stopped). */
+    private Thread exitHook;
+    static final String CUT_AT_CLOSE = "the reporter closed while the job ran";
+    static final String CUT_AT_EXIT = "the JVM exited while the job ran (its driver or cluster was stopped)";
+    /** How long the JVM's exit waits for the open jobs' parts at most. */
+    static final long EXIT_WAIT_MS = 3000;
     /** This process's I/O counters, shared by the reporters of the JVM (one sampler a process). */
     private static IoCounters ioCounters;
     private static int ioUsers;
@@ -153,6 +159,8 @@ public class CrystalPerfReporter implements MetricReporter {
     private static final class Job {
         final String id;
         String name = "";
+        /** Why the job's part was written before the job ended (the reporter closed, the JVM exited); null: not. */
+        volatile String cut;
         final Map<String, Map<String, String>> scopes = new LinkedHashMap<>();
         final Map<String, Double> finals = new LinkedHashMap<>();
         int liveCount;
@@ -253,6 +261,48 @@ public class CrystalPerfReporter implements MetricReporter {
             sampler = new Thread(this::sampleLoop, "crystalperf-flink-sampler");
             sampler.setDaemon(true);
             sampler.start();
+        }
+        try {
+            exitHook = new Thread(this::writeOpenJobsAtExit, "crystalperf-flink-exit");
+            Runtime.getRuntime().addShutdownHook(exitHook);
+        } catch (RuntimeException e) {  // the JVM is exiting already, or hooks are not allowed here
+            exitHook = null;
+        }
+    }
+
+    /**
+     * The JVM exits with jobs still running here (PyFlink's driver stopped, the cluster shut down without closing its
+     * metric registry): their parts are written, marked cut, and their analysis started, by a thread the exit waits
+     * for at most {@link #EXIT_WAIT_MS}, so that a reporter stuck on its lock never holds the JVM up.
+     */
+    private void writeOpenJobsAtExit() {
+        Thread writer = new Thread(() -> {
+            try {
+                List<Job> open = new ArrayList<>();
+                synchronized (this) {
+                    if (closed) {
+                        return;
+                    }
+                    for (Job job : jobs.values()) {
+                        if (!finished.contains(job.id)) {
+                            job.cut = CUT_AT_EXIT;
+                            open.add(job);
+                        }
+                    }
+                }
+                for (Job job : open) {
+                    analyse(job, write(job, true));
+                }
+            } catch (Throwable t) {  // the exit goes on
+                LOG.log(Level.WARNING, "crystalperf: could not write the open jobs' parts at exit", t);
+            }
+        }, "crystalperf-flink-exit-writer");
+        writer.setDaemon(true);
+        writer.start();
+        try {
+            writer.join(EXIT_WAIT_MS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 
@@ -683,8 +733,17 @@ public class CrystalPerfReporter implements MetricReporter {
         if (sampler != null) {
             sampler.interrupt();
         }
+        if (exitHook != null && Thread.currentThread() != exitHook) {
+            try {
+                Runtime.getRuntime().removeShutdownHook(exitHook);
+            } catch (RuntimeException e) {  // the JVM is exiting: the hook finds the reporter closed
+            }
+        }
         for (Job job : jobs.values()) {
             if (!finished.contains(job.id)) {
+                if (job.cut == null) {
+                    job.cut = CUT_AT_CLOSE;
+                }
                 analyse(job, write(job, true));
             }
         }
@@ -1044,6 +1103,11 @@ public class CrystalPerfReporter implements MetricReporter {
         // complete: none of the job's metrics is left in this process; a flushed part is not
         w.append(",\"complete\":").append(s.complete).append(",\"written\":").append(System.currentTimeMillis() / 1000.0);
         w.append(",\"start\":").append(s.firstSeen).append(",\"end\":").append(s.end);
+        // version 10: why the part was written before the job ended, if it was
+        String cutBy = s.job.cut;
+        if (cutBy != null) {
+            w.append(",\"cut\":").append(quote(cutBy));
+        }
         // version 10: how the job ended, where JobStatusRecorder saw it (the JobManager's process)
         String[] status = JobStatusRecorder.statusOf(s.id);
         if (status != null) {
