@@ -77,15 +77,21 @@ def test_a_driver_stopped_mid_job_still_leaves_a_report_marked_partial(tmp_path:
     """An unbounded streaming job whose PyFlink driver gets SIGTERM: the mini cluster's JVM exits with the job
     running, and the reporter writes what it has, says where it stops, and starts the analysis."""
     import json
+    import os
     import signal
     import subprocess
     import sys
 
     pytest.importorskip("pyflink")
     out = tmp_path / "out"
-    driver = subprocess.Popen([sys.executable, "-c", STOPPED_DRIVER, str(out)], stdout=subprocess.PIPE, text=True)
+    errors = tmp_path / "driver.err"
+    with errors.open("w") as stderr:
+        # a fresh program: no PyFlink state of this process's earlier jobs (PYFLINK_GATEWAY_DISABLED after a UDF ran)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYFLINK_", "_PYFLINK"))}
+        driver = subprocess.Popen([sys.executable, "-c", STOPPED_DRIVER, str(out)], stdout=subprocess.PIPE,
+                                  stderr=stderr, text=True, env=env)
     try:
-        assert driver.stdout is not None and driver.stdout.readline().strip() == "RUNNING"
+        assert driver.stdout is not None and driver.stdout.readline().strip() == "RUNNING", errors.read_text()[-3000:]
         time.sleep(6)  # the job runs a while
         driver.send_signal(signal.SIGTERM)
         driver.wait(timeout=60)

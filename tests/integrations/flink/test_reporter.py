@@ -59,7 +59,7 @@ def test_reporter_writes_metrics_of_every_operator(sql_job: Path) -> None:
     assert {k.operation for k in trace.samples.keys if k.thread == "operator"} <= operator_ids
     assert any(f.name.startswith("org.apache.flink.") for f in trace.samples.frames)
     # how the job ended, from the job status listener configure() set
-    assert trace.application.status == "succeeded"
+    assert trace.application.status == "succeeded" and trace.partial is None
     # the sampler also reads the CPU time of the subtask threads it saw and the process's (throughput model)
     assert trace.operations[0].tasks[0].metrics.get("cpu_time_s", 0) > 0
     # each stack carries the state its thread was in; each task spans its own deployment to its end
