@@ -85,6 +85,8 @@ def test_a_supported_version_is_configured_keeping_the_jars_already_listed(
         "metrics.reporter.crystalperf.analyze.python": sys.executable,
         # where the TaskManager's embedded interpreter (thread mode) imports crystalperf from: this one's
         "metrics.reporter.crystalperf.python.path": str(Path(cpflink.__file__).resolve().parents[3]),
+        # the mini cluster's JobManager finds the job status listener in the same jar
+        "execution.job-status-changed-listeners": "org.crystalperf.flink.JobStatusRecorder",
     }
 
 
@@ -94,7 +96,7 @@ def test_flink_conf_without_pyflink_prints_the_entries_and_says_the_version_is_u
     # settings for a cluster elsewhere: no PyFlink here is not an error
     _fake_flink(monkeypatch, None)
     assert cli._flink_conf(argparse.Namespace(output_dir=None, no_analyze=True, sample_interval_ms=None,
-                                              cpu_budget=None)) == 0
+                                              cpu_budget=None, job_status=False)) == 0
     captured = capsys.readouterr()
     lines = dict(line.split(": ", 1) for line in captured.out.splitlines())
     assert lines == {

@@ -339,3 +339,29 @@ def test_input_code_sampled_in_some_steps_says_what_the_pipeline_did_in_all() ->
     inputs = [o for o in report["operations"] if o["kind"] == "input"]
     assert len(inputs) == 2 and all(o["vector"]["cpu"] == pytest.approx(1.0) for o in inputs), inputs
     assert report["bottleneck"]["sentence"].startswith("The job is cpu-bound through its input")
+
+
+def test_a_step_of_several_batches_waits_as_long_as_its_waits() -> None:
+    """steps_per_execution=4: one callback step runs four batches, each fetched by its own GetNext. The step waited
+    4 x 0.02 s, not from its first wait to its last (0.77 s, nearly the whole step); the dense kernels between the
+    waits are the step's work."""
+    from crystalperf.core.analysis import analyze
+
+    timeline = Timeline()
+    for t0 in (100.0, 101.0):
+        for batch in range(4):
+            at = t0 + 0.25 * batch
+            timeline.input_waits.append((at, 0.02))
+            timeline.ops.append(_kernel("StatefulPartitionedCall/sequential/dense/BiasAdd", "_MklNativeFusedMatMul",
+                                        at + 0.02, 0.23))
+            timeline.ops.append(_kernel("BatchV2", "BatchV2", at, 0.02, "tf_data_private_threadpool"))
+    rec = Recording(steps=[Step(2, 0, 100.0, 101.0), Step(3, 0, 101.0, 102.0)], timeline=timeline,
+                    python_samples=None, threads=2, cpu_count=2, cpu_seconds=2.0, memory_bytes=8 << 30,
+                    layer_names=LAYERS)
+    trace = build_trace(rec, run_id="fit-1", name="m", framework_version="2.21.0")
+    wait = trace.operations[0].children[0]
+    assert (wait.start, wait.end) == pytest.approx((100.0, 100.08))
+    assert wait.metrics["run_time_s"] == pytest.approx(0.08)
+    assert trace.metrics["input_wait_fraction"] == pytest.approx(0.08)
+    report = analyze(trace, classifier=KeywordClassifier(), locators=[], scenarios=[]).report
+    assert report["bottleneck"]["resource"] == "cpu", report["bottleneck"]

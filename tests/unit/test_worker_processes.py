@@ -37,3 +37,18 @@ def test_the_workers_cpu_is_counted_and_crystalperfs_own_processes_are_not(tmp_p
         for process in (worker, own):
             process.kill()
             process.wait()
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")
+def test_a_child_that_ended_but_was_not_reaped_is_no_worker() -> None:
+    """A zombie keeps its CPU time and loses its command line: counted, a finished analysis would pass for a worker
+    that computed in the window."""
+    child = subprocess.Popen([sys.executable, "-c", SPIN.format(seconds=0.2).replace("time.sleep(30)", "")])
+    try:
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert child.pid not in descendant_cpu(os.getpid())
+    finally:
+        child.wait()

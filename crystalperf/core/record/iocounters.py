@@ -54,16 +54,21 @@ def _proc_io(pid: int | str) -> tuple[int, int] | None:
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _proc_cpu(pid: int | str) -> float | None:
-    """CPU seconds (user + system) one process used so far (``/proc/<pid>/stat``; its children's are theirs)."""
+def _proc_stat(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` from the state on (the state is ``[0]``)."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     # the command name may hold spaces and parentheses: the fields start after the last ')'
-    fields = text[text.rfind(")") + 2:].split()
+    return text[text.rfind(")") + 2:].split()
+
+
+def _proc_cpu(pid: int | str, fields: list[str] | None = None) -> float | None:
+    """CPU seconds (user + system) one process used so far (``/proc/<pid>/stat``; its children's are theirs)."""
+    fields = fields if fields is not None else _proc_stat(pid)
     try:
-        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS if fields is not None else None
     except (IndexError, ValueError):
         return None
 
@@ -129,9 +134,12 @@ def descendant_cpu(pid: int, limit: int = 512) -> dict[int, float]:
         if child in seen:
             continue
         seen.add(child)
+        fields = _proc_stat(child)
+        if not fields or fields[0] in ("Z", "X"):
+            continue  # gone, or a zombie whose parent has not reaped it: its work, and what it was, are over
         if _is_crystalperf_process(child):
             continue  # and what it started
-        cpu = _proc_cpu(child)
+        cpu = _proc_cpu(child, fields)
         if cpu is not None:
             found[child] = cpu
         pending += _children(child)

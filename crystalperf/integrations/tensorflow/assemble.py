@@ -438,7 +438,9 @@ def _input_part(sid: str, step: Step, events: StepEvents, split: tuple[float, fl
     ``waits_on_work`` the part declares, when what the pipeline spent the wait on is known."""
     wait_s = sum(d for _, d in events.waits)
     start = max(step.start, min((s for s, _ in events.waits), default=step.start))
-    end = min(step.end, max((s + d for s, d in events.waits), default=start))
+    # The part lasts as long as the waits: a step of several batches (steps_per_execution) waits once per batch,
+    # and the compute between those waits is the step's other parts', not the input's.
+    end = min(step.end, start + wait_s)
     attributes = {"placement": "host", "pipeline_ops": _summary(events.pipeline),
                   "pipeline_work": _work_summary(split), tr.ATTRIBUTE_WAITS_ON: waited_on,
                   VECTOR_SOURCE_ATTRIBUTE: "metrics"}

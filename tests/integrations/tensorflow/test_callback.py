@@ -315,7 +315,8 @@ def test_input_made_in_worker_processes_is_resolved_by_their_cpu_time(tmp_path: 
     reports = {}
     for kind, sleep_s in (("hashing", 0.0), ("sleeping", 0.03)):
         out = tmp_path / kind
-        model.fit(HashedBatches(sleep_s, workers=2, use_multiprocessing=True), epochs=1, verbose=0,
+        # a short queue: the steps of the window wait for batches being made, not for ones made before it began
+        model.fit(HashedBatches(sleep_s, workers=2, use_multiprocessing=True, max_queue_size=2), epochs=1, verbose=0,
                   callbacks=[CrystalPerfCallback(output_dir=out, steps=16, wait_for_report_s=None)])
         reports[kind] = _report(out)
     hashing = reports["hashing"]["bottleneck"]
