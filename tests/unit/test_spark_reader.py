@@ -392,6 +392,8 @@ def test_a_cancelled_job_is_killed_and_fails_no_application(tmp_path: Path, mess
     def as_ended(event: dict[str, Any]) -> dict[str, Any]:
         if event["Event"] == "SparkListenerJobEnd" and event["Job ID"] == 1:
             event["Job Result"] = {"Result": "JobFailed", "Exception": {"Message": message, "Stack Trace": []}}
+        if event["Event"] == "SparkListenerApplicationEnd":
+            event.pop("ExitCode", None)  # as before Spark 3.4: the jobs decide
         return event
 
     log = tmp_path / "ended.json"
@@ -399,3 +401,41 @@ def test_a_cancelled_job_is_killed_and_fails_no_application(tmp_path: Path, mess
     trace = read_event_log(log)
     assert [job.status for job in trace.operations] == ["success", status, "success"]
     assert trace.application.status == app_status
+
+
+@pytest.mark.parametrize("end, status", [
+    ({"ExitCode": 1}, "failed"),  # the driver's exit code says it, whatever the jobs did
+    ({"ExitCode": 0}, "succeeded"),
+    (None, "unknown"),  # no ApplicationEnd: a running application, or a driver that died without saying
+])
+def test_the_application_status_is_the_drivers_exit_code_where_the_log_has_it(tmp_path: Path,
+                                                                               end: dict[str, Any] | None,
+                                                                               status: str) -> None:
+    events = [json.loads(line) for line in _lines()]
+    kept = []
+    for event in events:
+        if event["Event"] == "SparkListenerApplicationEnd":
+            if end is None:
+                continue
+            event = {**{k: v for k, v in event.items() if k != "ExitCode"}, **end}
+        kept.append(event)
+    log = tmp_path / "ended.json"
+    log.write_text("\n".join(map(json.dumps, kept)) + "\n")
+    assert read_event_log(log).application.status == status
+
+
+def test_a_log_cut_off_mid_stage_ends_with_its_last_task(tmp_path: Path) -> None:
+    """A log of a running (or crashed) application: its last events are tasks that ended after the last job or
+    stage event, and the application lasts until the last of them, so the running stage keeps their time."""
+    events = [json.loads(line) for line in _lines()]
+    last_stage_end = max(i for i, e in enumerate(events) if e["Event"] == "SparkListenerStageCompleted")
+    cut = events[:last_stage_end]  # the last stage's tasks ended; its completion and all after it are lost
+    log = tmp_path / "cut.json"
+    log.write_text("\n".join(map(json.dumps, cut)) + "\n")
+    trace = read_event_log(log)
+    last_task = max(e["Task Info"]["Finish Time"] for e in cut if e["Event"] == "SparkListenerTaskEnd") / 1000
+    assert trace.application.end == pytest.approx(last_task)
+    assert trace.application.status == "unknown"
+    running = [s for job in trace.operations for s in job.children if s.tasks and s.status in ("running", "unknown")]
+    assert running and all(s.end >= max(t.end for t in s.tasks) - 1e-6 for s in running), \
+        [(s.id, s.status, s.start, s.end) for s in running]

@@ -352,11 +352,16 @@ def _environment(state: EventLogState) -> Document:
 def _application(app: AppRecord | None, jobs: dict[int, JobRecord], start: float, end: float,
                  path: Path) -> Document:
     app = app or AppRecord()
-    failed = any(j.status == "failed" for j in jobs.values())
+    if app.exit_code is not None:  # the driver's own word
+        status = "succeeded" if app.exit_code == 0 else "failed"
+    elif not app.ended:  # still running, or the driver died before it could say
+        status = "unknown"
+    else:
+        status = "failed" if any(j.status == "failed" for j in jobs.values()) else "succeeded"
     return _without_none({
         "framework": "spark", "framework_version": app.version,
         "id": app.id if app.id is not None else path.name, "name": app.name, "attempt": app.attempt,
-        "start": start, "end": end, "status": "failed" if failed else "succeeded", "user": app.user,
+        "start": start, "end": end, "status": status, "user": app.user,
     })
 
 

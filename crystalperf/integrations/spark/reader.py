@@ -174,6 +174,7 @@ def _application_end(state: EventLogState, event: Event) -> None:
     app = state.application()
     app.end = seconds(event.get("Timestamp"))
     app.ended = True
+    app.exit_code = integer(event.get("ExitCode"))
 
 
 def _log_start(state: EventLogState, event: Event) -> None:
@@ -336,6 +337,7 @@ def _task_end(state: EventLogState, event: Event) -> None:
     if start is None or stage is None:
         return
     status = "failed" if info.get("Failed") else "killed" if info.get("Killed") else "success"
+    state.observe(seconds(info.get("Finish Time")))  # a log cut off mid-stage: its tasks end after its last event
     state.add_task(stage, TaskRecord(
         id=str(text(info.get("Task ID"))), index=integer(info.get("Index")),
         attempt=integer(info.get("Attempt", 0), 0) or 0,

@@ -142,6 +142,7 @@ class AppRecord:
     start: float | None = None
     end: float | None = None
     ended: bool = False  # an ApplicationEnd was read (even one without a usable time)
+    exit_code: int | None = None  # the driver's exit code, where the ApplicationEnd gives it (Spark 3.4+)
 
 
 @dataclass
