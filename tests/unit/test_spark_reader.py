@@ -393,7 +393,7 @@ def test_a_cancelled_job_is_killed_and_fails_no_application(tmp_path: Path, mess
         if event["Event"] == "SparkListenerJobEnd" and event["Job ID"] == 1:
             event["Job Result"] = {"Result": "JobFailed", "Exception": {"Message": message, "Stack Trace": []}}
         if event["Event"] == "SparkListenerApplicationEnd":
-            event.pop("ExitCode", None)  # as before Spark 3.4: the jobs decide
+            event.pop("ExitCode", None)  # as before Spark 3.4
         return event
 
     log = tmp_path / "ended.json"
@@ -405,12 +405,11 @@ def test_a_cancelled_job_is_killed_and_fails_no_application(tmp_path: Path, mess
 
 @pytest.mark.parametrize("end, status", [
     ({"ExitCode": 1}, "failed"),  # the driver's exit code says it, whatever the jobs did
-    ({"ExitCode": 0}, "succeeded"),
+    ({"ExitCode": 0}, "succeeded"),  # 0 leaves it to the jobs (a PySpark driver's JVM always says 0)
     (None, "unknown"),  # no ApplicationEnd: a running application, or a driver that died without saying
 ])
-def test_the_application_status_is_the_drivers_exit_code_where_the_log_has_it(tmp_path: Path,
-                                                                               end: dict[str, Any] | None,
-                                                                               status: str) -> None:
+def test_the_application_failed_where_the_drivers_exit_code_says_so(tmp_path: Path, end: dict[str, Any] | None,
+                                                                    status: str) -> None:
     events = [json.loads(line) for line in _lines()]
     kept = []
     for event in events:

@@ -352,11 +352,13 @@ def _environment(state: EventLogState) -> Document:
 def _application(app: AppRecord | None, jobs: dict[int, JobRecord], start: float, end: float,
                  path: Path) -> Document:
     app = app or AppRecord()
-    if app.exit_code is not None:  # the driver's own word
-        status = "succeeded" if app.exit_code == 0 else "failed"
+    if app.exit_code:  # the driver said it failed
+        status = "failed"
     elif not app.ended:  # still running, or the driver died before it could say
         status = "unknown"
     else:
+        # An exit code of 0 says little: a PySpark program's JVM stops its context with 0 before Python's own
+        # status is known, whatever the program did after its last job failed.
         status = "failed" if any(j.status == "failed" for j in jobs.values()) else "succeeded"
     return _without_none({
         "framework": "spark", "framework_version": app.version,
