@@ -68,3 +68,19 @@ def test_failed_job_is_recorded_and_the_application_decides(run_app, tmp_path: P
         time.sleep(0.2)
     assert report.is_file(), (out / "crystalperf-analysis.log").read_text()[-2000:]
     assert result.report(out)["bottleneck"]["sentence"]
+
+
+def test_a_context_stopped_with_an_exit_code_is_a_failed_application(run_app, tmp_path: Path) -> None:
+    """SparkContext.stop(exitCode) (Spark 3.4+), as a driver that gives up calls it: every job succeeded, the
+    application says it failed, and so does the trace."""
+    out = tmp_path / "report"
+    result = run_app(f'''
+        spark = session(**{{"spark.crystalperf.outputDir": "{out}"}})
+        print("COUNT", spark.range(0, 1000).count())
+        spark.sparkContext._jsc.sc().stop(3)
+    ''')
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "COUNT 1000" in result.stdout
+    trace = load_trace(out / "crystalperf-trace.json.gz")
+    assert {j.status for j in trace.operations} == {"success"}
+    assert trace.application.status == "failed"

@@ -328,6 +328,9 @@ public class CrystalPerfListener extends SparkListener {
         });
     }
 
+    /** The application ended with a non-zero exit code (SparkContext.stop(exitCode)). */
+    private boolean exitFailed;
+
     private static final Pattern CANCELLED = Pattern.compile("SPARK_JOB_CANCELLED|\\bJob \\d+ cancelled\\b");
 
     /** Spark ends a job that was cancelled (a streaming query stopped, a job group cancelled, the user's
@@ -491,6 +494,12 @@ public class CrystalPerfListener extends SparkListener {
                 return;
             }
             finished = true;
+            try {  // SparkContext.stop(exitCode): only a non-zero one says something (a PySpark JVM always says 0)
+                Option<Object> code = e.exitCode();
+                exitFailed = code.isDefined() && code.get() instanceof Integer && (Integer) code.get() != 0;
+            } catch (Throwable t) {
+                exitFailed = false;
+            }
             cut = cutByShutdown;
             for (Map<String, Object> job : jobs.values()) {
                 cut |= !job.containsKey("end");
@@ -714,7 +723,7 @@ public class CrystalPerfListener extends SparkListener {
         }
         app.put("start", appStart);
         app.put("end", Math.max(appStart, end));
-        app.put("status", partial != null ? "cancelled" : anyFailed ? "failed" : "succeeded");
+        app.put("status", partial != null ? "cancelled" : anyFailed || exitFailed ? "failed" : "succeeded");
         app.put("output_dir", lastOutputDir);
         if (user != null) {
             app.put("user", user);
