@@ -70,3 +70,11 @@ def test_cluster_job_yields_one_merged_report(cluster: tuple[FlinkCluster, Path]
     assert {op["id"] for op in report["operations"]} >= {"chain0", "chain1"}
     assert len(list(tmp_path.glob("crystalperf-report.json"))) == 1
     assert plumbing_top_functions(report) == []
+
+    # A second job, the cluster stopped as soon as it ended: the TaskManagers still hold its metrics for a few
+    # seconds and write their parts as they exit, which must not make the finished job look cut.
+    second = run_on_cluster(env, "INSERT INTO snk SELECT k, SUM(v) FROM src GROUP BY k", flink.logs)
+    flink.stop()
+    second_parts = cpflink.wait_for_metrics(out, job_id=second, parts=3, timeout_s=60)
+    assert all("cut" not in json.loads(p.read_text()) for p in second_parts), [p.read_text()[:300] for p in second_parts]
+    assert cpflink.read_metrics(second_parts[0]).partial is None

@@ -271,6 +271,20 @@ public class CrystalPerfReporter implements MetricReporter {
     }
 
     /**
+     * Whether a subtask of the job still has metrics here (call with the lock held): a TaskManager keeps a finished
+     * job's own metrics until it releases the job, seconds after its end, and a cluster stopped in between must not
+     * make that job look cut; the JobManager's part never runs tasks, the TaskManagers' parts say it.
+     */
+    private boolean runsTasksHere(Job job) {
+        for (Entry e : live.values()) {
+            if (e.jobId.equals(job.id) && !e.key.startsWith("\u0001")) {  // a scope with a task name
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
      * The JVM exits with jobs still running here (PyFlink's driver stopped, the cluster shut down without closing its
      * metric registry): their parts are written, marked cut, and their analysis started, by a thread the exit waits
      * for at most {@link #EXIT_WAIT_MS}, so that a reporter stuck on its lock never holds the JVM up.
@@ -285,7 +299,9 @@ public class CrystalPerfReporter implements MetricReporter {
                     }
                     for (Job job : jobs.values()) {
                         if (!finished.contains(job.id)) {
-                            job.cut = CUT_AT_EXIT;
+                            if (runsTasksHere(job)) {
+                                job.cut = CUT_AT_EXIT;
+                            }
                             open.add(job);
                         }
                     }
@@ -741,7 +757,7 @@ public class CrystalPerfReporter implements MetricReporter {
         }
         for (Job job : jobs.values()) {
             if (!finished.contains(job.id)) {
-                if (job.cut == null) {
+                if (job.cut == null && runsTasksHere(job)) {
                     job.cut = CUT_AT_CLOSE;
                 }
                 analyse(job, write(job, true));
