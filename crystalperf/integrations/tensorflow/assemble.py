@@ -569,6 +569,9 @@ def _window_metrics(rec: Recording, waited: float, window: float) -> dict[str, f
     }
     if rec.fit_start is not None and rec.fit_end is not None:
         metrics["fit_time_s"] = rec.fit_end - rec.fit_start
+    if rec.worker_processes and rec.worker_cpu_s is not None:  # a PyDataset's multiprocessing pool
+        metrics["input_worker_processes"] = float(rec.worker_processes)
+        metrics["input_worker_cpu_s"] = rec.worker_cpu_s
     timeline = rec.timeline
     if timeline is None:
         return metrics

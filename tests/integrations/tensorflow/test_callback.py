@@ -302,8 +302,9 @@ class HashedBatches(keras.utils.PyDataset):
         if self.sleep_s:
             time.sleep(self.sleep_s)
         else:
-            for _ in range(4000):  # about 30 ms of hashing
-                hashlib.sha256(features.tobytes()).digest()
+            block = features.tobytes() * 32  # 64 KiB
+            for _ in range(800):  # 50 MiB: tens of milliseconds of hashing, far more than handing the batch over
+                hashlib.sha256(block).digest()
         return features, (features.sum(axis=1) > 8).astype("int32")
 
 
@@ -319,6 +320,8 @@ def test_input_made_in_worker_processes_is_resolved_by_their_cpu_time(tmp_path: 
         model.fit(HashedBatches(sleep_s, workers=2, use_multiprocessing=True, max_queue_size=2), epochs=1, verbose=0,
                   callbacks=[CrystalPerfCallback(output_dir=out, steps=16, wait_for_report_s=None)])
         reports[kind] = _report(out)
+        metrics = load_trace(out / "crystalperf-trace.json.gz").metrics
+        assert metrics["input_worker_processes"] == 2, metrics
     hashing = reports["hashing"]["bottleneck"]
     assert hashing["resource"] == "cpu" and hashing["through_input"]["cpu"] > 0.9, hashing
     assert "cpu-bound through its input" in hashing["sentence"]
