@@ -14,6 +14,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from crystalperf.core import trace as tr
@@ -64,9 +65,9 @@ def _proc_stat(pid: int | str) -> list[str] | None:
     return text[text.rfind(")") + 2:].split()
 
 
-def _proc_cpu(pid: int | str, fields: list[str] | None = None) -> float | None:
+def _proc_cpu(pid: int | str) -> float | None:
     """CPU seconds (user + system) one process used so far (``/proc/<pid>/stat``; its children's are theirs)."""
-    fields = fields if fields is not None else _proc_stat(pid)
+    fields = _proc_stat(pid)
     try:
         return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS if fields is not None else None
     except (IndexError, ValueError):
@@ -104,12 +105,13 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def descendants(pid: int, limit: int = 512) -> list[int]:
-    """The process and its descendants (bounded: a fork bomb must not stall the sampler)."""
+def descendants(pid: int, limit: int = 512, prune: Callable[[int], bool] | None = None) -> list[int]:
+    """The process and its descendants (bounded: a fork bomb must not stall the sampler); a descendant ``prune``
+    says yes to is left out with its own descendants."""
     seen = [pid]
     i = 0
     while i < len(seen) and len(seen) < limit:
-        seen += [c for c in _children(seen[i]) if c not in seen]
+        seen += [c for c in _children(seen[i]) if c not in seen and (prune is None or not prune(c))]
         i += 1
     return seen[:limit]
 
@@ -123,26 +125,21 @@ def _is_crystalperf_process(pid: int) -> bool:
     return any(a == b"-m" and b.startswith(b"crystalperf.") for a, b in zip(args, args[1:], strict=False))
 
 
+def _no_worker(pid: int) -> bool:
+    """Gone, a zombie whose parent has not reaped it (its work, and what it was, are over), or crystalperf's own."""
+    fields = _proc_stat(pid)
+    return not fields or fields[0] in ("Z", "X") or _is_crystalperf_process(pid)
+
+
 def descendant_cpu(pid: int, limit: int = 512) -> dict[int, float]:
     """CPU seconds each live descendant of ``pid`` has used so far (``pid`` itself and crystalperf's own processes,
-    such as a hook's analysis, left out): a job's worker processes (multiprocessing pools) do its work there."""
+    such as a hook's analysis, with what they started, left out): a job's worker processes (multiprocessing pools)
+    do its work there."""
     found: dict[int, float] = {}
-    pending = _children(pid)
-    seen = {pid}
-    while pending and len(seen) < limit:
-        child = pending.pop()
-        if child in seen:
-            continue
-        seen.add(child)
-        fields = _proc_stat(child)
-        if not fields or fields[0] in ("Z", "X"):
-            continue  # gone, or a zombie whose parent has not reaped it: its work, and what it was, are over
-        if _is_crystalperf_process(child):
-            continue  # and what it started
-        cpu = _proc_cpu(child, fields)
+    for child in descendants(pid, limit, prune=_no_worker)[1:]:
+        cpu = _proc_cpu(child)
         if cpu is not None:
             found[child] = cpu
-        pending += _children(child)
     return found
 
 
