@@ -285,6 +285,23 @@ public class CrystalPerfReporter implements MetricReporter {
     }
 
     /**
+     * The jobs not finished in this process, each marked cut for {@code reason} where a subtask of it still has metrics
+     * here and it was not marked before (call with the lock held).
+     */
+    private List<Job> openJobs(String reason) {
+        List<Job> open = new ArrayList<>();
+        for (Job job : jobs.values()) {
+            if (!finished.contains(job.id)) {
+                if (job.cut == null && runsTasksHere(job)) {
+                    job.cut = reason;
+                }
+                open.add(job);
+            }
+        }
+        return open;
+    }
+
+    /**
      * The JVM exits with jobs still running here (PyFlink's driver stopped, the cluster shut down without closing its
      * metric registry): their parts are written, marked cut, and their analysis started, by a thread the exit waits
      * for at most {@link #EXIT_WAIT_MS}, so that a reporter stuck on its lock never holds the JVM up.
@@ -292,19 +309,12 @@ public class CrystalPerfReporter implements MetricReporter {
     private void writeOpenJobsAtExit() {
         Thread writer = new Thread(() -> {
             try {
-                List<Job> open = new ArrayList<>();
+                List<Job> open;
                 synchronized (this) {
                     if (closed) {
                         return;
                     }
-                    for (Job job : jobs.values()) {
-                        if (!finished.contains(job.id)) {
-                            if (runsTasksHere(job)) {
-                                job.cut = CUT_AT_EXIT;
-                            }
-                            open.add(job);
-                        }
-                    }
+                    open = openJobs(CUT_AT_EXIT);
                 }
                 for (Job job : open) {
                     analyse(job, write(job, true));
@@ -755,13 +765,8 @@ public class CrystalPerfReporter implements MetricReporter {
             } catch (RuntimeException e) {  // the JVM is exiting: the hook finds the reporter closed
             }
         }
-        for (Job job : jobs.values()) {
-            if (!finished.contains(job.id)) {
-                if (job.cut == null && runsTasksHere(job)) {
-                    job.cut = CUT_AT_CLOSE;
-                }
-                analyse(job, write(job, true));
-            }
+        for (Job job : openJobs(CUT_AT_CLOSE)) {
+            analyse(job, write(job, true));
         }
         finished.clear();
         jobs.clear();
