@@ -8,20 +8,35 @@ plane) and line up with ``time.time_ns()``.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import mmap
 import re
-import struct
 from array import array
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from crystalperf.core import atomic
 from crystalperf.core import trace as tr
+from crystalperf.integrations.tensorflow.wire import DOUBLE as _DOUBLE
+from crystalperf.integrations.tensorflow.wire import FIXED64 as _FIXED64
+from crystalperf.integrations.tensorflow.wire import LENGTH as _LENGTH
+from crystalperf.integrations.tensorflow.wire import fields as _fields
+from crystalperf.integrations.tensorflow.wire import metadata_name as _metadata_name
+from crystalperf.integrations.tensorflow.wire import signed as _signed
+from crystalperf.integrations.tensorflow.wire import stat_names as _stat_names
+from crystalperf.integrations.tensorflow.wire import text as _text
+from crystalperf.integrations.tensorflow.xla import (
+    METADATA_PLANE,
+    Instructions,
+    PlaneKernels,
+    Stat,
+    hlo_instructions,
+)
 
 # A kernel execution is traced as "<node name>:<op type>"; TraceMe annotations use other shapes
 # ("EagerLocalExecute: OptionalGetValue", "Iterator::Root::Prefetch", "ExecutorState::Process").
@@ -119,55 +134,6 @@ class RunInfo:
     host: str | None = None
 
 
-# -- the protobuf wire format ------------------------------------------------------------------------
-_VARINT, _FIXED64, _LENGTH, _FIXED32 = 0, 1, 2, 5
-_SIGN = 1 << 63
-_DOUBLE = struct.Struct("<d")
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-
-
-def _signed(value: int) -> int:
-    """An int64 field: negative numbers are sent as their 64-bit two's complement."""
-    return value - (1 << 64) if value >= _SIGN else value
-
-
-def _fields(buf: bytes, pos: int, end: int) -> Iterator[tuple[int, int, int, int]]:
-    """(field number, wire type, value, end of value) for each field in buf[pos:end]; for a
-    length-delimited field the value is where its bytes start, for fixed-size ones where they start."""
-    while pos < end:
-        key, pos = _varint(buf, pos)
-        number, wire = key >> 3, key & 7
-        if wire == _VARINT:
-            value, pos = _varint(buf, pos)
-            yield number, wire, value, pos
-        elif wire == _LENGTH:
-            size, start = _varint(buf, pos)
-            pos = start + size
-            yield number, wire, start, pos
-        elif wire == _FIXED64:
-            yield number, wire, pos, pos + 8
-            pos += 8
-        elif wire == _FIXED32:
-            yield number, wire, pos, pos + 4
-            pos += 4
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire} at byte {pos}")
-
-
-def _text(buf: bytes, start: int, end: int) -> str:
-    return buf[start:end].decode("utf-8", errors="replace")
-
-
 @dataclass(frozen=True)
 class XStat:
     metadata_id: int
@@ -196,6 +162,7 @@ class XPlane:
     event_names: dict[int, str] = field(default_factory=dict)  # event metadata id -> name
     stat_names: dict[int, str] = field(default_factory=dict)  # stat metadata id -> name
     stats: list[XStat] = field(default_factory=list)
+    instructions: Instructions = field(default_factory=dict)  # the metadata plane's HLO: see xla.py
 
 
 def _stat(buf: bytes, pos: int, end: int) -> XStat:
@@ -244,19 +211,6 @@ def _line(buf: bytes, pos: int, end: int) -> XLine:
     return line
 
 
-def _metadata_name(buf: bytes, pos: int, end: int) -> tuple[int, str]:
-    """A map entry ``int64 -> X{Event,Stat}Metadata``: (key, the metadata's name)."""
-    key, name = 0, ""
-    for number, _, at, stop in _fields(buf, pos, end):
-        if number == 1:
-            key = _signed(at)
-        elif number == 2:
-            for inner, _, start, inner_stop in _fields(buf, at, stop):
-                if inner == 2:
-                    name = _text(buf, start, inner_stop)
-    return key, name
-
-
 def _plane(buf: bytes, pos: int, end: int) -> XPlane:
     plane = XPlane()
     for number, _, at, stop in _fields(buf, pos, end):
@@ -269,6 +223,8 @@ def _plane(buf: bytes, pos: int, end: int) -> XPlane:
             (plane.event_names if number == 4 else plane.stat_names)[key] = name
         elif number == 6:
             plane.stats.append(_stat(buf, at, stop))
+    if plane.name == METADATA_PLANE:
+        plane.instructions = hlo_instructions(buf, pos, end)
     return plane
 
 
@@ -326,10 +282,6 @@ def _plane_parts(buf: bytes, pos: int, end: int) -> tuple[str, dict[int, str], l
     return name, event_names, lines
 
 
-def _stat_names(buf: bytes, pos: int, end: int) -> dict[int, str]:
-    return dict(_metadata_name(buf, at, stop) for number, _, at, stop in _fields(buf, pos, end) if number == 5)
-
-
 def _line_header(buf: bytes, pos: int, end: int) -> tuple[str, int, list[tuple[int, int]]]:
     """(line name, timestamp in ns, where its events are)."""
     name, timestamp_ns, events = "", 0, []
@@ -376,6 +328,32 @@ def _profile_window_of(buf: bytes) -> tuple[int, float | None]:
     return 0, None
 
 
+def _instructions_of(buf: bytes) -> Instructions:
+    """The HLO instructions of the profile's XLA programs (none without XLA)."""
+    for at, stop in _planes(buf):
+        if any(number == 2 and _text(buf, value, end) == METADATA_PLANE for number, _, value, end in _fields(buf, at, stop)):
+            return hlo_instructions(buf, at, stop)
+    return {}
+
+
+def _stat_pairs(buf: bytes, pos: int, end: int) -> list[Stat]:
+    return [(stat.metadata_id, stat.value) for stat in _event(buf, pos, end).stats]
+
+
+def _kernel_of(name: str, metadata_id: int, cache: dict[str, tuple[str, str] | None], compiled: PlaneKernels,
+               read_stats: Callable[..., list[Stat]], *where: Any) -> tuple[str, str] | None:
+    """(node, op type) of a kernel execution of TensorFlow's executor or of an XLA program; None for other events.
+    ``read_stats(*where)`` gives the event's stats, read only for an event that may be a compiled kernel."""
+    kernel = _kernel_name(name, cache)
+    if kernel is None and compiled.possible and not _is_annotation(name):
+        kernel = compiled.kernel(metadata_id, functools.partial(read_stats, *where))
+    return kernel
+
+
+def _is_annotation(name: str) -> bool:
+    return name in _INPUT_WAIT_EVENTS or name.startswith(_STAGE_PREFIX) or name == "MemoryAllocation"
+
+
 def _timed_planes(buf: bytes) -> Iterator[tuple[str, bool, dict[int, str], list[tuple[int, int]], int, int]]:
     """(plane name, is a device, event names, its lines, plane start, plane end) of the host and device planes."""
     for at, stop in _planes(buf):
@@ -385,17 +363,19 @@ def _timed_planes(buf: bytes) -> Iterator[tuple[str, bool, dict[int, str], list[
             yield name, device, event_names, lines, at, stop
 
 
-def _kernel_cutoff(buf: bytes, origin_ns: int, max_ops: int) -> float | None:
+def _kernel_cutoff(buf: bytes, origin_ns: int, max_ops: int, instructions: Instructions) -> float | None:
     """The start time before which at most ``max_ops`` kernel executions began, when the profile holds more
     (8 bytes per kernel execution to find it); None when all fit."""
     starts = array("d")
     cache: dict[str, tuple[str, str] | None] = {}
-    for _, _, event_names, lines, _, _ in _timed_planes(buf):
+    for _, _, event_names, lines, at, stop in _timed_planes(buf):
+        compiled = PlaneKernels(instructions, _stat_names(buf, at, stop))
         for line_at, line_stop in lines:
             _, timestamp_ns, events = _line_header(buf, line_at, line_stop)
             for event_at, event_stop in events:
                 metadata_id, offset_ps, _ = _event_times(buf, event_at, event_stop)
-                if _kernel_name(event_names.get(metadata_id, ""), cache) is not None:
+                name = event_names.get(metadata_id, "")
+                if _kernel_of(name, metadata_id, cache, compiled, _stat_pairs, buf, event_at, event_stop) is not None:
                     starts.append((origin_ns + timestamp_ns + offset_ps / 1000) / 1e9)
     if len(starts) <= max_ops:
         return None
@@ -409,13 +389,15 @@ def timeline_from_xspace(buf: bytes, max_ops: int | None = None) -> Timeline:
     timeline = Timeline()
     origin_ns, timeline.stop = _profile_window_of(buf)
     timeline.start = origin_ns / 1e9 if origin_ns else None
+    instructions = _instructions_of(buf)
     cutoff = None
     if max_ops is not None and len(buf) // _MIN_EVENT_BYTES > max_ops:
-        cutoff = _kernel_cutoff(buf, origin_ns, max_ops)
+        cutoff = _kernel_cutoff(buf, origin_ns, max_ops, instructions)
     cache: dict[str, tuple[str, str] | None] = {}
     families: dict[str, str] = {}
     for plane_name, device, event_names, lines, at, stop in _timed_planes(buf):
-        stat_names: dict[int, str] | None = None
+        stat_names = _stat_names(buf, at, stop)
+        compiled = PlaneKernels(instructions, stat_names)
         for line_at, line_stop in lines:
             line_name, timestamp_ns, events = _line_header(buf, line_at, line_stop)
             family = plane_name if device else families.setdefault(line_name, thread_family(line_name))
@@ -425,7 +407,7 @@ def timeline_from_xspace(buf: bytes, max_ops: int | None = None) -> Timeline:
                 name = event_names.get(metadata_id, "")
                 start = (base_ns + offset_ps / 1000) / 1e9
                 duration = duration_ps / 1e12
-                kernel = _kernel_name(name, cache)
+                kernel = _kernel_of(name, metadata_id, cache, compiled, _stat_pairs, buf, event_at, event_stop)
                 if kernel is not None:
                     if cutoff is not None and start >= cutoff:
                         timeline.dropped_ops += 1
@@ -436,8 +418,6 @@ def timeline_from_xspace(buf: bytes, max_ops: int | None = None) -> Timeline:
                 elif name.startswith(_STAGE_PREFIX):
                     timeline.stage_busy[name.rsplit("::", 1)[-1]] += duration
                 elif name == "MemoryAllocation":
-                    if stat_names is None:
-                        stat_names = _stat_names(buf, at, stop)
                     event = _event(buf, event_at, event_stop)
                     timeline.peak_bytes_in_use = max(timeline.peak_bytes_in_use, _peak_bytes(event, stat_names))
     if timeline.dropped_ops:
@@ -448,7 +428,9 @@ def timeline_from_xspace(buf: bytes, max_ops: int | None = None) -> Timeline:
     return timeline
 
 
-def _add_plane(timeline: Timeline, plane: XPlane, origin_ns: int, device: bool) -> None:
+def _add_plane(timeline: Timeline, plane: XPlane, origin_ns: int, device: bool, instructions: Instructions) -> None:
+    compiled = PlaneKernels(instructions, plane.stat_names)
+    cache: dict[str, tuple[str, str] | None] = {}
     for line in plane.lines:
         family = plane.name if device else thread_family(line.name)
         base_ns = origin_ns + line.timestamp_ns
@@ -456,9 +438,9 @@ def _add_plane(timeline: Timeline, plane: XPlane, origin_ns: int, device: bool) 
             name = plane.event_names.get(event.metadata_id, "")
             start = (base_ns + event.offset_ps / 1000) / 1e9
             duration = event.duration_ps / 1e12
-            match = _OP_EVENT.match(name)
-            if match:
-                timeline.ops.append(OpEvent(match["node"], match["type"], start, duration, family, device))
+            kernel = _kernel_of(name, event.metadata_id, cache, compiled, _event_stat_pairs, event)
+            if kernel is not None:
+                timeline.ops.append(OpEvent(kernel[0], kernel[1], start, duration, family, device))
             elif name in _INPUT_WAIT_EVENTS:
                 timeline.input_waits.append((start, duration))
             elif name.startswith(_STAGE_PREFIX):
@@ -467,16 +449,21 @@ def _add_plane(timeline: Timeline, plane: XPlane, origin_ns: int, device: bool) 
                 timeline.peak_bytes_in_use = max(timeline.peak_bytes_in_use, _peak_bytes(event, plane.stat_names))
 
 
+def _event_stat_pairs(event: XEvent) -> list[Stat]:
+    return [(stat.metadata_id, stat.value) for stat in event.stats]
+
+
 def timeline_from_planes(planes: list[XPlane]) -> Timeline:
     """Kernel executions, input-pipeline waits, tf.data stage busy time and the allocator's peak."""
     timeline = Timeline()
     origin_ns, timeline.stop = _profile_window(planes)
     timeline.start = origin_ns / 1e9 if origin_ns else None
+    instructions = next((plane.instructions for plane in planes if plane.name == METADATA_PLANE), {})
     for plane in planes:
         host = plane.name.startswith("/host:")
         device = plane.name.startswith("/device:")
         if host or device:
-            _add_plane(timeline, plane, origin_ns, device)
+            _add_plane(timeline, plane, origin_ns, device, instructions)
     timeline.ops.sort(key=lambda o: o.start)
     timeline.input_waits.sort()
     return timeline

@@ -15,6 +15,10 @@ Run it with the tensorflow test environment:
 ``tensorflow_fit.py --reassemble [OUT_DIR]`` (any environment, no TensorFlow) writes only the trace again, from
 the recorded profile and recording already in OUT_DIR, as the callback assembles it now: for when the assembly
 changes but what the callback records does not.
+
+``tensorflow_fit.py --xla [OUT_DIR]`` records ``tensorflow-fit-xla.xplane.pb.gz`` instead: the profile of a small
+dense model compiled with XLA (``jit_compile=True``), whose kernels are XLA's and whose HLO is in the profile's
+metadata plane.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 REASSEMBLE = "--reassemble" in sys.argv[1:]
-_ARGS = [a for a in sys.argv[1:] if a != "--reassemble"]
+XLA = "--xla" in sys.argv[1:]
+_ARGS = [a for a in sys.argv[1:] if a not in ("--reassemble", "--xla")]
 OUT = Path(_ARGS[0]) if _ARGS else Path(__file__).resolve().parents[1]
 NAME = "tensorflow-fit"
 
@@ -40,6 +45,36 @@ def reassemble() -> int:
 
     rec, info = load_recording(OUT / f"{NAME}-recording.json.gz")
     path = save_trace(build_trace_for(rec, info), OUT / f"{NAME}-trace.json.gz")
+    print(f"{path}: {path.stat().st_size} bytes")
+    return 0
+
+
+def record_xla() -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import keras
+    import numpy as np
+
+    from crystalperf.integrations.tensorflow import CrystalPerfCallback, callback
+
+    kept: dict[str, bytes] = {}
+    read_timeline = callback.read_timeline
+
+    def keep_profile(path: Path, **options: Any) -> Any:
+        kept["xplane"] = path.read_bytes()
+        return read_timeline(path, **options)
+
+    callback.read_timeline = keep_profile  # type: ignore[assignment]
+    rng = np.random.default_rng(5)
+    features, labels = rng.random((256, 32), dtype=np.float32), np.arange(256) % 4
+    model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(64, activation="relu", name="hidden"),
+                              keras.layers.Dense(4, name="logits")], name="golden_mlp")
+    model.compile(keras.optimizers.Adam(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  jit_compile=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        model.fit(features, labels, batch_size=32, epochs=1, verbose=0,
+                  callbacks=[CrystalPerfCallback(output_dir=tmp, steps=4, analyze=False)])
+    path = OUT / f"{NAME}-xla.xplane.pb.gz"
+    path.write_bytes(gzip.compress(kept["xplane"], mtime=0))
     print(f"{path}: {path.stat().st_size} bytes")
     return 0
 
@@ -56,9 +91,9 @@ def main() -> int:
     kept: dict[str, Any] = {}
     read_timeline, build_trace_for = callback.read_timeline, callback.build_trace_for
 
-    def keep_profile(path: Path) -> Any:
+    def keep_profile(path: Path, **options: Any) -> Any:
         kept["xplane"] = path.read_bytes()
-        return read_timeline(path)
+        return read_timeline(path, **options)
 
     def keep_recording(rec: Recording, info: RunInfo) -> Any:
         kept["recording"] = (rec, info)
@@ -112,4 +147,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(reassemble() if REASSEMBLE else main())
+    sys.exit(reassemble() if REASSEMBLE else record_xla() if XLA else main())

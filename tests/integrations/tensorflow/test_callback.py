@@ -81,7 +81,7 @@ def _image_dataset(files: list[str], batch: int = 16) -> Any:
             .batch(batch).prefetch(2))
 
 
-def _cnn(width: int = 16, input_shape: tuple[int, ...] = (40, 40, 3)) -> Any:
+def _cnn(width: int = 16, input_shape: tuple[int, ...] = (40, 40, 3), jit_compile: bool = False) -> Any:
     model = keras.Sequential([
         keras.Input(input_shape),
         keras.layers.Conv2D(width, 3, activation="relu", name="conv_a"),
@@ -90,7 +90,8 @@ def _cnn(width: int = 16, input_shape: tuple[int, ...] = (40, 40, 3)) -> Any:
         keras.layers.GlobalAveragePooling2D(name="gap"),
         keras.layers.Dense(10, name="logits"),
     ])
-    model.compile(keras.optimizers.Adam(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.compile(keras.optimizers.Adam(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  jit_compile=jit_compile)
     return model
 
 
@@ -246,6 +247,29 @@ def test_compute_heavy_model_is_cpu_bound(tmp_path: Path) -> None:
     layers = [o for o in _ops(report, "op") if o["name"].startswith("conv")]
     assert layers and all(o["measured"].get("cpu", 0) > 0.99 for o in layers), [o["measured"] for o in layers]
     _assert_no_plumbing_top_function(report)
+
+
+def test_a_model_compiled_with_xla_is_profiled_by_layer(tmp_path: Path) -> None:
+    """jit_compile=True (Keras's default on a GPU): the step runs as one XLA program whose kernels the profiler
+    names after XLA's instructions; the report still names the layers and the ops they were lowered from."""
+    out = tmp_path / "report"
+    images = tf.random.stateless_uniform((256, 48, 48, 3), seed=(1, 2))
+    labels = tf.random.stateless_uniform((256,), seed=(3, 4), maxval=10, dtype=tf.int32)
+    data = tf.data.Dataset.from_tensor_slices((images, labels)).batch(32).cache().prefetch(2)
+    _cnn(width=48, input_shape=(48, 48, 3), jit_compile=True).fit(
+        data, epochs=2, verbose=0, callbacks=[CrystalPerfCallback(output_dir=out, steps=10)])
+    report = _report(out)
+    assert report["bottleneck"]["resource"] == "cpu", report["bottleneck"]
+    names = {o["name"] for o in _ops(report, "op")}
+    assert {"conv_a", "conv_a backward"} <= names, names
+    layers = [o for o in _ops(report, "op") if o["name"].startswith("conv")]
+    assert all(o["measured"].get("cpu", 0) > 0.99 for o in layers), [o["measured"] for o in layers]
+    tops = {f["name"] for o in layers for f in o["top_functions"]}
+    # the TensorFlow ops the layer's kernels were lowered from, not XLA's instruction names (convolution.1)
+    assert any(name.startswith("tensorflow.op.Conv") for name in tops), tops
+    assert not any("." in name.removeprefix("tensorflow.op.") for name in tops), tops
+    gpu = next(p for p in report["predictions"] if p["description"] == "device=gpu")
+    assert gpu["speedup"] > 1.5
 
 
 def sleepy_decode(index: Any) -> Any:

@@ -1,4 +1,4 @@
-"""The XSpace wire-format decoder against TensorFlow's own protobuf classes, on real profiles."""
+"""The XSpace and HLO wire-format decoders against TensorFlow's own protobuf classes, on real profiles."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
+from tensorflow.compiler.xla.service import hlo_pb2  # noqa: E402
 from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
 
 from crystalperf.integrations.tensorflow.reader import (  # noqa: E402
@@ -22,8 +23,16 @@ from crystalperf.integrations.tensorflow.reader import (  # noqa: E402
     read_timeline,
     timeline_from_planes,
 )
+from crystalperf.integrations.tensorflow.xla import (  # noqa: E402
+    METADATA_PLANE,
+    Instructions,
+    own_kernel_node,
+    program_name,
+    xla_op_type,
+)
 
 GOLDEN = Path(__file__).resolve().parents[2] / "data" / "tensorflow-fit.xplane.pb.gz"
+GOLDEN_XLA = GOLDEN.with_name("tensorflow-fit-xla.xplane.pb.gz")
 
 
 def _stat(stat: Any) -> XStat:
@@ -44,9 +53,31 @@ def _planes_by_pb2(data: bytes) -> list[XPlane]:
             event_names={k: v.name for k, v in plane.event_metadata.items()},
             stat_names={k: v.name for k, v in plane.stat_metadata.items()},
             stats=[_stat(s) for s in plane.stats],
+            instructions=_instructions_by_pb2(plane) if plane.name == METADATA_PLANE else {},
         )
         for plane in space.planes
     ]
+
+
+def _instructions_by_pb2(plane: Any) -> Instructions:
+    """What XLA's ``hlo_pb2`` reads in the metadata plane's HLO protos, as crystalperf's reader names it."""
+    modules: Instructions = {}
+    for metadata in plane.event_metadata.values():
+        for stat in metadata.stats:
+            if stat.WhichOneof("value") != "bytes_value":
+                continue
+            module = hlo_pb2.HloProto.FromString(stat.bytes_value).hlo_module
+            program = program_name(module.name)
+            found = modules.setdefault(module.name, {})
+            for computation in module.computations:
+                if computation.is_fusion_computation:
+                    continue
+                for instruction in computation.instructions:
+                    op_name, op_type = instruction.metadata.op_name, instruction.metadata.op_type
+                    found[instruction.name] = ((op_name, op_type) if op_name and op_type else
+                                               (op_name or own_kernel_node(program, instruction.name),
+                                                xla_op_type(instruction.opcode)))
+    return modules
 
 
 def _fresh_profile(logdir: Path) -> Path:
@@ -62,9 +93,9 @@ def _fresh_profile(logdir: Path) -> Path:
     return found
 
 
-@pytest.mark.parametrize("source", ["golden", "fresh"])
+@pytest.mark.parametrize("source", ["golden", "golden-xla", "fresh"])
 def test_the_decoder_reads_what_xplane_pb2_reads(source: str, tmp_path: Path) -> None:
-    path = GOLDEN if source == "golden" else _fresh_profile(tmp_path)
+    path = {"golden": GOLDEN, "golden-xla": GOLDEN_XLA}.get(source) or _fresh_profile(tmp_path)
     data = gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") else path.read_bytes()
     by_pb2 = _planes_by_pb2(data)
     decoded = decode_xspace(data)
