@@ -318,6 +318,13 @@ def test_fewer_resources_no_slower_is_the_advice() -> None:
     assert "fewer resources than the traced run" in found.advice()[0]
 
 
+def test_fewer_resources_when_every_setting_ties_is_the_cheapest_not_the_fastest() -> None:
+    # a job no setting moves (a source's rate holds it): 1 core is as fast as 4, and no faster
+    found = search_settings(scripted({1: 10.0, 2: 10.0, 8: 10.0, 16: 10.0}))
+    assert [(s.kind, s.candidate.values["spark.master"]) for s in found.suggestions] == [("cheapest", 1)]
+    assert "fewer resources than the traced run" in found.advice()[0]
+
+
 def test_nothing_faster_gives_no_suggestion_and_says_so() -> None:
     found = search_settings(scripted({2: 10.5, 1: 20.0, 8: 10.2, 16: 10.4}))
     assert found.suggestions == []

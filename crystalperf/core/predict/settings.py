@@ -281,8 +281,9 @@ def search_settings(predictor: Predictor, *, budget: int | None = None, near: fl
                                              {k: smap.shown(k, v) for k, v in candidate.values.items()
                                               if v != smap.current[k]},
                                              smap.requirements(candidate.values)))
-    # A suggestion labelled cheapest that is also the fastest says so once.
-    if len(search.suggestions) == 1 and search.suggestions[0].candidate is best:
+    # A suggestion labelled cheapest that is also the fastest says so once; one that only ties with the traced run
+    # (the same time for fewer resources) stays the cheapest.
+    if len(search.suggestions) == 1 and search.suggestions[0].candidate is best and best.runtime_s < base.runtime_s:
         search.suggestions[0].kind = "fastest"
     for candidate in search.candidates:
         candidate.typed = smap.typed(candidate.values)
