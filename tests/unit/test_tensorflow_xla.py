@@ -94,3 +94,57 @@ def test_an_event_is_a_compiled_kernel_when_it_names_an_hlo_op_and_module() -> N
     assert kernels.kernel(9, step_stats) is None and kernels.kernel(9, step_stats) is None
     assert len(asked) == 1  # what an event name is, is decided once
     assert not PlaneKernels({}, {3: "step_id"}).possible
+
+
+# -- a device plane, encoded by hand as the GPU tracer's collector writes one -------------------------------------
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _field(number: int, value: int | bytes | str) -> bytes:
+    if isinstance(value, int):
+        return _varint(number << 3) + _varint(value)
+    data = value.encode() if isinstance(value, str) else value
+    return _varint(number << 3 | 2) + _varint(len(data)) + data
+
+
+def _stat(metadata_id: int, value: int | str) -> bytes:
+    return _field(4, _field(1, metadata_id) + (_field(7, value) if isinstance(value, int) else _field(5, value)))
+
+
+def _device_profile() -> bytes:
+    """One GPU stream, kernels of 5 ms 10 ms apart: the same CUDA kernel launched by two TensorFlow ops (``tf_op`` a reference to a stat
+    metadata named "<node>:<OpType>"), an XLA kernel (``hlo_op``, ``hlo_module`` as strings), a copy and a kernel
+    launched outside any op."""
+    stats = {1: "tf_op", 2: "hlo_op", 3: "hlo_module", 10: "model/dense/MatMul:MatMul",
+             11: "gradient_tape/model/dense/MatMul_1:MatMul", 12: "EagerExecute"}
+    names = {1: "volta_sgemm_128x64_nn", 2: "loop_add_fusion", 3: "MemcpyH2D"}
+    events = [(1, 0, [_stat(1, 10)]), (1, 10, [_stat(1, 11)]), (2, 20, [_stat(2, "loop.1::add_fusion.3"),
+              _stat(3, "m"), _stat(1, 12)]), (3, 30, []), (1, 40, [_stat(1, 12)])]
+    line = _field(2, "Stream #14(Compute)") + _field(3, 0) + b"".join(
+        _field(4, _field(1, metadata) + _field(2, at * 10**9) + _field(3, 5 * 10**9) + b"".join(event_stats))
+        for metadata, at, event_stats in events)
+    plane = (_field(1, 1) + _field(2, "/device:GPU:0") + _field(3, line)
+             + b"".join(_field(4, _field(1, key) + _field(2, _field(1, key) + _field(2, name)))
+                        for key, name in names.items())
+             + b"".join(_field(5, _field(1, key) + _field(2, _field(1, key) + _field(2, name)))
+                        for key, name in stats.items()))
+    return _field(1, plane)
+
+
+def test_device_kernels_are_the_ops_that_launched_them() -> None:
+    data = _device_profile()
+    timeline = timeline_from_xspace(data)
+    assert [(op.node, op.op_type, op.device, op.thread) for op in timeline.ops] == [
+        ("model/dense/MatMul", "MatMul", True, "/device:GPU:0"),
+        ("gradient_tape/model/dense/MatMul_1", "MatMul", True, "/device:GPU:0"),
+        ("XLA m/add_fusion.3", "XlaFusion", True, "/device:GPU:0"),  # the innermost HLO op names the kernel
+    ]
+    assert [round(op.start, 3) for op in timeline.ops] == [0.0, 0.01, 0.02]
+    assert timeline == timeline_from_planes(decode_xspace(data))

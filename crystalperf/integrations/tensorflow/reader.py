@@ -368,8 +368,9 @@ def _kernel_cutoff(buf: bytes, origin_ns: int, max_ops: int, instructions: Instr
     (8 bytes per kernel execution to find it); None when all fit."""
     starts = array("d")
     cache: dict[str, tuple[str, str] | None] = {}
-    for _, _, event_names, lines, at, stop in _timed_planes(buf):
-        compiled = PlaneKernels(instructions, _stat_names(buf, at, stop))
+    parse_tf_op = functools.partial(_kernel_name, cache=cache)
+    for _, device, event_names, lines, at, stop in _timed_planes(buf):
+        compiled = PlaneKernels(instructions, _stat_names(buf, at, stop), device=device, parse_tf_op=parse_tf_op)
         for line_at, line_stop in lines:
             _, timestamp_ns, events = _line_header(buf, line_at, line_stop)
             for event_at, event_stop in events:
@@ -394,10 +395,11 @@ def timeline_from_xspace(buf: bytes, max_ops: int | None = None) -> Timeline:
     if max_ops is not None and len(buf) // _MIN_EVENT_BYTES > max_ops:
         cutoff = _kernel_cutoff(buf, origin_ns, max_ops, instructions)
     cache: dict[str, tuple[str, str] | None] = {}
+    parse_tf_op = functools.partial(_kernel_name, cache=cache)
     families: dict[str, str] = {}
     for plane_name, device, event_names, lines, at, stop in _timed_planes(buf):
         stat_names = _stat_names(buf, at, stop)
-        compiled = PlaneKernels(instructions, stat_names)
+        compiled = PlaneKernels(instructions, stat_names, device=device, parse_tf_op=parse_tf_op)
         for line_at, line_stop in lines:
             line_name, timestamp_ns, events = _line_header(buf, line_at, line_stop)
             family = plane_name if device else families.setdefault(line_name, thread_family(line_name))
@@ -429,8 +431,9 @@ def timeline_from_xspace(buf: bytes, max_ops: int | None = None) -> Timeline:
 
 
 def _add_plane(timeline: Timeline, plane: XPlane, origin_ns: int, device: bool, instructions: Instructions) -> None:
-    compiled = PlaneKernels(instructions, plane.stat_names)
     cache: dict[str, tuple[str, str] | None] = {}
+    compiled = PlaneKernels(instructions, plane.stat_names, device=device,
+                            parse_tf_op=functools.partial(_kernel_name, cache=cache))
     for line in plane.lines:
         family = plane.name if device else thread_family(line.name)
         base_ns = origin_ns + line.timestamp_ns

@@ -9,6 +9,9 @@ same (node, op type) pair a kernel of TensorFlow's executor has, and the trace g
 An instruction lowered from no node (the copies, transposes and reduce-windows XLA makes itself) becomes the node
 ``XLA <program>/<instruction>`` (``XLA one_step_on_data/copy.2``: the group of the program's own kernels), and
 ``Xla`` and its opcode (``XlaCopy``, ``XlaFusion``) its type. HLO field numbers are those of XLA's ``hlo.proto``.
+
+On a device plane a kernel is named by its device (a CUDA kernel's name); the GPU tracer writes the TensorFlow op
+that launched it beside, as the ``tf_op`` stat, so a device kernel becomes that op's (node, op type) too.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from crystalperf.integrations.tensorflow.wire import LENGTH, VARINT, fields, tex
 
 METADATA_PLANE = "/host:metadata"
 HLO_OP_STAT, HLO_MODULE_STAT = "hlo_op", "hlo_module"
+# On a device plane, the TensorFlow op that launched a kernel: the outermost annotation's name ("<node>:<OpType>"),
+# as the GPU tracer's collector writes it beside the kernel's own name (a CUDA kernel's: volta_sgemm_128x64_nn).
+TF_OP_STAT = "tf_op"
 
 # module name -> instruction name -> (TensorFlow node, op type)
 Instructions = dict[str, dict[str, tuple[str, str]]]
@@ -134,41 +140,55 @@ def xla_op_type(opcode: str) -> str:
 
 
 class PlaneKernels:
-    """Which events of one plane are compiled kernels, and the (node, op type) of each: an event is one when it
-    carries both ``hlo_op`` and ``hlo_module``. What an event metadata id is, is decided at its first event and
-    kept, so the stats of an event are read once per event name, not once per event."""
+    """Which events of one plane are kernels named by their stats, and the (node, op type) of each: an XLA
+    program's kernel carries ``hlo_op`` and ``hlo_module``; on a device plane, a kernel TensorFlow's executor
+    launched carries ``tf_op`` (``parse_tf_op`` reads its ``<node>:<OpType>``). On a host plane what an event
+    metadata id is, is decided at its first event and kept, so the stats are read once per event name; a device
+    kernel's name (the CUDA kernel's) is launched by many ops, so there every event's stats are read."""
 
-    def __init__(self, instructions: Instructions, stat_names: dict[int, str]) -> None:
+    def __init__(self, instructions: Instructions, stat_names: dict[int, str], *, device: bool = False,
+                 parse_tf_op: Callable[[str], tuple[str, str] | None] | None = None) -> None:
         self._instructions = instructions
         self._stat_names = stat_names
+        self._device = device
+        self._parse_tf_op = parse_tf_op
         ids = {name: key for key, name in stat_names.items()}
         self._op_id, self._module_id = ids.get(HLO_OP_STAT), ids.get(HLO_MODULE_STAT)
+        self._tf_op_id = ids.get(TF_OP_STAT) if device and parse_tf_op is not None else None
         self._compiled: dict[int, bool] = {}
         self._resolved: dict[tuple[object, object], tuple[str, str]] = {}
 
     @property
     def possible(self) -> bool:
-        """False when the plane has no compiled kernel at all (its stats name no HLO op)."""
-        return self._op_id is not None and self._module_id is not None
+        """False when no event of the plane can be such a kernel (its stats name neither an HLO op nor a TF op)."""
+        return (self._op_id is not None and self._module_id is not None) or self._tf_op_id is not None
 
     def kernel(self, metadata_id: int, stats: Callable[[], Iterable[Stat]]) -> tuple[str, str] | None:
         """(node, op type) of an event of this metadata id whose stats ``stats()`` gives; None for other events."""
         if not self.possible or self._compiled.get(metadata_id) is False:
             return None
-        op = module = None
+        op = module = tf_op = None
         for key, value in stats():
             if key == self._op_id:
                 op = value
             elif key == self._module_id:
                 module = value
-        self._compiled[metadata_id] = op is not None and module is not None
+            elif key == self._tf_op_id:
+                tf_op = value
+        if not self._device:
+            self._compiled[metadata_id] = op is not None and module is not None
         if op is None or module is None:
-            return None
+            return self._launched_by(tf_op) if tf_op is not None else None
         found = self._resolved.get((module, op))
         if found is None:
-            found = self._resolve(self._name(module), self._name(op))
+            # a kernel of nested HLO (a fusion inside a while loop's body) names them all, innermost last
+            found = self._resolve(self._name(module), self._name(op).rsplit("::", 1)[-1])
             self._resolved[(module, op)] = found
         return found
+
+    def _launched_by(self, tf_op: object) -> tuple[str, str] | None:
+        assert self._parse_tf_op is not None
+        return self._parse_tf_op(self._name(tf_op))
 
     def _name(self, value: object) -> str:
         if isinstance(value, int):  # a reference to a stat metadata, whose name is the value
