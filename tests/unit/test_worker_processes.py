@@ -1,5 +1,6 @@
 """The CPU time of a process's worker processes (crystalperf.core.record.iocounters.descendant_cpu): real child
-processes, one computing, one of crystalperf's own (a hook's analysis), which is left out with what it started."""
+processes, one computing, one of crystalperf's own (a hook's analysis), which is left out with what it started, and
+multiprocessing's resource tracker, which is no worker either."""
 
 from __future__ import annotations
 
@@ -51,4 +52,21 @@ def test_a_child_that_ended_but_was_not_reaped_is_no_worker() -> None:
             time.sleep(0.05)
         assert child.pid not in descendant_cpu(os.getpid())
     finally:
+        child.wait()
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")
+def test_multiprocessings_resource_tracker_is_no_worker() -> None:
+    """A pool started under spawn or forkserver starts the resource tracker beside its workers; it computes nothing
+    of the job's, and counted as a worker it made a two-process pool three."""
+    script = ("from multiprocessing import resource_tracker\nresource_tracker.ensure_running()\n"
+              "import time\nprint(resource_tracker._resource_tracker._pid, flush=True)\ntime.sleep(30)\n")
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        tracker = int(child.stdout.readline())
+        found = descendant_cpu(os.getpid())
+        assert child.pid in found and tracker not in found, (child.pid, tracker, found)
+    finally:
+        child.kill()
         child.wait()

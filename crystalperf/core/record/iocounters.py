@@ -116,25 +116,36 @@ def descendants(pid: int, limit: int = 512, prune: Callable[[int], bool] | None 
     return seen[:limit]
 
 
-def _is_crystalperf_process(pid: int) -> bool:
-    """Whether a process runs one of crystalperf's own modules (``python -m crystalperf...``: a hook's analysis)."""
+# multiprocessing's own helpers, started beside a pool's workers: they keep count of semaphores and fork workers, and
+# compute nothing of the job's
+_MULTIPROCESSING_HELPERS = (b"from multiprocessing.resource_tracker import", b"from multiprocessing.forkserver import",
+                            b"from multiprocessing.semaphore_tracker import")
+
+
+def _is_helper(pid: int) -> bool:
+    """Whether a process is crystalperf's own (``python -m crystalperf...``: a hook's analysis), one of
+    multiprocessing's helpers, or on its way out (its memory, and so its command line, already gone)."""
     try:
-        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return any(a == b"-m" and b.startswith(b"crystalperf.") for a, b in zip(args, args[1:], strict=False))
+    args = command.split(b"\0")
+    return (not command or any(a == b"-m" and b.startswith(b"crystalperf.") for a, b in zip(args, args[1:], strict=False))
+            or any(a == b"-c" and b.lstrip().startswith(_MULTIPROCESSING_HELPERS)
+                   for a, b in zip(args, args[1:], strict=False)))
 
 
 def _no_worker(pid: int) -> bool:
-    """Gone, a zombie whose parent has not reaped it (its work, and what it was, are over), or crystalperf's own."""
+    """Gone, a zombie whose parent has not reaped it (its work, and what it was, are over), crystalperf's own, or a
+    helper of multiprocessing's."""
     fields = _proc_stat(pid)
-    return not fields or fields[0] in ("Z", "X") or _is_crystalperf_process(pid)
+    return not fields or fields[0] in ("Z", "X") or _is_helper(pid)
 
 
 def descendant_cpu(pid: int, limit: int = 512) -> dict[int, float]:
-    """CPU seconds each live descendant of ``pid`` has used so far (``pid`` itself and crystalperf's own processes,
-    such as a hook's analysis, with what they started, left out): a job's worker processes (multiprocessing pools)
-    do its work there."""
+    """CPU seconds each live descendant of ``pid`` has used so far (``pid`` itself, crystalperf's own processes, such
+    as a hook's analysis, and multiprocessing's resource tracker and fork server left out with what they started): a
+    job's worker processes (multiprocessing pools) do its work there."""
     found: dict[int, float] = {}
     for child in descendants(pid, limit, prune=_no_worker)[1:]:
         cpu = _proc_cpu(child)
