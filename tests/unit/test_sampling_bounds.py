@@ -239,7 +239,8 @@ class _CountedWaits(threading.Event):
         return self.is_set()
 
 
-def _waits(idle_max_s: float | None, found_in_rounds: range) -> list[float]:
+def _waits(idle_max_s: float | None, found_in_rounds: range, idle_rounds: int | None = None,
+           count: int = 10) -> list[float]:
     now = [0.0]
     rounds = {"n": 0}
     main = threading.main_thread().ident
@@ -248,8 +249,8 @@ def _waits(idle_max_s: float | None, found_in_rounds: range) -> list[float]:
         return tr.SampleKey(operation="op") if ident == main and rounds["n"] in found_in_rounds else None
 
     sampler = PythonStackSampler(key_for, interval_s=0.01, clock=lambda: now[0], idle_max_s=idle_max_s,
-                                 on_round=lambda: rounds.__setitem__("n", rounds["n"] + 1))
-    sampler._stop = stop = _CountedWaits(now, 10)
+                                 idle_rounds=idle_rounds, on_round=lambda: rounds.__setitem__("n", rounds["n"] + 1))
+    sampler._stop = stop = _CountedWaits(now, count)
     sampler.start()
     assert sampler._thread is not None
     sampler._thread.join(10)
@@ -262,3 +263,10 @@ def test_an_idle_sampler_waits_longer_until_it_first_finds_a_thread_then_keeps_i
     assert _waits(0.08, range(5, 7)) == [0.01, 0.02, 0.04, 0.08, 0.08, 0.01, 0.01, 0.01, 0.01, 0.01]
     # without idle_max_s the interval holds from the start
     assert _waits(None, range(5, 7)) == [0.01] * 10
+
+
+def test_a_sampler_of_work_that_comes_and_goes_waits_longer_only_after_idle_rounds_and_comes_back():
+    # two empty rounds at the interval, then the doubling from the interval: 10, 20, 40 ms; the 6th and 7th rounds
+    # find the thread: back to 10 ms; the empty rounds after them count again, and the waits grow again
+    assert _waits(0.08, range(5, 7), idle_rounds=2, count=14) == [
+        0.01, 0.01, 0.01, 0.02, 0.04, 0.01, 0.01, 0.01, 0.01, 0.01, 0.02, 0.04, 0.08, 0.08]

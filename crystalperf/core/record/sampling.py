@@ -187,8 +187,9 @@ class PythonStackSampler:
     ``floor_s`` (default: the bucket width, a sample per bucket). With ``idle_max_s``, until a round first finds a
     thread to sample each empty round doubles the wait, up to ``idle_max_s``; from then on the interval holds, so
     the on-and-off work of a thread that was found is sampled as often as configured. For a caller whose threads
-    of interest are there from the start or never (TensorFlow's input threads over a profiled window), not for
-    one whose tasks come and go.
+    of interest are there from the start or never (TensorFlow's input threads over a profiled window). For one
+    whose work comes and goes, ``idle_rounds`` too: the waits double only after that many empty rounds in a row,
+    and a round that finds a thread brings the interval back (a pause between two bursts of work keeps it).
     """
 
     def __init__(
@@ -208,6 +209,7 @@ class PythonStackSampler:
         floor_s: float | None = None,
         on_round: Callable[[], None] | None = None,
         idle_max_s: float | None = None,
+        idle_rounds: int | None = None,
     ) -> None:
         self.key_for = key_for
         self.interval_s = interval_s
@@ -231,6 +233,7 @@ class PythonStackSampler:
         self.pace = hook_budget.Pace(budget, interval_s, floor_s if floor_s is not None else bucket_s)
         self.on_round = on_round  # called on the sampler's thread after each round
         self.idle_max_s = idle_max_s
+        self.idle_rounds = idle_rounds
 
     def register_thread(self) -> None:
         """Record the calling thread's kernel id; call it from a forked process's main thread."""
@@ -252,6 +255,7 @@ class PythonStackSampler:
         self._own_ident = threading.get_ident()
         next_at = self.clock()
         idle_wait: float | None = 0.0  # grows while no round has found a thread to sample; None once one has
+        empty = 0  # rounds in a row that found nothing
         while not self._stop.is_set():
             try:
                 with hook_budget.PROCESS.own_thread("sampler"):
@@ -262,10 +266,12 @@ class PythonStackSampler:
                 log.exception("crystalperf: Python stack sampler stopped")
                 return
             if recorded:
-                interval, idle_wait = self.pace.next(), None
+                interval, empty = self.pace.next(), 0
+                idle_wait = None if self.idle_rounds is None else 0.0
             else:
                 interval = self.pace.adapt()
-                if self.idle_max_s is not None and idle_wait is not None:
+                empty += 1
+                if self.idle_max_s is not None and idle_wait is not None and empty > (self.idle_rounds or 0):
                     # nothing found is nothing thinned: the pace's count of planned rounds is not touched
                     idle_wait = interval = min(max(interval, self.idle_max_s), max(interval, 2 * idle_wait))
             next_at += interval

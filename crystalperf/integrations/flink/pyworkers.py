@@ -62,6 +62,8 @@ _BUNDLE_FUNCTION = "process_bundle"
 _MAX_BYTES = 8 * 1024 * 1024
 _MAX_CPU_BUCKETS = 4096
 _FLUSH_S = 1.0
+# Without a bundle for this long the sampler looks this often (a sample per time bucket: what the analysis needs).
+_IDLE_MAX_S = 1.0
 # A spool file larger than this is not read (one the sampler wrote is far smaller: its table is bounded).
 MAX_SPOOL_READ_BYTES = 256 * 1024 * 1024
 # A file this large is rewritten at most once a second (the rewrite costs the whole file each time).
@@ -101,9 +103,12 @@ class WorkerSampler(PythonStackSampler):
     def __init__(self, out_dir: Path, *, interval_s: float = 0.1, share: float | None = None,
                  embedded: bool = False) -> None:
         budget = hook_budget.CpuBudget(hook_budget.share_from_env() if share is None else share)
+        # A program that runs no Python function (a SQL job's) has no bundle to sample for its whole life: after a
+        # second of nothing the sampler looks once a second, back to its interval as soon as a bundle runs.
         super().__init__(self._key_for, interval_s=interval_s, capture_depth=_BUNDLE_DEPTH,
                          max_bytes=max_bytes_from_env() if os.environ.get(MAX_BYTES_ENV) else _MAX_BYTES,
-                         budget=budget)
+                         budget=budget, idle_max_s=max(interval_s, _IDLE_MAX_S),
+                         idle_rounds=max(1, round(_IDLE_MAX_S / interval_s)))
         self.budget = budget
         self._process_cpu_at_start = time.process_time()
         self._hook_at_start = hook_budget.PROCESS.parts()
