@@ -116,9 +116,7 @@ def main() -> None:
                                   preexec_fn=(lambda: os.sched_setaffinity(0, pin)) if pin else None)
             runs[mode] = json.loads(done.stdout.strip().splitlines()[-1])
             print(json.dumps({"round": round_, **runs[mode]}), flush=True)
-        for mode in MODES[1:]:
-            for key in KEYS:
-                ratios[mode][key].append(runs[mode][key] / runs["off"][key] - 1)
+        _add_ratios(ratios, runs)
     _summary(ratios)
 
 
@@ -133,9 +131,14 @@ def _in_process(rounds: int, images: str, pin: list[int] | None, ratios: dict[st
             runs.setdefault(run["round"], {})[run["mode"]] = run
             print(line)
     for by_mode in runs.values():
-        for mode in MODES[1:]:
-            for key in KEYS:
-                ratios[mode][key].append(by_mode[mode][key] / by_mode["off"][key] - 1)
+        _add_ratios(ratios, by_mode)
+
+
+def _add_ratios(ratios: dict[str, dict[str, list[float]]], round_runs: dict[str, dict[str, float]]) -> None:
+    """One round's figures of each mode against the round's run without a hook."""
+    for mode in MODES[1:]:
+        for key in KEYS:
+            ratios[mode][key].append(round_runs[mode][key] / round_runs["off"][key] - 1)
 
 
 def _summary(ratios: dict[str, dict[str, list[float]]]) -> None:

@@ -130,9 +130,9 @@ def _is_helper(pid: int) -> bool:
     except OSError:
         return False
     args = command.split(b"\0")
-    return (not command or any(a == b"-m" and b.startswith(b"crystalperf.") for a, b in zip(args, args[1:], strict=False))
-            or any(a == b"-c" and b.lstrip().startswith(_MULTIPROCESSING_HELPERS)
-                   for a, b in zip(args, args[1:], strict=False)))
+    return not command or any((a == b"-m" and b.startswith(b"crystalperf."))
+                              or (a == b"-c" and b.lstrip().startswith(_MULTIPROCESSING_HELPERS))
+                              for a, b in zip(args, args[1:], strict=False))
 
 
 def _no_worker(pid: int) -> bool:

@@ -116,7 +116,7 @@ def _instruction(buf: bytes, pos: int, end: int, program: str) -> tuple[str, str
                     op_name = text(buf, start, inner_stop)
     if op_name and op_type:
         return name, op_name, op_type
-    return name, op_name or own_kernel_node(program, name), xla_op_type(opcode or _COPY_SUFFIX.sub("", name))
+    return name, op_name or own_kernel_node(program, name), xla_op_type(opcode or name)
 
 
 def program_name(module: str) -> str:
@@ -132,7 +132,9 @@ def own_kernel_node(program: str, instruction: str) -> str:
 
 
 def xla_op_type(opcode: str) -> str:
-    """``all-reduce`` -> ``XlaAllReduce``; a fusion's name (``multiply_add_fusion``) -> ``XlaFusion``."""
+    """``all-reduce`` -> ``XlaAllReduce``; a fusion's name (``multiply_add_fusion.4``) -> ``XlaFusion``; an
+    instruction's name stands for its opcode (``copy.2`` -> ``XlaCopy``)."""
+    opcode = _COPY_SUFFIX.sub("", opcode)
     if opcode.endswith("fusion"):
         return "XlaFusion"
     words = [w for w in re.split(r"[-_.\s]+", opcode) if w and not w.isdigit()]
@@ -199,5 +201,5 @@ class PlaneKernels:
         found = self._instructions.get(module, {}).get(instruction)
         if found is not None:
             return found
-        return own_kernel_node(program_name(module), instruction), xla_op_type(_COPY_SUFFIX.sub("", instruction))
+        return own_kernel_node(program_name(module), instruction), xla_op_type(instruction)
 

@@ -49,6 +49,19 @@ def reassemble() -> int:
     return 0
 
 
+def _keeping_profile(callback: Any) -> dict[str, Any]:
+    """Make the callback keep the bytes of the profile it reads, under ``"xplane"`` of the dict returned."""
+    kept: dict[str, Any] = {}
+    read_timeline = callback.read_timeline
+
+    def keep_profile(path: Path, **options: Any) -> Any:
+        kept["xplane"] = path.read_bytes()
+        return read_timeline(path, **options)
+
+    callback.read_timeline = keep_profile
+    return kept
+
+
 def record_xla() -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import keras
@@ -56,14 +69,7 @@ def record_xla() -> int:
 
     from crystalperf.integrations.tensorflow import CrystalPerfCallback, callback
 
-    kept: dict[str, bytes] = {}
-    read_timeline = callback.read_timeline
-
-    def keep_profile(path: Path, **options: Any) -> Any:
-        kept["xplane"] = path.read_bytes()
-        return read_timeline(path, **options)
-
-    callback.read_timeline = keep_profile  # type: ignore[assignment]
+    kept = _keeping_profile(callback)
     rng = np.random.default_rng(5)
     features, labels = rng.random((256, 32), dtype=np.float32), np.arange(256) % 4
     model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(64, activation="relu", name="hidden"),
@@ -88,18 +94,13 @@ def main() -> int:
     from crystalperf.integrations.tensorflow import CrystalPerfCallback, callback
     from crystalperf.integrations.tensorflow.reader import Recording, RunInfo, save_recording
 
-    kept: dict[str, Any] = {}
-    read_timeline, build_trace_for = callback.read_timeline, callback.build_trace_for
-
-    def keep_profile(path: Path, **options: Any) -> Any:
-        kept["xplane"] = path.read_bytes()
-        return read_timeline(path, **options)
+    kept: dict[str, Any] = _keeping_profile(callback)
+    build_trace_for = callback.build_trace_for
 
     def keep_recording(rec: Recording, info: RunInfo) -> Any:
         kept["recording"] = (rec, info)
         return build_trace_for(rec, info)
 
-    callback.read_timeline = keep_profile  # type: ignore[assignment]
     callback.build_trace_for = keep_recording  # type: ignore[assignment]
 
     def noisy(image: Any) -> Any:
