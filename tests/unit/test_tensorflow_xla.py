@@ -20,6 +20,7 @@ from crystalperf.integrations.tensorflow.reader import (
     timeline_from_xspace,
 )
 from crystalperf.integrations.tensorflow.xla import PlaneKernels, own_kernel_node, program_name, xla_op_type
+from tests.unit.xplane_encoding import line, plane, stat
 
 XLA_PROFILE = Path(__file__).resolve().parents[1] / "data" / "tensorflow-fit-xla.xplane.pb.gz"
 MODULE = "a_inference_one_step_on_data_795__.7"
@@ -43,13 +44,15 @@ def test_the_metadata_plane_gives_each_instruction_the_node_it_was_lowered_from(
 
 def test_compiled_kernels_are_the_tensorflow_ops_and_layers_they_were_lowered_from() -> None:
     timeline = timeline_from_xspace(_profile())
-    assert len(timeline.ops) == 154  # 4 steps x 36 compiled kernels, 6 GatherV2, 4 OptionalFromValue
+    # 4 steps x 36 compiled kernels, 6 GatherV2, 4 OptionalFromValue; and Keras's eager OptionalHasValue and
+    # OptionalGetValue on the training thread around each compiled step
+    assert len(timeline.ops) == 162
     assert Counter(op.thread for op in timeline.ops) == {"tf_numa_-1_Eigen": 105, "tf_Compute": 43,
-                                                          "tf_data_private_threadpool": 6}
+                                                          "tf_data_private_threadpool": 6, "python": 8}
     groups = Counter(op_group(op.node, LAYERS)[0] for op in timeline.ops)
     assert groups == {"adam": 56, "other": 22, "compile_loss": 20, "XLA one_step_on_data": 16,
                       "logits backward": 12, "hidden backward": 12, "hidden": 8, "logits": 4,
-                      "compile_loss backward": 4}
+                      "compile_loss backward": 4, "eager ops": 8}
     # op types are TensorFlow's (their docs are tf.raw_ops'), never an XLA instruction's name
     assert {op.op_type for op in timeline.ops if op_group(op.node, LAYERS)[0] == "hidden"} == {"MatMul", "Relu"}
     assert not any("." in op.op_type or "fusion" in op.op_type for op in timeline.ops)
@@ -62,7 +65,7 @@ def test_the_streamed_and_the_decoded_profile_agree_on_compiled_kernels() -> Non
 
 def test_a_memory_budget_keeps_the_first_compiled_kernels() -> None:
     timeline = timeline_from_xspace(_profile(), max_ops=10)
-    assert len(timeline.ops) == 10 and timeline.dropped_ops == 144
+    assert len(timeline.ops) == 10 and timeline.dropped_ops == 152
     assert timeline.complete_until is not None and all(op.start < timeline.complete_until for op in timeline.ops)
 
 
@@ -98,26 +101,6 @@ def test_an_event_is_a_compiled_kernel_when_it_names_an_hlo_op_and_module() -> N
 
 # -- a device plane, encoded by hand as the GPU tracer's collector writes one -------------------------------------
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def _field(number: int, value: int | bytes | str) -> bytes:
-    if isinstance(value, int):
-        return _varint(number << 3) + _varint(value)
-    data = value.encode() if isinstance(value, str) else value
-    return _varint(number << 3 | 2) + _varint(len(data)) + data
-
-
-def _stat(metadata_id: int, value: int | str) -> bytes:
-    return _field(4, _field(1, metadata_id) + (_field(7, value) if isinstance(value, int) else _field(5, value)))
-
-
 def _device_profile() -> bytes:
     """One GPU stream, kernels of 5 ms 10 ms apart: the same CUDA kernel launched by two TensorFlow ops (``tf_op`` a reference to a stat
     metadata named "<node>:<OpType>"), an XLA kernel (``hlo_op``, ``hlo_module`` as strings), a copy and a kernel
@@ -125,17 +108,11 @@ def _device_profile() -> bytes:
     stats = {1: "tf_op", 2: "hlo_op", 3: "hlo_module", 10: "model/dense/MatMul:MatMul",
              11: "gradient_tape/model/dense/MatMul_1:MatMul", 12: "EagerExecute"}
     names = {1: "volta_sgemm_128x64_nn", 2: "loop_add_fusion", 3: "MemcpyH2D"}
-    events = [(1, 0, [_stat(1, 10)]), (1, 10, [_stat(1, 11)]), (2, 20, [_stat(2, "loop.1::add_fusion.3"),
-              _stat(3, "m"), _stat(1, 12)]), (3, 30, []), (1, 40, [_stat(1, 12)])]
-    line = _field(2, "Stream #14(Compute)") + _field(3, 0) + b"".join(
-        _field(4, _field(1, metadata) + _field(2, at * 10**9) + _field(3, 5 * 10**9) + b"".join(event_stats))
-        for metadata, at, event_stats in events)
-    plane = (_field(1, 1) + _field(2, "/device:GPU:0") + _field(3, line)
-             + b"".join(_field(4, _field(1, key) + _field(2, _field(1, key) + _field(2, name)))
-                        for key, name in names.items())
-             + b"".join(_field(5, _field(1, key) + _field(2, _field(1, key) + _field(2, name)))
-                        for key, name in stats.items()))
-    return _field(1, plane)
+    events = [(1, 0, [stat(1, 10)]), (1, 10, [stat(1, 11)]), (2, 20, [stat(2, "loop.1::add_fusion.3"),
+              stat(3, "m"), stat(1, 12)]), (3, 30, []), (1, 40, [stat(1, 12)])]
+    stream = line("Stream #14(Compute)", [(metadata, at * 10**9, 5 * 10**9, event_stats)
+                                          for metadata, at, event_stats in events])
+    return plane("/device:GPU:0", [stream], names, stats)
 
 
 def test_device_kernels_are_the_ops_that_launched_them() -> None:

@@ -17,6 +17,7 @@ a file or a transfer is left to the classifiers.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from collections.abc import Sequence
@@ -26,7 +27,7 @@ from crystalperf.core import trace as tr
 from crystalperf.core.attribution.vectors import RESOURCES_ATTRIBUTE, VECTOR_SOURCE_ATTRIBUTE, WORK_IN_SAMPLES
 from crystalperf.core.record.sampletable import SampleTable, folded_warning
 from crystalperf.integrations.tensorflow.config import INTEGRATION
-from crystalperf.integrations.tensorflow.reader import OpEvent, Recording, RunInfo, Step, Timeline
+from crystalperf.integrations.tensorflow.reader import EAGER_NODE, OpEvent, Recording, RunInfo, Step, Timeline
 from crystalperf.integrations.tensorflow.sources import (
     FILE_KERNEL,
     PYTHON_KERNEL,
@@ -55,6 +56,8 @@ _OP_LIKE_SCOPE = re.compile(r"^(?:[A-Z][A-Za-z0-9]*|[a-z]+(?:_[a-z]+)*_no_nan)(?
 # this share of the window's kernel time are folded into "other" -- except the optimizer update, which
 # users look for even when it is small.
 SIGNIFICANT_SHARE = 0.02
+# The group of the ops a step ran eagerly (``run_eagerly=True``): they carry no graph scope, so no layer.
+EAGER_GROUP = "eager ops"
 _OPTIMIZERS = {"adam", "adamw", "sgd", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "ftrl", "lion",
                "lamb", "adafactor", "loss_scale_optimizer", "optimizer"}
 
@@ -92,7 +95,10 @@ def layer_name(scope: str, layers: frozenset[str]) -> str:
 def op_group(node: str, layers: frozenset[str] = frozenset()) -> tuple[str, str]:
     """Graph node name -> (group name, phase): ``…/sequential/conv2d/Relu`` -> (conv2d, forward);
     ``…/gradient_tape/sequential/conv2d/…`` -> (conv2d backward, backward); ``…/adam/Mul`` ->
-    (adam, update); top-level arithmetic such as ``Sub_2/ReadVariableOp`` -> (other, other)."""
+    (adam, update); top-level arithmetic such as ``Sub_2/ReadVariableOp`` -> (other, other); an op run eagerly
+    -> (eager ops, other)."""
+    if node == EAGER_NODE:
+        return EAGER_GROUP, "other"
     parts = [p for p in node.split("/") if p and p not in _WRAPPER_SCOPES and not p.startswith("__inference")]
     backward = bool(parts) and parts[0] == "gradient_tape"
     if backward:
@@ -200,18 +206,35 @@ def _step_of(steps: Sequence[Step], when: float) -> int | None:
     return lo
 
 
-def _add_op_samples(table: SampleTable, key: tr.SampleKey, ops: Sequence[OpEvent]) -> None:
-    """Kernel time as samples of the op's frame: duration / resolution, summed per (op type, bucket)."""
+def _add_op_samples(table: SampleTable, key: tr.SampleKey, ops: Sequence[OpEvent], carry: dict[str, float]) -> None:
+    """Kernel time as samples of the op's frame: duration / resolution, summed per (op type, bucket). What a compute
+    kernel's time does not make of a whole sample is carried to the op type's next part (``carry``, in samples,
+    shared by the calls of one trace): counting every part's microsecond ops as a sample each would rank a step's
+    hundred tiny eager ops above its one long matrix product. A part whose kernels make no whole sample still gets
+    one, of its longest op type, taken from that op type's carry. A kernel that may wait on a file or a transfer
+    keeps at least a sample in every part: the classifiers split its part's time by what its samples are."""
     seconds: dict[tuple[str, int], float] = defaultdict(float)
     first_seen: dict[tuple[str, int], float] = {}
     for op in ops:
         bucket = int((op.start - table.origin) // table.bucket_s)
         seconds[(op.op_type, bucket)] += op.duration
         first_seen.setdefault((op.op_type, bucket), op.start)
+    counts: dict[tuple[str, int], int] = {}
     for (op_type, bucket), secs in seconds.items():
-        count = max(1, round(secs / table.interval_s))
-        frame = table.frame_id(op_frame_name(op_type), None, None, "unknown", "tensorflow")
-        table.add(key, table.stack_id([frame]), first_seen[(op_type, bucket)], count)
+        if not is_compute_op(op_type):
+            counts[(op_type, bucket)] = max(1, round(secs / table.interval_s))
+            continue
+        exact = secs / table.interval_s + carry.get(op_type, 0.0)
+        counts[(op_type, bucket)] = count = max(0, math.floor(exact + 0.5))
+        carry[op_type] = exact - count
+    if seconds and not any(counts.values()):
+        longest = max(seconds, key=lambda part: seconds[part])
+        counts[longest] = 1
+        carry[longest[0]] = carry.get(longest[0], 0.0) - 1
+    for (op_type, bucket), count in counts.items():
+        if count:
+            frame = table.frame_id(op_frame_name(op_type), None, None, "unknown", "tensorflow")
+            table.add(key, table.stack_id([frame]), first_seen[(op_type, bucket)], count)
 
 
 def _possible_resources(ops: Sequence[OpEvent], multi_worker: bool) -> str:
@@ -401,6 +424,9 @@ def _minor_groups(compute: Sequence[Sequence[OpEvent]], labels: Sequence[Sequenc
 
 
 def _events_by_step(steps: Sequence[Step], timeline: Timeline | None) -> list[StepEvents]:
+    """The profiler's events of each step. The ops a step ran eagerly are its kernels only where it ran no compiled
+    function (``run_eagerly=True``): beside one, they are Keras's bookkeeping around it (the iterator's optional,
+    the step counter), part of the host's work between the compiled steps."""
     events = [StepEvents() for _ in steps]
     if timeline is None:
         return events
@@ -412,6 +438,9 @@ def _events_by_step(steps: Sequence[Step], timeline: Timeline | None) -> list[St
         pos = _step_of(steps, start)
         if pos is not None:
             events[pos].waits.append((start, duration))
+    for step in events:
+        if any(op.node != EAGER_NODE for op in step.compute):
+            step.compute = [op for op in step.compute if op.node != EAGER_NODE]
     return events
 
 
@@ -503,6 +532,8 @@ def step_operations(rec: Recording, table: SampleTable) -> tuple[list[tr.Operati
     folded = _minor_groups([e.compute for e in events], labels)
     operations: list[tr.Operation] = []
     waited = 0.0
+    pipeline_carry: dict[str, float] = {}
+    kernel_carry: dict[str, float] = {}
     for step, step_events, step_labels in zip(rec.steps, events, labels, strict=True):
         sid = f"s{step.index}"
         children: list[tr.Operation] = []
@@ -514,11 +545,11 @@ def step_operations(rec: Recording, table: SampleTable) -> tuple[list[tr.Operati
             # sleep, compute): counting the kernel's time as well would count those seconds twice.
             pipeline = [op for op in step_events.pipeline
                         if not (python_input and PYTHON_KERNEL.search(op.op_type))]
-            _add_op_samples(table, tr.SampleKey(operation=part.id, thread="tf.data"), pipeline)
+            _add_op_samples(table, tr.SampleKey(operation=part.id, thread="tf.data"), pipeline, pipeline_carry)
         for group in _kernel_groups(step_events.compute, step_labels, folded):
             part = _group_part(sid, step, group, rec.multi_worker)
             children.append(part)
-            _add_op_samples(table, tr.SampleKey(operation=part.id, thread="tf-kernels"), group.ops)
+            _add_op_samples(table, tr.SampleKey(operation=part.id, thread="tf-kernels"), group.ops, kernel_carry)
         operations.append(tr.Operation(
             id=sid, name=f"step {step.index} (epoch {step.epoch + 1})", kind="step", start=step.start,
             end=step.end, children=_tile(children, step, sid),

@@ -39,8 +39,17 @@ from crystalperf.integrations.tensorflow.xla import (
 )
 
 # A kernel execution is traced as "<node name>:<op type>"; TraceMe annotations use other shapes
-# ("EagerLocalExecute: OptionalGetValue", "Iterator::Root::Prefetch", "ExecutorState::Process").
+# ("Iterator::Root::Prefetch", "ExecutorState::Process").
 _OP_EVENT = re.compile(r"^(?P<node>[^\s:]+):(?P<type>[A-Za-z_][A-Za-z0-9_]*)$")
+# An op run eagerly (``run_eagerly=True``, eager code around the compiled step) is traced on the thread that
+# called it as "EagerLocalExecute: <op type>", its kernel and TensorFlow's C++ dispatch of it inside: it has no
+# graph node, so no layer. A call of a compiled function is traced the same way ("EagerLocalExecute:
+# __inference_<name>_<n>"): its kernels are traced as themselves, so such a call is not a kernel.
+_EAGER_EVENT = re.compile(r"^EagerLocalExecute: (?P<type>(?!__)[A-Za-z_][A-Za-z0-9_]*)$")
+# The node an eager op's kernel is given (not a graph node name: it has a space).
+EAGER_NODE = "eager op"
+# An eager GetNext's time is the step's input wait (_INPUT_WAIT_EVENTS), not a kernel's.
+_EAGER_WAITS = re.compile(r"^IteratorGetNext")
 # The training thread blocks in these while the input pipeline has no element ready.
 _INPUT_WAIT_EVENTS = ("IteratorGetNextOp::DoCompute", "IteratorGetNextAsOptionalOp::DoCompute")
 _STAGE_PREFIX = "Iterator::"
@@ -309,11 +318,23 @@ def _event_times(buf: bytes, pos: int, end: int) -> tuple[int, int, int]:
 
 
 def _kernel_name(name: str, cache: dict[str, tuple[str, str] | None]) -> tuple[str, str] | None:
-    """(node, op type) of a kernel event's name, None for other events; one pair of strings per name."""
+    """(node, op type) of a kernel event's name, None for other events; one pair of strings per name. An eager
+    op's node is :data:`EAGER_NODE`."""
     if name not in cache:
         match = _OP_EVENT.match(name)
-        cache[name] = (match["node"], match["type"]) if match else None
+        eager = None if match else _EAGER_EVENT.match(name)
+        if match:
+            cache[name] = (match["node"], match["type"])
+        elif eager and not _EAGER_WAITS.match(eager["type"]):
+            cache[name] = (EAGER_NODE, eager["type"])
+        else:
+            cache[name] = None
     return cache[name]
+
+
+def _nested_eager(kernel: tuple[str, str] | None, family: str) -> bool:
+    """An eager op on tf.data's threads runs inside a ``py_function`` kernel, whose time already holds it."""
+    return kernel is not None and kernel[0] == EAGER_NODE and family.startswith("tf_data")
 
 
 def _planes(buf: bytes) -> Iterator[tuple[int, int]]:
@@ -372,11 +393,13 @@ def _kernel_cutoff(buf: bytes, origin_ns: int, max_ops: int, instructions: Instr
     for _, device, event_names, lines, at, stop in _timed_planes(buf):
         compiled = PlaneKernels(instructions, _stat_names(buf, at, stop), device=device, parse_tf_op=parse_tf_op)
         for line_at, line_stop in lines:
-            _, timestamp_ns, events = _line_header(buf, line_at, line_stop)
+            line_name, timestamp_ns, events = _line_header(buf, line_at, line_stop)
+            family = thread_family(line_name)
             for event_at, event_stop in events:
                 metadata_id, offset_ps, _ = _event_times(buf, event_at, event_stop)
                 name = event_names.get(metadata_id, "")
-                if _kernel_of(name, metadata_id, cache, compiled, _stat_pairs, buf, event_at, event_stop) is not None:
+                kernel = _kernel_of(name, metadata_id, cache, compiled, _stat_pairs, buf, event_at, event_stop)
+                if kernel is not None and not _nested_eager(kernel, family):
                     starts.append((origin_ns + timestamp_ns + offset_ps / 1000) / 1e9)
     if len(starts) <= max_ops:
         return None
@@ -410,6 +433,8 @@ def timeline_from_xspace(buf: bytes, max_ops: int | None = None) -> Timeline:
                 start = (base_ns + offset_ps / 1000) / 1e9
                 duration = duration_ps / 1e12
                 kernel = _kernel_of(name, metadata_id, cache, compiled, _stat_pairs, buf, event_at, event_stop)
+                if _nested_eager(kernel, family):
+                    continue
                 if kernel is not None:
                     if cutoff is not None and start >= cutoff:
                         timeline.dropped_ops += 1
@@ -442,6 +467,8 @@ def _add_plane(timeline: Timeline, plane: XPlane, origin_ns: int, device: bool, 
             start = (base_ns + event.offset_ps / 1000) / 1e9
             duration = event.duration_ps / 1e12
             kernel = _kernel_of(name, event.metadata_id, cache, compiled, _event_stat_pairs, event)
+            if _nested_eager(kernel, family):
+                continue
             if kernel is not None:
                 timeline.ops.append(OpEvent(kernel[0], kernel[1], start, duration, family, device))
             elif name in _INPUT_WAIT_EVENTS:

@@ -272,6 +272,27 @@ def test_a_model_compiled_with_xla_is_profiled_by_layer(tmp_path: Path) -> None:
     assert gpu["speedup"] > 1.5
 
 
+def test_a_model_run_eagerly_is_profiled_by_its_ops(tmp_path: Path) -> None:
+    """run_eagerly=True (debugging, or a layer that cannot be traced): each op runs on the training thread as it is
+    called, with no graph node to name its layer; its kernels are the step's "eager ops", not Python dispatch."""
+    out = tmp_path / "report"
+    features = tf.random.stateless_uniform((512, 256), seed=(1, 2))
+    labels = tf.random.stateless_uniform((512,), seed=(3, 4), maxval=10, dtype=tf.int32)
+    model = keras.Sequential([keras.Input((256,)), keras.layers.Dense(512, activation="relu", name="hidden"),
+                              keras.layers.Dense(10, name="logits")])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), run_eagerly=True)
+    model.fit(features, labels, batch_size=64, epochs=2, verbose=0,
+              callbacks=[CrystalPerfCallback(output_dir=out, steps=6)])
+    report = _report(out)
+    eager = [o for o in _ops(report, "op") if o["name"] == "eager ops"]
+    assert eager, [o["name"] for o in _ops(report, "op")]
+    assert all(o["measured"].get("cpu", 0) > 0.99 for o in eager), [o["measured"] for o in eager]
+    tops = [f["name"] for o in eager for f in o["top_functions"][:3]]
+    # the matrix products lead, not the step's many microsecond ops (Shape, ReadVariableOp, Cast)
+    assert "tensorflow.op.MatMul" in tops or "tensorflow.op._MklMatMul" in tops, tops
+    _assert_no_plumbing_top_function(report)
+
+
 def sleepy_decode(index: Any) -> Any:
     """A user's Python map that waits on something slow (a remote service, a lock, a sleep)."""
     import time
