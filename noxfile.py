@@ -86,7 +86,9 @@ def spark(session: nox.Session) -> None:
 def tensorflow(session: nox.Session) -> None:
     """Real Keras fit() runs with the callback."""
     skip_without_tests(session, "tests/integrations/tensorflow")
-    # TensorBoard only for the tests that run the callback next to TensorBoard's own profiler.
+    # TensorBoard only for the tests that run the callback next to TensorBoard's own profiler; torch (first, the
+    # pinned CPU build) for the test of Keras on its PyTorch backend.
+    session.install(TORCH)
     session.install("-e", ".[test,tensorflow]", "tensorboard")
     run_tests(session, "tests/integrations/tensorflow")
 

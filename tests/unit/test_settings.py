@@ -169,6 +169,25 @@ def test_flink_and_tensorflow_settings(flink: Analysis, tensorflow: Analysis) ->
     assert any("prefetch" in n for n in t.not_searched) and any("inter_op" in n for n in t.not_searched)
 
 
+@pytest.mark.parametrize(("backend", "current", "typed"), [
+    ("torch", {"torch_num_threads": 2}, ["torch.set_num_threads(4)"]),
+    ("jax", {}, []),
+])
+def test_keras_on_another_backend_is_set_with_that_framework_s_threads(
+        tensorflow: Analysis, backend: str, current: dict[str, int], typed: list[str]) -> None:
+    trace = tensorflow.trace.model_copy(deep=True)
+    trace.environment.properties["keras.backend"] = backend
+    t = settings_map(trace, Baseline.of(trace))
+    assert isinstance(t, TensorFlowSettings) and t.current == current
+    if current:
+        assert t.changes_for({"torch_num_threads": "4"}) == Changes({"cores": 4})
+        assert t.typed({"torch_num_threads": 4}) == typed
+    else:  # XLA's CPU pool: nothing searched, and the report says why
+        assert any("jax backend" in n for n in t.not_searched)
+        report = analyze(trace, classifier=KeywordClassifier()).report
+        assert report["settings_search"]["searched"] == [] and report["settings_advice"] == []
+
+
 def test_knob_steps_double_and_halve_within_range() -> None:
     assert Knob("x", 2).steps(up=True) == [4, 8, 16]
     assert Knob("x", 2).steps(up=False) == [1]

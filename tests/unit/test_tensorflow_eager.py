@@ -1,11 +1,15 @@
 """Ops run eagerly (``model.compile(run_eagerly=True)``): read from a profile encoded by hand as TensorFlow's host
-tracer writes one, and assembled into steps (no TensorFlow)."""
+tracer writes one, and assembled into steps; and steps with no op timeline at all (Keras on another backend, the
+profiler taken), which their Python samples describe (no TensorFlow)."""
 
 from __future__ import annotations
 
 import pytest
 
-from crystalperf.integrations.tensorflow.assemble import EAGER_GROUP, build_trace
+from crystalperf.core import trace as tr
+from crystalperf.core.analysis import analyze
+from crystalperf.core.attribution.classify import KeywordClassifier
+from crystalperf.integrations.tensorflow.assemble import EAGER_GROUP, WHOLE_STEP, build_trace
 from crystalperf.integrations.tensorflow.reader import (
     EAGER_NODE,
     OpEvent,
@@ -89,3 +93,32 @@ def test_an_eagerly_run_step_is_its_eager_ops_and_the_python_between_them() -> N
         counts[(where, name)] = counts.get((where, name), 0) + count
     assert counts == {("s2/eager-ops", "MatMul"): 3, ("s3/eager-ops", "MatMul"): 3, ("s3/eager-ops", "Shape"): 1,
                       ("s4/dense", "MatMul"): 10}
+
+
+def test_steps_without_an_op_timeline_are_one_part_named_by_their_python_samples() -> None:
+    # Keras on PyTorch (or TensorFlow's profiler taken): two steps of 0.5 s, the training thread sampled every
+    # 10 ms in Keras's matmul 30 times and in the backward pass 20 times, a generator's input code 5 times.
+    frames = [tr.Frame(name="keras.src.backend.torch.numpy.matmul", language="python"),
+              tr.Frame(name="torch.autograd.graph._engine_run_backward", language="python"),
+              tr.Frame(name="loader.next_batch", language="python")]
+    samples = tr.StackSamples(
+        interval_s=0.01, bucket_s=1.0, origin=100.0, frames=frames, stacks=[[0], [1], [2]],
+        keys=[tr.SampleKey(operation="s0", thread="main"), tr.SampleKey(operation="s1", thread="main"),
+              tr.SampleKey(operation="s1/input", thread="loader")],
+        key=[0, 1, 1, 2], bucket=[0, 0, 0, 0], stack=[0, 0, 1, 2], count=[15, 15, 20, 5])
+    rec = Recording(steps=[Step(0, 0, 100.0, 100.5), Step(1, 0, 100.5, 101.0)], timeline=None, python_samples=samples,
+                    threads=2, cpu_count=2, cpu_seconds=1.0, memory_bytes=None,
+                    properties={"keras.backend": "torch"}, warnings=["Keras runs on its torch backend"])
+    trace = build_trace(rec, run_id="fit-1", name="m", framework_version="2.21.0")
+    parts = [step.children for step in trace.operations]
+    assert [[(p.id, p.name, p.start, p.end) for p in step] for step in parts] == [
+        [("s0/training-step-Python-samples", WHOLE_STEP, 100.0, 100.5)],
+        [("s1/training-step-Python-samples", WHOLE_STEP, 100.5, 101.0)]]
+    assert trace.samples is not None
+    # each 10 ms sample is 10 of the trace's 1 ms samples, all on the step's one part (the input code's too)
+    by_part: dict[str, int] = {}
+    for key, count in zip(trace.samples.key, trace.samples.count, strict=True):
+        by_part[trace.samples.keys[key].operation] = by_part.get(trace.samples.keys[key].operation, 0) + count
+    assert by_part == {"s0/training-step-Python-samples": 150, "s1/training-step-Python-samples": 400}
+    report = analyze(trace, classifier=KeywordClassifier(), scenarios=[]).report
+    assert "most of it in training step (Python samples)" in report["bottleneck"]["sentence"]

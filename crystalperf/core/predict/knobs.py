@@ -374,7 +374,15 @@ class TensorFlowSettings(SettingsMap):
 
     def __init__(self, trace: tr.Trace, baseline: Baseline) -> None:
         super().__init__(trace, baseline)
-        self.knobs.append(Knob(self.setting, baseline.cores_per_executor))
+        # Keras 3 on another backend: its ops run in that framework's thread pool, not TensorFlow's
+        self.backend = trace.environment.properties.get("keras.backend", "tensorflow")
+        if self.backend == "torch":
+            self.setting = "torch_num_threads"
+        if self.backend in ("tensorflow", "torch"):
+            self.knobs.append(Knob(self.setting, baseline.cores_per_executor))
+        else:
+            self.not_searched.append(
+                f"Keras runs on its {self.backend} backend, whose CPU thread pool has no setting searched here")
         self.not_searched += [
             "inter_op_parallelism_threads is not searched: the threads model takes the traced pools' parallel "
             "fraction as one (Amdahl, between the kernels that ran side by side and the CPU utilisation) and cannot "
@@ -394,8 +402,8 @@ class TensorFlowSettings(SettingsMap):
 
     def typed(self, values: Mapping[str, int]) -> list[str]:
         t = values[self.setting]
-        return ([f"tf.config.threading.set_intra_op_parallelism_threads({t})"]
-                if t != self.baseline.cores_per_executor else [])
+        call = "torch.set_num_threads" if self.backend == "torch" else "tf.config.threading.set_intra_op_parallelism_threads"
+        return [f"{call}({t})"] if t != self.baseline.cores_per_executor else []
 
     def cost(self, values: Mapping[str, int]) -> tuple[float, ...]:
         return (values[self.setting],)

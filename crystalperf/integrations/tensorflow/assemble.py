@@ -56,6 +56,8 @@ _OP_LIKE_SCOPE = re.compile(r"^(?:[A-Z][A-Za-z0-9]*|[a-z]+(?:_[a-z]+)*_no_nan)(?
 # this share of the window's kernel time are folded into "other" -- except the optimizer update, which
 # users look for even when it is small.
 SIGNIFICANT_SHARE = 0.02
+# The part of a step no op timeline divides (Keras on another backend, TensorFlow's profiler taken).
+WHOLE_STEP = "training step (Python samples)"
 # The group of the ops a step ran eagerly (``run_eagerly=True``): they carry no graph scope, so no layer.
 EAGER_GROUP = "eager ops"
 _OPTIMIZERS = {"adam", "adamw", "sgd", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "ftrl", "lion",
@@ -277,14 +279,19 @@ def _printable_or_none(text: str | None) -> str | None:
     return None if text is None else printable(text)
 
 
-def _copy_python_samples(table: SampleTable, samples: tr.StackSamples) -> None:
+def _whole_step_part(operation: str) -> str:
+    return f"{operation.split('/', 1)[0]}/{_slug(WHOLE_STEP)}"
+
+
+def _copy_python_samples(table: SampleTable, samples: tr.StackSamples, whole_steps: bool = False) -> None:
     """Python samples re-counted in the table's resolution: one sample stands for its interval. The thread
-    states the sampler saw stay with their stacks."""
+    states the sampler saw stay with their stacks. ``whole_steps``: nothing divides the steps (no op timeline), and
+    every sample of a step is its one part's (:data:`WHOLE_STEP`)."""
     weight = max(1, round(samples.interval_s / table.interval_s))
     frames = [table.frame_id(printable(f.name), _printable_or_none(f.file), f.line, f.language,
                              _printable_or_none(f.module)) for f in samples.frames]
-    keys = [tr.SampleKey(operation=printable(k.operation), task=_printable_or_none(k.task),
-                         thread=_printable_or_none(k.thread)) for k in samples.keys]
+    keys = [tr.SampleKey(operation=printable(_whole_step_part(k.operation) if whole_steps else k.operation),
+                         task=_printable_or_none(k.task), thread=_printable_or_none(k.thread)) for k in samples.keys]
     stacks = [table.stack_id((frames[i] for i in stack), samples.state_of(s)) for s, stack in enumerate(samples.stacks)]
     for key, bucket, stack, count in zip(samples.key, samples.bucket, samples.stack, samples.count, strict=True):
         when = samples.origin + (bucket + 0.5) * samples.bucket_s
@@ -517,6 +524,13 @@ def _group_part(sid: str, step: Step, group: KernelGroup, multi_worker: bool) ->
     )
 
 
+def _whole_step(step: Step, sid: str) -> tr.Operation:
+    """A step's one part where no op timeline divides it: its training thread's and input code's Python samples say
+    what its time did. One part of the same name in every step, so that the steps' time adds up under it."""
+    return tr.Operation(id=_whole_step_part(sid), name=WHOLE_STEP, kind="op", start=step.start, end=step.end,
+                        attributes={"phase": "step", "placement": "host"})
+
+
 def step_operations(rec: Recording, table: SampleTable) -> tuple[list[tr.Operation], float]:
     """The step operations with their children, and the seconds the training thread waited for input."""
     events = _events_by_step(rec.steps, rec.timeline)
@@ -552,7 +566,7 @@ def step_operations(rec: Recording, table: SampleTable) -> tuple[list[tr.Operati
             _add_op_samples(table, tr.SampleKey(operation=part.id, thread="tf-kernels"), group.ops, kernel_carry)
         operations.append(tr.Operation(
             id=sid, name=f"step {step.index} (epoch {step.epoch + 1})", kind="step", start=step.start,
-            end=step.end, children=_tile(children, step, sid),
+            end=step.end, children=_tile(children, step, sid) if rec.timeline is not None else [_whole_step(step, sid)],
             attributes={"epoch": str(step.epoch), "batch": str(step.index)},
         ))
     return operations, waited
@@ -671,7 +685,7 @@ def build_trace(rec: Recording, *, run_id: str, name: str, framework_version: st
     start, end = rec.steps[0].start, rec.steps[-1].end
     table = SampleTable(start, bucket_s=1.0, interval_s=KERNEL_RESOLUTION_S)
     if rec.python_samples is not None:
-        _copy_python_samples(table, rec.python_samples)
+        _copy_python_samples(table, rec.python_samples, whole_steps=rec.timeline is None)
     operations, waited = step_operations(rec, table)
     metrics = _window_metrics(rec, waited, max(end - start, 1e-9))
     warnings = list(rec.warnings)

@@ -71,6 +71,9 @@ log = logging.getLogger("crystalperf.tensorflow")
 
 DEFAULT_WINDOW = 20  # steps: enough for a stable mean step time, cheap to trace
 DEFAULT_SKIP = 2  # the first steps trace and compile the train function
+# Without TensorFlow's op timeline (Keras on another backend, the profiler taken) the steps' work is known from
+# Python samples only: the default window then runs on past its steps until it lasted this long, for samples.
+SAMPLES_ONLY_WINDOW_S = 3.0
 ANALYSIS_LOG = "crystalperf-analysis.log"
 DEFAULT_MEMORY_BUDGET = 128 * 2**20  # bytes
 MIN_MEMORY_BUDGET = 4 * 2**20
@@ -105,7 +108,11 @@ def _layer_names(model: Any) -> frozenset[str]:
     return frozenset(names)
 
 
-def _threads() -> int:
+def _threads(backend: str = "tensorflow") -> int:
+    """The threads a kernel is split over: TensorFlow's intra-op pool, or PyTorch's where Keras runs on it."""
+    torch = sys.modules.get("torch") if backend == "torch" else None
+    if torch is not None:
+        return int(torch.get_num_threads())
     configured = tf.config.threading.get_intra_op_parallelism_threads()
     return configured or len(os.sched_getaffinity(0))
 
@@ -127,6 +134,14 @@ def _read_bytes() -> int | None:
     except (OSError, ValueError):
         pass
     return None
+
+
+def _keras_backend() -> str:
+    """The backend Keras 3 runs on (``KERAS_BACKEND``, ``~/.keras/keras.json``): "tensorflow", "jax", "torch"..."""
+    try:
+        return str(keras.backend.backend())
+    except Exception:  # a Keras without the multi-backend API runs on TensorFlow
+        return "tensorflow"
 
 
 def _cpu_seconds() -> float:
@@ -331,10 +346,11 @@ class CrystalPerfCallback(keras.callbacks.Callback):
             if self._profiling and self._current is not None:
                 self._current.end = now
             self._batch += 1
-            if self._profiling and self._batch < self._window[1]:
-                self._check_growth()
-            if self._profiling and self._batch >= self._window[1]:
-                self._stop_window()
+            if self._profiling:
+                if self._batch < self._window[1] or self._wants_samples(now):
+                    self._check_growth()
+                else:
+                    self._stop_window()
 
 
     def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
@@ -344,7 +360,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
     # -- the window --------------------------------------------------------------------------------
     def _choose_window(self) -> tuple[int, int]:
         first, stop = self._requested_window()
-        most = max(1, self._budget(_STEPS_SHARE) // STEP_BYTES)
+        most = self._most_steps()
         if stop - first > most:
             log.warning("crystalperf: profiling %d steps instead of %d (memory_budget_bytes=%d)",
                         most, stop - first, self.memory_budget_bytes)
@@ -352,6 +368,17 @@ class CrystalPerfCallback(keras.callbacks.Callback):
                                   f"({self.memory_budget_bytes} bytes)")
             stop = first + most
         return first, stop
+
+    def _wants_samples(self, now: float) -> bool:
+        """The default window goes on past its steps where only Python samples describe them, until it lasted
+        ``SAMPLES_ONLY_WINDOW_S`` or holds as many steps as the memory budget allows: 20 steps of a few
+        milliseconds give a sampler nothing to say."""
+        if self._profiler_error is None or self.steps is not None or not self._steps:
+            return False
+        return now - self._steps[0].start < SAMPLES_ONLY_WINDOW_S and len(self._steps) < self._most_steps()
+
+    def _most_steps(self) -> int:
+        return max(1, self._budget(_STEPS_SHARE) // STEP_BYTES)
 
     def _requested_window(self) -> tuple[int, int]:
         if isinstance(self.steps, tuple):
@@ -403,6 +430,16 @@ class CrystalPerfCallback(keras.callbacks.Callback):
                                            capture_depth=_INPUT_SEARCH_DEPTH, budget=self._cpu_budget,
                                            idle_max_s=IDLE_SAMPLER_WAITS * self.sample_interval_s).start()
         self._profiling = True
+        backend = _keras_backend()
+        if backend != "tensorflow":
+            # Keras 3 on JAX or PyTorch: TensorFlow's profiler would see none of the step's ops, only cost.
+            self._profiler_error = f"Keras runs on its {backend} backend"
+            self._warnings.append(
+                f"Keras runs on its {backend} backend, whose ops TensorFlow's profiler does not see: only step times "
+                "and the Python samples of the training thread and the input code were recorded")
+            log.warning("crystalperf: Keras runs on its %s backend; the report will have step times and Python "
+                        "samples only", backend)
+            return
         try:
             self._logdir = Path(tempfile.mkdtemp(prefix="crystalperf-tf-"))
             tf.profiler.experimental.start(str(self._logdir))
@@ -534,7 +571,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
             return None
         return Recording(
             steps=steps, timeline=timeline, python_samples=python_samples,
-            threads=_threads(), cpu_count=len(os.sched_getaffinity(0)),
+            threads=_threads(_keras_backend()), cpu_count=len(os.sched_getaffinity(0)),
             cpu_seconds=cpu, memory_bytes=_memory_bytes(), read_bytes=self._read, io=io,
             worker_cpu_s=worker_cpu, worker_processes=workers,
             device="gpu" if tf.config.list_logical_devices("GPU") else "cpu",
@@ -619,6 +656,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
             "intra_op_parallelism_threads": str(tf.config.threading.get_intra_op_parallelism_threads()),
             "inter_op_parallelism_threads": str(tf.config.threading.get_inter_op_parallelism_threads()),
             "keras.run": self._run,
+            "keras.backend": _keras_backend(),
         }
         with guard("crystalperf: reading the distribution strategy", log):
             # fit() runs outside the strategy's scope; the model remembers the strategy it was built in.

@@ -468,6 +468,38 @@ def test_a_failing_fit_still_leaves_its_trace(tmp_path: Path) -> None:
     assert len(doc["operations"]) >= 5  # the steps profiled before the failure
 
 
+def test_keras_on_pytorch_is_reported_from_its_python_samples(tmp_path: Path) -> None:
+    """KERAS_BACKEND=torch: TensorFlow's profiler would see none of the step's ops. The callback does not start it,
+    runs its default window on to a few seconds of samples, and the report names the PyTorch and Keras functions the
+    training thread was in, with PyTorch's thread setting in the settings search."""
+    pytest.importorskip("torch")  # the nox session installs it
+    out = tmp_path / "report"
+    script = textwrap.dedent(f"""
+        import keras, numpy as np
+        from crystalperf.integrations.tensorflow import CrystalPerfCallback
+        assert keras.backend.backend() == "torch"
+        model = keras.Sequential([keras.Input((256,)), keras.layers.Dense(512, activation="relu"),
+                                  keras.layers.Dense(10)])
+        model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        x = np.random.rand(2048, 256).astype("float32"); y = np.random.randint(0, 10, 2048)
+        model.fit(x, y, batch_size=64, epochs=200, verbose=0,
+                  callbacks=[CrystalPerfCallback(output_dir={str(out)!r}, wait_for_report_s=300)])
+    """)
+    env = {**os.environ, "KERAS_BACKEND": "torch"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = _report(out)
+    assert any("torch backend" in w for w in report["warnings"]), report["warnings"]
+    parts = {o["name"] for o in _ops(report, "op")}
+    assert parts == {"training step (Python samples)"}, parts
+    window = report["total_runtime_s"]
+    assert window >= 2.5, window  # ran on past its 20 steps of a few ms, for samples
+    tops = {f["name"] for o in _ops(report, "op") for f in o["top_functions"]}
+    assert any(name.startswith(("torch.", "keras.src.backend.torch")) for name in tops), tops
+    assert report["settings_search"]["searched"] == ["torch_num_threads"]
+    assert not any("tf.config" in line for line in report["advice"]), report["advice"]
+
+
 def test_predict_and_evaluate_outside_fit_are_runs_of_their_own(tmp_path: Path) -> None:
     """One callback through fit (with its validation), then predict and evaluate: three traces, none of them the
     validation's, the later ones beside the fit's instead of over it."""
