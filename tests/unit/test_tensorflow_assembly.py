@@ -33,6 +33,11 @@ LAYERS = frozenset({"sequential", "conv_a", "dense"})
     ("StatefulPartitionedCall/Sub_2/ReadVariableOp", ("other", "other")),
     ("AssignAddVariableOp", ("other", "other")),
     ("StatefulPartitionedCall/compile_loss/sparse_categorical_crossentropy/Sum", ("compile_loss", "forward")),
+    # steps_per_execution=4: the step's graph in a while loop under a tf.cond (a real profile's node names)
+    ("while/body/_1/while/cond/then/_119/while/cond/StatefulPartitionedCall/gradient_tape/sequential_1/dense_1/MatMul",
+     ("dense backward", "backward")),
+    ("while/body/_1/while/cond/then/_119/while/cond/StatefulPartitionedCall/adam/Add_4", ("adam", "update")),
+    ("while/body/_1/while/LoopCond", ("other", "other")),
 ])
 def test_kernels_are_grouped_by_keras_layer(node: str, expected: tuple[str, str]) -> None:
     assert op_group(node, LAYERS) == expected

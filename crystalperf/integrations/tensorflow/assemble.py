@@ -41,7 +41,10 @@ __all__ = ["Recording", "RunInfo", "Step", "build_trace", "layer_name", "op_grou
            "pipeline_split", "pipeline_work", "printable", "read_limit", "step_operations", "waits_on",
            "window_read_bytes"]
 
-_WRAPPER_SCOPES = {"StatefulPartitionedCall", "PartitionedCall", "while", "body", "cond"}
+# Scopes of the function calls and control flow around a step's graph (``steps_per_execution`` runs it in a while
+# loop under a tf.cond: ``while/body/_1/while/cond/then/_119/while/cond/StatefulPartitionedCall/...``).
+_WRAPPER_SCOPES = {"StatefulPartitionedCall", "PartitionedCall", "while", "body", "cond", "then", "else"}
+_BRANCH_INDEX = re.compile(r"^_\d+$")
 _NON_LAYER_SCOPES = {"compile_loss", "compile_metrics", "loss", "metrics", "gradient_tape"}
 # tf.data stages that only hand elements on: not what a step waits on when the pipeline is slow.
 _HANDOVER_STAGES = {"Root", "Prefetch", "Model", "Options", "MaxIntraOpParallelism", "PrivateThreadPool"}
@@ -101,7 +104,8 @@ def op_group(node: str, layers: frozenset[str] = frozenset()) -> tuple[str, str]
     -> (eager ops, other)."""
     if node == EAGER_NODE:
         return EAGER_GROUP, "other"
-    parts = [p for p in node.split("/") if p and p not in _WRAPPER_SCOPES and not p.startswith("__inference")]
+    parts = [p for p in node.split("/")
+             if p and p not in _WRAPPER_SCOPES and not p.startswith("__inference") and not _BRANCH_INDEX.match(p)]
     backward = bool(parts) and parts[0] == "gradient_tape"
     if backward:
         parts = parts[1:]
