@@ -78,7 +78,8 @@ def models(session: nox.Session) -> None:
 def spark(session: nox.Session) -> None:
     """Real local Spark jobs with the listener and the executor plugin."""
     skip_without_tests(session, "tests/integrations/spark")
-    session.install("-e", ".[test,spark,fleet]")
+    # pyspark[connect] (gRPC, pandas, pyarrow) for the test of a Spark Connect client; pandas as PySpark supports it
+    session.install("-e", ".[test,spark,fleet]", "pyspark[connect]", "pandas<3")
     run_tests(session, "tests/integrations/spark")
 
 

@@ -20,6 +20,7 @@ from crystalperf.core import trace as tr
 from crystalperf.core.record.sampling import merge_samples
 from crystalperf.core.units import format_duration
 from crystalperf.integrations.spark.config import INTEGRATION
+from crystalperf.integrations.spark.connect import CONNECT_NAME, CONNECT_PREFIX, connect_name
 from crystalperf.integrations.spark.pydriver import DriverCall
 from crystalperf.integrations.spark.records import (
     AppRecord,
@@ -181,14 +182,27 @@ _MICRO_BATCH = re.compile(r"(?P<query>[^\n]*)\nid = (?P<id>\S+)\nrunId = \S+\nba
 
 
 def name_operations(trace: tr.Trace) -> None:
-    """Names that say which work an operation did where Spark's do not: a structured streaming micro-batch's job
+    """Names that say which work an operation did where Spark's do not: a job a Spark Connect client asked for, its
+    stages and its SQL query are named after the relations of its request (``Spark Connect: range → aggregate``,
+    :mod:`crystalperf.integrations.spark.connect`) instead of the request's text; a structured streaming micro-batch's job
     and stages are named after the query and the batch (``streaming_query_id`` and ``streaming_batch`` kept as the
     job's attributes), a stage that Spark named after one of its closures after its job (the action or SQL query
     that ran it). A stage renamed keeps Spark's name as its ``spark_stage_name`` attribute. A trace with
     micro-batches gets a warning: its length is the queries', not their work's, and how long their batches took."""
     batches: dict[str, dict[str, tuple[float, float]]] = {}  # query -> batch -> its jobs' span
+    connect_queries: dict[str, str] = {}  # SQL execution id -> the Connect request's name
     for job in trace.operations:
         if job.kind != "job":
+            continue
+        if (request := _connect_request(job)) is not None:
+            job.name = f"{job.name.split(': ', 1)[0]}: {request}"
+            if "sql_execution_id" in job.attributes:
+                connect_queries[job.attributes["sql_execution_id"]] = request
+            for stage in job.children:
+                prefix, _, spark_name = stage.name.partition(": ")
+                if stage.kind == "stage" and spark_name.startswith(CONNECT_PREFIX):
+                    stage.name = f"{prefix}: {request}"
+                    stage.attributes["spark_stage_name"] = spark_name
             continue
         batch = _MICRO_BATCH.fullmatch(job.attributes.get("description", "").strip())
         if batch is not None:
@@ -207,6 +221,9 @@ def name_operations(trace: tr.Trace) -> None:
             if stage.kind == "stage" and (batch is not None or _CLOSURE_NAME.match(spark_name)):
                 stage.name = f"{prefix}: {label}"
                 stage.attributes["spark_stage_name"] = spark_name
+    for sql in trace.sql_queries:
+        if sql.execution_id in connect_queries and sql.description.startswith(CONNECT_PREFIX):
+            sql.description = connect_queries[sql.execution_id]
     if batches:
         queries = "; ".join(_batches_text(query, spans) for query, spans in sorted(batches.items()))
         warning = (f"the application ran structured streaming micro-batches ({queries}): it lasted as long as its "
@@ -215,6 +232,13 @@ def name_operations(trace: tr.Trace) -> None:
                    "that one runs past it")
         if warning not in trace.warnings:
             trace.warnings.append(warning)
+
+
+def _connect_request(job: tr.Operation) -> str | None:
+    """The name of the Spark Connect request a job ran (``Spark Connect: range → aggregate``), None for a job that
+    no Connect client asked for."""
+    site = job.attributes.get("description") or job.attributes.get("call_site") or ""
+    return connect_name(site, job.attributes.get("call_site_long"))
 
 
 # Spark properties that list files the application ships to its executors (comma-separated paths or URLs).
@@ -252,13 +276,20 @@ _CLOCK_SLACK_S = 0.001
 
 def _with_site(name: str, site: str) -> str:
     """``name`` with the program's line in place of the reflection accessor (taken as written: a path's
-    backslashes are not escapes)."""
+    backslashes are not escapes), or after the request a Spark Connect job is named after."""
+    if _names_connect_request(name):
+        return f"{name} at {site}"
     return _REFLECTIVE_SITE.sub(lambda _: f" at {site}", name)
 
 
+def _names_connect_request(name: str) -> bool:
+    return name.partition(": ")[2].startswith(CONNECT_NAME) or name.startswith(CONNECT_NAME)
+
+
 def name_python_call_sites(trace: tr.Trace, calls: Sequence[DriverCall]) -> int:
-    """Put the PySpark program's line (the calls from the driver's Python into the JVM) in
-    place of the reflection accessor Spark names a job after, in the names of the jobs submitted during one call,
+    """Put the PySpark program's line (the calls from the driver's Python into the JVM, or a Spark Connect client's
+    requests) in place of the reflection accessor Spark names a job after (after a Connect request's name), in the
+    names of the jobs submitted during one call,
     of their stages and of their SQL queries: ``count at NativeMethodAccessorImpl.java:0`` becomes ``count at
     /jobs/etl.py:42``. A job during calls of two lines at once (actions on two Python threads) and a micro-batch of
     a streaming query keep Spark's names. The job keeps the line as its ``python_call_site`` attribute. Returns the
@@ -274,7 +305,7 @@ def name_python_call_sites(trace: tr.Trace, calls: Sequence[DriverCall]) -> int:
     queries: dict[str, set[str]] = {}
     for job in trace.operations:
         if (job.kind != "job" or job.start is None or "streaming_query_id" in job.attributes
-                or not _REFLECTIVE_SITE.search(job.name)):
+                or not (_REFLECTIVE_SITE.search(job.name) or _names_connect_request(job.name))):
             continue
         sites = set()
         for thread, own in by_thread.items():

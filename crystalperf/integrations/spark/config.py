@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,6 +30,9 @@ INTEGRATION = Integration(name="spark", module="pyspark", distributions=("pyspar
 
 LISTENER = "org.crystalperf.spark.CrystalPerfListener"
 PLUGIN = "org.crystalperf.spark.CrystalPerfPlugin"
+EXECUTOR_ENV = "spark.executorEnv."
+# Plugins Spark loads besides those of spark.plugins (SparkConf's PLUGINS is prepended with this list).
+DEFAULT_PLUGINS = "spark.plugins.defaultList"
 PYTHON_DAEMON = "crystalperf.integrations.spark.pydaemon"
 # Where the PySpark workers write their samples (set in the executors' environment).
 SPOOL_ENV = "CRYSTALPERF_SPARK_SPOOL"
@@ -164,8 +168,21 @@ def spark_conf(existing: dict[str, str] | None = None, *, output_dir: str | None
     return {k: v for k, v in conf.items() if not (k.startswith("spark.crystalperf.") and k in existing)}
 
 
+def _connect_remote(existing: dict[str, str]) -> str | None:
+    """Where a Spark Connect builder connects (``builder.remote(...)``, ``SPARK_REMOTE``, ``spark.api.mode``
+    connect: a ``local…`` master PySpark starts a server for in this process, or an ``sc://`` server); None for a
+    classic session."""
+    remote = existing.get("spark.remote") or os.environ.get("SPARK_REMOTE")
+    if remote is None and (existing.get("spark.api.mode") or os.environ.get("SPARK_API_MODE", "")).lower() == "connect":
+        remote = existing.get("spark.master", os.environ.get("MASTER", "local"))
+    return remote
+
+
 def configure(builder: B, **options: Any) -> B:
-    """Turn crystalperf on for a ``SparkSession.builder`` (or a ``SparkConf``); returns it.
+    """Turn crystalperf on for a ``SparkSession.builder`` (or a ``SparkConf``); returns it. A Spark Connect builder
+    for a local master (``builder.remote("local[4]")``: PySpark starts the server in this process) is turned on
+    as well; one for a remote server (``sc://…``) is left as it is, with a warning: the hook belongs where that
+    server starts.
 
     Options: ``output_dir``, ``sample_interval_ms``, ``python_sampling``, ``spool_dir``, ``cpu_budget`` (see
     :func:`spark_conf`). Where the Python workers are sampled, the jobs this process's Python starts are also named
@@ -177,7 +194,27 @@ def configure(builder: B, **options: Any) -> B:
         existing = {str(k): str(v) for k, v in raw.items()}
     elif hasattr(builder, "getAll"):
         existing = dict(builder.getAll())
+    remote = _connect_remote(existing)
+    if remote is not None and not remote.startswith("local"):
+        log.warning("crystalperf: this builder connects to the Spark Connect server at %s, which runs the jobs: "
+                    "crystalperf must be turned on where that server starts (start-connect-server.sh "
+                    "$(crystalperf spark-conf)); nothing is set here", remote)
+        return builder
     conf = spark_conf(existing, **options)
+    if remote is not None:
+        # PySpark starts a local Connect server from these settings, but sets spark.plugins to Connect's own
+        # plugin alone: Spark also loads the plugins of spark.plugins.defaultList.
+        conf[DEFAULT_PLUGINS] = _append(existing, DEFAULT_PLUGINS, PLUGIN)
+        # Once the server runs, the Connect client sets the builder's settings again as the session's and warns for
+        # each one only a server start can set ("Failed to set spark.plugins to Some(...) due to
+        # [CANNOT_MODIFY_CONFIG]"): said of ours, that reads as if the hook were off. The server has them.
+        warnings.filterwarnings("ignore", message=r"Failed to set spark\.[\w.]+ to Some\([^)]*crystalperf",
+                                category=UserWarning)
+        # A Connect server's Python functions carry no spark.executorEnv: the workers of a local master get the
+        # variables from the server's JVM, which inherits this process's environment.
+        for key, value in conf.items():
+            if key.startswith(EXECUTOR_ENV):
+                os.environ.setdefault(key[len(EXECUTOR_ENV):], value)
     for key, value in conf.items():
         if hasattr(builder, "config"):
             builder = builder.config(key, value)
@@ -189,5 +226,5 @@ def configure(builder: B, **options: Any) -> B:
         from crystalperf.integrations.spark import pydriver
 
         with guard("recording the lines of the PySpark program that start jobs"):
-            pydriver.install(spool)
+            pydriver.install(spool, connect=remote is not None)
     return builder

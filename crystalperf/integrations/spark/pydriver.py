@@ -86,20 +86,33 @@ def program_frame(frame: FrameType | None, skip: tuple[str, ...]) -> FrameType |
     return None
 
 
-def install(spool: str | os.PathLike[str]) -> None:
+def install(spool: str | os.PathLike[str], connect: bool = False) -> None:
     """Record the driver's calls into the JVM in ``spool`` (a later call moves them to its spool: a new
-    session of the same process), and the files the program ships to the workers with ``addPyFile``."""
+    session of the same process), and the files the program ships to the workers with ``addPyFile``. ``connect``:
+    the program is a Spark Connect client, whose actions reach the server as requests, not py4j calls: those are
+    recorded (``SparkConnectClient``'s ``_execute_and_fetch`` and ``_execute``, through which its actions and
+    commands go)."""
     from py4j.java_gateway import GatewayClient
 
     with _lock:
         _state.update(spool=Path(spool), written=0, failed=False, skip=())
     _record_added_files()
-    if getattr(GatewayClient.send_command, "_crystalperf", False):
-        return
-    original = GatewayClient.send_command
+    _wrap(GatewayClient, "send_command")
+    if connect:
+        from pyspark.sql.connect.client.core import SparkConnectClient
 
-    def send_command(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if getattr(_inside, "call", False):  # a retry inside py4j: the outer call is the one made
+        for method in ("_execute_and_fetch", "_execute"):
+            _wrap(SparkConnectClient, method)
+
+
+def _wrap(owner: type, method: str) -> None:
+    """Record the calls of ``owner.method`` that last ``MIN_CALL_S`` or more (once: a wrapped method stays)."""
+    original = getattr(owner, method)
+    if getattr(original, "_crystalperf", False):
+        return
+
+    def recorded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(_inside, "call", False):  # a retry inside py4j, a request inside a request: the outer one counts
             return original(self, *args, **kwargs)
         _inside.call = True
         started = time.time()
@@ -111,8 +124,8 @@ def install(spool: str | os.PathLike[str]) -> None:
             if ended - started >= MIN_CALL_S and not _state["failed"]:
                 _record(started, ended, sys._getframe(1))
 
-    send_command._crystalperf = True  # type: ignore[attr-defined]
-    GatewayClient.send_command = send_command  # type: ignore[method-assign]
+    recorded._crystalperf = True  # type: ignore[attr-defined]
+    setattr(owner, method, recorded)
 
 
 def _record_added_files() -> None:
