@@ -149,6 +149,9 @@ def _job(jid: int, job: JobRecord, ctx: _Assembly) -> Document:
     end = max(start, job.end or ctx.end)
     props = job.properties if isinstance(job.properties, dict) else {}
     attrs = {attr: str(props[prop]) for attr, prop in _JOB_ATTRIBUTES if props.get(prop)}
+    if attrs.get("call_site", "").startswith(CONNECT_PREFIX) and props.get("callSite.long"):
+        # the whole request, whose relations name the job (name_operations); the short form is cut after a few lines
+        attrs["call_site_long"] = str(props["callSite.long"])
     batch = f"{props.get('sql.streaming.queryId')}/{props.get('streaming.sql.batchId')}"
     trigger = ctx.state.streaming_triggers.get(batch)
     if trigger is not None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from crystalperf.core.cli import main
 from crystalperf.core.trace import load_trace
 
 pytest.importorskip("grpc")  # pyspark[connect], which the nox session installs
@@ -14,11 +15,14 @@ pytest.importorskip("grpc")  # pyspark[connect], which the nox session installs
 
 def test_a_connect_client_on_a_local_master_is_traced_and_named_after_its_requests(run_app, tmp_path: Path) -> None:
     out = tmp_path / "report"
+    events = tmp_path / "events"
+    events.mkdir()
     result = run_app(f'''
         import hashlib
         from pyspark.sql import functions as F
 
-        builder = SparkSession.builder.remote("local[2]").appName("connect-test").config("spark.ui.enabled", "false")
+        builder = (SparkSession.builder.remote("local[2]").appName("connect-test").config("spark.ui.enabled", "false")
+                   .config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", "{events}"))
         spark = configure(builder, output_dir="{out}").getOrCreate()
         assert type(spark).__module__.startswith("pyspark.sql.connect")
 
@@ -48,3 +52,9 @@ def test_a_connect_client_on_a_local_master_is_traced_and_named_after_its_reques
     report = result.report(out)
     udf_stage = max((o for o in report["operations"] if o["kind"] == "stage"), key=lambda o: o["runtime_s"])
     assert any("hash_in_python" in f["name"] for f in udf_stage["top_functions"]), udf_stage["top_functions"]
+    # Spark's own event log of the same run names its jobs after the requests too
+    (log,) = events.iterdir()
+    logged = tmp_path / "logged.json.gz"
+    assert main(["import", "spark-eventlog", str(log), "--out", str(logged)]) == 0
+    assert [job.name.split(": ", 1)[1] for job in load_trace(logged).operations if job.kind == "job"] == [
+        job.name.split(": ", 1)[1].rsplit(" at ", 1)[0] for job in jobs]
