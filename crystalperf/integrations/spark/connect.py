@@ -25,8 +25,10 @@ _INPUT_FIELDS = ("input", "left", "right", "inputs", "other", "relation")
 _NOT_RELATION_TYPES = ("common", "extension")
 _OPEN = re.compile(r"^\s*(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*\{\s*$")
 _VALUE = re.compile(r"^\s*(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*:\s*(?P<value>.*?)\s*$")
-# Messages nested deeper than this are not followed (a hostile or broken description stays bounded).
+# Messages nested deeper than this are not followed, and text past this is not read (a hostile or broken
+# description stays bounded; the listener keeps 16,000 characters of a request).
 _MAX_DEPTH = 200
+MAX_REQUEST_CHARS = 64_000
 
 
 @dataclass
@@ -90,7 +92,7 @@ def _label(kind: _Message) -> str:
 def plan_summary(request: str) -> str | None:
     """The work of a Spark Connect request (its text format, as the call site holds it), in data-flow order;
     None when the text holds no plan."""
-    plan = _parse(request).child("plan")
+    plan = _parse(request[:MAX_REQUEST_CHARS]).child("plan")
     if plan is None:
         return None
     root = plan.child("root")

@@ -140,7 +140,11 @@ public class CrystalPerfListener extends SparkListener {
     }
 
     static String clip(String s) {
-        return s == null || s.length() <= MAX_TEXT ? s : s.substring(0, MAX_TEXT) + "...";
+        return clip(s, MAX_TEXT);
+    }
+
+    static String clip(String s, int most) {
+        return s == null || s.length() <= most ? s : s.substring(0, most) + "...";
     }
 
     /**
@@ -306,7 +310,8 @@ public class CrystalPerfListener extends SparkListener {
             Map<String, String> attrs = new LinkedHashMap<>();
             if (p != null) {
                 putIf(attrs, "call_site", p.getProperty("callSite.short"));
-                putIf(attrs, "call_site_long", p.getProperty("callSite.long"));
+                // a stack trace, or a Spark Connect request's whole text (plans of hundreds of relations): bounded
+                putIf(attrs, "call_site_long", clip(p.getProperty("callSite.long"), 8 * MAX_TEXT));
                 putIf(attrs, "description", p.getProperty("spark.job.description"));
                 putIf(attrs, "job_group", p.getProperty("spark.jobGroup.id"));
                 putIf(attrs, "sql_execution_id", p.getProperty("spark.sql.execution.id"));
