@@ -141,8 +141,10 @@ def _fallback_vector(op: tr.Operation, children: list[tuple[tr.Operation, Operat
                 pairs.setdefault(key, []).append((stat.vector, float(stat.samples)))
                 if key in merged:
                     merged[key].samples += stat.samples
+                    merged[key].callers.update(stat.callers)
                 else:
-                    merged[key] = FunctionStat(stat.function, stat.vector, stat.samples, stat.classified)
+                    merged[key] = FunctionStat(stat.function, stat.vector, stat.samples, stat.classified,
+                                               callers=Counter(stat.callers))
             for key, stat in merged.items():
                 stat.vector = weighted_mean(pairs[key]) or stat.vector
             functions = sorted(merged.values(), key=lambda f: -f.samples)

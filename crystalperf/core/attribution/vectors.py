@@ -16,6 +16,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from crystalperf.core import trace as tr
+from crystalperf.core.attribution.callers import caller, most_common
 from crystalperf.core.attribution.classify import (
     LOW_CONFIDENCE,
     FunctionSource,
@@ -69,6 +70,13 @@ class FunctionStat:
     samples: int
     classified: ResourceVector | None = None
     confidence: float | None = None
+    # A runtime library's function (the JDK's, Python's standard library): the first frames outside the runtime
+    # that called it, by samples (``callers``).
+    callers: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def called_from(self) -> str | None:
+        return most_common(self.callers)
 
     @property
     def low_confidence(self) -> bool:
@@ -342,6 +350,8 @@ def sampled_vectors(samples: tr.StackSamples, resolution: SampleResolution,
     io_waited: dict[str, float] = defaultdict(float)  # per operation: the io-wait samples' waiting, in samples
     function_samples: dict[str, Counter[str]] = defaultdict(Counter)
     function_vectors: dict[str, dict[str, list[tuple[ResourceVector, float]]]] = defaultdict(lambda: defaultdict(list))
+    function_callers: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
+    stack_callers: dict[int, str | None] = {}
     functions_by_key: dict[str, FunctionSource] = {}
     waiting_in: dict[str, Counter[str]] = defaultdict(Counter)
     for (op, _bucket), stacks in per_interval.items():
@@ -358,6 +368,10 @@ def sampled_vectors(samples: tr.StackSamples, resolution: SampleResolution,
                 function_samples[op][f.key] += count
                 function_vectors[op][f.key].append((vec, float(count)))
                 functions_by_key[f.key] = f
+                if stack not in stack_callers:
+                    stack_callers[stack] = caller(samples.frames, samples.stacks[stack], f.qualified_name)
+                if (called_by := stack_callers[stack]) is not None:
+                    function_callers[op][f.key][called_by] += count
             if stack in resolution.stack_waiting_in:
                 waiting_in[op][resolution.stack_waiting_in[stack]] += count
         mean = weighted_mean(pairs)
@@ -377,7 +391,7 @@ def sampled_vectors(samples: tr.StackSamples, resolution: SampleResolution,
         ) ** 0.5 if total else 0.0
         stats = [
             FunctionStat(functions_by_key[k], weighted_mean(function_vectors[op][k]) or resolution.function_vectors[k],
-                         n, resolution.function_vectors[k])
+                         n, resolution.function_vectors[k], callers=function_callers[op][k])
             for k, n in function_samples[op].most_common()
         ]
         result[op] = OperationVector(vec, SOURCE_SAMPLES, int(total), stats, spread, waiting_in[op],

@@ -75,6 +75,9 @@ def _op_entry(prof: OperationProfile, bottleneck: Bottleneck, on_path: set[str])
                 # under LOW_CONFIDENCE the class is a guess
                 "confidence": round(f.confidence, 4) if f.confidence is not None else None,
                 "low_confidence": f.low_confidence,
+                # a runtime library's function (JDK, Python's standard library): the code outside the runtime that
+                # called it most (None: not a runtime function, or nothing outside the runtime on its stacks)
+                "called_from": f.called_from,
             }
             for f in prof.vector.functions[:TOP_FUNCTIONS]
         ],
@@ -136,7 +139,8 @@ def _advice(bottleneck: Bottleneck, predictions: Sequence[Prediction], profile: 
                     spent[key] = spent.get(key, 0.0) + f.samples * f.vector[index]
                     first.setdefault(key, f)
         spending = [first[key] for key in sorted(spent, key=lambda k: -spent[k])]
-        funcs = ", ".join(f.function.qualified_name for f in spending[:2])
+        funcs = ", ".join(f.function.qualified_name + (f" (called from {f.called_from})" if f.called_from else "")
+                          for f in spending[:2])
         runs = f" over {len(profs)} runs" if len(profs) > 1 else ""
         lines.append(
             f"Look at {name} first: it spends {format_duration(seconds)} on {resource} on the critical path{runs}"

@@ -457,9 +457,11 @@ class HtmlRenderer(Renderer):
             fns = []
             for f in op.get("top_functions") or []:
                 where = " · ".join(str(x) for x in (f.get("language"), f.get("origin"), f.get("location")) if x)
+                caller = f.get("called_from")
                 fns.append(
                     f'<li><span class="fn" title="{esc(where)}">{esc(f.get("name", ""))}</span> '
-                    f'<span class="share">{esc(_num(f.get("share"), "{:.0%}"))} of samples</span> '
+                    + (f'<span class="share">from {esc(caller)}</span> ' if caller else "")
+                    + f'<span class="share">{esc(_num(f.get("share"), "{:.0%}"))} of samples</span> '
                     f'{_mini_svg(f.get("vector"), 60)}{_guess(f)}</li>')
             functions = f'<ol class="fns">{"".join(fns)}</ol>' if fns else '<span class="note">no samples</span>'
             share = op.get("share_of_critical_path")
