@@ -390,3 +390,12 @@ def test_more_resources_for_a_gain_within_the_band_is_not_advised() -> None:
     line = found.advice()[0]
     assert "--master local[8] is predicted to take 9.45 s, but its band reaches 9.92 s" in line, line
     assert found.as_dict()["not_advised"][0]["high_s"] == pytest.approx(9.9225)
+
+
+def test_a_run_that_traced_no_operation_gets_no_settings_advice() -> None:
+    # a PySpark program that failed before its first job: 3.7 s of driver time, no job, no stage
+    trace = make_trace([], start=0.0, end=3.7, cores_per_executor=2, cpu_count=2)
+    report = analyze(trace, classifier=KeywordClassifier()).report
+    assert report["settings_search"]["searched"] == [] and report["settings_advice"] == []
+    assert any("traced no operation" in n for n in report["settings_search"]["not_searched"])
+    assert not any(line.startswith(("Settings:", "More cores")) for line in report["advice"]), report["advice"]

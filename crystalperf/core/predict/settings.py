@@ -184,6 +184,9 @@ class SettingsSearch:
         return [line + "." + (f" Note: {'; '.join(first.notes)}." if first.notes else "")]
 
 
+NO_OPERATION = "nothing is searched: the run traced no operation, whose time a setting could change"
+
+
 def search_budget(predictor: Predictor) -> int:
     """DEFAULT_BUDGET, less on a job whose every prediction replays many operations and tasks."""
     work = sum(min(len(p.op.tasks), REPRESENTATIVE_TASKS) + 1 for p in unit_profiles(predictor.profile))
@@ -205,6 +208,10 @@ def search_settings(predictor: Predictor, *, budget: int | None = None, near: fl
     budget = search_budget(predictor) if budget is None else budget
     if smap is None:
         return SettingsSearch(predictor.profile.trace.application.framework, budget=budget)
+    if next(unit_profiles(predictor.profile), None) is None:
+        # a run that traced no operation (it failed before its first job): every setting would tie with it
+        return SettingsSearch(smap.framework, not_searched=[*smap.not_searched, NO_OPERATION], budget=budget,
+                              near=near)
     search = SettingsSearch(smap.framework, searched=[k.setting for k in smap.knobs],
                             not_searched=list(smap.not_searched), budget=budget, near=near)
     if not smap.knobs:  # nothing the search could write (the not_searched notes say why)

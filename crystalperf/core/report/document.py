@@ -122,7 +122,7 @@ def _advice(bottleneck: Bottleneck, predictions: Sequence[Prediction], profile: 
             f"({best.speedup:.2f}x)."
         )
     slot_changes = [p for p in predictions if any(k in p.changes for k in ("cores", "executors", "parallelism"))]
-    if slot_changes and all(p.speedup < 1.1 for p in slot_changes if p.speedup >= 1.0):
+    if slot_changes and all(p.speedup < 1.1 for p in slot_changes if p.speedup >= 1.0) and any(bottleneck.seconds.values()):
         lines.append("More cores or executors buy little here: the critical path is not limited by task slots.")
     operators_limit = bottleneck.pace is None or bottleneck.pace.limit != "link"  # a link's pace is no operator's
     heaviest = bottleneck.heaviest(resource) if bottleneck.seconds[resource] > 0 and operators_limit else None
