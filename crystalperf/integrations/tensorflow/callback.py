@@ -136,6 +136,15 @@ def _read_bytes() -> int | None:
     return None
 
 
+def _device(backend: str) -> str:
+    """Where the model's ops run: "gpu" where the backend Keras runs on has one, else "cpu"."""
+    if backend == "torch" and (torch := sys.modules.get("torch")) is not None:
+        return "gpu" if torch.cuda.is_available() else "cpu"
+    if backend == "jax" and (jax := sys.modules.get("jax")) is not None:
+        return "gpu" if jax.default_backend() in ("gpu", "cuda", "rocm") else "cpu"
+    return "gpu" if tf.config.list_logical_devices("GPU") else "cpu"
+
+
 def _keras_backend() -> str:
     """The backend Keras 3 runs on (``KERAS_BACKEND``, ``~/.keras/keras.json``): "tensorflow", "jax", "torch"..."""
     try:
@@ -574,7 +583,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
             threads=_threads(_keras_backend()), cpu_count=len(os.sched_getaffinity(0)),
             cpu_seconds=cpu, memory_bytes=_memory_bytes(), read_bytes=self._read, io=io,
             worker_cpu_s=worker_cpu, worker_processes=workers,
-            device="gpu" if tf.config.list_logical_devices("GPU") else "cpu",
+            device=_device(_keras_backend()),
             multi_worker=config.multi_worker(config.tf_config()), layer_names=_layer_names(self.model),
             fit_start=self._fit_start, fit_end=time.time(), properties=self._properties(), warnings=self._warnings,
         )
