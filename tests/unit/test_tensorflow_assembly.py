@@ -15,6 +15,7 @@ from crystalperf.integrations.tensorflow.assemble import (
     pipeline_split,
 )
 from crystalperf.integrations.tensorflow.reader import OpEvent, Recording, Step, Timeline
+from crystalperf.integrations.tensorflow.tiling import iteration_starts
 from crystalperf.integrations.tensorflow.whatif import (
     amdahl_factor,
     kernel_utilization,
@@ -370,3 +371,25 @@ def test_a_step_of_several_batches_waits_as_long_as_its_waits() -> None:
     assert trace.metrics["input_wait_fraction"] == pytest.approx(0.08)
     report = analyze(trace, classifier=KeywordClassifier(), locators=[], scenarios=[]).report
     assert report["bottleneck"]["resource"] == "cpu", report["bottleneck"]
+
+
+def test_a_step_of_several_iterations_is_the_sum_of_its_iterations() -> None:
+    # steps_per_execution=2: one 25 ms Keras step runs the train step twice in a while loop whose condition is
+    # evaluated before each iteration (at 0 and 10 ms). Each iteration: dense 2 ms from +1 ms, adam 1 ms from +4 ms;
+    # then Python until the next iteration (5 ms) and after the last (10 ms).
+    loop = "while/body/_1/while/cond/then/_119/while/cond/StatefulPartitionedCall"
+    ops = []
+    for t0 in (100.0, 100.010):
+        ops += [_kernel("while/cond/_0/while/Less", "Less", t0, 1e-6),
+                _kernel(f"{loop}/sequential/dense/MatMul", "_MklMatMul", t0 + 0.001, 0.002),
+                _kernel(f"{loop}/adam/Sub", "Sub", t0 + 0.004, 0.001)]
+    rec = Recording(steps=[Step(2, 0, 100.0, 100.025)], timeline=Timeline(ops=ops), python_samples=None, threads=2,
+                    cpu_count=2, cpu_seconds=0.03, memory_bytes=None, layer_names=LAYERS)
+    assert iteration_starts(ops) == [100.0, 100.010]
+    step = build_trace(rec, run_id="fit-1", name="m", framework_version="2.21.0").operations[0]
+    # each iteration tiled as a step: the loop's condition takes the 1 ms up to dense, dense its 2 ms and the
+    # dispatch up to adam, adam its 1 ms, the host the rest; summed over both iterations, laid end to end
+    assert [(c.name, round(c.end - c.start, 6)) for c in step.children] == [
+        ("other", 0.002), ("dense", 0.006), ("adam", 0.002), ("host (Python, dispatch)", 0.015)]
+    assert step.children[0].start == step.start and step.children[-1].end == step.end
+    assert all(b.parents == [a.id] for a, b in zip(step.children, step.children[1:], strict=False))

@@ -36,6 +36,14 @@ from crystalperf.integrations.tensorflow.sources import (
     is_compute_op,
     op_frame_name,
 )
+from crystalperf.integrations.tensorflow.tiling import (
+    SIGNIFICANT_SHARE,
+    busy_union,
+    iteration_starts,
+    span,
+    tile,
+    tile_iterations,
+)
 
 __all__ = ["Recording", "RunInfo", "Step", "build_trace", "layer_name", "op_group", "pipeline_parallelism",
            "pipeline_split", "pipeline_work", "printable", "read_limit", "step_operations", "waits_on",
@@ -49,16 +57,10 @@ _NON_LAYER_SCOPES = {"compile_loss", "compile_metrics", "loss", "metrics", "grad
 # tf.data stages that only hand elements on: not what a step waits on when the pipeline is slow.
 _HANDOVER_STAGES = {"Root", "Prefetch", "Model", "Options", "MaxIntraOpParallelism", "PrivateThreadPool"}
 WAITS_ON_PIPELINE = "input pipeline"
-# Shorter stretches of a step outside every part are not worth an operation of their own.
-HOST_GAP_S = 50e-6
 # Kernel time becomes samples at this resolution (many kernels last well under a Python sampling interval).
 KERNEL_RESOLUTION_S = 0.001
 # A scope named like an op (Sub_2, Cast_30, AddV2) is TF arithmetic outside any layer, not a layer.
 _OP_LIKE_SCOPE = re.compile(r"^(?:[A-Z][A-Za-z0-9]*|[a-z]+(?:_[a-z]+)*_no_nan)(?:_\d+)?$")
-# Kernels shorter than this share of their group's time don't define its span; groups with less than
-# this share of the window's kernel time are folded into "other" -- except the optimizer update, which
-# users look for even when it is small.
-SIGNIFICANT_SHARE = 0.02
 # The part of a step no op timeline divides (Keras on another backend, TensorFlow's profiler taken).
 WHOLE_STEP = "training step (Python samples)"
 # The group of the ops a step ran eagerly (``run_eagerly=True``): they carry no graph scope, so no layer.
@@ -125,73 +127,6 @@ def op_group(node: str, layers: frozenset[str] = frozenset()) -> tuple[str, str]
     if backward:
         return f"{group} backward", "backward"
     return group, "forward"
-
-
-def _busy_union(ops: Sequence[OpEvent]) -> float:
-    """Wall time during which at least one of the kernels ran (kernels overlap across threads)."""
-    busy = 0.0
-    until = float("-inf")
-    for op in sorted(ops, key=lambda o: o.start):
-        end = op.start + op.duration
-        if end > until:
-            busy += end - max(op.start, until)
-            until = end
-    return busy
-
-
-def _span(ops: Sequence[OpEvent]) -> tuple[float, float]:
-    """The group as one block of work: from its first significant kernel, as long as its kernels were
-    busy. First-to-last would be wrong for groups whose kernels are scattered over the step (the
-    optimizer's variable reads run at the very start, the step counter's update at the very end): the
-    span would claim the whole step as that group's work."""
-    busy = sum(o.duration for o in ops)
-    significant = [o for o in ops if o.duration >= SIGNIFICANT_SHARE * busy] or list(ops)
-    first = min(o.start for o in significant)
-    return first, first + _busy_union(ops)
-
-
-def _tile(children: list[tr.Operation], step: Step, sid: str) -> list[tr.Operation]:
-    """Lay the step's parts end to end so that they cover the step exactly, in the order they began.
-
-    A kernel group absorbs the gap before its next part (executor scheduling and dispatch between
-    kernels is CPU work of the same computation); the input wait keeps its measured span; time before
-    a wait that no kernel accounts for (Python, Keras bookkeeping) becomes a ``host`` part, and so does the
-    step's tail after its last kernel where it is longer than that kernel group's own busy time: the step
-    returns to Python then (Keras's loop, the callbacks), and a tail of tens of milliseconds after a layer's
-    0.1 ms of kernels is the host's Python (or its wait for the interpreter's lock that input code in
-    Python threads holds), not that layer's work. Covering
-    the step matters for what-ifs: time outside every part would be kept constant, yet on a CPU
-    training job it slows down with the CPU like the rest. Parts that ran concurrently (two kernels
-    of different layers on two threads) are laid one after the other: the order is their data
-    dependency, and the threads model accounts for parallelism.
-    """
-    ordered = sorted(children, key=lambda c: (c.start, c.end))
-    tiled: list[tr.Operation] = []
-    cursor = step.start
-
-    def host(start: float, end: float) -> None:
-        tiled.append(tr.Operation(
-            id=f"{sid}/host" + (f"-{len(tiled)}" if tiled else ""), name="host (Python, dispatch)", kind="op",
-            start=start, end=end, attributes={"phase": "host", "placement": "host", RESOURCES_ATTRIBUTE: "cpu"},
-        ))
-
-    for pos, child in enumerate(ordered):
-        last = pos + 1 == len(ordered)
-        if child.kind == "input" and child.start > cursor + HOST_GAP_S:
-            host(cursor, child.start)
-            cursor = child.start
-        # The input wait keeps its measured end, and so does the last kernel group whose step runs on after it for
-        # longer than its own span (its kernels' busy time): that tail is the host's (below).
-        keeps_end = child.kind == "input" or (last and step.end - child.end > child.end - child.start)
-        until = child.end if keeps_end else step.end if last else ordered[pos + 1].start
-        child.start, child.end = cursor, max(cursor, min(until, step.end))
-        cursor = child.end
-        tiled.append(child)
-    if step.end > cursor + HOST_GAP_S:
-        host(cursor, step.end)
-    for before, after in zip(tiled, tiled[1:], strict=False):
-        after.parents = [before.id]
-    return tiled
 
 
 def _slug(text: str) -> str:
@@ -392,7 +327,7 @@ def pipeline_split(timeline: Timeline) -> tuple[float, float, float]:
 def pipeline_parallelism(timeline: Timeline) -> float:
     """How many pipeline kernels ran at once on average while any ran (>= 1)."""
     ops = list(timeline.input_threads)
-    busy = _busy_union(ops)
+    busy = busy_union(ops)
     return max(1.0, sum(o.duration for o in ops) / busy) if busy > 0 else 1.0
 
 
@@ -511,7 +446,7 @@ def _group_part(sid: str, step: Step, group: KernelGroup, multi_worker: bool) ->
     """A kernel group's part. Its compute kernels' time is measured compute (``cpu_time_s``: compute on
     the host's threads or on the device); when every kernel computes, that is the whole split."""
     ops = group.ops
-    first, last = _span(ops)
+    first, last = span(ops)
     start = min(max(step.start, first), step.end)
     run = sum(o.duration for o in ops)
     compute = sum(o.duration for o in ops if is_compute_op(o.op_type))
@@ -564,13 +499,22 @@ def step_operations(rec: Recording, table: SampleTable) -> tuple[list[tr.Operati
             pipeline = [op for op in step_events.pipeline
                         if not (python_input and PYTHON_KERNEL.search(op.op_type))]
             _add_op_samples(table, tr.SampleKey(operation=part.id, thread="tf.data"), pipeline, pipeline_carry)
+        part_ops: dict[str, list[OpEvent]] = {}
         for group in _kernel_groups(step_events.compute, step_labels, folded):
             part = _group_part(sid, step, group, rec.multi_worker)
             children.append(part)
+            part_ops[part.id] = group.ops
             _add_op_samples(table, tr.SampleKey(operation=part.id, thread="tf-kernels"), group.ops, kernel_carry)
+        starts = iteration_starts(step_events.compute)
+        if rec.timeline is None:
+            parts = [_whole_step(step, sid)]
+        elif len(starts) > 1:
+            parts = tile_iterations(children, part_ops, step_events.waits, step, sid, starts)
+        else:
+            parts = tile(children, step, sid)
         operations.append(tr.Operation(
             id=sid, name=f"step {step.index} (epoch {step.epoch + 1})", kind="step", start=step.start,
-            end=step.end, children=_tile(children, step, sid) if rec.timeline is not None else [_whole_step(step, sid)],
+            end=step.end, children=parts,
             attributes={"epoch": str(step.epoch), "batch": str(step.index)},
         ))
     return operations, waited
