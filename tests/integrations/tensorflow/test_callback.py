@@ -483,7 +483,8 @@ def test_keras_on_pytorch_is_reported_from_its_python_samples(tmp_path: Path) ->
         model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         x = np.random.rand(2048, 256).astype("float32"); y = np.random.randint(0, 10, 2048)
         model.fit(x, y, batch_size=64, epochs=200, verbose=0,
-                  callbacks=[CrystalPerfCallback(output_dir={str(out)!r}, wait_for_report_s=300)])
+                  callbacks=[CrystalPerfCallback(output_dir={str(out)!r}, wait_for_report_s=300,
+                                                 sample_interval_ms=10, cpu_budget=0.1)])
     """)
     env = {**os.environ, "KERAS_BACKEND": "torch"}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
