@@ -396,8 +396,11 @@ public class CrystalPerfPlugin implements SparkPlugin {
             }
         }
 
-        /** Sends the I/O counter rows taken since the last shipment to the driver, then forgets them here. */
-        private void shipIo() {
+        /**
+         * Sends the I/O counter rows taken since the last shipment to the driver, then forgets them here. The loop's
+         * shipments and the one at shutdown take turns: two at once would send the same rows twice, out of order.
+         */
+        private synchronized void shipIo() {
             IoCounters counters = io;
             if (counters == null || ctx == null) {
                 return;

@@ -328,7 +328,25 @@ public final class SampleStore {
             rows = new ArrayList<>();
             IO.put(batch.source, rows);
         }
-        rows.addAll(batch.documents());
+        // a source's rows stay in time order, each once, whatever order its batches arrive in
+        double last = rows.isEmpty() ? Double.NEGATIVE_INFINITY : time(rows.get(rows.size() - 1));
+        boolean ordered = true;
+        for (Map<String, Object> row : batch.documents()) {
+            ordered &= time(row) > last;
+            last = Math.max(last, time(row));
+            rows.add(row);
+        }
+        if (!ordered) {
+            rows.sort(java.util.Comparator.comparingDouble(SampleStore::time));
+            List<Map<String, Object>> once = new ArrayList<>(rows.size());
+            for (Map<String, Object> row : rows) {
+                if (once.isEmpty() || time(once.get(once.size() - 1)) < time(row)) {
+                    once.add(row);
+                }
+            }
+            rows.clear();
+            rows.addAll(once);
+        }
         while (rows.size() >= IoCounters.MAX_ROWS) {
             // as the executor's sampler does when full: every other row, the last one kept
             List<Map<String, Object>> halved = new ArrayList<>();
@@ -339,6 +357,11 @@ public final class SampleStore {
             rows.clear();
             rows.addAll(halved);
         }
+    }
+
+    private static double time(Map<String, Object> row) {
+        Object t = row.get("t");
+        return t instanceof Number ? ((Number) t).doubleValue() : Double.NEGATIVE_INFINITY;
     }
 
     /** Every executor's I/O counter rows (the driver's own are the listener's). */
