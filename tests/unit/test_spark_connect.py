@@ -9,7 +9,7 @@ import pytest
 
 from crystalperf.core import trace as tr
 from crystalperf.integrations.spark.assemble import name_operations, name_python_call_sites
-from crystalperf.integrations.spark.config import configure
+from crystalperf.integrations.spark.config import _connect_remote, configure
 from crystalperf.integrations.spark.connect import MAX_SUMMARY, connect_name, plan_summary
 from crystalperf.integrations.spark.pydriver import DriverCall
 
@@ -143,6 +143,15 @@ class _Builder:
     def config(self, key: str, value: str) -> _Builder:
         self._options[key] = value
         return self
+
+
+def test_where_a_connect_builder_connects(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("SPARK_REMOTE", "SPARK_API_MODE", "MASTER"):
+        monkeypatch.delenv(name, raising=False)
+    assert _connect_remote({"spark.remote": "local[2]"}) == "local[2]"
+    # connect mode by the API setting: PySpark starts the server in this process, for any master
+    assert _connect_remote({"spark.api.mode": "connect", "spark.master": "spark://m:7077"}) == "spark://m:7077"
+    assert _connect_remote({"spark.master": "local[2]"}) is None
 
 
 def test_a_builder_for_a_remote_connect_server_is_left_as_it_is(caplog: pytest.LogCaptureFixture) -> None:

@@ -170,8 +170,8 @@ def spark_conf(existing: dict[str, str] | None = None, *, output_dir: str | None
 
 def _connect_remote(existing: dict[str, str]) -> str | None:
     """Where a Spark Connect builder connects (``builder.remote(...)``, ``SPARK_REMOTE``, ``spark.api.mode``
-    connect: a ``local…`` master PySpark starts a server for in this process, or an ``sc://`` server); None for a
-    classic session."""
+    connect): an ``sc://`` server, or the master of the server PySpark starts in this process; None for a classic
+    session."""
     remote = existing.get("spark.remote") or os.environ.get("SPARK_REMOTE")
     if remote is None and (existing.get("spark.api.mode") or os.environ.get("SPARK_API_MODE", "")).lower() == "connect":
         remote = existing.get("spark.master", os.environ.get("MASTER", "local"))
@@ -180,9 +180,9 @@ def _connect_remote(existing: dict[str, str]) -> str | None:
 
 def configure(builder: B, **options: Any) -> B:
     """Turn crystalperf on for a ``SparkSession.builder`` (or a ``SparkConf``); returns it. A Spark Connect builder
-    for a local master (``builder.remote("local[4]")``: PySpark starts the server in this process) is turned on
-    as well; one for a remote server (``sc://…``) is left as it is, with a warning: the hook belongs where that
-    server starts.
+    whose server PySpark starts in this process (``builder.remote("local[4]")``, or ``spark.api.mode`` connect with
+    any master) is turned on as well; one for a remote server (``sc://…``) is left as it is, with a warning: the
+    hook belongs where that server starts.
 
     Options: ``output_dir``, ``sample_interval_ms``, ``python_sampling``, ``spool_dir``, ``cpu_budget`` (see
     :func:`spark_conf`). Where the Python workers are sampled, the jobs this process's Python starts are also named
@@ -195,7 +195,7 @@ def configure(builder: B, **options: Any) -> B:
     elif hasattr(builder, "getAll"):
         existing = dict(builder.getAll())
     remote = _connect_remote(existing)
-    if remote is not None and not remote.startswith("local"):
+    if remote is not None and remote.startswith("sc://"):
         log.warning("crystalperf: this builder connects to the Spark Connect server at %s, which runs the jobs: "
                     "crystalperf must be turned on where that server starts (start-connect-server.sh "
                     "$(crystalperf spark-conf)); nothing is set here", remote)
@@ -213,7 +213,7 @@ def configure(builder: B, **options: Any) -> B:
         # A Connect server's Python functions carry no spark.executorEnv: the workers of a local master get the
         # variables from the server's JVM, which inherits this process's environment.
         for key, value in conf.items():
-            if key.startswith(EXECUTOR_ENV):
+            if key.startswith(EXECUTOR_ENV) and remote.startswith("local"):
                 os.environ.setdefault(key[len(EXECUTOR_ENV):], value)
     for key, value in conf.items():
         if hasattr(builder, "config"):
