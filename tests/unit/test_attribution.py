@@ -53,6 +53,12 @@ class EveryFrame:
     # Scala closures written inside a plumbing method (seen on the stacks of a real standalone-cluster job)
     "org.apache.spark.executor.Executor$TaskRunner.$anonfun$run$4",
     "org.apache.spark.executor.Executor$TaskRunner.$anonfun$run$4$adapted",
+    # top functions of real reports (a Spark Connect job's stage; a PyFlink DataStream job's Python chains)
+    "org.apache.spark.util.KeyLock.acquireLock",
+    "org.apache.beam.vendor.guava.v32_1_2_jre.com.google.common.cache.LocalCache$LoadingValueReference.waitForValue",
+    "apache_beam.runners.worker.sdk_worker._Future.wait", "apache_beam.runners.worker.sdk_worker._Future.get",
+    "apache_beam.runners.worker.sdk_worker._DeferredCall.get.<locals>.<genexpr>",
+    "org.apache.beam.vendor.guava.v32_1_2_jre.com.google.common.cache.LocalCache$Segment.waitForLoadingValue",
 ])
 def test_synchronisation_and_scheduling_frames_are_plumbing(name: str) -> None:
     assert is_plumbing(name)

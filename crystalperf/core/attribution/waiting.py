@@ -68,6 +68,13 @@ _PLUMBING_PREFIXES = re.compile(
     r"|multiprocessing\.(?:connection\.wait|synchronize\.|pool\.worker|queues\.)"
     r"|(?:[\w.$]*\.)?com\.google\.common\.util\.concurrent\.(?:AbstractFuture(?:State)?|OverflowAvoidingLockSupport"
     r"|Uninterruptibles)\b"
+    # a cache's reader waiting for the thread loading its value (Beam's Java harness, under PyFlink's operators)
+    r"|(?:[\w.$]*\.)?com\.google\.common\.cache\.LocalCache\$(?:LoadingValueReference\.waitForValue"
+    r"|Segment\.waitForLoadingValue)"
+    # Spark's per-key lock (a Python worker's creation, a block's lock)
+    r"|org\.apache\.spark\.util\.KeyLock\."
+    # Beam's Python harness waiting on its futures (a PyFlink worker's state commit waiting for the JVM's answer)
+    r"|apache_beam\.runners\.worker\.sdk_worker\.(?:_Future|_DeferredCall)\."
     r")"
 )
 
