@@ -197,17 +197,12 @@ def name_operations(trace: tr.Trace) -> None:
     for job in trace.operations:
         if job.kind != "job":
             continue
-        if (request := _connect_request(job)) is not None:
+        request = _connect_request(job)
+        if request is not None:
             job.name = f"{job.name.split(': ', 1)[0]}: {request}"
             if "sql_execution_id" in job.attributes:
                 connect_queries[job.attributes["sql_execution_id"]] = request
-            for stage in job.children:
-                prefix, _, spark_name = stage.name.partition(": ")
-                if stage.kind == "stage" and spark_name.startswith(CONNECT_PREFIX):
-                    stage.name = f"{prefix}: {request}"
-                    stage.attributes["spark_stage_name"] = spark_name
-            continue
-        batch = _MICRO_BATCH.fullmatch(job.attributes.get("description", "").strip())
+        batch = None if request is not None else _MICRO_BATCH.fullmatch(job.attributes.get("description", "").strip())
         if batch is not None:
             query = batch["query"].strip() or f"query {batch['id'][:8]}"
             batch_id = batch["batch"].strip()
@@ -221,7 +216,8 @@ def name_operations(trace: tr.Trace) -> None:
             continue
         for stage in job.children:
             prefix, _, spark_name = stage.name.partition(": ")
-            if stage.kind == "stage" and (batch is not None or _CLOSURE_NAME.match(spark_name)):
+            if stage.kind == "stage" and (batch is not None or spark_name.startswith(CONNECT_PREFIX)
+                                          or _CLOSURE_NAME.match(spark_name)):
                 stage.name = f"{prefix}: {label}"
                 stage.attributes["spark_stage_name"] = spark_name
     for sql in trace.sql_queries:

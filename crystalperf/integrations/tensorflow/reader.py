@@ -332,11 +332,6 @@ def _kernel_name(name: str, cache: dict[str, tuple[str, str] | None]) -> tuple[s
     return cache[name]
 
 
-def _nested_eager(kernel: tuple[str, str] | None, family: str) -> bool:
-    """An eager op on tf.data's threads runs inside a ``py_function`` kernel, whose time already holds it."""
-    return kernel is not None and kernel[0] == EAGER_NODE and family.startswith("tf_data")
-
-
 def _planes(buf: bytes) -> Iterator[tuple[int, int]]:
     return ((at, stop) for number, wire, at, stop in _fields(buf, 0, len(buf)) if number == 1 and wire == _LENGTH)
 
@@ -361,11 +356,15 @@ def _stat_pairs(buf: bytes, pos: int, end: int) -> list[Stat]:
     return [(stat.metadata_id, stat.value) for stat in _event(buf, pos, end).stats]
 
 
-def _kernel_of(name: str, metadata_id: int, cache: dict[str, tuple[str, str] | None], compiled: PlaneKernels,
-               read_stats: Callable[..., list[Stat]], *where: Any) -> tuple[str, str] | None:
-    """(node, op type) of a kernel execution of TensorFlow's executor or of an XLA program; None for other events.
-    ``read_stats(*where)`` gives the event's stats, read only for an event that may be a compiled kernel."""
+def _kernel_of(name: str, metadata_id: int, family: str, cache: dict[str, tuple[str, str] | None],
+               compiled: PlaneKernels, read_stats: Callable[..., list[Stat]], *where: Any) -> tuple[str, str] | None:
+    """(node, op type) of a kernel execution of TensorFlow's executor, of an XLA program or run eagerly on the line
+    of thread ``family``; None for other events. An eager op on tf.data's threads is none: it runs inside a
+    ``py_function`` kernel, whose time already holds it. ``read_stats(*where)`` gives the event's stats, read only
+    for an event that may be a compiled kernel."""
     kernel = _kernel_name(name, cache)
+    if kernel is not None and kernel[0] == EAGER_NODE and family.startswith("tf_data"):
+        return None
     if kernel is None and compiled.possible and not _is_annotation(name):
         kernel = compiled.kernel(metadata_id, functools.partial(read_stats, *where))
     return kernel
@@ -398,8 +397,8 @@ def _kernel_cutoff(buf: bytes, origin_ns: int, max_ops: int, instructions: Instr
             for event_at, event_stop in events:
                 metadata_id, offset_ps, _ = _event_times(buf, event_at, event_stop)
                 name = event_names.get(metadata_id, "")
-                kernel = _kernel_of(name, metadata_id, cache, compiled, _stat_pairs, buf, event_at, event_stop)
-                if kernel is not None and not _nested_eager(kernel, family):
+                kernel = _kernel_of(name, metadata_id, family, cache, compiled, _stat_pairs, buf, event_at, event_stop)
+                if kernel is not None:
                     starts.append((origin_ns + timestamp_ns + offset_ps / 1000) / 1e9)
     if len(starts) <= max_ops:
         return None
@@ -432,9 +431,7 @@ def timeline_from_xspace(buf: bytes, max_ops: int | None = None) -> Timeline:
                 name = event_names.get(metadata_id, "")
                 start = (base_ns + offset_ps / 1000) / 1e9
                 duration = duration_ps / 1e12
-                kernel = _kernel_of(name, metadata_id, cache, compiled, _stat_pairs, buf, event_at, event_stop)
-                if _nested_eager(kernel, family):
-                    continue
+                kernel = _kernel_of(name, metadata_id, family, cache, compiled, _stat_pairs, buf, event_at, event_stop)
                 if kernel is not None:
                     if cutoff is not None and start >= cutoff:
                         timeline.dropped_ops += 1
@@ -466,9 +463,7 @@ def _add_plane(timeline: Timeline, plane: XPlane, origin_ns: int, device: bool, 
             name = plane.event_names.get(event.metadata_id, "")
             start = (base_ns + event.offset_ps / 1000) / 1e9
             duration = event.duration_ps / 1e12
-            kernel = _kernel_of(name, event.metadata_id, cache, compiled, _event_stat_pairs, event)
-            if _nested_eager(kernel, family):
-                continue
+            kernel = _kernel_of(name, event.metadata_id, family, cache, compiled, _event_stat_pairs, event)
             if kernel is not None:
                 timeline.ops.append(OpEvent(kernel[0], kernel[1], start, duration, family, device))
             elif name in _INPUT_WAIT_EVENTS:

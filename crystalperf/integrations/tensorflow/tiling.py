@@ -65,10 +65,7 @@ def tile(children: list[tr.Operation], step: Step, sid: str) -> list[tr.Operatio
     cursor = step.start
 
     def host(start: float, end: float) -> None:
-        tiled.append(tr.Operation(
-            id=f"{sid}/host" + (f"-{len(tiled)}" if tiled else ""), name=HOST_PART, kind="op",
-            start=start, end=end, attributes={"phase": "host", "placement": "host", RESOURCES_ATTRIBUTE: "cpu"},
-        ))
+        tiled.append(host_part(f"{sid}/host" + (f"-{len(tiled)}" if tiled else ""), start, end))
 
     for pos, child in enumerate(ordered):
         last = pos + 1 == len(ordered)
@@ -84,9 +81,20 @@ def tile(children: list[tr.Operation], step: Step, sid: str) -> list[tr.Operatio
         tiled.append(child)
     if step.end > cursor + HOST_GAP_S:
         host(cursor, step.end)
-    for before, after in zip(tiled, tiled[1:], strict=False):
+    return _chained(tiled)
+
+
+def host_part(part_id: str, start: float, end: float) -> tr.Operation:
+    """A stretch of the step in the host's Python (Keras's loop, callbacks, dispatch) that no kernel accounts for."""
+    return tr.Operation(id=part_id, name=HOST_PART, kind="op", start=start, end=end,
+                        attributes={"phase": "host", "placement": "host", RESOURCES_ATTRIBUTE: "cpu"})
+
+
+def _chained(parts: list[tr.Operation]) -> list[tr.Operation]:
+    """The parts, each one after the one before it."""
+    for before, after in zip(parts, parts[1:], strict=False):
         after.parents = [before.id]
-    return tiled
+    return parts
 
 
 def iteration_starts(ops: Sequence[OpEvent]) -> list[float]:
@@ -135,10 +143,7 @@ def tile_iterations(children: list[tr.Operation], ops: dict[str, list[OpEvent]],
         cursor = part.end
         laid.append(part)
     if step.end > cursor + HOST_GAP_S:
-        laid.append(tr.Operation(id=f"{sid}/host", name=HOST_PART, kind="op", start=cursor, end=step.end,
-                                 attributes={"phase": "host", "placement": "host", RESOURCES_ATTRIBUTE: "cpu"}))
+        laid.append(host_part(f"{sid}/host", cursor, step.end))
     elif laid:
         laid[-1].end = step.end
-    for before, after in zip(laid, laid[1:], strict=False):
-        after.parents = [before.id]
-    return laid
+    return _chained(laid)
