@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from crystalperf.models import LABELS
+from crystalperf.models.frameworks import FORBIDDEN as FORBIDDEN
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +36,6 @@ RULES_PATH = Path(__file__).resolve().parent / "labelling_rules.txt"
 # they agree with the measurements far better, but a model trained on them fails the unmistakable cases (see
 # docs/models.md, "What we tried and why it lost"); ``crystalperf train --rules`` builds the corpus with them.
 FUNCTION_RULES_PATH = Path(__file__).resolve().parent / "labelling_rules_functions.txt"
-# The frameworks we evaluate on must stay out of sample (paper Table 4).
-FORBIDDEN = re.compile(r"(^|[.:/])(pyspark|spark|flink|pyflink|tensorflow|keras|tf_keras)([._/]|$)", re.I)
 JDK_SRC_ZIPS = (
     Path("/usr/lib/jvm/java-17-openjdk-amd64/lib/src.zip"),
     Path("/usr/lib/jvm/openjdk-17/src.zip"),

@@ -30,7 +30,7 @@ from crystalperf.core import trace as tr
 from crystalperf.core.attribution.classify import FunctionSource
 from crystalperf.core.attribution.sources import FrameResolver, LocateContext, installed_locators, is_native
 from crystalperf.core.attribution.sources.jvm import source_method_name
-from crystalperf.models.corpus import FORBIDDEN
+from crystalperf.models.frameworks import framework_of as framework_of
 
 _LAMBDA_CLASS = re.compile(r"\$\$Lambda[^.]*")
 _NUMBERED = re.compile(r"(CodegenStage|anon\$|anonfun\$|_)\d+")
@@ -50,18 +50,6 @@ def function_key(name: str) -> str:
     owner = _NUMBERED.sub(r"\1N", owner).replace("$.", ".").rstrip("$")
     method = _NUMBERED.sub(r"\1N", source_method_name(method))
     return f"{owner}.{method}"
-
-
-def framework_of(name: str) -> str | None:
-    """spark | flink | tensorflow for a frame name the training corpus can never contain, else None."""
-    if not FORBIDDEN.search(name):
-        return None
-    lowered = name.lower()
-    if re.search(r"(^|\.)(py)?spark(\.|$)", lowered):
-        return "spark"
-    if re.search(r"(^|\.)(py)?flink(\.|$)", lowered):
-        return "flink"
-    return "tensorflow"
 
 
 @dataclass

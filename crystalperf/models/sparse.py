@@ -198,6 +198,7 @@ class SparseClassifier:
             raise SparseWeightsError(f"share_temperature {temperature!r} is not in (0, 1]", config_path)
         self.share_temperature = float(temperature)
         self.keyword_blend = self._keyword_blend(config_path)
+        self.framework_keyword_blend = self._framework_keyword_blend(config_path)
         self.confidence_fit = self._confidence_fit(config_path)
         try:
             with np.load(model) as data:
@@ -225,6 +226,37 @@ class SparseClassifier:
         ):
             raise SparseWeightsError(f"keyword_blend {blend!r} is not a map of languages to weights >= 0", config_path)
         return {k: float(v) for k, v in blend.items() if v}
+
+    def _framework_keyword_blend(self, config_path: Path) -> dict[str, dict[str, float]]:
+        """Per framework and language, the keyword weight of that framework's functions (instead of the language's)."""
+        blend = self.config.get("framework_keyword_blend", {})
+        if not isinstance(blend, dict) or not all(
+            isinstance(framework, str) and isinstance(weights, dict) and all(
+                isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+                for k, v in weights.items())
+            for framework, weights in blend.items()
+        ):
+            raise SparseWeightsError(f"framework_keyword_blend {blend!r} is not a map of frameworks to maps of "
+                                     "languages to weights >= 0", config_path)
+        return {framework: {k: float(v) for k, v in weights.items()} for framework, weights in blend.items()}
+
+    def blend_weights(self, functions: Sequence[FunctionSource]) -> np.ndarray:
+        """Each function's weight of the keyword counter's log-vector: its framework's for its language where the
+        config names one (``framework_keyword_blend``), else its language's (``keyword_blend``), else 0."""
+        import numpy as np
+
+        from crystalperf.models.frameworks import framework_of
+
+        weights = []
+        for f in functions:
+            weight = self.keyword_blend.get(f.language, 0.0)
+            if self.framework_keyword_blend:
+                framework = framework_of(f.qualified_name)
+                by_language = self.framework_keyword_blend.get(framework) if framework else None
+                if by_language is not None and f.language in by_language:
+                    weight = by_language[f.language]
+            weights.append(weight)
+        return np.asarray(weights, dtype=np.float32)
 
     def _confidence_fit(self, config_path: Path) -> tuple[float, float] | None:
         fit = self.config.get("confidence")
@@ -273,8 +305,8 @@ class SparseClassifier:
         for start in range(0, len(functions), self.batch_size):
             batch = functions[start : start + self.batch_size]
             logits = self.logits_from_features(*batch_features(batch))
-            if self.keyword_blend:
-                weights = np.asarray([self.keyword_blend.get(f.language, 0.0) for f in batch], dtype=np.float32)
+            if self.keyword_blend or self.framework_keyword_blend:
+                weights = self.blend_weights(batch)
                 if weights.any():
                     logits = blend_keyword(logits, keyword_log_vectors(batch), weights)
             parts.append(_softmax(logits))

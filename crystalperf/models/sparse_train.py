@@ -20,6 +20,7 @@ from torch import nn
 from crystalperf.models.evaluate import to_function
 from crystalperf.models.features import HASH_BITS, batch_features, hashed_features
 from crystalperf.models.framework_eval import EvalFunction, set_sha256
+from crystalperf.models.frameworks import framework_of
 from crystalperf.models.sparse import (
     CONFIG_FILE,
     KEYWORD_BLEND_WEIGHTS,
@@ -158,6 +159,24 @@ def within_tolerance(scores: dict[float, float], tolerance: float = BLEND_VALIDA
     return [w for w, score in scores.items() if score >= scores[0.0] - tolerance]
 
 
+def fit_framework_blend(model: SparseClassifier, dev: Sequence[EvalFunction]) -> dict[str, dict[str, float]]:
+    """Per framework and language of the hand-labelled functions, the keyword weight of that framework's functions:
+    the best on them, unbounded by the measured validation rows, which never hold a framework's function
+    (``frameworks.FORBIDDEN``) and so cannot say what a weight costs there."""
+    by_framework: dict[str, list[EvalFunction]] = {}
+    for function in dev:
+        framework = framework_of(function.qualified_name)
+        if framework is not None:
+            by_framework.setdefault(framework, []).append(function)
+    fitted: dict[str, dict[str, float]] = {}
+    for framework, functions in sorted(by_framework.items()):
+        sources = [f.source() for f in functions]
+        scores = blend_scores(model.logits_from_features(*batch_features(sources)), keyword_log_vectors(sources),
+                              np.asarray([LABELS4.index(f.label) for f in functions]), [f.language for f in functions])
+        fitted[framework] = {language: best_weight(by_weight) for language, by_weight in scores.items()}
+    return fitted
+
+
 def _write_config(out_dir: Path, config: dict[str, Any]) -> None:
     (out_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
@@ -189,7 +208,8 @@ def train_sparse_classifier(
     also fit what the exported model's confidence means (``confidence``) and, with ``keyword_blend``, per
     language, how much of the keyword counter's vector to add to the model's logits. ``blend_dev`` (hand-labelled
     functions and their labels) fits that weight instead for the languages it has: measured labels are a function's
-    time with all it calls, hand labels its own work, which is what a report names next to a function."""
+    time with all it calls, hand labels its own work, which is what a report names next to a function. Its functions
+    of a framework also fit that framework's own weight (:func:`fit_framework_blend`)."""
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(True)
     threads = torch.get_num_threads()
@@ -292,13 +312,17 @@ def train_sparse_classifier(
             for language, scores in dev_scores.items():
                 allowed = within_tolerance(val_scores[language]) if language in val_scores else KEYWORD_BLEND_WEIGHTS
                 blend[language] = best_weight(scores, allowed)
+            framework_blend = fit_framework_blend(SparseClassifier(out_dir), blend_dev)
+            if framework_blend:
+                config["framework_keyword_blend"] = framework_blend
             config["training"]["keyword_blend_fit"] = {
                 "functions": len(dev),
                 "validation_tolerance": BLEND_VALIDATION_TOLERANCE,
                 "sha256": set_sha256(blend_dev),
             }
-        if blend:
-            config["keyword_blend"] = blend
+        if blend or "framework_keyword_blend" in config:
+            if blend:
+                config["keyword_blend"] = blend
             _write_config(out_dir, config)
         # the fits below read the exported model's numpy inference (with its keyword blend), which is what users run;
         # neither changes the probabilities the other reads

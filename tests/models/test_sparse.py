@@ -22,6 +22,7 @@ from crystalperf.models.sparse import LABELS4, SparseClassifier
 from crystalperf.models.sparse_train import (
     SparseModule,
     best_weight,
+    fit_framework_blend,
     train_sparse_classifier,
     within_tolerance,
 )
@@ -194,6 +195,27 @@ def test_the_hand_labels_choose_the_blend_within_what_the_measured_rows_allow() 
     assert best_weight({w: 0.5 for w in dev}) == 0.0
 
 
+def test_a_framework_s_weight_is_fitted_on_its_own_functions_alone() -> None:
+    """fit_framework_blend keys each framework's weight by language, from that framework's hand-labelled functions
+    only: a function of no framework fits none, another framework's does not move it."""
+    from crystalperf.models.framework_eval import EvalFunction, load_set
+
+    tensorflow = load_set(BLEND_DEV)
+    model = SparseClassifier()
+    alone = fit_framework_blend(model, tensorflow)
+    assert set(alone) == {"tensorflow"} and set(alone["tensorflow"]) == {"python"}
+    other = [EvalFunction(id="x:a.b.Store.save", framework="spark", qualified_name="a.b.Store.save", language="python",
+                          origin="source", code="def save(self, path):\n    open(path, 'wb').write(b'')\n", doc="",
+                          label="disk", reason="writes a file", source_trace=""),
+             EvalFunction(id="spark:org.apache.spark.storage.DiskStore.put", framework="spark",
+                          qualified_name="org.apache.spark.storage.DiskStore.put", language="java", origin="bytecode",
+                          code="void put(BlockId p0) {\n    FileChannel.write();\n}", doc="", label="disk",
+                          reason="writes the block's file", source_trace="")]
+    mixed = fit_framework_blend(model, [*tensorflow, *other])
+    assert mixed["tensorflow"] == alone["tensorflow"]
+    assert set(mixed) == {"tensorflow", "spark"} and set(mixed["spark"]) == {"java"}
+
+
 def test_a_bad_blend_dev_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
     _write_measured(tmp_path / "m", _records(120, library_count=12))
     (tmp_path / "dev.jsonl").write_text('{"id": "tensorflow:x", "label": "cpu"}\n')
@@ -221,6 +243,7 @@ def test_train_reproduces_the_shipped_weights_from_the_kept_corpus(tmp_path: Pat
     shipped_config = json.loads((shipped_dir / "config.json").read_text())
     assert new_config["share_temperature"] == shipped_config["share_temperature"]
     assert new_config["keyword_blend"] == shipped_config["keyword_blend"]
+    assert new_config["framework_keyword_blend"] == shipped_config["framework_keyword_blend"]
     new_training, shipped_training = new_config["training"], shipped_config["training"]
     for config in (new_training, shipped_training):
         config.pop("source")  # names the directory it was given

@@ -122,6 +122,38 @@ def test_a_keyword_blend_moves_only_the_languages_it_names(tmp_path):
     assert not np.allclose(got[:3], plain.predict_proba4(FUNCTIONS)[:3])
 
 
+def test_a_framework_s_functions_take_its_own_keyword_weight(tmp_path):
+    """A TensorFlow function takes the weight framework_keyword_blend gives TensorFlow's Python; a function of no
+    framework, or of a framework the config does not name, its language's."""
+    functions = [
+        FunctionSource("tensorflow.python.lib.io.file_io.FileIO.read", "python",
+                       "def read(self, n=-1):\n    self._preread_check()\n    return self._read_buf.read(n)\n"),
+        FunctionSource("keras.src.saving.saving_api.save_model", "python",
+                       "def save_model(model, filepath):\n    with open(filepath, 'wb') as f:\n        f.write(b'')\n"),
+        FUNCTIONS[0],
+        FunctionSource("pyspark.serializers.read_int", "python", "def read_int(stream):\n    return stream.read(4)\n"),
+        FunctionSource("org.tensorflow.Session.run", "java", "Tensor run() {\n    Session.runNative();\n}"),
+    ]
+    plain = SparseClassifier()
+    blended = SparseClassifier(_weights_with(tmp_path, keyword_blend={"python": 0.25},
+                                             framework_keyword_blend={"tensorflow": {"python": 1.5}}))
+    assert blended.framework_keyword_blend == {"tensorflow": {"python": 1.5}}
+    weights = np.array([1.5, 1.5, 0.25, 0.25, 0.0], dtype=np.float32)
+    assert np.array_equal(blended.blend_weights(functions), weights)
+    expected = blend_keyword(plain.logits_from_features(*batch_features(functions)), keyword_log_vectors(functions),
+                             weights)
+    expected = np.exp(expected - expected.max(axis=1, keepdims=True))
+    expected /= expected.sum(axis=1, keepdims=True)
+    assert np.allclose(blended.predict_proba4(functions), expected, atol=1e-6)
+    assert np.allclose(blended.predict_proba4(functions)[-1], plain.predict_proba4(functions)[-1], atol=1e-7)
+
+
+@pytest.mark.parametrize("bad", [{"tensorflow": 1.5}, {"tensorflow": {"python": -1}}, [1], {"spark": {"java": True}}])
+def test_a_bad_framework_keyword_blend_is_a_clear_error(tmp_path, bad):
+    with pytest.raises(BadInputError, match="framework_keyword_blend"):
+        SparseClassifier(_weights_with(tmp_path, framework_keyword_blend=bad))
+
+
 @pytest.mark.parametrize("bad", [{"python": -1}, {"python": "x"}, [0.5], {"python": True}])
 def test_a_bad_keyword_blend_is_a_clear_error(tmp_path, bad):
     with pytest.raises(BadInputError, match="keyword_blend"):
