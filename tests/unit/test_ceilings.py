@@ -136,7 +136,7 @@ def test_the_band_spans_an_operation_no_busier_than_it_was() -> None:
     # busier than traced, 10 s
     prediction = predictor(cpu_job(process_cores=1.5)).predict(Changes({"cores": 2}))
     assert prediction.crystalperf.runtime_s == pytest.approx(7.5)
-    assert prediction.crystalperf.high_s == pytest.approx(10.0)
+    assert prediction.crystalperf.model_high_s == pytest.approx(10.0)
 
 
 def test_cores_other_processes_keep_busy_are_not_the_jobs() -> None:

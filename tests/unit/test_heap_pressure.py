@@ -43,12 +43,14 @@ def _model(with_heap: bool) -> StreamingCpu:
 
 
 def test_a_parallelism_that_halves_the_records_per_process_relieves_the_heap() -> None:
-    relieved = 8.0 - 8 * 0.5 * (0.4 / 0.6) / 4.0
+    # each of the two TaskManagers collects its own old generation, 40 % live, with half as much promoted:
+    # 8 * 0.5 * (0.4 / 0.6) / 4 CPU-s each, beside its half of the other 7 CPU-s of work, on its own CPU
+    each = 8 * 0.5 * (0.4 / 0.6) / 4.0
     changes = Changes({"parallelism": 2})
-    assert _model(True).predict(changes) == pytest.approx((15.0 - relieved) / 2)
+    assert _model(True).predict(changes) == pytest.approx(7.0 / 2 + each)
     assert _model(False).predict(changes) == pytest.approx(7.5)
     note = _model(True).heap_note(changes)
-    assert note is not None and "80 % live" in note and "8.00 CPU-s" in note and "0.67 CPU-s" in note
+    assert note is not None and "80 % live" in note and "8.00 CPU-s" in note and "1.33 CPU-s (0.67 per process)" in note
     # the same processes at another CPU share keep their records: no heap note, no relief
     assert _model(True).heap_note(Changes({"cpu_share": 0.5})) is None
     assert _model(True).predict(Changes({"cpu_share": 0.5})) == pytest.approx(30.0)
@@ -72,7 +74,7 @@ def test_the_reporters_heap_is_kept_with_the_collector(tmp_path: Path) -> None:
     assert (collector.heap_max_bytes, collector.live_bytes, collector.live_max_bytes) == (1000, 800, 900)
     assert (collector.old_collections, collector.young_collections) == (10, 40)
     # the collector's threads' CPU time, in the old collections' share of the collections' time
-    assert heaps(trace) == [Heap(1000, 800, pytest.approx(1.2 * 2.5 / 3.0))]
+    assert heaps(trace) == [Heap(1000, 800, pytest.approx(1.2 * 2.5 / 3.0), pytest.approx(1.2 * 0.5 / 3.0))]
 
 
 @pytest.mark.parametrize("heap", [[1, 2], {"live_bytes": -5}, {"old_collection_s": "soon"},
@@ -100,6 +102,20 @@ def test_a_larger_heap_relieves_the_old_collections_and_a_smaller_one_adds_to_th
     assert note is not None and "OutOfMemoryError" in note
     # without the heaps' live data the streaming model leaves memory to the other models
     assert _model(False).predict(Changes({"memory": 200 * MB})) is None
+
+
+def test_a_larger_heap_makes_the_young_collections_rarer_and_more_records_do_not() -> None:
+    """The young collections come as often as the young generation, a share of the heap, fills: twice the heap, half
+    their CPU time; half the records per process, half in each of twice the processes, none saved in all."""
+    heap = Heap(100 * MB, 10 * MB, old_gc_s=0.0, young_gc_s=2.0)
+    assert heap.savings(1.0, 2.0) == pytest.approx(1.0)
+    assert heap.savings(1.0, 0.5) == pytest.approx(-2.0)
+    assert heap.savings(0.5) == pytest.approx(0.0)
+    model = StreamingCpu([Chain([6.0])], process_cpu_s=15.0, cpu_count=1, runtime_s=15.0, work_cpu_s=15.0,
+                         heaps=[heap])
+    assert model.predict(Changes({"memory": 200 * MB})) == pytest.approx(14.0)
+    note = model.heap_note(Changes({"memory": 200 * MB}))
+    assert note is not None and "the collections took 2.00 CPU-s" in note and "1.00 CPU-s" in note
 
 
 def test_the_flink_settings_search_the_task_heap_where_the_heap_was_pressed() -> None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
+import statistics
+
 import pytest
 
 from crystalperf.core import trace as tr
+from crystalperf.core.predict.band import RERUN_SPREAD, with_rerun
 from crystalperf.core.predict.base import Changes
 from crystalperf.core.predict.streaming import Chain, Link, StreamingCpu
 
@@ -535,9 +539,13 @@ def test_a_subtask_whose_fetcher_ran_beside_its_task_thread_is_limited_by_the_bu
     one = side_by_side.predict(Changes({"parallelism": 1}), band=False)
     assert one.crystalperf.runtime_s == pytest.approx(10.0)
     assert any("busiest subtask thread 5.00 CPU-s" in note for note in one.notes)
-    # the 0.2 s of the run beyond its machine limit (9.8 s) may stay or go: the band spans 10 to 10.2 s
+    # the 0.2 s of the run beyond its machine limit (9.8 s) may stay or go: the model's band spans 10 to 10.2 s,
+    # and a rerun's spread widens it: 1.28 spreads below, and in quadrature with the model's 2 % above
     banded = side_by_side.predict(Changes({"parallelism": 1})).crystalperf
-    assert (banded.low_s, banded.high_s) == (pytest.approx(10.0), pytest.approx(10.2))
+    rerun = statistics.NormalDist().inv_cdf(0.9) * RERUN_SPREAD
+    assert banded.model_high_s == pytest.approx(10.2)
+    assert banded.low_s == pytest.approx(10.0 * math.exp(-rerun))
+    assert banded.high_s == pytest.approx(10.0 * math.exp(math.hypot(math.log(1.02), rerun)))
     # Without the split each subtask's 9 CPU-s are one thread's: 18 s at parallelism 1.
     one_thread = Predictor(build_profile(_one_chain_scan(None, None, 1.96), FixedClassifier({}), locators=[]))
     one_thread_cpu = one_thread.predict(Changes({"parallelism": 1}), band=False).crystalperf.runtime_s
@@ -577,3 +585,24 @@ def test_the_band_spans_the_seconds_beyond_the_cpu_limit_kept_and_gone() -> None
     # a job paced by its input keeps its runtime: nothing to span; nor for changes the model does not answer
     assert pipeline(runtime_s=30.0).band(Changes({"parallelism": 1})) is None
     assert pipeline().band(Changes({"parallelism": 1, "disk": 1e6})) is None
+
+
+def test_a_rerun_s_spread_widens_every_band_in_quadrature_with_the_model_s() -> None:
+    from crystalperf.core.predict import Predictor
+    from crystalperf.core.profile.dag import build_profile
+    from tests.unit.test_io_memory_models import FixedClassifier
+
+    rerun = statistics.NormalDist().inv_cdf(0.9) * RERUN_SPREAD
+    assert rerun == pytest.approx(0.0513, abs=1e-4)
+    # a band of 5 % below and none above: 5 % and 5.13 % in quadrature below, the rerun's alone above
+    low, high = with_rerun(10.0, 10.0 / math.exp(0.05), 10.0)
+    assert low == pytest.approx(10.0 * math.exp(-math.hypot(0.05, rerun)))
+    assert high == pytest.approx(10.0 * math.exp(rerun))
+    # no change on a streaming job (no task to redraw): the model's band spans the 0.2 s beyond the machine limit
+    # (9.8 s) gone, and a rerun's spread widens it
+    predictor = Predictor(build_profile(_one_chain_scan(9.0, 5.0, 1.96), FixedClassifier({}), locators=[]))
+    same = predictor.predict(Changes({"cpu_speed": 1.0})).crystalperf
+    assert same.runtime_s == pytest.approx(10.0)
+    assert (same.model_low_s, same.model_high_s) == (pytest.approx(9.8), pytest.approx(10.0))
+    assert same.low_s == pytest.approx(10.0 * math.exp(-math.hypot(math.log(10.0 / 9.8), rerun)))
+    assert same.high_s == pytest.approx(10.0 * math.exp(rerun))

@@ -180,7 +180,7 @@ def test_bottleneck_and_threads_prediction_of_the_assembled_trace() -> None:
     # The band spans both ends: p = 0, the steps as they were (2 x 1.0 s), to p = 4/7 (x1.4 -> 2 x 1.24 s).
     banded = predictor.predict(Changes.parse(["cores=1"]))
     assert banded.crystalperf.runtime_s == pytest.approx(2.2)
-    assert banded.crystalperf.low_s == pytest.approx(2.0) and banded.crystalperf.high_s == pytest.approx(2.48)
+    assert banded.crystalperf.model_low_s == pytest.approx(2.0) and banded.crystalperf.model_high_s == pytest.approx(2.48)
     assert any("parallel fraction of 0.00 to 0.57" in note for note in banded.notes)
     assert predictor.predict(Changes.parse(["cores=1"]), band=False).crystalperf.runtime_s == pytest.approx(2.2)
 

@@ -22,6 +22,7 @@ from crystalperf.core.predict.band import (
     MONTE_CARLO_RUNS,
     Draw,
     quantile,
+    with_rerun,
 )
 from crystalperf.core.predict.base import (
     DEFAULT_GPU_SPEEDUP,
@@ -49,6 +50,10 @@ class Estimate:
     runtime_s: float
     low_s: float | None = None
     high_s: float | None = None
+    # The band from the model's inputs alone, without a rerun's spread (band.RERUN_SPREAD): a gain over the traced run
+    # is the model's to show, as both runs would spread alike.
+    model_low_s: float | None = None
+    model_high_s: float | None = None
 
     @property
     def fast_end_s(self) -> float:
@@ -226,8 +231,10 @@ class Predictor(Simulator):
             if start_up_ends[1] != start_up_ends[0]:
                 draws.append(point + start_up_ends[1] - start_up_ends[0])
             monte_carlo, guesses = draws[:runs], draws[runs:]
-            estimate.low_s = min([point, quantile(monte_carlo, BAND_QUANTILES[0]), *guesses])
-            estimate.high_s = max([point, quantile(monte_carlo, BAND_QUANTILES[1]), *guesses])
+            estimate.model_low_s = min([point, quantile(monte_carlo, BAND_QUANTILES[0]), *guesses])
+            estimate.model_high_s = max([point, quantile(monte_carlo, BAND_QUANTILES[1]), *guesses])
+            # and where a rerun under the changes would land
+            estimate.low_s, estimate.high_s = with_rerun(point, estimate.model_low_s, estimate.model_high_s)
         self._explain_slower(changes, baseline, estimate, notes)
         linear = Estimate(self.runtime * self.linear_factor(changes))
         # Without vectors only the slots and the compute model's changes (and the stated baselines it reads)
@@ -296,5 +303,6 @@ class Predictor(Simulator):
                      f"of every resource changed ({changes.describe()}): taken as no slower")
         estimate.runtime_s = self.runtime
         if estimate.low_s is not None:
-            estimate.low_s = min(estimate.low_s, self.runtime)
-            estimate.high_s = self.runtime
+            estimate.model_low_s = min(estimate.model_low_s or self.runtime, self.runtime)
+            estimate.model_high_s = self.runtime
+            estimate.low_s, estimate.high_s = with_rerun(self.runtime, estimate.model_low_s, self.runtime)

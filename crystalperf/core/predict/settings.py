@@ -299,8 +299,10 @@ def search_settings(predictor: Predictor, *, budget: int | None = None, near: fl
 
 
 def _may_gain_nothing(prediction: Prediction, runtime_s: float) -> bool:
-    """Whether the band's slow end comes within MIN_STEP_GAIN of the traced runtime."""
-    high = prediction.crystalperf.high_s
+    """Whether the band's slow end, from the model's inputs (a rerun's spread would spread the traced run alike),
+    comes within MIN_STEP_GAIN of the traced runtime."""
+    estimate = prediction.crystalperf
+    high = estimate.model_high_s if estimate.model_high_s is not None else estimate.high_s
     return high is not None and high >= runtime_s * (1 - MIN_STEP_GAIN)
 
 

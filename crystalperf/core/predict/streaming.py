@@ -200,29 +200,28 @@ class StreamingCpu:
         return self.spread.factor(parallelism) if self.spread is not None and parallelism else 1.0
 
     def heap_savings(self, records: float, heap_bytes: float | None = None) -> float:
-        """CPU-s the old collections would not spend (negative: would spend more) with ``records`` times the traced
+        """CPU-s the collections would not spend (negative: would spend more) with ``records`` times the traced
         records in each process and a heap of ``heap_bytes`` each (None: as traced)."""
         if records == 1.0 and heap_bytes is None:
             return 0.0
-        return sum(heap.old_gc_s - heap.old_gc_at(records, heap_bytes / heap.max_bytes if heap_bytes else 1.0)
-                   for heap in self.heaps)
+        return sum(heap.savings(records, heap_bytes / heap.max_bytes if heap_bytes else 1.0) for heap in self.heaps)
 
     def heap_note(self, changes: Changes) -> str | None:
-        """What a change of the records or the heap per process does to the old collections, in words (None:
-        nothing)."""
+        """What a change of the records or the heap per process does to the collections, in words (None: nothing)."""
         workers = self.workers(cpu_changes(changes)[0])
         heap_bytes = heap_change(changes)
-        if (workers == 1.0 and heap_bytes is None) or not any(h.old_gc_s > 0 for h in self.heaps):
+        if (workers == 1.0 and heap_bytes is None) or not any(h.old_gc_s + h.young_gc_s > 0 for h in self.heaps):
             return None
         heap = max(self.heaps, key=lambda h: h.old_gc_s)
-        old = sum(h.old_gc_s for h in self.heaps)
+        old = sum(h.old_gc_s + h.young_gc_s for h in self.heaps)
         new = old - self.heap_savings(1 / workers, heap_bytes)
         changed = [f"{1 / workers:.2g} times the records per process"] if workers != 1.0 else []
         if heap_bytes is not None:
             changed.append(f"a heap of {format_size(heap_bytes)}")
         text = (f"the heap: the old generation was {100 * heap.live_share:.0f} % live after its collections "
-                f"({format_size(heap.live_bytes)} of {format_size(heap.max_bytes)}), which took {old:.2f} CPU-s; "
-                f"with {' and '.join(changed)}, {new:.2f} CPU-s")
+                f"({format_size(heap.live_bytes)} of {format_size(heap.max_bytes)}), and the collections took {old:.2f} "
+                f"CPU-s; with {' and '.join(changed)}, {new:.2f} CPU-s"
+                + (f" ({new / workers:.2f} per process)" if workers != 1.0 else ""))
         if heap.live_bytes / workers > MAX_LIVE_SHARE * (heap_bytes or heap.max_bytes):
             text += (f" at least: the live data would fill more than {100 * MAX_LIVE_SHARE:.0f} % of the heap, where "
                      "the JVM collects without end or fails with OutOfMemoryError")
