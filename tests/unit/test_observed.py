@@ -11,10 +11,10 @@ import pytest
 
 from crystalperf.core import trace as tr
 from crystalperf.core.attribution.classify import FixedClassifier
-from crystalperf.core.attribution.observed import observed_bandwidths
+from crystalperf.core.attribution.observed import observed_bandwidths, window_busy
 from crystalperf.core.errors import BadInputError
 from crystalperf.core.predict import Changes, Predictor
-from crystalperf.core.predict.base import Baseline
+from crystalperf.core.predict.base import DEFAULT_DISK_BANDWIDTH, Baseline
 from crystalperf.core.profile.dag import build_profile
 from crystalperf.core.record.iocounters import IoCounterSampler, disk_limits, network_bytes
 
@@ -66,6 +66,27 @@ def test_a_cgroup_limit_in_force_while_reading_is_the_disk_bandwidth():
 def test_too_few_bytes_say_nothing():
     assert observed_bandwidths(_network_trace(_rows([100e3] * 5, "network_rx_bytes"))) == {}
     assert observed_bandwidths(_network_trace([])) == {}
+
+
+def test_a_few_mib_read_from_a_device_say_nothing_of_it_unless_a_limit_held_it():
+    # A JVM loading 2 MB of classes over 3 s reads as fast as it asks, not as fast as the device moves: its bytes
+    # count, its rate is no device's, and the baseline assumes one and says why
+    few = _network_trace(_rows([0.7 * MB, 0.9 * MB, 0.4 * MB], "storage_read_bytes"))
+    seen = observed_bandwidths(few)["disk"]
+    assert seen.bytes == pytest.approx(2 * MB) and not seen.conclusive
+    assert "too little to say what the device moves" in seen.describe()
+    baseline = Baseline.of(few)
+    assert baseline.origins["disk"] == "assumed" and baseline.disk_bandwidth == DEFAULT_DISK_BANDWIDTH
+    assert any("read 1.9 MiB, too little" in a for a in baseline.assumptions)
+    assert window_busy(few, {"disk": seen}, 0.0, 3.0) == {}
+    # the same bytes under a cgroup limit: the limit is the device the job had
+    limited = _network_trace(_rows([0.7 * MB, 0.9 * MB, 0.4 * MB], "storage_read_bytes", disk_read_limit=1 * MB))
+    assert observed_bandwidths(limited)["disk"].conclusive
+    assert Baseline.of(limited).disk_bandwidth == 1 * MB
+    # 20 MB at 2 MB/s: enough that the rate is the device's
+    enough = _network_trace(_rows([2 * MB] * 10, "storage_read_bytes"))
+    assert observed_bandwidths(enough)["disk"].conclusive
+    assert Baseline.of(enough).disk_bandwidth == pytest.approx(2 * MB)
 
 
 def test_two_processes_reading_one_namespace_count_its_bytes_once():

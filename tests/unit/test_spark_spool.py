@@ -242,6 +242,26 @@ def test_only_reflective_call_sites_outside_streaming_batches_are_renamed() -> N
     assert name_python_call_sites(trace, []) == 0
 
 
+def test_a_library_s_jobs_during_a_call_say_the_programs_line_after_their_own() -> None:
+    """MLlib's fit runs its jobs from Scala code inside one call from the program: Spark names them after that code,
+    which the name keeps, and the program's line follows; a job PySpark named after the program's line keeps it."""
+    trace = read_event_log(DATA / "spark-eventlog.json.gz")
+    job0, job1, job2 = trace.operations
+    job1.name = "job 1: treeAggregate at RDDLossFunction.scala:61"
+    for stage in job1.children:
+        stage.name = f"{stage.name.split(': ', 1)[0]}: treeAggregate at RDDLossFunction.scala:61"
+    job2.name = "job 2: run at ThreadPoolExecutor.java:1136"
+    pyspark_named = job0.name
+    calls = [DriverCall(trace.application.start, trace.application.end, thread=1, file="/jobs/train.py", line=30)]
+    assert name_python_call_sites(trace, calls) == 2
+    assert job0.name == pyspark_named and "python_call_site" not in job0.attributes
+    assert job1.name == "job 1: treeAggregate at RDDLossFunction.scala:61, from /jobs/train.py:30"
+    assert [s.name.split(": ", 1)[1] for s in job1.children] == [
+        "treeAggregate at RDDLossFunction.scala:61, from /jobs/train.py:30"] * len(job1.children)
+    assert job1.attributes["python_call_site"] == "/jobs/train.py:30"
+    assert job2.name == "job 2: run at ThreadPoolExecutor.java:1136, from /jobs/train.py:30"
+
+
 def test_the_finish_reads_the_driver_calls_and_skips_damaged_lines(spool: Path, tmp_path: Path) -> None:
     listener_trace = tmp_path / "listener" / "crystalperf-trace.json.gz"
     listener_trace.parent.mkdir()

@@ -22,6 +22,10 @@ from crystalperf.core.units import format_bandwidth, format_byte_rate, format_se
 
 WINDOW_S = 1.0  # rates over at least a second: one 250 ms row of a bursty link says little
 MIN_BYTES = 1 << 20  # below a MiB moved, the rate is noise (a heartbeat, a jar load)
+# A device's rate needs more: a program that reads a few MiB from it (a JVM's jars and classes, a configuration) reads
+# them as fast as it asks for them, not as fast as the device moves them, and a rate under a MiB a second from such
+# reads would scale every disk what-if and the time between the operations. Under a cgroup limit the limit is known.
+DISK_MIN_BYTES = 16 << 20
 ACTIVE_SHARE = 0.2  # a window moving at least this share of the fastest window's rate is "moving data"
 QUANTILE = 0.75
 
@@ -52,6 +56,12 @@ class ObservedBandwidth:
     sources: int = 1
 
     @property
+    def conclusive(self) -> bool:
+        """Whether the rate is the device's or the link's: a disk's needs DISK_MIN_BYTES read or written, or a
+        cgroup limit in force (the bytes say how busy it was either way)."""
+        return self.resource != "disk" or self.limit is not None or self.bytes >= DISK_MIN_BYTES
+
+    @property
     def effective(self) -> float:
         """The bandwidth the job had: the limit in force where one was, else what it was seen moving."""
         return self.limit if self.limit is not None else self.bandwidth
@@ -62,6 +72,9 @@ class ObservedBandwidth:
                 f"{self.direction} in {format_seconds(self.active_s)} of transfer at up to {rate(self.bandwidth)}")
         if self.limit is not None:
             text += f"; a cgroup limit of {rate(self.limit)} was in force"
+        if not self.conclusive:
+            text = (f"{self.resource}: {format_size(self.bytes)} {self.direction} in {format_seconds(self.active_s)} "
+                    f"at up to {rate(self.bandwidth)}, too little to say what the device moves")
         return text
 
 
@@ -292,7 +305,7 @@ def window_busy(trace: tr.Trace, bandwidths: dict[str, ObservedBandwidth], start
     for resource, names in (("disk", ("storage_read_bytes", "storage_write_bytes")),
                             ("network", ("network_rx_bytes", "network_tx_bytes"))):
         seen = bandwidths.get(resource)
-        if seen is None:
+        if seen is None or not seen.conclusive:
             continue
         by_source: dict[str, list[tr.IoSample]] = {}
         for row in trace.io:

@@ -17,6 +17,7 @@ from crystalperf.core.trace.totals import task_scale, task_seconds
 from crystalperf.core.units import (
     format_bandwidth,
     format_byte_rate,
+    format_size,
     parse_bandwidth,
     parse_duration,
     parse_size,
@@ -327,11 +328,13 @@ class Baseline:
                 ("disk", env.disk_bandwidth, DEFAULT_DISK_BANDWIDTH, "500 MB/s")):
             if declared is not None:
                 bandwidths[key], origins[key] = declared, "declared"
-            elif key in observed:
+            elif key in observed and observed[key].conclusive:
                 bandwidths[key], origins[key] = observed[key].effective, "observed"
             else:
                 bandwidths[key], origins[key] = default, "assumed"
-                assumptions.append(f"{key} bandwidth assumed {shown} (not in the trace; state the traced run's "
+                few = (f"; the job {observed[key].direction} {format_size(observed[key].bytes)}, too little to say "
+                       "what the device moves" if key in observed else "")
+                assumptions.append(f"{key} bandwidth assumed {shown} (not in the trace{few}; state the traced run's "
                                    f"with --set {key}=OLD:NEW)")
         device = "gpu" if any(d.kind == "gpu" for d in env.devices) else "cpu"
         return cls(slots, executors, cores, bandwidths["network"], bandwidths["disk"], env.memory_bytes,

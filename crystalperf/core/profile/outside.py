@@ -143,6 +143,32 @@ class OutsideTime:
                    for g in self.gaps)
 
 
+@dataclass(frozen=True)
+class OutsideSplit:
+    """Where the run's time outside every operation lies: before the first (the application's start-up), between
+    them (the program's or driver's own work, scheduling) and after the last (stopping)."""
+
+    before_s: float
+    between_s: float
+    after_s: float
+
+
+def outside_split(profile: ExecutionProfile) -> OutsideSplit | None:
+    """The run's time outside every operation, before, between and after them; None without an operation."""
+    app = profile.trace.application
+    busy = sorted((max(p.op.start, app.start), min(p.op.end, app.end)) for p in unit_profiles(profile)
+                  if p.op.end > p.op.start)
+    busy = [(a, b) for a, b in busy if b > a]
+    if not busy or app.duration <= 0:
+        return None
+    first, last = busy[0][0], max(b for _, b in busy)
+    covered, reached = 0.0, first
+    for a, b in busy:
+        covered += max(0.0, b - max(a, reached))
+        reached = max(reached, b)
+    return OutsideSplit(first - app.start, max(0.0, last - first - covered), app.end - last)
+
+
 def outside_time(profile: ExecutionProfile) -> OutsideTime | None:
     """The run's gaps outside every operation and the device's bytes in them; None without device counters.
     Computed once per profile."""

@@ -16,6 +16,7 @@ from crystalperf.core.predict import Prediction, Predictor
 from crystalperf.core.predict.settings import SettingsSearch
 from crystalperf.core.profile.bottleneck import Bottleneck
 from crystalperf.core.profile.dag import ExecutionProfile, OperationProfile, vector_dict
+from crystalperf.core.profile.outside import OutsideSplit, outside_split
 from crystalperf.core.profile.skew import SkewFindings
 from crystalperf.core.profile.sqlplan import operators_of
 from crystalperf.core.report.machine import collector_cpu, machine_entry
@@ -149,24 +150,36 @@ def _advice(bottleneck: Bottleneck, predictions: Sequence[Prediction], profile: 
         )
     if bottleneck.total_runtime_s and bottleneck.unattributed_s / bottleneck.total_runtime_s > 0.3:
         outside = f"{format_duration(bottleneck.unattributed_s)} ({bottleneck.unattributed_s / bottleneck.total_runtime_s:.0%})"
+        where = _where_outside(outside_split(profile))
         triggers = (f" {format_duration(bottleneck.trigger_wait_s)} of it were streaming micro-batches waiting for their "
                     "trigger, which no resource shortens." if bottleneck.trigger_wait_s > 0 else "")
         reading = predictor.outside_disk_s()
         if reading is not None and predictor.outside is not None and reading >= OUTSIDE_DISK_NOTED * predictor.outside.seconds:
             lines.append(
-                f"{outside} of the run was outside any traced operation (driver code, scheduling, start-up), and the "
+                f"{outside} of the run was outside any traced operation ({where}), and the "
                 f"storage device took about {format_duration(reading)} of the {format_duration(predictor.outside.seconds)} between the "
                 f"operations ({format_size(predictor.outside.read_bytes)} read then, a JVM's classes from a cold "
                 f"disk for one): the disk what-ifs scale that part, no other change touches it.{triggers}"
             )
         else:
-            lines.append(f"{outside} of the run was outside any traced operation (driver code, scheduling, "
-                         f"start-up): no resource change above touches it.{triggers}")
+            lines.append(f"{outside} of the run was outside any traced operation ({where}): no resource change "
+                         f"above touches it.{triggers}")
     wait = profile.trace.metrics.get("input_wait_fraction")
     if wait is not None and wait >= INPUT_BOUND_THRESHOLD:
         lines.append(f"The input pipeline is the limit: {wait:.0%} of step time waits for input "
                      f"(TensorBoard calls >= 20 % highly input-bound).")
     return lines
+
+
+def _where_outside(split: OutsideSplit | None) -> str:
+    """Where the time outside the operations lay, in words: the parts of at least a tenth of a second."""
+    if split is None:
+        return "driver code, scheduling, start-up"
+    parts = [(split.before_s, "before the first (start-up)"),
+             (split.between_s, "between them (the program's or driver's own work, scheduling)"),
+             (split.after_s, "after the last (stopping)")]
+    said = [f"{format_duration(seconds)} {where}" for seconds, where in parts if seconds >= 0.1]
+    return ", ".join(said) if said else "driver code, scheduling, start-up"
 
 
 def _guessed(weights: Sequence[tuple[float, bool]], resource: str) -> str:
@@ -401,6 +414,10 @@ def build_report(
             "unattributed_s": round(bottleneck.unattributed_s, 6),
             # the gaps between the operations (at least half a second each) and the device's part in them
             "outside": _outside_entry(predictor),
+            # the time outside every operation: before the first, between them, after the last
+            "outside_split": ({"before_s": round(split.before_s, 6), "between_s": round(split.between_s, 6),
+                               "after_s": round(split.after_s, 6)}
+                              if (split := outside_split(profile)) is not None else None),
             # A pipelined job's streaming limits in seconds, and the one that set its pace (``input``: none did).
             "pace": ({"limit": bottleneck_pace.limit, "runtime_s": round(bottleneck_pace.runtime_s, 6),
                       "limits_s": {k: round(v, 6) for k, v in bottleneck_pace.limits.items()}}

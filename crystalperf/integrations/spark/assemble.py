@@ -269,16 +269,31 @@ def add_shipped_file_roots(trace: tr.Trace, added: Sequence[str] = ()) -> None:
 # many times, whose class has no file (Spark's "<unknown>").
 _REFLECTIVE_SITE = re.compile(r" at (?:NativeMethodAccessorImpl\.java|DirectMethodHandleAccessor\.java"
                               r"|GeneratedMethodAccessor\d*\.java|<unknown>):-?\d+")
+# A call site in JVM code that is not the reflection accessor: a library's own job started inside one call from the
+# program (MLlib's ``treeAggregate at RDDLossFunction.scala:61`` during ``LogisticRegression.fit``), or Spark's
+# (a broadcast's ``run at ThreadPoolExecutor.java:1136``).
+_JVM_SITE = re.compile(r" at [^ ]+\.(?:scala|java|kt):-?\d+$")
 # The JVM's event times are whole milliseconds, the driver's Python clock finer.
 _CLOCK_SLACK_S = 0.001
 
 
 def _with_site(name: str, site: str) -> str:
     """``name`` with the program's line in place of the reflection accessor (taken as written: a path's
-    backslashes are not escapes), or after the request a Spark Connect job is named after."""
+    backslashes are not escapes), after the request a Spark Connect job is named after, or after the JVM code a
+    library's job is named after."""
     if _names_connect_request(name):
         return f"{name} at {site}"
-    return _REFLECTIVE_SITE.sub(lambda _: f" at {site}", name)
+    if _REFLECTIVE_SITE.search(name):
+        return _REFLECTIVE_SITE.sub(lambda _: f" at {site}", name)
+    if _JVM_SITE.search(name):
+        return f"{name}, from {site}"
+    return name
+
+
+def _names_program_site(name: str) -> bool:
+    """Whether a job's name says nothing of the program's line: the reflection accessor, a Connect request, or JVM
+    code (PySpark's RDD API names its jobs after the program's line itself)."""
+    return bool(_REFLECTIVE_SITE.search(name) or _names_connect_request(name) or _JVM_SITE.search(name))
 
 
 def _names_connect_request(name: str) -> bool:
@@ -287,10 +302,11 @@ def _names_connect_request(name: str) -> bool:
 
 def name_python_call_sites(trace: tr.Trace, calls: Sequence[DriverCall]) -> int:
     """Put the PySpark program's line (the calls from the driver's Python into the JVM, or a Spark Connect client's
-    requests) in place of the reflection accessor Spark names a job after (after a Connect request's name), in the
-    names of the jobs submitted during one call,
+    requests) in place of the reflection accessor Spark names a job after (after a Connect request's name, or after
+    the JVM code a library's job is named after), in the names of the jobs submitted during one call,
     of their stages and of their SQL queries: ``count at NativeMethodAccessorImpl.java:0`` becomes ``count at
-    /jobs/etl.py:42``. A job during calls of two lines at once (actions on two Python threads) and a micro-batch of
+    /jobs/etl.py:42``, ``treeAggregate at RDDLossFunction.scala:61`` ``treeAggregate at RDDLossFunction.scala:61,
+    from /jobs/train.py:30``. A job during calls of two lines at once (actions on two Python threads) and a micro-batch of
     a streaming query keep Spark's names. The job keeps the line as its ``python_call_site`` attribute. Returns the
     jobs renamed."""
     if not calls:
@@ -304,7 +320,7 @@ def name_python_call_sites(trace: tr.Trace, calls: Sequence[DriverCall]) -> int:
     queries: dict[str, set[str]] = {}
     for job in trace.operations:
         if (job.kind != "job" or job.start is None or "streaming_query_id" in job.attributes
-                or not (_REFLECTIVE_SITE.search(job.name) or _names_connect_request(job.name))):
+                or not _names_program_site(job.name)):
             continue
         sites = set()
         for thread, own in by_thread.items():
