@@ -79,7 +79,6 @@ def perturb(vec: ResourceVector, samples: int, source: str, rng: random.Random) 
     return ResourceVector.of(*draws)
 
 
-
 def with_rerun(point: float, low: float, high: float) -> tuple[float, float]:
     """The band (low, high) around ``point`` widened by a rerun's spread (RERUN_SPREAD at the band's quantiles): the
     model's error and a rerun's are independent, so their log-widths add in quadrature on each side."""

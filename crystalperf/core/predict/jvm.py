@@ -58,7 +58,6 @@ class Heap:
     old_gc_s: float
     young_gc_s: float = 0.0  # its collector's CPU-s in the young collections' share
 
-
     @property
     def live_share(self) -> float:
         return self.live_bytes / self.max_bytes

@@ -303,6 +303,7 @@ class Predictor(Simulator):
                      f"of every resource changed ({changes.describe()}): taken as no slower")
         estimate.runtime_s = self.runtime
         if estimate.low_s is not None:
-            estimate.model_low_s = min(estimate.model_low_s or self.runtime, self.runtime)
+            low = estimate.model_low_s if estimate.model_low_s is not None else estimate.low_s
+            estimate.model_low_s = min(low, self.runtime)
             estimate.model_high_s = self.runtime
             estimate.low_s, estimate.high_s = with_rerun(self.runtime, estimate.model_low_s, self.runtime)
