@@ -24,12 +24,12 @@ from .reports import plumbing_top_functions
 HASH_STATEMENT = "INSERT INTO snk SELECT k, MAX(SHA512(REPEAT(CAST(v AS STRING), 16))) FROM src GROUP BY k"
 
 
-def _conf_from_cli(out: Path) -> Any:
-    """A PyFlink Configuration holding what ``crystalperf flink-conf`` prints, as a user pastes it."""
+def _conf_from_cli(out: Path, *options: str) -> Any:
+    """A PyFlink Configuration holding what ``crystalperf flink-conf [options]`` prints, as a user pastes it."""
     from pyflink.common import Configuration
 
     printed = subprocess.run(
-        [sys.executable, "-m", "crystalperf.core.cli", "flink-conf", "--output-dir", str(out)],
+        [sys.executable, "-m", "crystalperf.core.cli", "flink-conf", "--output-dir", str(out), *options],
         capture_output=True, text=True, timeout=120, check=True,
     ).stdout
     config = Configuration()
@@ -100,12 +100,13 @@ def file_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("pyflink")
     out = tmp_path_factory.mktemp("flink-file")
     data = out / "lines.csv"
-    # 64 MB of lines, just written so read from the page cache: the fetcher thread parses CSV as fast as it can
+    # 128 MB of lines, just written so read from the page cache: the fetcher thread parses CSV as fast as it can,
+    # a second or two on an idle 2-core machine, so it is sampled every 10 ms (the budget lets it)
     line = ("x" * 99 + "\n").encode()
     with data.open("wb") as f:
-        for _ in range(640):
+        for _ in range(1280):
             f.write(line * 1000)
-    env = _table_env(_conf_from_cli(out), streaming=True)
+    env = _table_env(_conf_from_cli(out, "--sample-interval-ms", "10", "--cpu-budget", "0.1"), streaming=True)
     env.execute_sql(f"CREATE TABLE lines (line STRING) WITH ('connector'='filesystem', 'path'='file://{data}', "
                     "'format'='csv', 'csv.field-delimiter'='|')")
     env.execute_sql("CREATE TABLE snk (line STRING) WITH ('connector'='blackhole')")
