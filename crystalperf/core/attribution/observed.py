@@ -68,13 +68,13 @@ class ObservedBandwidth:
 
     def describe(self) -> str:
         rate = format_bandwidth if self.resource == "network" else format_byte_rate
+        if not self.conclusive:
+            return (f"{self.resource}: {format_size(self.bytes)} {self.direction} in {format_seconds(self.active_s)} "
+                    f"at up to {rate(self.bandwidth)}, too little to say what the device moves")
         text = (f"{self.resource} bandwidth {rate(self.effective)} as the job saw it: {format_size(self.bytes)} "
                 f"{self.direction} in {format_seconds(self.active_s)} of transfer at up to {rate(self.bandwidth)}")
         if self.limit is not None:
             text += f"; a cgroup limit of {rate(self.limit)} was in force"
-        if not self.conclusive:
-            text = (f"{self.resource}: {format_size(self.bytes)} {self.direction} in {format_seconds(self.active_s)} "
-                    f"at up to {rate(self.bandwidth)}, too little to say what the device moves")
         return text
 
 

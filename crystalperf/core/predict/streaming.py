@@ -213,13 +213,13 @@ class StreamingCpu:
         if (workers == 1.0 and heap_bytes is None) or not any(h.old_gc_s + h.young_gc_s > 0 for h in self.heaps):
             return None
         heap = max(self.heaps, key=lambda h: h.old_gc_s)
-        old = sum(h.old_gc_s + h.young_gc_s for h in self.heaps)
-        new = old - self.heap_savings(1 / workers, heap_bytes)
+        traced = sum(h.old_gc_s + h.young_gc_s for h in self.heaps)
+        new = traced - self.heap_savings(1 / workers, heap_bytes)
         changed = [f"{1 / workers:.2g} times the records per process"] if workers != 1.0 else []
         if heap_bytes is not None:
             changed.append(f"a heap of {format_size(heap_bytes)}")
         text = (f"the heap: the old generation was {100 * heap.live_share:.0f} % live after its collections "
-                f"({format_size(heap.live_bytes)} of {format_size(heap.max_bytes)}), and the collections took {old:.2f} "
+                f"({format_size(heap.live_bytes)} of {format_size(heap.max_bytes)}), and the collections took {traced:.2f} "
                 f"CPU-s; with {' and '.join(changed)}, {new:.2f} CPU-s"
                 + (f" ({new / workers:.2f} per process)" if workers != 1.0 else ""))
         if heap.live_bytes / workers > MAX_LIVE_SHARE * (heap_bytes or heap.max_bytes):

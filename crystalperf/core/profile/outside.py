@@ -154,19 +154,23 @@ class OutsideSplit:
 
 
 def outside_split(profile: ExecutionProfile) -> OutsideSplit | None:
-    """The run's time outside every operation, before, between and after them; None without an operation."""
+    """The run's time outside every operation, before, between and after them; None without an operation.
+    Computed once per profile."""
+    if "outside_split" not in profile.memo:
+        profile.memo["outside_split"] = _outside_split(profile)
+    found: OutsideSplit | None = profile.memo["outside_split"]
+    return found
+
+
+def _outside_split(profile: ExecutionProfile) -> OutsideSplit | None:
     app = profile.trace.application
-    busy = sorted((max(p.op.start, app.start), min(p.op.end, app.end)) for p in unit_profiles(profile)
-                  if p.op.end > p.op.start)
-    busy = [(a, b) for a, b in busy if b > a]
+    busy = [(a, b) for a, b in sorted((max(p.op.start, app.start), min(p.op.end, app.end))
+                                       for p in unit_profiles(profile)) if b > a]
     if not busy or app.duration <= 0:
         return None
     first, last = busy[0][0], max(b for _, b in busy)
-    covered, reached = 0.0, first
-    for a, b in busy:
-        covered += max(0.0, b - max(a, reached))
-        reached = max(reached, b)
-    return OutsideSplit(first - app.start, max(0.0, last - first - covered), app.end - last)
+    between = sum(b - a for a, b in _gaps(first, last, busy, min_gap_s=0.0))
+    return OutsideSplit(first - app.start, between, app.end - last)
 
 
 def outside_time(profile: ExecutionProfile) -> OutsideTime | None:
@@ -215,16 +219,18 @@ def _outside_time(profile: ExecutionProfile) -> OutsideTime | None:
     return OutsideTime(gaps)
 
 
-def _gaps(start: float, end: float, busy: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The stretches of [start, end] that no interval of ``busy`` (sorted by start) covers, of at least MIN_GAP_S."""
+def _gaps(start: float, end: float, busy: list[tuple[float, float]],
+          min_gap_s: float = MIN_GAP_S) -> list[tuple[float, float]]:
+    """The stretches of [start, end] that no interval of ``busy`` (sorted by start) covers, of at least
+    ``min_gap_s``."""
     found = []
     reached = start
     for a, b in busy:
-        if a > reached and min(a, end) - reached >= MIN_GAP_S:
+        if a > reached and min(a, end) - reached >= min_gap_s:
             found.append((reached, min(a, end)))
         reached = max(reached, b)
         if reached >= end:
             break
-    if end - reached >= MIN_GAP_S:
+    if end - reached > 0 and end - reached >= min_gap_s:
         found.append((reached, end))
     return found
