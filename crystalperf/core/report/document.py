@@ -465,7 +465,8 @@ def build_report(
     if trace.streaming is not None:
         report["streaming"] = trace.streaming.model_dump(exclude_none=True)
         report["streaming"]["note"] = "Streaming predictions assume the observed input rate."
-    steps = int(trace.metrics.get("steps", 0))
+    # the steps a hook timed without profiling them (a window its memory budget ended early) are iterations too
+    steps = int(trace.metrics.get("steps", 0) + trace.metrics.get("unprofiled_steps", 0))
     if steps > 0:
         # Iterative jobs (training): the paper's runtime is the mean iteration time (§7.1).
         report["iterations"] = {

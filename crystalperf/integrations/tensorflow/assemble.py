@@ -44,6 +44,7 @@ from crystalperf.integrations.tensorflow.tiling import (
     tile,
     tile_iterations,
 )
+from crystalperf.integrations.tensorflow.unprofiled import unprofiled_operation, unprofiled_warning
 
 __all__ = ["Recording", "RunInfo", "Step", "build_trace", "layer_name", "op_group", "pipeline_parallelism",
            "pipeline_split", "pipeline_work", "printable", "read_limit", "step_operations", "waits_on",
@@ -471,7 +472,8 @@ def _whole_step(step: Step, sid: str) -> tr.Operation:
 
 
 def step_operations(rec: Recording, table: SampleTable) -> tuple[list[tr.Operation], float]:
-    """The step operations with their children, and the seconds the training thread waited for input."""
+    """The step operations with their children, and the seconds the training thread waited for input (in the
+    profiled steps); the requested steps the profile did not cover follow as one operation."""
     events = _events_by_step(rec.steps, rec.timeline)
     # Every step gets its input part, of zero length when the pipeline kept up: a what-if with slower
     # storage can make any step wait.
@@ -517,6 +519,15 @@ def step_operations(rec: Recording, table: SampleTable) -> tuple[list[tr.Operati
             end=step.end, children=parts,
             attributes={"epoch": str(step.epoch), "batch": str(step.index)},
         ))
+    if rec.unprofiled is not None:
+        input_attributes = {"pipeline_work": _work_summary(split), tr.ATTRIBUTE_WAITS_ON: waited_on}
+        if work is not None and work != WORK_IN_SAMPLES:  # the unprofiled steps have no samples of their own
+            input_attributes[tr.ATTRIBUTE_WAITS_ON_WORK] = work
+        tail_end = rec.unprofiled.start + rec.unprofiled.seconds
+        tail = unprofiled_operation(rec.unprofiled, operations, input_attributes,
+                                    window_read_bytes(rec.io, rec.unprofiled.start, tail_end))
+        if tail is not None:
+            operations.append(tail[0])
     return operations, waited
 
 
@@ -596,10 +607,11 @@ def _window_metrics(rec: Recording, waited: float, window: float) -> dict[str, f
     return metrics
 
 
-def _disk_bandwidth(rec: Recording, metrics: dict[str, float]) -> float | None:
-    """The storage bandwidth the job had: a cgroup read limit in force while it read in the window is the
-    device's bandwidth for it, exactly; else what its reads achieved (a lower bound)."""
-    limit = read_limit(rec.io, rec.steps[0].start, rec.steps[-1].end)
+def _disk_bandwidth(rec: Recording, metrics: dict[str, float], end: float) -> float | None:
+    """The storage bandwidth the job had: a cgroup read limit in force while it read in the window (until ``end``,
+    the unprofiled steps' too) is the device's bandwidth for it, exactly; else what its reads achieved (a lower
+    bound)."""
+    limit = read_limit(rec.io, rec.steps[0].start, end)
     if limit is not None:
         metrics["disk_read_limit"] = limit
         return limit
@@ -637,6 +649,15 @@ def build_trace(rec: Recording, *, run_id: str, name: str, framework_version: st
     operations, waited = step_operations(rec, table)
     metrics = _window_metrics(rec, waited, max(end - start, 1e-9))
     warnings = list(rec.warnings)
+    if rec.unprofiled is not None and operations[-1].attributes.get("profiled") == "false":
+        tail = operations[-1]
+        tail_wait = tail.children[0].duration
+        # The what-if models read the profiled window's figures; the report's input share is of every step.
+        metrics.update(unprofiled_steps=float(rec.unprofiled.count), unprofiled_s=tail.duration,
+                       profiled_input_wait_fraction=metrics["input_wait_fraction"],
+                       input_wait_fraction=min(1.0, (waited + tail_wait) / max(tail.end - start, 1e-9)))
+        warnings.append(unprofiled_warning(rec.unprofiled, tail, tail_wait))
+        end = tail.end
     if (unseen := unseen_python_input(rec.timeline, rec.python_samples)) is not None and waited > 0:
         warnings.append(unseen)
     if (unseen := unseen_worker_input(rec, waited)) is not None:
@@ -648,7 +669,7 @@ def build_trace(rec: Recording, *, run_id: str, name: str, framework_version: st
     folded = folded_warning(rec.python_samples, "Python stack samples")
     if folded:
         warnings.append(folded)
-    disk_bandwidth = _disk_bandwidth(rec, metrics)
+    disk_bandwidth = _disk_bandwidth(rec, metrics, end)
     return tr.Trace(
         producer=tr.Producer(version=__version__, hook="keras-callback"),
         application=tr.Application(

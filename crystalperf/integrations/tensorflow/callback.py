@@ -63,6 +63,7 @@ from crystalperf.integrations.tensorflow.reader import (
     RunInfo,
     Step,
     Timeline,
+    Unprofiled,
     find_xplane,
     read_timeline,
 )
@@ -174,6 +175,16 @@ def _warm_up_profiler() -> None:
         log.debug("crystalperf: the profiler's warm-up did not stop cleanly: %s", exc)
 
 
+def _with_dropped(unprofiled: Unprofiled | None, dropped: list[Step], kept_end: float) -> Unprofiled:
+    """The steps not profiled, with the profiled steps whose kernels the event budget left out before them."""
+    seconds = dropped[-1].end - kept_end
+    if unprofiled is None:
+        return Unprofiled(first=dropped[0].index, last=dropped[-1].index, count=len(dropped), start=kept_end,
+                          seconds=seconds)
+    return Unprofiled(first=dropped[0].index, last=unprofiled.last, count=len(dropped) + unprofiled.count,
+                      start=kept_end, seconds=seconds + unprofiled.seconds)
+
+
 def _bottleneck_sentence(out: Path) -> str:
     with guard("reading the report's verdict", log):
         report = json.loads((out / "crystalperf-report.json").read_text())
@@ -251,6 +262,10 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         # (not the profiler's memory): (resident bytes when it began, the step count from which to rebase).
         self._epoch_rebase: tuple[int, int] | None = None
         self._window_cut: str | None = None  # why the window ended before its last step
+        # The requested steps after a window the memory budget ended early, and when the last of them ended (None
+        # at an epoch's start: its first step counts from its own begin, not from the evaluation before it).
+        self._unprofiled: Unprofiled | None = None
+        self._unprofiled_mark: float | None = None
         self._cpu_budget: hook_budget.CpuBudget | None = None
         self._hook_at_start: dict[str, float] = {}
         self._process_cpu_at_start = 0.0
@@ -307,6 +322,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._epoch = epoch
+        self._unprofiled_mark = None
         with guard("crystalperf: starting an epoch", log):
             if self._profiling and self._resident_start is not None:
                 resident = resident_bytes()
@@ -348,12 +364,20 @@ class CrystalPerfCallback(keras.callbacks.Callback):
                     self._current.end = now  # a step lasts until the next begins (callbacks included)
                 self._current = Step(self._batch, self._epoch, now, now)
                 self._steps.append(self._current)
+            elif self._unprofiled is not None and self._unprofiled_mark is None:
+                self._unprofiled_mark = now
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         now = time.time()
         with guard("crystalperf: ending a step", log), hook_budget.PROCESS.timed("callbacks"):
             if self._profiling and self._current is not None:
                 self._current.end = now
+            elif (tail := self._unprofiled) is not None and self._batch < self._window[1] \
+                    and self._unprofiled_mark is not None:
+                tail.seconds += now - self._unprofiled_mark
+                tail.count += 1
+                tail.last = self._batch
+                self._unprofiled_mark = now
             self._batch += 1
             if self._profiling:
                 if self._batch < self._window[1] or self._wants_samples(now):
@@ -426,6 +450,12 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         log.warning("crystalperf: %s", self._window_cut)
         self._warnings.append(self._window_cut)
         self._stop_window()
+        if self._batch < self._window[1] and self._steps:
+            # The steps still asked for are timed, so that the report covers them (the first ones after the
+            # window's start often ran on batches prefetched before it: no input wait the rest of the fit had).
+            ended = self._steps[-1].end
+            self._unprofiled = Unprofiled(first=self._batch, last=self._batch - 1, count=0, start=ended, seconds=0.0)
+            self._unprofiled_mark = ended
 
     def _start_window(self) -> None:
         self._cpu_start = _cpu_seconds()
@@ -501,7 +531,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         if timeline is not None and timeline.dropped_ops:
             self._warnings.append(
                 f"{timeline.dropped_ops} kernel executions after the first {len(timeline.ops)} were left out "
-                f"(memory_budget_bytes={self.memory_budget_bytes}); the steps they belong to are not in the trace")
+                f"(memory_budget_bytes={self.memory_budget_bytes}); the steps they belong to are timed only")
         if self._logdir is not None:  # the profile is read: its files are not needed any more
             shutil.rmtree(self._logdir, ignore_errors=True)
         self._timeline = timeline
@@ -566,10 +596,14 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         timeline = self._timeline
         cpu = self._cpu
         worker_cpu, workers = self._worker_cpu if self._worker_cpu is not None else (None, 0)
+        unprofiled = self._unprofiled
         if timeline is not None and timeline.complete_until is not None and steps:
             cut = timeline.complete_until
             recorded = steps[-1].end - steps[0].start
-            steps = [s for s in steps if s.end <= cut]  # their kernels were all kept
+            kept_steps = [s for s in steps if s.end <= cut]  # their kernels were all kept
+            if kept_steps and len(kept_steps) < len(steps):
+                unprofiled = _with_dropped(unprofiled, steps[len(kept_steps):], kept_steps[-1].end)
+            steps = kept_steps
             if steps and recorded > 0:  # the CPU seconds were counted over every recorded step
                 kept = (steps[-1].end - steps[0].start) / recorded
                 cpu *= kept
@@ -586,6 +620,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
             device=_device(_keras_backend()),
             multi_worker=config.multi_worker(config.tf_config()), layer_names=_layer_names(self.model),
             fit_start=self._fit_start, fit_end=time.time(), properties=self._properties(), warnings=self._warnings,
+            unprofiled=unprofiled if unprofiled is not None and unprofiled.count else None,
         )
 
     def _stop_io(self) -> list[tr.IoSample]:

@@ -105,6 +105,17 @@ class Step:
     end: float
 
 
+@dataclass(slots=True)
+class Unprofiled:
+    """The requested steps after the profile ended early (the memory budget): counted and timed, nothing more."""
+
+    first: int  # global batch number of the first of them
+    last: int
+    count: int
+    start: float  # when the first began (the last profiled step's end)
+    seconds: float  # their wall time: each from the step before it ended (an epoch's first from its begin)
+
+
 @dataclass
 class Recording:
     """Everything the callback gathered in its window."""
@@ -129,6 +140,7 @@ class Recording:
     fit_end: float | None = None
     properties: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    unprofiled: Unprofiled | None = None
 
 
 @dataclass(frozen=True)
@@ -520,6 +532,7 @@ def save_recording(rec: Recording, info: RunInfo, path: Path, xplane: str | None
         **{name: getattr(rec, name) for name in _SCALAR_FIELDS},
         "layer_names": sorted(rec.layer_names),
         "io": [row.model_dump(mode="json", exclude_none=True) for row in rec.io],
+        "unprofiled": asdict(rec.unprofiled) if rec.unprofiled is not None else None,
     }
     atomic.write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
@@ -543,6 +556,7 @@ def load_recording(path: Path) -> tuple[Recording, RunInfo]:
         python_samples=tr.StackSamples.model_validate(samples) if samples is not None else None,
         layer_names=frozenset(doc["layer_names"]),
         io=[tr.IoSample.model_validate(row) for row in doc.get("io", ())],  # recordings before 1.3 have none
+        unprofiled=Unprofiled(**doc["unprofiled"]) if doc.get("unprofiled") else None,
         **{name: doc[name] for name in _SCALAR_FIELDS},
     )
     return rec, RunInfo(**doc["run"])

@@ -75,7 +75,8 @@ def kernel_utilization(metrics: dict[str, float]) -> float | None:
     window = _window_s(metrics)
     if busy is None or core_s is None or window <= 0:
         return None
-    host = max(0.0, window - busy - metrics.get("input_wait_fraction", 0.0) * window)
+    waited = metrics.get("profiled_input_wait_fraction", metrics.get("input_wait_fraction", 0.0))
+    host = max(0.0, window - busy - waited * window)
     return (host + core_s) / window
 
 
@@ -179,8 +180,9 @@ class TensorFlowModel:
                                                              "input_work_network_s"))
         new_disk, new_net = disk, net
         how = ""
+        b0 = b1 = baseline.disk_bandwidth
         if "disk" in changes:
-            b0, b1 = baseline.disk_bandwidth, changes.number("disk", baseline.disk_bandwidth)
+            b1 = changes.number("disk", baseline.disk_bandwidth)
             read = m.get("input_read_bytes")
             if read:
                 # The bytes are known: only their transfer depends on the bandwidth; the rest of the
@@ -197,13 +199,27 @@ class TensorFlowModel:
                                     NETWORK_BUFFER_BYTES, NETWORK_BUFFER_OVERHEAD_S)
         per_batch = (cpu + disk + net) / steps
         new_per_batch = (cpu + new_disk + new_net) / steps
+        tail_bytes = 0.0
         for step in profile.top.nodes.values():
             if step.op.kind != "step" or step.children is None:
                 continue
             inputs = [c for c in step.children.nodes.values() if c.op.kind == "input"]
+            batches = float(step.op.attributes.get("steps", 1))  # the unprofiled steps are one operation
+            tail_read = step.op.attributes.get("input_read_bytes")
             for part in inputs:
                 compute = step.op.duration - part.op.duration
-                self.waits[part.op.id] = new_wait(part.op.duration, compute, per_batch, new_per_batch)
+                if tail_read is not None and b0 and b1:
+                    tail_bytes += float(tail_read)
+                    # No profile says what the unprofiled steps' pipeline did; their bytes say what a device of
+                    # another bandwidth changes, and the wait is what is left of them beyond the compute.
+                    took = part.op.duration + compute
+                    change = float(tail_read) * (1 / b1 - 1 / b0) + (new_net - net) / steps * batches
+                    self.waits[part.op.id] = new_wait(part.op.duration, compute, took, took + change)
+                else:
+                    self.waits[part.op.id] = new_wait(part.op.duration, compute, per_batch * batches,
+                                                      new_per_batch * batches)
+        if tail_bytes and "disk" in changes:
+            how += f"; {tail_bytes / 1e6:.1f} MB read from storage in the steps not profiled"
         return (f"input pipeline: {cpu + disk + net:.2f} s over {steps:.0f} steps ({parallel:.1f} threads at once) "
                 f"= {per_batch * 1000:.1f} ms per batch, {new_per_batch * 1000:.1f} ms after the change{how}; "
                 f"steps wait only for what prefetching cannot hide behind their compute")
