@@ -325,6 +325,20 @@ def test_a_step_waiting_for_a_pipeline_that_reads_files_is_disk_bound_through_it
     assert bottleneck["sentence"].startswith("The job is disk-bound through its input")
 
 
+def test_file_reads_of_a_window_that_read_nothing_from_storage_are_page_cache_copies() -> None:
+    from crystalperf.core.analysis import analyze
+
+    rec = _recording()
+    rec.read_bytes = 0  # /proc/self/io: the files came from the page cache
+    trace = build_trace(rec, run_id="fit-1", name="m", framework_version="2.21.0")
+    assert trace.operations[0].children[0].attributes["waits_on_work"] == "cpu=1.0000,disk=0.0000,network=0.0000"
+    assert trace.metrics["input_work_disk_s"] == 0.0 and trace.metrics["input_work_cpu_s"] == pytest.approx(0.8)
+    report = analyze(trace, classifier=KeywordClassifier(), locators=[], scenarios=[]).report
+    assert report["bottleneck"]["resource"] == "cpu"
+    inputs = [o for o in report["operations"] if o["kind"] == "input"]
+    assert inputs and all(o["vector"]["cpu"] == 1 for o in inputs), inputs
+
+
 def test_input_code_sampled_in_some_steps_says_what_the_pipeline_did_in_all() -> None:
     # A generator computing in Python, caught by the sampler in the first step's wait only (calls shorter than the
     # interpreter's switch interval are seldom caught): both steps' waits are that code's CPU.

@@ -83,3 +83,14 @@ def test_unprofiled_steps_as_fast_as_the_profiled_ones_are_all_compute() -> None
     assert wait.duration == 0.0 and compute.duration == pytest.approx(0.85)
     report = analyze(trace, classifier=KeywordClassifier(), locators=[], scenarios=[]).report
     assert report["bottleneck"]["resource"] == "cpu", report["bottleneck"]
+
+
+def test_unprofiled_steps_that_read_nothing_from_storage_waited_on_page_cache_copies() -> None:
+    rec = _recording()
+    rec.io = [row.model_copy(update={"storage_read_bytes": 0.0}) for row in rec.io]
+    trace = build_trace(rec, run_id="fit-1", name="m", framework_version="2.21.0")
+    wait = trace.operations[-1].children[0]
+    assert wait.attributes["waits_on_work"] == "cpu=1.0000,disk=0.0000,network=0.0000"
+    report = analyze(trace, classifier=KeywordClassifier(), locators=[], scenarios=[]).report
+    assert report["bottleneck"]["resource"] == "cpu", report["bottleneck"]
+    assert report["bottleneck"]["sentence"].startswith("The job is cpu-bound through its input")

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from crystalperf.core import trace as tr
+from crystalperf.core.attribution.observed import MIN_BYTES
 from crystalperf.core.attribution.vectors import RESOURCES_ATTRIBUTE, VECTOR_SOURCE_ATTRIBUTE, WORK_IN_SAMPLES
 from crystalperf.core.record.sampletable import SampleTable, folded_warning
 from crystalperf.integrations.tensorflow.config import INTEGRATION
@@ -238,10 +239,11 @@ def _copy_python_samples(table: SampleTable, samples: tr.StackSamples, whole_ste
         table.add(keys[key], stacks[stack], when, count * weight)
 
 
-def pipeline_work(timeline: Timeline) -> tuple[float, float, float]:
+def pipeline_work(timeline: Timeline, storage_read: bool = True) -> tuple[float, float, float]:
     """(cpu, disk, network) seconds of the input pipeline's work over the window, by kernel kind and
     by the busy time of tf.data's reader datasets (TFRecordDataset reads inside its iterator, not in a
-    kernel)."""
+    kernel). Without ``storage_read`` (the window read next to nothing from storage) the file reads were
+    page-cache copies: CPU work."""
     cpu = disk = net = 0.0
     for op in timeline.input_threads:
         if FILE_KERNEL.search(op.op_type):
@@ -253,7 +255,13 @@ def pipeline_work(timeline: Timeline) -> tuple[float, float, float]:
     for stage, busy in timeline.stage_busy.items():
         if READER_DATASET.search(stage):
             disk += busy
-    return cpu, disk, net
+    return (cpu, disk, net) if storage_read else (cpu + disk, 0.0, net)
+
+
+def read_from_storage(read_bytes: float | None) -> bool:
+    """Whether reads of this many bytes from storage (None: not counted) can have kept file reads waiting on a
+    device; under ``MIN_BYTES`` the files came from the page cache (a process's own code loading aside)."""
+    return read_bytes is None or read_bytes >= MIN_BYTES
 
 
 def _pipeline_work_is_known(timeline: Timeline, waited_s: float) -> bool:
@@ -297,12 +305,16 @@ def _declared_work(timeline: Timeline | None, waited_s: float, split: tuple[floa
     waited; the parts' own samples when the pipeline's Python code did the work in this process and was sampled;
     else nothing is declared and the wait stays waiting."""
     if timeline is not None and _pipeline_work_is_known(timeline, waited_s):
-        return ",".join(f"{r}={v:.4f}" for r, v in zip(("cpu", "disk", "network"), split, strict=True))
+        return _split_work(split)
     if worker_cpu_s is not None and waited_s > 0 and worker_cpu_s >= WORKER_CPU_EXPLAINS * waited_s:
         return "cpu=1.0000,disk=0.0000,network=0.0000"
     if python_input:
         return WORK_IN_SAMPLES
     return None
+
+
+def _split_work(split: tuple[float, float, float]) -> str:
+    return ",".join(f"{r}={v:.4f}" for r, v in zip(("cpu", "disk", "network"), split, strict=True))
 
 
 def unseen_worker_input(rec: Recording, waited_s: float) -> str | None:
@@ -318,9 +330,9 @@ def unseen_worker_input(rec: Recording, waited_s: float) -> str | None:
             "waiting")
 
 
-def pipeline_split(timeline: Timeline) -> tuple[float, float, float]:
+def pipeline_split(timeline: Timeline, storage_read: bool = True) -> tuple[float, float, float]:
     """The pipeline's work as (cpu, disk, network) shares."""
-    work = pipeline_work(timeline)
+    work = pipeline_work(timeline, storage_read)
     total = sum(work)
     return (work[0] / total, work[1] / total, work[2] / total) if total > 0 else (1.0, 0.0, 0.0)
 
@@ -478,7 +490,8 @@ def step_operations(rec: Recording, table: SampleTable) -> tuple[list[tr.Operati
     # Every step gets its input part, of zero length when the pipeline kept up: a what-if with slower
     # storage can make any step wait.
     has_pipeline = any(e.waits for e in events) or any(e.pipeline for e in events)
-    split = pipeline_split(rec.timeline) if rec.timeline is not None else (1.0, 0.0, 0.0)
+    storage_read = read_from_storage(rec.read_bytes)
+    split = pipeline_split(rec.timeline, storage_read) if rec.timeline is not None else (1.0, 0.0, 0.0)
     waited_s = sum(d for e in events for _, d in e.waits)
     python_input = _samples_input_code(rec.python_samples)
     work = _declared_work(rec.timeline, waited_s, split, python_input, rec.worker_cpu_s)
@@ -520,12 +533,14 @@ def step_operations(rec: Recording, table: SampleTable) -> tuple[list[tr.Operati
             attributes={"epoch": str(step.epoch), "batch": str(step.index)},
         ))
     if rec.unprofiled is not None:
-        input_attributes = {"pipeline_work": _work_summary(split), tr.ATTRIBUTE_WAITS_ON: waited_on}
+        tail_read = window_read_bytes(rec.io, rec.unprofiled.start, rec.unprofiled.start + rec.unprofiled.seconds)
+        # the steps' own reads say whether the pipeline's file reads waited on a device then (the window's first
+        # steps may have run on batches read before it, from the page cache or not)
+        tail_split = pipeline_split(rec.timeline, read_from_storage(tail_read)) if rec.timeline is not None else split
+        input_attributes = {"pipeline_work": _work_summary(tail_split), tr.ATTRIBUTE_WAITS_ON: waited_on}
         if work is not None and work != WORK_IN_SAMPLES:  # the unprofiled steps have no samples of their own
-            input_attributes[tr.ATTRIBUTE_WAITS_ON_WORK] = work
-        tail_end = rec.unprofiled.start + rec.unprofiled.seconds
-        tail = unprofiled_operation(rec.unprofiled, operations, input_attributes,
-                                    window_read_bytes(rec.io, rec.unprofiled.start, tail_end))
+            input_attributes[tr.ATTRIBUTE_WAITS_ON_WORK] = _split_work(tail_split) if work == _split_work(split) else work
+        tail = unprofiled_operation(rec.unprofiled, operations, input_attributes, tail_read)
         if tail is not None:
             operations.append(tail[0])
     return operations, waited
@@ -584,7 +599,7 @@ def _window_metrics(rec: Recording, waited: float, window: float) -> dict[str, f
         metrics["data_bytes"] = float(timeline.peak_bytes_in_use)
         metrics[tr.METRIC_PEAK_MEMORY_BYTES] = float(timeline.peak_bytes_in_use)
     # The input pipeline's own work, for the TensorFlow what-if model of prefetching.
-    cpu_s, disk_s, net_s = pipeline_work(timeline)
+    cpu_s, disk_s, net_s = pipeline_work(timeline, read_from_storage(rec.read_bytes))
     metrics.update(input_work_cpu_s=cpu_s, input_work_disk_s=disk_s, input_work_network_s=net_s,
                    input_parallelism=pipeline_parallelism(timeline))
     # The window's edges read exactly when the callback did; the counter rows (0.25 s apart) when it could not.
