@@ -94,3 +94,27 @@ def test_unprofiled_steps_that_read_nothing_from_storage_waited_on_page_cache_co
     report = analyze(trace, classifier=KeywordClassifier(), locators=[], scenarios=[]).report
     assert report["bottleneck"]["resource"] == "cpu", report["bottleneck"]
     assert report["bottleneck"]["sentence"].startswith("The job is cpu-bound through its input")
+
+
+def test_input_code_sampled_in_the_profiled_steps_says_what_the_unprofiled_steps_waited_on() -> None:
+    # A generator reading a socket in Python, caught by the sampler in a profiled step's wait: the unprofiled steps'
+    # wait, with no samples of its own, is that code's network time too.
+    from crystalperf.core.record.sampletable import SampleTable
+
+    rec = _recording()
+    assert rec.timeline is not None
+    rec.timeline.ops = [o for o in rec.timeline.ops if o.thread == "tf_Compute"]
+    rec.timeline.ops.append(OpEvent("PyFunc", "EagerPyFunc", 100.0, 0.04, "tf_data_private_threadpool"))
+    python = SampleTable(100.0, interval_s=0.01)
+    reader = python.frame_id("socket.socket.recv_into", None, None)
+    generator = python.frame_id("__main__.chunks", "/job/train.py", 12)
+    key = tr.SampleKey(operation="s2/input", thread="tf_data_private_threadpool")
+    python.add(key, python.stack_id([reader, generator], tr.THREAD_WAITING), 100.05, 4)
+    rec.python_samples = python.to_samples()
+    rec.io = []
+    trace = build_trace(rec, run_id="fit-1", name="m", framework_version="2.21.0")
+    assert trace.operations[-1].children[0].attributes["waits_on_work"] == "samples"
+    report = analyze(trace, classifier=KeywordClassifier(), locators=[], scenarios=[]).report
+    tail_wait = [o for o in report["operations"] if o["id"] == "s4-11/input"]
+    assert tail_wait and tail_wait[0]["vector"]["network"] == pytest.approx(1.0), tail_wait
+    assert report["bottleneck"]["resource"] == "network", report["bottleneck"]

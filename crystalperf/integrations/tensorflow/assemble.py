@@ -538,7 +538,7 @@ def step_operations(rec: Recording, table: SampleTable) -> tuple[list[tr.Operati
         # steps may have run on batches read before it, from the page cache or not)
         tail_split = pipeline_split(rec.timeline, read_from_storage(tail_read)) if rec.timeline is not None else split
         input_attributes = {"pipeline_work": _work_summary(tail_split), tr.ATTRIBUTE_WAITS_ON: waited_on}
-        if work is not None and work != WORK_IN_SAMPLES:  # the unprofiled steps have no samples of their own
+        if work is not None:  # `samples`: the profiled steps' input samples, pooled by name, speak for these too
             input_attributes[tr.ATTRIBUTE_WAITS_ON_WORK] = _split_work(tail_split) if work == _split_work(split) else work
         tail = unprofiled_operation(rec.unprofiled, operations, input_attributes, tail_read)
         if tail is not None:
