@@ -201,6 +201,17 @@ def test_a_job_that_mostly_waited_is_not_called_bound() -> None:
     assert busy.sentence().startswith("The job is cpu-bound: 9.00 s of the 10.00 s")
 
 
+def test_a_run_mostly_outside_its_operations_says_where_that_time_lay() -> None:
+    # 6 s of start-up before the first job, 2 s of the driver's own work between the two, 1 s of stopping.
+    jobs = [op("a", 6, 7, tasks=[task("a1", 6, 7, cpu_time_s=1.0)]),
+            op("b", 9, 10, tasks=[task("b1", 9, 10, cpu_time_s=1.0)])]
+    bottleneck = find_bottleneck(build_profile(make_trace(jobs, end=11.0), CLASSIFIER, locators=[]))
+    assert bottleneck.sentence().startswith(
+        "Most of the run (9.00 s of 11.00 s) was outside the operations' busy time (6.00 s before the first "
+        "(start-up), 2.00 s between them (the program's or driver's own work, scheduling), 1.00 s after the last "
+        "(stopping)); of the rest, "), bottleneck.sentence()
+
+
 def _steps(count: int) -> tr.Trace:
     """``count`` training steps of 5 ms, one after another: 'dense' computes 1 ms, then 'adam' 4 ms."""
     steps = []

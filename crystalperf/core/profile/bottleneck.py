@@ -16,7 +16,7 @@ from functools import cached_property
 
 from crystalperf.core import trace as tr
 from crystalperf.core.profile.dag import ExecutionProfile, LevelGraph, OperationProfile
-from crystalperf.core.profile.outside import trigger_waits
+from crystalperf.core.profile.outside import outside_split, trigger_waits, where_outside
 from crystalperf.core.resources import CATEGORIES, RESOURCES, WAITING, ResourceVector, weighted_mean
 from crystalperf.core.trace.totals import metric_total
 from crystalperf.core.units import format_duration
@@ -68,6 +68,8 @@ class Bottleneck:
     backpressured: bool = False
     # of unattributed_s: streaming micro-batches waiting for their trigger (``crystalperf.core.profile.outside``)
     trigger_wait_s: float = 0.0
+    # where unattributed_s lay (before, between, after the operations), in words
+    outside_where: str = ""
     waiting_seconds: float = 0.0  # waiting on the path of the operations named as waiting_op
     # When the path mostly waited on something whose own work is known: that work's split; the resource is
     # then the one it used most ("disk-bound through its input").
@@ -141,7 +143,7 @@ class Bottleneck:
         if self.total_runtime_s > 0 and self.unattributed_s > 0.5 * self.total_runtime_s:
             # A job that mostly waited (a rate-limited source, start-up, a driver doing other things) is not
             # "bound" by what its operations did in the little time they worked.
-            why = ("waiting for input, scheduling, start-up" if self.trigger_wait_s <= 0 else
+            why = (self.outside_where or "driver code, scheduling, start-up" if self.trigger_wait_s <= 0 else
                    f"{format_duration(self.trigger_wait_s)} of it streaming micro-batches waiting for their trigger")
             return (
                 f"Most of the run ({format_duration(self.unattributed_s)} of {format_duration(self.total_runtime_s)}) was outside the "
@@ -242,6 +244,8 @@ def find_bottleneck(profile: ExecutionProfile) -> Bottleneck:
     resource = max(CATEGORIES, key=lambda r: seconds[r])
     result = Bottleneck(resource, seconds, unattributed, total, path, [profile.top.nodes[i] for i in top_ids])
     result.trigger_wait_s = min(unattributed, sum(wait.gap_s for wait in trigger_waits(profile).values()))
+    if total > 0 and unattributed > 0.5 * total:
+        result.outside_where = where_outside(outside_split(profile))
     if resource != WAITING:
         _name_awaited_work(profile, result)
     elif any(not _waits_on_the_path(profile, p, on_path) for p in path):

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from crystalperf.core import trace as tr
 from crystalperf.core.attribution.observed import counter_series
 from crystalperf.core.profile.dag import ExecutionProfile, implicit_predecessors, unit_profiles
+from crystalperf.core.units import format_duration
 
 # A micro-batch (an operation with ``ATTRIBUTE_STREAMING_BATCH``) starts when its query's trigger fires, or at once
 # after the batch before when that one ran past it (or always: an available-now trigger, a query behind its input),
@@ -171,6 +172,17 @@ def _outside_split(profile: ExecutionProfile) -> OutsideSplit | None:
     first, last = busy[0][0], max(b for _, b in busy)
     between = sum(b - a for a, b in _gaps(first, last, busy, min_gap_s=0.0))
     return OutsideSplit(first - app.start, between, app.end - last)
+
+
+def where_outside(split: OutsideSplit | None) -> str:
+    """Where the time outside the operations lay, in words: the parts of at least a tenth of a second."""
+    if split is None:
+        return "driver code, scheduling, start-up"
+    parts = [(split.before_s, "before the first (start-up)"),
+             (split.between_s, "between them (the program's or driver's own work, scheduling)"),
+             (split.after_s, "after the last (stopping)")]
+    said = [f"{format_duration(seconds)} {where}" for seconds, where in parts if seconds >= 0.1]
+    return ", ".join(said) if said else "driver code, scheduling, start-up"
 
 
 def outside_time(profile: ExecutionProfile) -> OutsideTime | None:

@@ -16,7 +16,7 @@ from crystalperf.core.predict import Prediction, Predictor
 from crystalperf.core.predict.settings import SettingsSearch
 from crystalperf.core.profile.bottleneck import Bottleneck
 from crystalperf.core.profile.dag import ExecutionProfile, OperationProfile, vector_dict
-from crystalperf.core.profile.outside import OutsideSplit, outside_split
+from crystalperf.core.profile.outside import outside_split, where_outside
 from crystalperf.core.profile.skew import SkewFindings
 from crystalperf.core.profile.sqlplan import operators_of
 from crystalperf.core.report.machine import collector_cpu, machine_entry
@@ -150,7 +150,7 @@ def _advice(bottleneck: Bottleneck, predictions: Sequence[Prediction], profile: 
         )
     if bottleneck.total_runtime_s and bottleneck.unattributed_s / bottleneck.total_runtime_s > 0.3:
         outside = f"{format_duration(bottleneck.unattributed_s)} ({bottleneck.unattributed_s / bottleneck.total_runtime_s:.0%})"
-        where = _where_outside(outside_split(profile))
+        where = where_outside(outside_split(profile))
         triggers = (f" {format_duration(bottleneck.trigger_wait_s)} of it were streaming micro-batches waiting for their "
                     "trigger, which no resource shortens." if bottleneck.trigger_wait_s > 0 else "")
         reading = predictor.outside_disk_s()
@@ -169,17 +169,6 @@ def _advice(bottleneck: Bottleneck, predictions: Sequence[Prediction], profile: 
         lines.append(f"The input pipeline is the limit: {wait:.0%} of step time waits for input "
                      f"(TensorBoard calls >= 20 % highly input-bound).")
     return lines
-
-
-def _where_outside(split: OutsideSplit | None) -> str:
-    """Where the time outside the operations lay, in words: the parts of at least a tenth of a second."""
-    if split is None:
-        return "driver code, scheduling, start-up"
-    parts = [(split.before_s, "before the first (start-up)"),
-             (split.between_s, "between them (the program's or driver's own work, scheduling)"),
-             (split.after_s, "after the last (stopping)")]
-    said = [f"{format_duration(seconds)} {where}" for seconds, where in parts if seconds >= 0.1]
-    return ", ".join(said) if said else "driver code, scheduling, start-up"
 
 
 def _guessed(weights: Sequence[tuple[float, bool]], resource: str) -> str:
