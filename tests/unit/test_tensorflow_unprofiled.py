@@ -118,3 +118,12 @@ def test_input_code_sampled_in_the_profiled_steps_says_what_the_unprofiled_steps
     tail_wait = [o for o in report["operations"] if o["id"] == "s4-11/input"]
     assert tail_wait and tail_wait[0]["vector"]["network"] == pytest.approx(1.0), tail_wait
     assert report["bottleneck"]["resource"] == "network", report["bottleneck"]
+
+
+@pytest.mark.parametrize("steps", ["abc", "nan", "-3", "1e400"])
+def test_a_step_count_no_number_is_one_step(steps: str) -> None:
+    trace = build_trace(_recording(), run_id="fit-1", name="m", framework_version="2.21.0")
+    trace.operations[-1].attributes.update(steps=steps, input_read_bytes="not bytes")
+    profile = build_profile(trace, KeywordClassifier(), locators=[])
+    prediction = Predictor(profile).predict(Changes.parse(["disk=16MB/s"]), band=False)
+    assert prediction.crystalperf.runtime_s > 0

@@ -22,6 +22,7 @@ not wait, the (negative) slack ``T_in - compute``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from crystalperf.core.predict.base import Baseline, Changes, OpContext, TaskParts
@@ -96,6 +97,16 @@ def new_wait(wait: float, compute: float, per_batch: float, new_per_batch: float
     if wait > max(WAIT_NOISE_S, WAIT_NOISE_SHARE * (wait + compute)):
         return max(0.0, wait + change)
     return wait + max(0.0, min(0.0, per_batch - compute) + change)
+
+
+def _count(text: str | None, default: float | None, at_least: float) -> float | None:
+    """A count an attribute of the trace states (a string, from any file): ``default`` unless a finite number of at
+    least ``at_least``."""
+    try:
+        value = float(text) if text is not None else math.nan
+    except ValueError:
+        return default
+    return value if math.isfinite(value) and value >= at_least else default
 
 
 class TensorFlowModel:
@@ -204,16 +215,16 @@ class TensorFlowModel:
             if step.op.kind != "step" or step.children is None:
                 continue
             inputs = [c for c in step.children.nodes.values() if c.op.kind == "input"]
-            batches = float(step.op.attributes.get("steps", 1))  # the unprofiled steps are one operation
-            tail_read = step.op.attributes.get("input_read_bytes")
+            batches = _count(step.op.attributes.get("steps"), 1.0, at_least=1.0) or 1.0  # the unprofiled steps: one op
+            tail_read = _count(step.op.attributes.get("input_read_bytes"), None, at_least=0.0)
             for part in inputs:
                 compute = step.op.duration - part.op.duration
                 if tail_read is not None and b0 and b1:
-                    tail_bytes += float(tail_read)
+                    tail_bytes += tail_read
                     # No profile says what the unprofiled steps' pipeline did; their bytes say what a device of
                     # another bandwidth changes, and the wait is what is left of them beyond the compute.
                     took = part.op.duration + compute
-                    change = float(tail_read) * (1 / b1 - 1 / b0) + (new_net - net) / steps * batches
+                    change = tail_read * (1 / b1 - 1 / b0) + (new_net - net) / steps * batches
                     self.waits[part.op.id] = new_wait(part.op.duration, compute, took, took + change)
                 else:
                     self.waits[part.op.id] = new_wait(part.op.duration, compute, per_batch * batches,
