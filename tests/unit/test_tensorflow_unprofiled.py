@@ -127,3 +127,13 @@ def test_a_step_count_no_number_is_one_step(steps: str) -> None:
     profile = build_profile(trace, KeywordClassifier(), locators=[])
     prediction = Predictor(profile).predict(Changes.parse(["disk=16MB/s"]), band=False)
     assert prediction.crystalperf.runtime_s > 0
+
+
+def test_reads_the_window_issued_for_the_unprofiled_steps_make_them_wait_on_the_device() -> None:
+    # A throttled device: the process issued its readahead in the window (counted then: 12 MB) and the data arrived
+    # while the later steps waited, during which the counters saw nothing more.
+    rec = _recording()
+    rec.read_bytes = 12 * MB
+    rec.io = [row.model_copy(update={"storage_read_bytes": 12.0 * MB if row.t > 100.0 else 0.0}) for row in rec.io]
+    trace = build_trace(rec, run_id="fit-1", name="m", framework_version="2.21.0")
+    assert trace.operations[-1].children[0].attributes["waits_on_work"] == "cpu=0.2500,disk=0.7500,network=0.0000"

@@ -534,9 +534,11 @@ def step_operations(rec: Recording, table: SampleTable) -> tuple[list[tr.Operati
         ))
     if rec.unprofiled is not None:
         tail_read = window_read_bytes(rec.io, rec.unprofiled.start, rec.unprofiled.start + rec.unprofiled.seconds)
-        # the steps' own reads say whether the pipeline's file reads waited on a device then (the window's first
-        # steps may have run on batches read before it, from the page cache or not)
-        tail_split = pipeline_split(rec.timeline, read_from_storage(tail_read)) if rec.timeline is not None else split
+        # The pipeline's file reads were page-cache copies only if neither the window nor these steps read from
+        # storage: the window's first steps may have run on batches read before it, and a read is counted when it
+        # is issued (a throttled device's readahead issued in the window arrives during these steps).
+        reads = storage_read or read_from_storage(tail_read)
+        tail_split = pipeline_split(rec.timeline, reads) if rec.timeline is not None else split
         input_attributes = {"pipeline_work": _work_summary(tail_split), tr.ATTRIBUTE_WAITS_ON: waited_on}
         if work is not None:  # `samples`: the profiled steps' input samples, pooled by name, speak for these too
             input_attributes[tr.ATTRIBUTE_WAITS_ON_WORK] = _split_work(tail_split) if work == _split_work(split) else work
