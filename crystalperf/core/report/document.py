@@ -16,6 +16,7 @@ from crystalperf.core.predict import Prediction, Predictor
 from crystalperf.core.predict.settings import SettingsSearch
 from crystalperf.core.profile.bottleneck import Bottleneck
 from crystalperf.core.profile.dag import ExecutionProfile, OperationProfile, vector_dict
+from crystalperf.core.profile.driver import driver_work
 from crystalperf.core.profile.outside import outside_split, where_outside
 from crystalperf.core.profile.skew import SkewFindings
 from crystalperf.core.profile.sqlplan import operators_of
@@ -164,6 +165,8 @@ def _advice(bottleneck: Bottleneck, predictions: Sequence[Prediction], profile: 
         else:
             lines.append(f"{outside} of the run was outside any traced operation ({where}): no resource change "
                          f"above touches it.{triggers}")
+        if (work := driver_work(profile)) is not None:
+            lines.append(work.sentence())
     wait = profile.trace.metrics.get("input_wait_fraction")
     if wait is not None and wait >= INPUT_BOUND_THRESHOLD:
         lines.append(f"The input pipeline is the limit: {wait:.0%} of step time waits for input "
@@ -407,6 +410,8 @@ def build_report(
             "outside_split": ({"before_s": round(split.before_s, 6), "between_s": round(split.between_s, 6),
                                "after_s": round(split.after_s, 6)}
                               if (split := outside_split(profile)) is not None else None),
+            # the driver's own work outside every operation, where a hook sampled it (crystalperf.core.profile.driver)
+            "driver_work": (work.as_dict() if (work := driver_work(profile)) is not None else None),
             # A pipelined job's streaming limits in seconds, and the one that set its pace (``input``: none did).
             "pace": ({"limit": bottleneck_pace.limit, "runtime_s": round(bottleneck_pace.runtime_s, 6),
                       "limits_s": {k: round(v, 6) for k, v in bottleneck_pace.limits.items()}}

@@ -52,6 +52,10 @@ WAITS_ON_OUTSIDE_INPUT = "its input (rate-limited or empty)"
 # trace (a training step's input pipeline): "cpu=0.25,disk=0.75,network=0".
 ATTRIBUTE_WAITS_ON_WORK = "waits_on_work"
 
+# The operation a sample key names for a driver's own work outside every operation of the trace (a PySpark
+# program's Python between its calls into Spark): no operation has this id.
+DRIVER_OPERATION = "(driver)"
+
 # Thread states of sampled stacks (JVM Thread.State lower-cased; Python samplers give runnable or waiting).
 THREAD_RUNNABLE = "runnable"
 THREAD_BLOCKED = "blocked"

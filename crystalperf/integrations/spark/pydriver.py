@@ -11,7 +11,8 @@ in the driver's Python process. A call that lasts at least ``MIN_CALL_S`` (a job
 one line to ``pydriver-<pid>.jsonl`` in the spool directory: when it started and ended (the epoch clock the JVM's
 events use on the same host), its thread and the first frame of the program outside PySpark and py4j.
 Nothing the call sends or returns changes; a failure to record is logged once and recording stops. At most
-``MAX_CALLS`` lines are written. At job end :func:`read_driver_calls` reads them, and
+``MAX_CALLS`` lines are written. The threads inside a call now are in ``_in_spark_call``, which the driver's own
+sampler (:mod:`crystalperf.integrations.spark.driversampler`) leaves to the JVM's samplers. At job end :func:`read_driver_calls` reads them, and
 :func:`crystalperf.integrations.spark.assemble.name_python_call_sites` puts the program's line in the place of the
 reflection accessor in the names of the jobs submitted during a call, their stages and their SQL queries.
 """
@@ -47,6 +48,8 @@ MAX_FILE_CHARS = 1000
 _state: dict[str, Any] = {"spool": None, "written": 0, "failed": False, "skip": ()}
 _lock = threading.Lock()
 _inside = threading.local()
+# The threads inside a call into Spark now (thread ident -> True): the driver's sampler leaves them to the JVM's.
+_in_spark_call: dict[int, bool] = {}
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,10 @@ def install(spool: str | os.PathLike[str], connect: bool = False) -> None:
         _state.update(spool=Path(spool), written=0, failed=False, skip=())
     _record_added_files()
     _wrap(GatewayClient, "send_command")
+    with guard("sampling the PySpark driver's own Python work"):
+        from crystalperf.integrations.spark import driversampler
+
+        driversampler.start(Path(spool), _in_spark_call)
     if connect:
         from pyspark.sql.connect.client.core import SparkConnectClient
 
@@ -115,11 +122,14 @@ def _wrap(owner: type, method: str) -> None:
         if getattr(_inside, "call", False):  # a retry inside py4j, a request inside a request: the outer one counts
             return original(self, *args, **kwargs)
         _inside.call = True
+        ident = threading.get_ident()
+        _in_spark_call[ident] = True
         started = time.time()
         try:
             return original(self, *args, **kwargs)
         finally:
             _inside.call = False
+            _in_spark_call.pop(ident, None)
             ended = time.time()
             if ended - started >= MIN_CALL_S and not _state["failed"]:
                 _record(started, ended, sys._getframe(1))
