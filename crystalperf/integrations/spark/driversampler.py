@@ -49,13 +49,16 @@ def _process_cpu_s() -> float:
 
 def start(spool: Path, in_spark_call: dict[int, bool]) -> None:
     """Sample the main thread outside its calls into Spark (``in_spark_call``: the threads inside one now) and
-    journal the samples in ``spool`` (a later call, a new session of the same process, moves the journal there)."""
+    journal the samples in ``spool`` (a later call with another spool, a new session of the same process, starts
+    afresh there)."""
     with _lock:
         if _state["sampler"] is not None:
-            if _state["spool"] != spool:
-                _flush()
-                _state.update(spool=spool, journal=None)
-            return
+            if _state["spool"] == spool:
+                return
+            # a new session of the same process: the last one's samples stay in its own spool
+            _flush()
+            _state["sampler"].stop()
+            _state.update(sampler=None, journal=None)
         main = threading.main_thread().ident
         key = tr.SampleKey(operation=tr.DRIVER_OPERATION, thread=DRIVER_THREAD)
 
@@ -69,7 +72,9 @@ def start(spool: Path, in_spark_call: dict[int, bool]) -> None:
                       cpu_at_start=_process_cpu_s(), host=socket.gethostname())
         sampler.start()
     _flush_before_stop()
-    atexit.register(flush)
+    if not _state.get("at_exit"):
+        atexit.register(flush)
+        _state["at_exit"] = True
 
 
 def _maybe_flush() -> None:

@@ -31,6 +31,17 @@ def test_the_drivers_python_between_jobs_is_named(run_app, tmp_path: Path) -> No
             rank_rows_in_python(200_000)
         spark.range(0, 100_000, numPartitions=2).selectExpr("max(id)").collect()
         spark.stop()
+
+        # a second session of the same process: its report has its own driver work only
+        def sort_rows_in_python(n):
+            return sorted(range(n, 0, -1))[:3]
+
+        spark = session(**{{"spark.crystalperf.outputDir": "{out}-2"}})
+        started = time.time()
+        while time.time() - started < 1.0:
+            sort_rows_in_python(200_000)
+        spark.range(0, 100_000, numPartitions=2).selectExpr("max(id)").collect()
+        spark.stop()
     ''')
     assert result.returncode == 0, result.stderr[-3000:]
     trace = load_trace(out / "crystalperf-trace.json.gz")
@@ -47,3 +58,5 @@ def test_the_drivers_python_between_jobs_is_named(run_app, tmp_path: Path) -> No
              if line.startswith("def rank_rows_in_python"))))
     assert ranked["__main__.rank_rows_in_python"]["seconds"] >= 0.5
     assert not any(name.startswith("crystalperf.") for name in ranked)
+    second = {f["name"] for f in result.report(Path(f"{out}-2"))["bottleneck"]["driver_work"]["functions"]}
+    assert "__main__.sort_rows_in_python" in second and "__main__.rank_rows_in_python" not in second, second
