@@ -9,6 +9,7 @@ from crystalperf.core.analysis import analyze
 from crystalperf.core.attribution.classify import KeywordClassifier
 from crystalperf.core.profile.dag import build_profile
 from crystalperf.core.profile.driver import driver_work
+from crystalperf.core.report.html import HtmlRenderer
 
 from .helpers import make_trace, op, task
 
@@ -52,6 +53,8 @@ def test_the_report_and_its_advice_carry_the_drivers_work() -> None:
     assert any(a.startswith("Outside its calls into Spark the driver's own Python") for a in report["advice"])
     # the operations' own vectors know nothing of it
     assert all(o["vector"]["cpu"] == pytest.approx(1.0) for o in report["operations"])
+    html = HtmlRenderer().render(report)
+    assert 'id="driver-work"' in html and "<code>etl.rank</code>" in html and "/jobs/etl.py:12" in html
 
 
 def test_no_driver_samples_no_driver_work() -> None:
