@@ -23,14 +23,23 @@ def test_the_workers_cpu_is_counted_and_crystalperfs_own_processes_are_not(tmp_p
     package = tmp_path / "crystalperf"
     package.mkdir()
     (package / "__init__.py").write_text("")
+    spun = [tmp_path / f"spun-{name}" for name in ("worker", "own", "own-child")]
+
+    def spin(seconds: float, marker: Path) -> str:
+        # spins, then says so and sleeps: on a loaded machine the CPU seconds take longer than a fixed wait
+        return SPIN.format(seconds=seconds).replace("time.sleep(30)", f"open({str(marker)!r}, 'w').close()\ntime.sleep(30)")
+
     (package / "spin.py").write_text(
         "import subprocess, sys\n"
-        f"subprocess.Popen([sys.executable, '-c', {SPIN.format(seconds=0.3)!r}])\n" + SPIN.format(seconds=0.3))
-    worker = subprocess.Popen([sys.executable, "-c", SPIN.format(seconds=0.4)])
+        f"subprocess.Popen([sys.executable, '-c', {spin(0.3, spun[2])!r}])\n" + spin(0.3, spun[1]))
+    worker = subprocess.Popen([sys.executable, "-c", spin(0.4, spun[0])])
     own = subprocess.Popen([sys.executable, "-m", "crystalperf.spin"], cwd=tmp_path,
                            env={**os.environ, "PYTHONPATH": str(tmp_path)})
     try:
-        time.sleep(1.5)  # both have spun and sleep now
+        deadline = time.monotonic() + 60
+        while not all(marker.exists() for marker in spun):
+            assert time.monotonic() < deadline, [m.name for m in spun if not m.exists()]
+            time.sleep(0.05)
         found = descendant_cpu(os.getpid())
         assert set(found) == {worker.pid}, found
         assert found[worker.pid] >= 0.3
