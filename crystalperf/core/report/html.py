@@ -13,6 +13,7 @@ from typing import Any
 
 from crystalperf.core.attribution.classify import LOW_CONFIDENCE
 from crystalperf.core.report.base import Renderer
+from crystalperf.core.report.driverwork import driver_work_html
 from crystalperf.core.report.machine import machine_section
 from crystalperf.core.report.svg import (
     COLOURS,
@@ -225,13 +226,7 @@ class HtmlRenderer(Renderer):
             verdict = "highly input-bound" if bound.get("highly_input_bound") else "not input-bound"
             extra += (f'<p id="input-bound">Input pipeline: {esc(_num(wait, "{:.0%}"))} of step time waits for '
                       f"input — {esc(verdict)} (TensorBoard's line is 20 %).</p>")
-        work = b.get("driver_work")
-        if isinstance(work, dict) and work.get("functions"):
-            rows = "".join(f"<tr><td><code>{esc(f.get('name', ''))}</code></td><td>{esc(f.get('where') or '')}</td>"
-                           f"<td>{esc(_num(f.get('seconds')))} s</td><td>{esc(f.get('resource', ''))}</td></tr>"
-                           for f in work["functions"] if isinstance(f, dict))
-            extra += (f'<div id="driver-work"><p>{esc(work.get("sentence", ""))}</p><table><tr><th>function</th>'
-                      f"<th>where</th><th>about</th><th>resource</th></tr>{rows}</table></div>")
+        extra += driver_work_html(b.get("driver_work"))
         return (
             '<section id="bottleneck"><h2>Bottleneck</h2>'
             f'<p class="verdict">{esc(b.get("sentence", ""))}</p>'
