@@ -62,3 +62,63 @@ def test_no_driver_samples_no_driver_work() -> None:
     assert trace.samples is not None
     trace.samples.keys[0] = tr.SampleKey(operation="a", thread="python-driver")
     assert driver_work(build_profile(trace, KeywordClassifier(), locators=[])) is None
+
+
+def _jvm_trace() -> tr.Trace:
+    # A PySpark driver JVM's py4j thread, at 0.1 s a sample: 12 samples deep in a query's analysis under the program's
+    # call Dataset.withColumn (the middle of the stack elided by the sampler), 3 samples loading classes in a
+    # SparkSession's constructor; and the program's Python, 10 samples in etl.rank.
+    frames = [tr.Frame(name="org.apache.spark.sql.catalyst.trees.TreeNode.transformDown", file="TreeNode.scala",
+                       line=480, language="scala"),
+              tr.Frame(name="org.apache.spark.sql.catalyst.analysis.Analyzer.execute", file="Analyzer.scala",
+                       line=220, language="scala"),
+              tr.Frame(name="org.apache.spark.sql.classic.Dataset.withColumn", file="Dataset.scala", line=1600,
+                       language="scala"),
+              tr.Frame(name="jdk.internal.reflect.DirectMethodHandleAccessor.invoke", language="java"),
+              tr.Frame(name="py4j.reflection.MethodInvoker.invoke", file="MethodInvoker.java", line=244,
+                       language="java"),
+              tr.Frame(name="py4j.ClientServerConnection.run", file="ClientServerConnection.java", line=106,
+                       language="java"),
+              tr.Frame(name="java.lang.ClassLoader.defineClass1", language="native"),
+              tr.Frame(name="org.apache.spark.sql.classic.SparkSession.<init>", file="SparkSession.scala", line=117,
+                       language="scala"),
+              tr.Frame(name="etl.rank", file="/jobs/etl.py", line=12, language="python")]
+    jvm = tr.SampleKey(operation=tr.DRIVER_OPERATION, thread="jvm-driver")
+    python = tr.SampleKey(operation=tr.DRIVER_OPERATION, thread="python-driver")
+    samples = tr.StackSamples(origin=0, interval_s=0.1, frames=frames,
+                              stacks=[[0, 1, 2, 3, 4, 5], [6, 7, 3, 4, 5], [8]],
+                              states=[tr.THREAD_RUNNABLE] * 3, keys=[jvm, python], key=[0, 0, 1],
+                              bucket=[2, 1, 3], stack=[0, 1, 2], count=[12, 3, 10])
+    jobs = [op("a", 0, 1, tasks=[task("a1", 0, 1, cpu_time_s=1.0)]),
+            op("b", 9, 10, parents=["a"], tasks=[task("b1", 9, 10, cpu_time_s=1.0)])]
+    return make_trace(jobs, end=10.0, samples=samples)
+
+
+def test_the_driver_jvms_work_is_named_by_the_programs_call_into_spark() -> None:
+    work = driver_work(build_profile(_jvm_trace(), KeywordClassifier(), locators=[]))
+    assert work is not None and work.samples == 25
+    assert work.seconds == pytest.approx(2.5) and work.jvm_s == pytest.approx(1.5)
+    with_column, rank, session = work.functions
+    assert (with_column.name, with_column.runtime, with_column.where) == (
+        "org.apache.spark.sql.classic.Dataset.withColumn", "jvm", "Dataset.scala:1600")
+    assert with_column.seconds == pytest.approx(1.2) and with_column.resource == "cpu"
+    # what did the work under the call: the sampled function of its stacks
+    assert [f.name for f in with_column.within] == ["org.apache.spark.sql.catalyst.trees.TreeNode.transformDown"]
+    assert (session.name, session.seconds) == ("org.apache.spark.sql.classic.SparkSession.<init>", pytest.approx(0.3))
+    assert (rank.name, rank.runtime) == ("etl.rank", "python")
+    sentence = work.sentence()
+    assert sentence.startswith("Outside its calls into Spark the driver's own Python ran about 1.00 s and waited "
+                               "about 0.00 s (sampled 25 times): 1.00 s on cpu in etl.rank (etl.py:12). ")
+    assert ("Outside Spark's jobs the driver's JVM worked about 1.50 s on the program's calls: 1.20 s on cpu in "
+            "org.apache.spark.sql.classic.Dataset.withColumn (mostly "
+            "org.apache.spark.sql.catalyst.trees.TreeNode.transformDown)") in sentence
+    listed = work.as_dict()["functions"][0]
+    assert listed["runtime"] == "jvm" and listed["functions"][0]["name"].endswith("TreeNode.transformDown")
+
+
+def test_the_html_lists_a_jvm_call_with_the_functions_under_it() -> None:
+    report = analyze(_jvm_trace(), classifier=KeywordClassifier(), locators=[], scenarios=[]).report
+    html = HtmlRenderer().render(report)
+    assert "<code>org.apache.spark.sql.classic.Dataset.withColumn</code><br><small>mostly in <code>" \
+           "org.apache.spark.sql.catalyst.trees.TreeNode.transformDown</code>" in html
+    assert any("the driver's JVM worked about 1.50 s" in a for a in report["advice"])

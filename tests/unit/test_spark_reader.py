@@ -355,6 +355,8 @@ def test_a_streaming_micro_batch_is_named_after_its_query_and_batch(tmp_path: Pa
         if event["Event"] == "SparkListenerJobStart" and event["Job ID"] == 1:
             event["Properties"].update({"spark.job.description": f"counts\nid = {query_id}\nrunId = 5f1d\nbatch = 3",
                                         "sql.streaming.queryId": query_id, "streaming.sql.batchId": "3"})
+        if event["Event"].endswith("SQLExecutionStart"):  # the batch's query, as StreamExecution describes it
+            event["description"] = f"\nid = {query_id}\nrunId = 5f1d\nbatch = 3"
         return event
 
     # the batch's progress (Spark logs it after the batch; batch 2's belongs to no job of the log)
@@ -377,6 +379,8 @@ def test_a_streaming_micro_batch_is_named_after_its_query_and_batch(tmp_path: Pa
     span = job.end - job.start
     assert any(f"structured streaming micro-batches ('counts': 1 batch of {span:.2f} s)" in w for w in trace.warnings), \
         trace.warnings
+    # its SQL query, of a query without a name, is named after its id and the batch
+    assert [q.description for q in trace.sql_queries] == [f"query {query_id[:8]} batch 3"]
     # the other jobs are no micro-batches
     assert trace.operations[0].name.startswith("job 0: collect at") and "streaming_batch" not in trace.operations[2].attributes
 

@@ -181,14 +181,14 @@ _CLOSURE_NAME = re.compile(r"\$anonfun\$\S* at \S+:-?\d+$")
 # The description Spark gives a structured streaming micro-batch's jobs (StreamExecution): the query's name (empty
 # when it has none), its id, its run's id and the batch. Their stages are named after the call that started the
 # query, the same in every batch.
-_MICRO_BATCH = re.compile(r"(?P<query>[^\n]*)\nid = (?P<id>\S+)\nrunId = \S+\nbatch = (?P<batch>[^\n]+)")
+_MICRO_BATCH = re.compile(r"(?:(?P<query>[^\n]*)\n)?id = (?P<id>\S+)\nrunId = \S+\nbatch = (?P<batch>[^\n]+)")
 
 
 def name_operations(trace: tr.Trace) -> None:
     """Names that say which work an operation did where Spark's do not: a job a Spark Connect client asked for, its
     stages and its SQL query are named after the relations of its request (``Spark Connect: range → aggregate``,
-    :mod:`crystalperf.integrations.spark.connect`) instead of the request's text; a structured streaming micro-batch's job
-    and stages are named after the query and the batch (``streaming_query_id`` and ``streaming_batch`` kept as the
+    :mod:`crystalperf.integrations.spark.connect`) instead of the request's text; a structured streaming micro-batch's job,
+    stages and SQL query are named after the query and the batch (``streaming_query_id`` and ``streaming_batch`` kept as the
     job's attributes), a stage that Spark named after one of its closures after its job (the action or SQL query
     that ran it). A stage renamed keeps Spark's name as its ``spark_stage_name`` attribute. A trace with
     micro-batches gets a warning: its length is the queries', not their work's, and how long their batches took."""
@@ -204,7 +204,7 @@ def name_operations(trace: tr.Trace) -> None:
                 connect_queries[job.attributes["sql_execution_id"]] = request
         batch = None if request is not None else _MICRO_BATCH.fullmatch(job.attributes.get("description", "").strip())
         if batch is not None:
-            query = batch["query"].strip() or f"query {batch['id'][:8]}"
+            query = _query_name(batch)
             batch_id = batch["batch"].strip()
             spans = batches.setdefault(query, {})
             start, end = spans.get(batch_id, (job.start, job.end))
@@ -223,6 +223,9 @@ def name_operations(trace: tr.Trace) -> None:
     for sql in trace.sql_queries:
         if sql.execution_id in connect_queries and sql.description.startswith(CONNECT_PREFIX):
             sql.description = connect_queries[sql.execution_id]
+        micro_batch = _MICRO_BATCH.fullmatch(sql.description.strip())
+        if micro_batch is not None:
+            sql.description = f"{_query_name(micro_batch)} batch {micro_batch['batch'].strip()}"
     if batches:
         queries = "; ".join(_batches_text(query, spans) for query, spans in sorted(batches.items()))
         warning = (f"the application ran structured streaming micro-batches ({queries}): it lasted as long as its "
@@ -231,6 +234,12 @@ def name_operations(trace: tr.Trace) -> None:
                    "that one runs past it")
         if warning not in trace.warnings:
             trace.warnings.append(warning)
+
+
+def _query_name(batch: re.Match[str]) -> str:
+    """A streaming query's name, or its id's first characters where it has none (Spark's description then starts with
+    an empty line)."""
+    return (batch["query"] or "").strip() or f"query {batch['id'][:8]}"
 
 
 def _connect_request(job: tr.Operation) -> str | None:

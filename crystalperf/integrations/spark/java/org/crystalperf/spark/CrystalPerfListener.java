@@ -54,6 +54,10 @@ public class CrystalPerfListener extends SparkListener {
      * A unit test keeps this equal to {@code crystalperf.core.trace.SCHEMA_VERSION}.
      */
     static final String SCHEMA_VERSION = "1.12";
+    /** The operation id of the samples of the driver's own work (crystalperf.core.trace.DRIVER_OPERATION). */
+    static final String DRIVER_OPERATION = "(driver)";
+    /** Their thread role: the driver JVM's threads serving the application's calls. */
+    static final String DRIVER_JVM_THREAD = "jvm-driver";
     private static final Pattern WRITE_PATH =
             Pattern.compile(
             "InsertIntoHadoopFsRelationCommand\\s*(?:\\nInput: [^\\n]*\\nArguments:)?\\s+(?:file:(?://)?)?(/[^,\\s\\]]+)");
@@ -644,6 +648,10 @@ public class CrystalPerfListener extends SparkListener {
         if (local != null) {
             local.flush();
         }
+        DriverSampler driver = CrystalPerfPlugin.driverSampler;
+        if (driver != null) {
+            driver.flush();
+        }
         Files.createDirectories(outDir.toPath());
         File target = new File(outDir, "crystalperf-trace.json.gz");
         writeAtomically(target.toPath(), out -> {
@@ -1088,9 +1096,14 @@ public class CrystalPerfListener extends SparkListener {
         g.writeArrayFieldStart("keys");
         for (long[] k : keys) {
             g.writeStartObject();
-            g.writeStringField("operation", "stage-" + k[0]);
-            g.writeStringField("task", Long.toString(k[1]));
-            g.writeStringField("thread", "task");
+            if (k[0] == DriverSampler.DRIVER_STAGE) {
+                g.writeStringField("operation", DRIVER_OPERATION);
+                g.writeStringField("thread", DRIVER_JVM_THREAD);
+            } else {
+                g.writeStringField("operation", "stage-" + k[0]);
+                g.writeStringField("task", Long.toString(k[1]));
+                g.writeStringField("thread", "task");
+            }
             g.writeEndObject();
         }
         g.writeEndArray();

@@ -83,7 +83,25 @@ public class CrystalPerfPlugin implements SparkPlugin {
                 } catch (Throwable t) {
                     LOG.log(Level.WARNING, "crystalperf: the listener did not start (the job is not affected)", t);
                 }
+                try {
+                    driverSampler = DriverSampler.start(sc.getConf());
+                } catch (Throwable t) {
+                    LOG.log(Level.WARNING, "crystalperf: the driver's sampler did not start (the job is not affected)", t);
+                }
                 return Collections.emptyMap();
+            }
+
+            @Override
+            public void shutdown() {
+                DriverSampler sampler = driverSampler;
+                driverSampler = null;
+                if (sampler != null) {
+                    try {
+                        sampler.stop();
+                    } catch (Throwable t) {
+                        LOG.log(Level.FINE, "crystalperf: the driver's sampler did not stop cleanly", t);
+                    }
+                }
             }
 
             @Override
@@ -107,6 +125,40 @@ public class CrystalPerfPlugin implements SparkPlugin {
     @Override
     public ExecutorPlugin executorPlugin() {
         return new Sampler();
+    }
+
+    /** The driver's own sampler (null: not started). */
+    static volatile DriverSampler driverSampler;
+
+    /** A frame as the batches carry it: class, method, file, line and jar, separated by \u0002. */
+    static String encode(StackTraceElement e, String jar) {
+        return e.getClassName() + '\u0002' + e.getMethodName() + '\u0002'
+                + (e.getFileName() == null ? "" : e.getFileName()) + '\u0002' + e.getLineNumber() + '\u0002' + jar;
+    }
+
+    /**
+     * The jar (or folder) a class was loaded from, "" where there is none to name (JDK classes, lambdas, classes of
+     * other loaders); remembered in {@code cache}. {@code loader} null: the calling thread's context loader.
+     */
+    static String jarOf(Map<String, String> cache, ClassLoader loader, String className) {
+        String found = cache.get(className);
+        if (found != null) {
+            return found;
+        }
+        String jar = "";
+        try {
+            ClassLoader from = loader != null ? loader : Thread.currentThread().getContextClassLoader();
+            Class<?> c = Class.forName(className, false, from != null ? from : ClassLoader.getSystemClassLoader());
+            CodeSource cs = c.getProtectionDomain() == null ? null : c.getProtectionDomain().getCodeSource();
+            URL url = cs == null ? null : cs.getLocation();
+            if (url != null) {
+                jar = url.getPath();
+            }
+        } catch (Throwable ignored) {
+            // no jar to name
+        }
+        cache.put(className, jar);
+        return jar;
     }
 
     /**
@@ -611,9 +663,7 @@ public class CrystalPerfPlugin implements SparkPlugin {
                     }
                     fid = frameText.size();
                     frameIds.put(e, fid);
-                    frameText.add(e.getClassName() + '\u0002' + e.getMethodName() + '\u0002'
-                            + (e.getFileName() == null ? "" : e.getFileName()) + '\u0002' + e.getLineNumber()
-                            + '\u0002' + jarOf(e.getClassName()));
+                    frameText.add(encode(e, jarOf(jarOfClass, taskLoader, e.getClassName())));
                 }
                 ids[i] = fid;
             }
@@ -633,27 +683,6 @@ public class CrystalPerfPlugin implements SparkPlugin {
                 stackFrames.add(ids);
             }
             return sid;
-        }
-
-        private String jarOf(String className) {
-            String found = jarOfClass.get(className);
-            if (found != null) {
-                return found;
-            }
-            String jar = "";
-            try {
-                ClassLoader loader = taskLoader != null ? taskLoader : ClassLoader.getSystemClassLoader();
-                Class<?> c = Class.forName(className, false, loader);
-                CodeSource cs = c.getProtectionDomain() == null ? null : c.getProtectionDomain().getCodeSource();
-                URL url = cs == null ? null : cs.getLocation();
-                if (url != null) {
-                    jar = url.getPath();
-                }
-            } catch (Throwable ignored) {
-                // JDK classes, lambdas and classes of other loaders: no jar to name
-            }
-            jarOfClass.put(className, jar);
-            return jar;
         }
 
         /** Ship what was aggregated since the last shipment to the driver (or store it directly). */

@@ -110,7 +110,7 @@ public final class SampleStore {
     private static synchronized void addSamples(SampleBatch batch) {
         intervalMs = batch.intervalMs;
         bucketMs = batch.bucketMs;
-        if (EXECUTORS.size() < MAX_EXECUTORS) {
+        if (batch.executorId != null && EXECUTORS.size() < MAX_EXECUTORS) {  // null: the driver's own sampler
             EXECUTORS.put(batch.executorId, Boolean.TRUE);
         }
         DROPPED.addAndGet(batch.dropped);
