@@ -347,10 +347,7 @@ def _sampling_stretch(hook: tr.HookCost | None) -> float:
 
 def _shared(profile: ExecutionProfile) -> SharedMachine | None:
     """The profile's shared machine, computed once for every model and scenario that reads it."""
-    if "shared_machine" not in profile.memo:
-        profile.memo["shared_machine"] = shared_machine(profile)
-    found: SharedMachine | None = profile.memo["shared_machine"]
-    return found
+    return profile.memoised("shared_machine", lambda: shared_machine(profile))
 
 
 def _run_queue_delay_of(op: tr.Operation) -> tuple[float, float]:

@@ -77,10 +77,7 @@ def start_up(profile: ExecutionProfile, machine: SharedMachine | None) -> StartU
     """The traced start-up phase, where the trace shows what executors cost it: every executor registered before
     the first operation, their hooks measured their start-up, and all of the application ran on one machine.
     Computed once per profile."""
-    if "start_up" not in profile.memo:
-        profile.memo["start_up"] = _start_up(profile.trace, machine)
-    found: StartUp | None = profile.memo["start_up"]
-    return found
+    return profile.memoised("start_up", lambda: _start_up(profile.trace, machine))
 
 
 def _start_up(trace: tr.Trace, machine: SharedMachine | None) -> StartUp | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import networkx as nx
 
@@ -20,6 +20,8 @@ from crystalperf.core.attribution.vectors import (
     SampleResolution,
 )
 from crystalperf.core.trace.totals import task_seconds
+
+T = TypeVar("T")
 
 # Two operations are treated as one after the other when the second starts no earlier than this
 # before the first ends (clocks of different hosts, rounding of event times).
@@ -122,6 +124,14 @@ class ExecutionProfile:
     memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     # Every part of the report walks the operations; the levels do not change once built (LevelGraph).
     _walked: list[OperationProfile] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def memoised(self, name: str, compute: Callable[[], T]) -> T:
+        """``compute()`` the first time ``name`` is asked for, the same value after (figures several parts of the
+        analysis read)."""
+        if name not in self.memo:
+            self.memo[name] = compute()
+        found: T = self.memo[name]
+        return found
 
     def walk(self) -> list[OperationProfile]:
         """All operation profiles, parents before children."""

@@ -111,10 +111,7 @@ def _the_hooks_own(frames: list[tr.Frame], stack: list[int]) -> bool:
 
 def driver_work(profile: ExecutionProfile) -> DriverWork | None:
     """The driver's own samples by function; None without any. Computed once per profile."""
-    if "driver_work" not in profile.memo:
-        profile.memo["driver_work"] = _driver_work(profile)
-    found: DriverWork | None = profile.memo["driver_work"]
-    return found
+    return profile.memoised("driver_work", lambda: _driver_work(profile))
 
 
 def _program_call(frames: list[tr.Frame], stack: list[int]) -> int | None:

@@ -92,10 +92,7 @@ def _seconds(value: str | None) -> float | None:
 
 def trigger_waits(profile: ExecutionProfile) -> dict[str, TriggerWait]:
     """``waited_batches`` of the trace's top-level operations. Computed once per profile."""
-    if "trigger_waits" not in profile.memo:
-        profile.memo["trigger_waits"] = waited_batches(profile.trace.operations)
-    found: dict[str, TriggerWait] = profile.memo["trigger_waits"]
-    return found
+    return profile.memoised("trigger_waits", lambda: waited_batches(profile.trace.operations))
 
 
 # Gaps shorter than this (task scheduling between stages) are left alone: counters read every 250 ms say nothing
@@ -157,10 +154,7 @@ class OutsideSplit:
 def outside_split(profile: ExecutionProfile) -> OutsideSplit | None:
     """The run's time outside every operation, before, between and after them; None without an operation.
     Computed once per profile."""
-    if "outside_split" not in profile.memo:
-        profile.memo["outside_split"] = _outside_split(profile)
-    found: OutsideSplit | None = profile.memo["outside_split"]
-    return found
+    return profile.memoised("outside_split", lambda: _outside_split(profile))
 
 
 def _outside_split(profile: ExecutionProfile) -> OutsideSplit | None:
@@ -188,10 +182,7 @@ def where_outside(split: OutsideSplit | None) -> str:
 def outside_time(profile: ExecutionProfile) -> OutsideTime | None:
     """The run's gaps outside every operation and the device's bytes in them; None without device counters.
     Computed once per profile."""
-    if "outside_time" not in profile.memo:
-        profile.memo["outside_time"] = _outside_time(profile)
-    found: OutsideTime | None = profile.memo["outside_time"]
-    return found
+    return profile.memoised("outside_time", lambda: _outside_time(profile))
 
 
 def _outside_time(profile: ExecutionProfile) -> OutsideTime | None:
