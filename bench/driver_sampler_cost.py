@@ -3,7 +3,9 @@ finds, on a PySpark program of many small jobs, where the driver plans a query b
 
 Each round runs the program twice in fresh processes, with the driver's sampler and without (the order alternating),
 under ``configure()`` on ``local[2]`` for ``--seconds``; it prints the hook's own figures from each trace (the
-driver JVM's ``sampler`` and ``pauses`` parts and its process CPU) and the JVM driver work the samples add up to.
+driver JVM's ``sampler`` and ``pauses`` parts and its process CPU), the JVM driver work the samples add up to, and
+what it measures: the CPU time of py4j's threads (``Thread-N``) over the run, read by the program before it stops
+(it includes their few milliseconds submitting each job, which the sampler leaves to the jobs).
 
 ``.nox/spark/bin/python bench/driver_sampler_cost.py [--rounds 3] [--seconds 15]``
 """
@@ -32,6 +34,14 @@ while time.time() - started < float(sys.argv[3]):
     spark.range(0, 20000, numPartitions=2).selectExpr("sum(id)").collect()
     jobs += 1
 print("JOBS", jobs)
+# ground truth: the CPU time of the JVM threads serving the program's calls (py4j's, named Thread-N)
+mx = spark._jvm.java.lang.management.ManagementFactory.getThreadMXBean()
+cpu = 0
+for tid in mx.getAllThreadIds():
+    info = mx.getThreadInfo(tid)
+    if info is not None and info.getThreadName().startswith("Thread-"):
+        cpu += max(0, mx.getThreadCpuTime(tid))
+print("PY4J_CPU_S", cpu / 1e9)
 spark.stop()
 """
 
@@ -64,6 +74,7 @@ def main() -> None:
             if done.returncode != 0:
                 sys.exit(f"the program failed: {done.stderr[-2000:]}")
             results[mode].append(figures(out / "crystalperf-trace.json.gz"))
+            results[mode][-1]["py4j_threads_cpu_s"] = float(done.stdout.split("PY4J_CPU_S", 1)[1].split()[0])
             print(f"round {round_number} driverSampling={mode}: {results[mode][-1]}", flush=True)
     for mode, runs in results.items():
         medians = {k: round(statistics.median(r[k] for r in runs), 3) for k in runs[0]}
