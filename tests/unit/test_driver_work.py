@@ -51,6 +51,8 @@ def test_the_report_and_its_advice_carry_the_drivers_work() -> None:
     report = analyze(_trace(), classifier=KeywordClassifier(), locators=[], scenarios=[]).report
     assert report["bottleneck"]["driver_work"]["functions"][0]["name"] == "etl.rank"
     assert any(a.startswith("Outside its calls into Spark the driver's own Python") for a in report["advice"])
+    # the verdict of a run mostly outside its operations says what the driver did in that time
+    assert "; the driver worked about 3.00 s of it, most in etl.rank)" in report["bottleneck"]["sentence"]
     # the operations' own vectors know nothing of it
     assert all(o["vector"]["cpu"] == pytest.approx(1.0) for o in report["operations"])
     html = HtmlRenderer().render(report)
