@@ -38,8 +38,10 @@ from crystalperf.integrations.tensorflow.sources import (
     op_frame_name,
 )
 from crystalperf.integrations.tensorflow.tiling import (
+    CALLBACKS_THREAD,
     SIGNIFICANT_SHARE,
     busy_union,
+    callback_parts,
     iteration_starts,
     span,
     tile,
@@ -224,19 +226,32 @@ def _whole_step_part(operation: str) -> str:
     return f"{operation.split('/', 1)[0]}/{_slug(WHOLE_STEP)}"
 
 
-def _copy_python_samples(table: SampleTable, samples: tr.StackSamples, whole_steps: bool = False) -> None:
+def _copy_python_samples(table: SampleTable, samples: tr.StackSamples, whole_steps: bool = False,
+                         callbacks_to: dict[str, str] | None = None) -> None:
     """Python samples re-counted in the table's resolution: one sample stands for its interval. The thread
     states the sampler saw stay with their stacks. ``whole_steps``: nothing divides the steps (no op timeline), and
-    every sample of a step is its one part's (:data:`WHOLE_STEP`)."""
+    every sample of a step is its one part's (:data:`WHOLE_STEP`). The training thread's samples in the batch
+    callbacks (:data:`CALLBACKS_THREAD`) are copied only with ``callbacks_to``, which gives the part of each step
+    they go to (:func:`callback_parts`), and the other samples only without it."""
     weight = max(1, round(samples.interval_s / table.interval_s))
     frames = [table.frame_id(printable(f.name), _printable_or_none(f.file), f.line, f.language,
                              _printable_or_none(f.module)) for f in samples.frames]
-    keys = [tr.SampleKey(operation=printable(_whole_step_part(k.operation) if whole_steps else k.operation),
-                         task=_printable_or_none(k.task), thread=_printable_or_none(k.thread)) for k in samples.keys]
+    keys: list[tr.SampleKey | None] = []
+    for k in samples.keys:
+        if (k.thread == CALLBACKS_THREAD) != (callbacks_to is not None):
+            keys.append(None)
+            continue
+        operation = (callbacks_to or {}).get(k.operation) if callbacks_to is not None else (
+            _whole_step_part(k.operation) if whole_steps else k.operation)
+        keys.append(None if operation is None else tr.SampleKey(
+            operation=printable(operation), task=_printable_or_none(k.task), thread=_printable_or_none(k.thread)))
     stacks = [table.stack_id((frames[i] for i in stack), samples.state_of(s)) for s, stack in enumerate(samples.stacks)]
     for key, bucket, stack, count in zip(samples.key, samples.bucket, samples.stack, samples.count, strict=True):
+        copied = keys[key]
+        if copied is None:
+            continue
         when = samples.origin + (bucket + 0.5) * samples.bucket_s
-        table.add(keys[key], stacks[stack], when, count * weight)
+        table.add(copied, stacks[stack], when, count * weight)
 
 
 def pipeline_work(timeline: Timeline, storage_read: bool = True) -> tuple[float, float, float]:
@@ -664,6 +679,8 @@ def build_trace(rec: Recording, *, run_id: str, name: str, framework_version: st
     if rec.python_samples is not None:
         _copy_python_samples(table, rec.python_samples, whole_steps=rec.timeline is None)
     operations, waited = step_operations(rec, table)
+    if rec.python_samples is not None and rec.timeline is not None:
+        _copy_python_samples(table, rec.python_samples, callbacks_to=callback_parts(operations))
     metrics = _window_metrics(rec, waited, max(end - start, 1e-9))
     warnings = list(rec.warnings)
     if rec.unprofiled is not None and operations[-1].attributes.get("profiled") == "false":

@@ -67,6 +67,7 @@ from crystalperf.integrations.tensorflow.reader import (
     find_xplane,
     read_timeline,
 )
+from crystalperf.integrations.tensorflow.tiling import BATCH_CALLBACKS, CALLBACKS_THREAD
 
 log = logging.getLogger("crystalperf.tensorflow")
 
@@ -96,6 +97,16 @@ _INPUT_SEARCH_DEPTH = 256
 # Until the sampler first finds an input thread running Python, its wait doubles up to this many intervals: an
 # input pipeline of TensorFlow's own ops (no Python) is then looked at a few times a second, not fifty.
 IDLE_SAMPLER_WAITS = 8
+
+
+def _in_batch_callback(stack: Any) -> bool:
+    """The training thread is in a batch callback other than crystalperf's own (whose work is the hook's cost)."""
+    inside = False
+    for code, _ in stack_frames(stack):
+        if code.co_filename == __file__:
+            return False
+        inside = inside or code.co_name in BATCH_CALLBACKS
+    return inside
 
 
 def _layer_names(model: Any) -> frozenset[str]:
@@ -495,11 +506,14 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         step = self._current
         if step is None:
             return None
-        if ident == self._main_ident:
-            # With the op timeline, kernels describe the step; without it, the training thread does.
-            return tr.SampleKey(operation=f"s{step.index}", thread="main") if self._profiler_error else None
         # the stack the sampler captured for this thread: walking a running thread's frames here is unsafe
         stack = self._sampler.captured.get(ident, []) if self._sampler is not None else []
+        if ident == self._main_ident:
+            # With the op timeline, kernels describe the step, except the batch callbacks' Python (a progress bar,
+            # the program's own callback) in its tail; without it, the training thread does.
+            if self._profiler_error:
+                return tr.SampleKey(operation=f"s{step.index}", thread="main")
+            return tr.SampleKey(operation=f"s{step.index}", thread=CALLBACKS_THREAD) if _in_batch_callback(stack) else None
         if any(marker in code.co_filename for code, _ in stack_frames(stack) for marker in _INPUT_CODE_MARKERS):
             return tr.SampleKey(operation=f"s{step.index}/input", thread=name or "tf.data")
         return None

@@ -18,6 +18,11 @@ HOST_GAP_S = 50e-6
 # users look for even when it is small.
 SIGNIFICANT_SHARE = 0.02
 HOST_PART = "host (Python, dispatch)"
+# The thread role of the training thread's samples inside the batch callbacks (Keras's and the program's): the
+# host's Python of the step's tail, whose functions the op timeline does not show.
+CALLBACKS_THREAD = "callbacks"
+BATCH_CALLBACKS = frozenset(f"on_{phase}batch_{end}" for phase in ("", "train_", "test_", "predict_")
+                            for end in ("begin", "end"))
 # The condition of the while loop a step of several iterations (steps_per_execution) runs its train step in.
 _LOOP_CONDITION = re.compile(r"^while/cond/_\d+/")
 
@@ -147,3 +152,14 @@ def tile_iterations(children: list[tr.Operation], ops: dict[str, list[OpEvent]],
     elif laid:
         laid[-1].end = step.end
     return _chained(laid)
+
+
+def callback_parts(steps: Sequence[tr.Operation]) -> dict[str, str]:
+    """Step id -> the id of its last host part (the step's tail, where the batch callbacks after crystalperf's begin
+    run); steps without one are left out."""
+    found: dict[str, str] = {}
+    for step in steps:
+        hosts = [c for c in step.children if c.name == HOST_PART]
+        if hosts:
+            found[step.id] = max(hosts, key=lambda c: (c.start, c.end)).id
+    return found

@@ -606,3 +606,32 @@ def test_python_input_code_is_sampled_and_named(tmp_path: Path) -> None:
     assert all(o["attributes"]["waits_on_work"] == "samples" for o in inputs)
     assert any("waited_for_work" in o for o in inputs if o["runtime_s"] > 0)
     _assert_no_plumbing_top_function(report)
+
+
+class _SlowBatchLogger(keras.callbacks.Callback):
+    """A program's own batch callback doing about 20 ms of Python after every step."""
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        total = 0
+        for i in range(400_000):
+            total += i * i
+        self.total = total
+
+
+def test_a_slow_batch_callback_is_named_in_the_steps_host_time(tmp_path: Path) -> None:
+    """The op timeline shows no Python: the training thread's samples inside a batch callback name the step's host
+    part, and crystalperf's own callback (after the program's in the list) is not one of them."""
+    out = tmp_path / "report"
+    x = np.random.default_rng(3).random((2048, 32), dtype=np.float32)
+    y = np.random.default_rng(4).integers(0, 10, 2048)
+    model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(10)])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x, y, batch_size=64, epochs=1, verbose=0,
+              callbacks=[_SlowBatchLogger(), CrystalPerfCallback(output_dir=out, steps=20)])
+    report = _report(out)
+    hosts = [o for o in _ops(report, "op") if o["name"] == "host (Python, dispatch)"]
+    assert hosts, [o["name"] for o in _ops(report, "op")]
+    named = {f["name"] for o in hosts for f in o["top_functions"]}
+    assert any(name.endswith("_SlowBatchLogger.on_train_batch_end") for name in named), named
+    assert not any(name.startswith("crystalperf.") for name in named), named
+    assert report["bottleneck"]["resource"] == "cpu"
