@@ -45,6 +45,13 @@ final class DriverSampler {
     private static final int FULL_DEPTH = 2048;
     /** The outermost frames kept of a stack deeper than the configured depth. */
     private static final int OUTER_FRAMES = 24;
+    /**
+     * Rows of a shipment (a second): each holds its stack's encoded frames, so a few thousand bound it to tens of
+     * megabytes where the executors' rows share interned frames.
+     */
+    private static final int MAX_ROWS = 2000;
+    /** Classes whose jar is remembered before the table starts over. */
+    private static final int MAX_JARS = 20_000;
 
     private final ThreadMXBean mx = ManagementFactory.getThreadMXBean();
     private final long intervalMs;
@@ -68,7 +75,7 @@ final class DriverSampler {
         intervalMs = Math.max(1, conf.getLong("spark.crystalperf.sampleIntervalMs", 100));
         bucketMs = Math.max(intervalMs, conf.getLong("spark.crystalperf.bucketMs", 1000));
         maxDepth = conf.getInt("spark.crystalperf.maxStackDepth", 64);
-        maxRows = conf.getInt("spark.crystalperf.maxSampleRows", 100_000);
+        maxRows = Math.min(MAX_ROWS, conf.getInt("spark.crystalperf.maxSampleRows", 100_000));
         budget = Budgets.of(conf);
         pace = budget.new Pace(intervalMs, bucketMs);
     }
@@ -231,6 +238,9 @@ final class DriverSampler {
                 long count = state[i][1] / intervalNs;
                 state[i][1] -= count * intervalNs;
                 st = elided(st);
+                if (jars.size() > MAX_JARS) {
+                    jars.clear();
+                }
                 List<String> key = new ArrayList<>(st.length + 2);
                 key.add(Long.toString(bucket));
                 for (StackTraceElement e : st) {
