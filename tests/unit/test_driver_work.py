@@ -124,3 +124,26 @@ def test_the_html_lists_a_jvm_call_with_the_functions_under_it() -> None:
     assert "<code>org.apache.spark.sql.classic.Dataset.withColumn</code><br><small>mostly in <code>" \
            "org.apache.spark.sql.catalyst.trees.TreeNode.transformDown</code>" in html
     assert any("the driver's JVM worked about 1.50 s" in a for a in report["advice"])
+
+
+def test_a_connect_requests_call_is_the_first_frame_past_the_servers_own_handling() -> None:
+    from crystalperf.core.profile.driver import _program_call
+
+    names = ["org.apache.spark.sql.catalyst.analysis.Analyzer.execute",  # innermost
+             "org.apache.spark.sql.execution.QueryExecution.<init>",
+             "org.apache.spark.sql.classic.Dataset$.ofRows",
+             "org.apache.spark.sql.SparkSession.withActive",
+             "org.apache.spark.sql.connect.execution.SparkConnectPlanExecution.handlePlan",
+             "org.apache.spark.JobArtifactSet$.withActiveJobArtifactState",
+             "org.apache.spark.util.Utils$.withContextClassLoader",
+             "org.apache.spark.sql.artifact.ArtifactManager.withResources",
+             "org.apache.spark.sql.connect.execution.ExecuteThreadRunner$ExecutionThread.run"]
+    frames = [tr.Frame(name=n, language="scala") for n in names]
+    call = _program_call(frames, list(range(len(frames))))
+    assert call is not None and frames[call].name == "org.apache.spark.sql.classic.Dataset$.ofRows"
+    # a Scala program's own loop, which called nothing of Spark's
+    frames = [tr.Frame(name="Crunch.crunch", language="java"), tr.Frame(name="Crunch.main", language="java"),
+              tr.Frame(name="jdk.internal.reflect.DirectMethodHandleAccessor.invoke", language="java"),
+              tr.Frame(name="org.apache.spark.deploy.SparkSubmit.main", language="scala")]
+    call = _program_call(frames, [0, 1, 2, 3])
+    assert call is not None and frames[call].name == "Crunch.main"

@@ -3,7 +3,7 @@
 - ``python-driver``: a PySpark program's main thread while not inside a call into Spark (its Python between jobs,
   its start-up and its stopping), listed function by function;
 - ``jvm-driver``: the driver JVM's threads serving the program's calls (a Scala program's ``main``, py4j's
-  connection threads) while they used a core outside a job's wait (a query analysed and optimised, a plan built
+  connection threads, a Spark Connect server's request threads) while they used a core outside a job's wait (a query analysed and optimised, a plan built
   column by column, an optimiser iterating between jobs), listed by the call into Spark the work was under, with
   the functions that did it.
 
@@ -27,9 +27,12 @@ TOP_FUNCTIONS = 5
 TOP_FUNCTIONS_IN_CALL = 3
 _OWN_PREFIX = "crystalperf."
 JVM_DRIVER_THREAD = "jvm-driver"
-# Frames outside the program's call into Spark on a JVM driver thread: the JDK's, py4j's, spark-submit's and
-# Scala's runtime.
-_OUTSIDE_THE_CALL = ("java.", "jdk.", "sun.", "py4j.", "scala.", "org.apache.spark.deploy.")
+# Frames outside the program's call into Spark on a JVM driver thread: the JDK's, py4j's, spark-submit's, a Spark
+# Connect server's request handling (its session's artifacts and active session around it), Spark's try/finally
+# wrappers and Scala's runtime.
+_OUTSIDE_THE_CALL = ("java.", "jdk.", "sun.", "py4j.", "scala.", "org.apache.spark.deploy.",
+                     "org.apache.spark.sql.connect.", "org.apache.spark.sql.artifact.", "org.apache.spark.JobArtifactSet",
+                     "org.apache.spark.util.", "org.apache.spark.sql.SparkSession.withActive")
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ import org.crystalperf.common.HookCpu;
 
 /**
  * Samples the driver JVM's own work on the application's calls: the thread that runs a Scala or Java program's
- * {@code main}, and the threads that serve a PySpark program's calls into the JVM (py4j's connection threads), while
- * they use a core. That is where a query is analysed and optimised, a wide plan built column by column, MLlib's
+ * {@code main}, the threads that serve a PySpark program's calls into the JVM (py4j's connection threads) and a Spark
+ * Connect server's threads running its clients' requests, while they use a core. That is where a query is analysed and optimised, a wide plan built column by column, MLlib's
  * optimiser iterates between jobs, a broadcast is built: work no task does and no operation holds. Its rows are keyed
  * to {@link #DRIVER_STAGE}, which the trace writes as the operation {@code (driver)}.
  *
@@ -36,15 +36,17 @@ final class DriverSampler {
     static final int DRIVER_STAGE = -2;
     /** The most intervals of CPU time a thread's credit holds (its stacks were all parked meanwhile). */
     static final int MAX_CREDIT = 10;
-    /** Threads looked for again at most this often (new py4j connections come with the program's threads). */
+    /** The threads that ended are forgotten this often. */
     private static final long DISCOVER_MS = 2000;
+    /** The name of a Spark Connect server's thread running one request (Spark's CONNECT_EXECUTE_THREAD_PREFIX). */
+    static final String CONNECT_THREAD = "SparkConnectExecuteThread";
     /** Threads remembered (candidates or not) before the table is cleared and rebuilt. */
     private static final int MAX_KNOWN = 4096;
     private static final String[] STATES = {"runnable", "blocked", "waiting", "timed_waiting", ""};
     /** The depth of the stacks taken: a whole driver stack (its entry is far from where it works). */
     private static final int FULL_DEPTH = 2048;
     /** The outermost frames kept of a stack deeper than the configured depth. */
-    private static final int OUTER_FRAMES = 24;
+    private static final int OUTER_FRAMES = 48;
     /**
      * Rows of a shipment (a second): each holds its stack's encoded frames, so a few thousand bound it to tens of
      * megabytes where the executors' rows share interned frames.
@@ -118,8 +120,8 @@ final class DriverSampler {
                 Thread.sleep(wait);
                 long cpu = HookCpu.ownThreadNanos();
                 long now = System.currentTimeMillis();
+                discover(now >= nextDiscover);
                 if (now >= nextDiscover) {
-                    discover();
                     nextDiscover = now + DISCOVER_MS;
                 }
                 boolean sampled = sampleOnce(now / bucketMs);
@@ -140,29 +142,30 @@ final class DriverSampler {
     }
 
     /**
-     * Looks at the threads not seen before: a thread named {@code main}, or one whose stack starts in py4j's
-     * connection loop, serves the application's calls. Names Spark and the JDK give their own threads are passed
-     * over without a stack; the stacks of the others are taken once per thread.
+     * Looks at the threads not seen before (their names, which need no safepoint): a thread named {@code main}, one
+     * that runs a Spark Connect request ({@link #CONNECT_THREAD}, one per operation), or one whose stack starts in
+     * py4j's connection loop (its stack taken once) serves the application's calls; Spark's and the JDK's own threads
+     * are passed over. Every round, so that a Connect request's thread is found in its first round; the threads that
+     * ended are forgotten every {@link #DISCOVER_MS}.
      */
-    private void discover() {
+    private void discover(boolean prune) {
         long[] ids = mx.getAllThreadIds();
         if (known.size() > MAX_KNOWN) {
             known.clear();
         }
-        java.util.Set<Long> alive = new java.util.HashSet<>();
+        long[] fresh = java.util.Arrays.stream(ids).filter(id -> !known.containsKey(id)).toArray();
         List<Long> look = new ArrayList<>();
-        for (ThreadInfo info : mx.getThreadInfo(ids)) {  // no stacks: no safepoint
+        for (ThreadInfo info : fresh.length == 0 ? new ThreadInfo[0] : mx.getThreadInfo(fresh)) {
             if (info == null) {
                 continue;
             }
             long id = info.getThreadId();
-            alive.add(id);
-            if (known.containsKey(id)) {
-                continue;
-            }
             String name = info.getThreadName();
-            if ("main".equals(name)) {
+            boolean connect = name.startsWith(CONNECT_THREAD);
+            if ("main".equals(name) || connect) {
                 known.put(id, Boolean.TRUE);
+                // a request's thread works on it from its start: all its CPU time is the request's
+                lastCpu.put(id, new long[] {connect ? 0 : mx.getThreadCpuTime(id), 0});
             } else if (name.startsWith("Thread-")) {
                 look.add(id);  // py4j's connection threads have the JDK's default names
             } else {
@@ -173,14 +176,20 @@ final class DriverSampler {
             long[] lookIds = look.stream().mapToLong(Long::longValue).toArray();
             ThreadInfo[] infos = HookCpu.stacks(mx, lookIds, Integer.MAX_VALUE, budget.cores());
             for (int i = 0; i < infos.length; i++) {
-                known.put(lookIds[i], infos[i] != null && servesPython(infos[i].getStackTrace()));
+                boolean serves = infos[i] != null && servesPython(infos[i].getStackTrace());
+                known.put(lookIds[i], serves);
+                if (serves) {
+                    lastCpu.put(lookIds[i], new long[] {mx.getThreadCpuTime(lookIds[i]), 0});
+                }
             }
         }
-        lastCpu.keySet().retainAll(alive);
-        for (Map.Entry<Long, Boolean> e : known.entrySet()) {
-            if (e.getValue() && alive.contains(e.getKey()) && !lastCpu.containsKey(e.getKey())) {
-                lastCpu.put(e.getKey(), new long[] {mx.getThreadCpuTime(e.getKey()), 0});
+        if (prune) {
+            java.util.Set<Long> alive = new java.util.HashSet<>();
+            for (long id : ids) {
+                alive.add(id);
             }
+            known.keySet().retainAll(alive);
+            lastCpu.keySet().retainAll(alive);
         }
     }
 
