@@ -81,12 +81,14 @@ class DriverWork:
     def sentence(self) -> str:
         python = [f for f in self.functions if f.runtime == "python"]
         jvm = [f for f in self.functions if f.runtime == "jvm"]
-        python_s, python_waiting_s = self.seconds - self.jvm_s, self.waiting_s - self.jvm_waiting_s
+        # sums of the same samples' seconds: rounded, so that all-waiting Python runs 0 s, not a float's residue
+        python_waiting_s = round(self.waiting_s - self.jvm_waiting_s, 6)
+        python_running_s = max(0.0, round(self.seconds - self.jvm_s - python_waiting_s, 6))
         sampled = f" (sampled {self.samples} times)"
         parts = []
         if python:
             parts.append(f"Outside its calls into Spark the driver's own Python ran about "
-                         f"{format_duration(python_s - python_waiting_s)} and waited about "
+                         f"{format_duration(python_running_s)} and waited about "
                          f"{format_duration(python_waiting_s)}{sampled}: {', '.join(f.phrase() for f in python[:3])}.")
         if jvm:
             parts.append(f"Outside Spark's jobs the driver's JVM worked about {format_duration(self.jvm_s)} on the "

@@ -50,6 +50,9 @@ _lock = threading.Lock()
 _inside = threading.local()
 # The threads inside a call into Spark now (thread ident -> True): the driver's sampler leaves them to the JVM's.
 _in_spark_call: dict[int, bool] = {}
+# The Spark Connect client's methods that send a request to the server and wait for it: its actions and commands
+# (``_execute_and_fetch``, ``_execute``), a plan's analysis (a schema, an explain), the session's settings, its release.
+CONNECT_REQUESTS = ("_execute_and_fetch", "_execute", "_analyze", "config", "release_session")
 
 
 @dataclass(frozen=True)
@@ -93,8 +96,8 @@ def install(spool: str | os.PathLike[str], connect: bool = False) -> None:
     """Record the driver's calls into the JVM in ``spool`` (a later call moves them to its spool: a new
     session of the same process), and the files the program ships to the workers with ``addPyFile``. ``connect``:
     the program is a Spark Connect client, whose actions reach the server as requests, not py4j calls: those are
-    recorded (``SparkConnectClient``'s ``_execute_and_fetch`` and ``_execute``, through which its actions and
-    commands go)."""
+    recorded (``SparkConnectClient``'s methods that send one, :data:`CONNECT_REQUESTS`), and its thread is inside a
+    call into Spark while one waits for the server (a session's settings sent on creation, its release on stop)."""
     from py4j.java_gateway import GatewayClient
 
     with _lock:
@@ -108,8 +111,9 @@ def install(spool: str | os.PathLike[str], connect: bool = False) -> None:
     if connect:
         from pyspark.sql.connect.client.core import SparkConnectClient
 
-        for method in ("_execute_and_fetch", "_execute"):
-            _wrap(SparkConnectClient, method)
+        for method in CONNECT_REQUESTS:
+            if hasattr(SparkConnectClient, method):  # the set differs between PySpark versions
+                _wrap(SparkConnectClient, method)
 
 
 def _wrap(owner: type, method: str) -> None:
