@@ -56,6 +56,16 @@ def stack_frames(stack: CapturedStack, limit: int | None = None) -> Iterator[tup
     return zip(islice(stack, 0, end, 2), islice(stack, 1, end, 2), strict=True)
 
 
+# crystalperf's own files (the package's folder)
+_HOOK_CODE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+
+
+def in_hook_code(stack: CapturedStack) -> bool:
+    """A captured stack with a frame of crystalperf's own code: the hook at work on that thread (recording a call,
+    ending a step), whose time is the hook's cost, counted as such, not the program's."""
+    return any(code.co_filename.startswith(_HOOK_CODE) for code, _ in stack_frames(stack))
+
+
 def current_stacks(max_depth: int) -> dict[int, CapturedStack]:
     """Every thread's Python stack now, innermost frame first, at most ``max_depth`` frames each, keyed by thread
     ident: the code and module globals of each frame (:func:`stack_frames`), never the frame objects.

@@ -26,7 +26,7 @@ from crystalperf.core import trace as tr
 from crystalperf.core.record import budget as hook_budget
 from crystalperf.core.record.hooks import guard
 from crystalperf.core.record.samplejournal import SampleJournal
-from crystalperf.core.record.sampling import PythonStackSampler, stack_frames
+from crystalperf.core.record.sampling import PythonStackSampler, in_hook_code
 from crystalperf.integrations.spark.reader import SPOOL_JOURNAL_FILE
 
 log = logging.getLogger("crystalperf")
@@ -36,8 +36,6 @@ DEFAULT_INTERVAL_S = 0.1
 # How often the journal gets what the sampler took since (a killed driver loses at most this much).
 FLUSH_EVERY_S = 2.0
 DRIVER_THREAD = "python-driver"
-# crystalperf's own files: a sample of the main thread in them is the hook's work
-_OWN_CODE = str(Path(__file__).resolve().parents[2]) + os.sep
 
 _state: dict[str, Any] = {"sampler": None, "journal": None, "spool": None, "flushed_at": 0.0, "budget": None,
                           "cpu_at_start": 0.0}
@@ -70,7 +68,7 @@ def start(spool: Path, in_spark_call: dict[int, bool]) -> None:
                 return None
             # the hook's own code on the main thread (recording a call, flushing at stop) is its cost, counted so
             stack = started[0].captured.get(ident, []) if started else []
-            if any(code.co_filename.startswith(_OWN_CODE) for code, _ in stack_frames(stack)):
+            if in_hook_code(stack):
                 return None
             return key
 

@@ -52,7 +52,7 @@ from crystalperf.core.parallel import resident_bytes
 from crystalperf.core.record import budget as hook_budget
 from crystalperf.core.record.hooks import guard, testing
 from crystalperf.core.record.iocounters import IoCounterSampler, descendant_cpu
-from crystalperf.core.record.sampling import PythonStackSampler, stack_frames
+from crystalperf.core.record.sampling import PythonStackSampler, in_hook_code, stack_frames
 from crystalperf.integrations.base import run_finish
 from crystalperf.integrations.tensorflow import config
 from crystalperf.integrations.tensorflow.assemble import build_trace_for
@@ -101,12 +101,8 @@ IDLE_SAMPLER_WAITS = 8
 
 def _in_batch_callback(stack: Any) -> bool:
     """The training thread is in a batch callback other than crystalperf's own (whose work is the hook's cost)."""
-    inside = False
-    for code, _ in stack_frames(stack):
-        if code.co_filename == __file__:
-            return False
-        inside = inside or code.co_name in BATCH_CALLBACKS
-    return inside
+    return (any(code.co_name in BATCH_CALLBACKS for code, _ in stack_frames(stack))
+            and not in_hook_code(stack))
 
 
 def _layer_names(model: Any) -> frozenset[str]:
