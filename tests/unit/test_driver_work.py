@@ -147,3 +147,20 @@ def test_a_connect_requests_call_is_the_first_frame_past_the_servers_own_handlin
               tr.Frame(name="org.apache.spark.deploy.SparkSubmit.main", language="scala")]
     call = _program_call(frames, [0, 1, 2, 3])
     assert call is not None and frames[call].name == "Crunch.main"
+
+
+def test_a_network_share_the_counters_did_not_see_is_cpu_in_the_drivers_work_as_in_the_operations() -> None:
+    frames = [tr.Frame(name="java.net.SocketOutputStream.socketWrite", language="java"),
+              tr.Frame(name="org.apache.spark.sql.classic.Dataset.collectToPython", language="scala")]
+    samples = tr.StackSamples(origin=0, interval_s=0.1, frames=frames, stacks=[[0, 1]],
+                              states=[tr.THREAD_RUNNABLE],
+                              keys=[tr.SampleKey(operation=tr.DRIVER_OPERATION, thread="jvm-driver")],
+                              key=[0], bucket=[0], stack=[0], count=[10])
+    trace = make_trace([op("a", 0, 1, tasks=[task("a1", 0, 1, cpu_time_s=1.0)])], end=10.0, samples=samples)
+    profile = build_profile(trace, KeywordClassifier(), locators=[])
+    work = driver_work(profile)
+    assert work is not None and work.functions[0].resource == "network"
+    profile.network_idle = True  # what the OS counters say of a run whose processes moved no bytes
+    profile.memo.clear()
+    work = driver_work(profile)
+    assert work is not None and work.functions[0].resource == "cpu"

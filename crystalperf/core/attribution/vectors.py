@@ -321,10 +321,7 @@ def sampled_vectors(samples: tr.StackSamples, resolution: SampleResolution,
     """Operation id -> vector from its samples (paper §4.1), keyed by the sample keys' operation. ``idle``: the
     resources ("disk", "network") the OS counters saw the job's processes not use; a sample's share of them is
     CPU where its thread ran (a buffer pool, a state map, a local channel computed); see ``_without_idle``."""
-    stack_vectors = resolution.stack_vectors
-    if idle:
-        stack_vectors = {s: _without_idle(v, idle, s in resolution.off_cpu, s in resolution.parked)
-                         for s, v in stack_vectors.items()}
+    stack_vectors = idle_corrected(resolution, idle)
     # (operation, bucket) -> stack -> count
     per_interval: dict[tuple[str, int], Counter[int]] = defaultdict(Counter)
     roles: dict[str, set[str | None]] = defaultdict(set)
@@ -513,6 +510,15 @@ def without_disk_waits(vec: OperationVector) -> OperationVector:
     if disk <= kept:
         return vec
     return replace(vec, vector=ResourceVector.of(cpu + disk - kept, kept, network, waiting))
+
+
+def idle_corrected(resolution: SampleResolution, idle: Collection[str] = ()) -> dict[int, ResourceVector]:
+    """Stack id -> its vector, with its share of the ``idle`` resources (those the OS counters saw the job's
+    processes not use) moved as ``_without_idle`` says."""
+    if not idle:
+        return resolution.stack_vectors
+    return {s: _without_idle(v, idle, s in resolution.off_cpu, s in resolution.parked)
+            for s, v in resolution.stack_vectors.items()}
 
 
 def _without_idle(vector: ResourceVector, idle: Collection[str], off_cpu: bool, parked: bool) -> ResourceVector:

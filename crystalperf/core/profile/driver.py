@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from crystalperf.core import trace as tr
+from crystalperf.core.attribution.vectors import idle_corrected
 from crystalperf.core.profile.dag import ExecutionProfile
 from crystalperf.core.resources import CATEGORIES, WAITING, ResourceVector, weighted_mean
 from crystalperf.core.units import format_duration
@@ -154,6 +155,9 @@ def _driver_work(profile: ExecutionProfile) -> DriverWork | None:
             if key.operation == tr.DRIVER_OPERATION}
     if not keys:
         return None
+    # the resources the OS counters saw the job's processes not use are moved as in the operations' vectors
+    idle = ("disk",) * (profile.storage_idle is not None) + ("network",) * profile.network_idle
+    stack_vectors = idle_corrected(resolution, idle)
     python, calls = _Tally(), _Tally()
     within: dict[str, _Tally] = {}
     total = waiting = jvm = jvm_waiting = 0.0
@@ -161,7 +165,7 @@ def _driver_work(profile: ExecutionProfile) -> DriverWork | None:
         if key not in keys or _the_hooks_own(samples.frames, samples.stacks[stack]):
             continue
         frames = samples.stacks[stack]
-        vector = resolution.stack_vectors.get(stack) or ResourceVector.of(waiting=1.0)
+        vector = stack_vectors.get(stack) or ResourceVector.of(waiting=1.0)
         function = resolution.stack_function.get(stack)
         name = function.qualified_name if function is not None else f"waiting in {resolution.stack_waiting_in.get(stack, 'plumbing')}"
         where = _where(samples.frames, frames, name) if function is not None else None
