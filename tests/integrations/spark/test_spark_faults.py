@@ -84,3 +84,36 @@ def test_a_context_stopped_with_an_exit_code_is_a_failed_application(run_app, tm
     trace = load_trace(out / "crystalperf-trace.json.gz")
     assert {j.status for j in trace.operations} == {"success"}
     assert trace.application.status == "failed"
+
+
+def test_a_job_running_when_the_program_stops_its_session_ends_cancelled(run_app, tmp_path: Path) -> None:
+    """SparkContext.stop() posts the application's end before its scheduler cancels the jobs still running (a
+    streaming batch a query's stop did not wait for, a job of another thread): the trace, written at the
+    application's end, says they were cancelled, and the application did not fail."""
+    out = tmp_path / "report"
+    result = run_app(f'''
+        import threading, time
+        spark = session(**{{"spark.crystalperf.outputDir": "{out}"}})
+        sc = spark.sparkContext
+        print("COUNT", spark.range(0, 1000).count())
+
+        def slow_job():
+            try:
+                sc.parallelize(range(2), 2).map(lambda x: time.sleep(60)).count()
+            except Exception:
+                print("CANCELLED")
+
+        worker = threading.Thread(target=slow_job, daemon=True)
+        worker.start()
+        while not sc.statusTracker().getActiveJobsIds():
+            time.sleep(0.1)
+        time.sleep(2)
+        spark.stop()
+        worker.join(60)
+    ''')
+    assert result.returncode == 0, result.stderr[-3000:]
+    trace = load_trace(out / "crystalperf-trace.json.gz")
+    assert trace.application.status == "succeeded"
+    cut = [job for job in trace.operations if job.status != "success"]
+    assert [job.status for job in cut] == ["killed"], [(job.name, job.status) for job in trace.operations]
+    assert cut[0].name.endswith("app.py:20") and all(stage.status == "killed" for stage in cut[0].children)

@@ -513,6 +513,9 @@ public class CrystalPerfListener extends SparkListener {
             for (Map<String, Object> job : jobs.values()) {
                 cut |= !job.containsKey("end");
             }
+            if (!inShutdown) {
+                cancelOpenWork();
+            }
         }
         removeShutdownHook();
         // Stopped by Spark's own shutdown hook (the driver was SIGTERM'd, or its Python died) with jobs still
@@ -520,6 +523,22 @@ public class CrystalPerfListener extends SparkListener {
         // never called stop() ends this way too, complete.
         String partial = inShutdown && cut ? PARTIAL_STOPPED_IN_SHUTDOWN : null;
         finish(sec(e.time()), partial, !inShutdown || conf.getBoolean("spark.crystalperf.analysisOnShutdown", true));
+    }
+
+    /** SparkContext.stop() posts the application's end before its scheduler cancels what still runs (a streaming
+     * batch the query's stop did not wait for), so those jobs' ends reach no listener before the trace is
+     * written. They end as the cancellation will end them. */
+    private void cancelOpenWork() {
+        for (Map<String, Object> job : jobs.values()) {
+            if (!job.containsKey("status")) {
+                job.put("status", "killed");
+            }
+        }
+        for (Map<String, Object> st : stages.values()) {
+            if (st.containsKey("start") && !st.containsKey("status")) {
+                st.put("status", "killed");
+            }
+        }
     }
 
     /** Writes the trace and starts the finish; never throws. */
