@@ -385,6 +385,33 @@ def test_validate_says_when_the_reruns_tasks_did_other_work(tmp_path: Path, reru
         assert f"all their processes' threads {rerun_task + 2:.2f} against 12.00" in note
 
 
+@pytest.mark.parametrize(("rerun_kernel", "rerun_faults", "noted"), [
+    (2.5, 400_000, "1.50 CPU-s more of it in the kernel, on 60% more page faults served from memory (400,000 against "
+                   "250,000): its JVMs first touched more of their heaps"),
+    (1.1, 400_000, None),  # 0.10 CPU-s: not what the change is
+    (2.5, 260_000, None),  # 4 % more faults: the kernel did other work
+])
+def test_validate_says_what_of_a_work_change_was_page_faults(tmp_path: Path, rerun_kernel: float, rerun_faults: int,
+                                                            noted: str | None) -> None:
+    def with_work(trace: tr.Trace, task_cpu: float, kernel: float, faults: int) -> tr.Trace:
+        trace.environment.executors = [tr.Executor(id="tm-1", thread_cpu=tr.ThreadCpu(
+            task=task_cpu, jit=2.0, kernel=kernel, minor_faults=faults))]
+        return trace
+
+    traced = saved(with_work(job_trace([(1.0, 0.0), (1.0, 0.0)], [(1.0, 0.0)]), 10.0, 1.0, 250_000),
+                   tmp_path / "traced.json")
+    rerun = saved(with_work(job_trace([(1.5, 0.0), (1.5, 0.0)], [(1.0, 0.0)], slots=2), 12.0, rerun_kernel,
+                            rerun_faults), tmp_path / "rerun.json")
+    result = validate(load_run(traced, need_trace=True), load_run(rerun))
+    assert result["work"]["traced"]["minor_faults"] == 250_000 and result["work"]["rerun"]["kernel_cpu_s"] == rerun_kernel
+    [note] = [n for n in result["notes"] if "the traced run's work" in n]
+    assert "20% more CPU" in note
+    if noted is None:
+        assert "page faults" not in note
+    else:
+        assert noted in note
+
+
 def test_validate_of_runs_without_cpu_figures_has_no_work(tmp_path: Path) -> None:
     run = load_run(saved(job_trace([(1.0, 0.0)], [(1.0, 0.0)]), tmp_path / "t.json"), need_trace=True)
     assert validate(run, run)["work"] is None

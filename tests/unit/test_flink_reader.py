@@ -428,6 +428,33 @@ def test_the_cpu_split_by_thread_kind_reaches_each_taskmanager(tmp_path: Path) -
     assert t.load_trace(tmp_path / "trace.json").environment.executors == trace.environment.executors
 
 
+def test_a_taskmanagers_page_faults_and_kernel_time_reach_its_thread_cpu(tmp_path: Path) -> None:
+    shutil.copytree(CLUSTER, tmp_path, dirs_exist_ok=True)
+    for part, kinds, faults in ((TM1_PART, {"task": 0.38, "other": 0.2}, [278698, 0.82]),
+                                (TM2_PART, {"task": 0.6, "other": 0.2}, None)):
+        doc = json.loads(part.read_text())
+        doc["thread_kinds_cpu_s"] = kinds
+        if faults is not None:
+            doc["process_faults"] = faults
+        (tmp_path / part.name).write_text(json.dumps(doc))
+    trace = read_metrics(tmp_path / JM_PART.name)
+    split = {e.id: e.thread_cpu for e in trace.environment.executors}
+    assert split["127.0.0.1:33027-7883d4"] == t.ThreadCpu(task=0.38, other=0.2, kernel=0.82, minor_faults=278698)
+    # not a kind of thread: the process's total is its kinds'
+    assert split["127.0.0.1:33027-7883d4"].total == pytest.approx(0.58)
+    assert split["127.0.0.1:42641-d2fa04"] == t.ThreadCpu(task=0.6, other=0.2)
+
+
+@pytest.mark.parametrize("faults", [[1.0], {"minor": 1}, [-5, 0.1], ["x", 0.1], [1, float("inf")]])
+def test_malformed_page_faults_are_bad_input_naming_the_file(tmp_path: Path, faults: object) -> None:
+    doc = json.loads(TM1_PART.read_text())
+    doc["process_faults"] = faults
+    bad = tmp_path / TM1_PART.name
+    bad.write_text(json.dumps(doc))
+    with pytest.raises(BadInputError, match=TM1_PART.name):
+        load_part(bad)
+
+
 def test_parts_without_the_split_read_as_before(tmp_path: Path) -> None:
     before = read_metrics(JM_PART)
     assert all(e.thread_cpu is None for e in before.environment.executors)

@@ -37,6 +37,19 @@ def test_a_busy_machine_whose_jvm_kept_its_cores_for_itself_says_so() -> None:
             "the network threads 0.20 s (1%), the rest 4.70 s (25%)") in sentence
     assert "the hook" not in sentence
     assert "The tasks' threads had 21% of it, on cores kept busy" in sentence
+    assert "kernel_cpu_s" not in machine and "minor_faults" not in machine  # the hook did not read them
+
+
+def test_the_processes_page_faults_and_kernel_time_add_up_where_every_process_has_them() -> None:
+    trace = cpu_job(process_cores=1.9)
+    trace.environment.executors = [
+        tr.Executor(id="tm-1", host="h", thread_cpu=tr.ThreadCpu(task=6.0, jit=2.0, kernel=0.5, minor_faults=1000)),
+        tr.Executor(id="tm-2", host="h", thread_cpu=tr.ThreadCpu(task=5.0, jit=2.0, kernel=0.25, minor_faults=500))]
+    machine = _report(trace)["machine"]
+    assert machine["kernel_cpu_s"] == 0.75 and machine["minor_faults"] == 1500
+    assert machine["threads_cpu_s"] == 15.0  # a cut across the kinds, not one of them
+    trace.environment.executors[1].thread_cpu = tr.ThreadCpu(task=5.0, jit=2.0)
+    assert "minor_faults" not in _report(trace)["machine"]
 
 
 def test_tasks_with_the_cores_to_themselves_get_no_remark() -> None:

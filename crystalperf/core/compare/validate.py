@@ -171,7 +171,11 @@ def _busiest_share(key: str, bandwidth: float, *runs: tuple[dict[str, Any], floa
 # A rerun whose task threads used this much more or less CPU than the traced run's did other work per row (the
 # JVM's code paths, its caches, the number of subtasks over the same rows): the prediction keeps the traced work.
 WORK_CHANGE_TO_NOTE = 0.1
-_WORK_FIGURES = ("process_cpu_s", "task_cpu_s", "threads_cpu_s")
+_WORK_FIGURES = ("process_cpu_s", "task_cpu_s", "threads_cpu_s", "kernel_cpu_s", "minor_faults")
+# A rerun whose processes spent this many more CPU-s in the kernel, on this share more page faults served from
+# memory, paid for first touching more heap at once (a fresh JVM's): the note says how much of the change it is.
+FAULT_KERNEL_TO_NOTE = 0.25
+FAULT_CHANGE_TO_NOTE = 0.1
 # Frameworks whose per-task CPU time is their task threads' CPU time (Spark's executorCpuTime, Flink's subtask
 # threads'); TensorFlow's is its compute kernels' duration, which more intra-op threads shorten.
 TASK_CPU_IS_THREAD_CPU = frozenset({"spark", "flink"})
@@ -207,9 +211,24 @@ def work_change(traced: Run, rerun: Run) -> tuple[dict[str, Any] | None, str | N
             f"run's ({tb:.2f} against {ta:.2f} CPU-s")
     if a.get("threads_cpu_s") and b.get("threads_cpu_s"):
         note += f"; all their processes' threads {b['threads_cpu_s']:.2f} against {a['threads_cpu_s']:.2f}"
-    note += ("): the prediction keeps the traced run's work, so a miss of about that share is the work's, not the "
-             "resources' (docs/whatif.md, Known limits)")
+    note += "): the prediction keeps the traced run's work, so a miss of about that share is the work's, not the "
+    note += "resources'" + _fault_words(a, b) + " (docs/whatif.md, Known limits)"
     return entry, note
+
+
+def _fault_words(traced: dict[str, Any], rerun: dict[str, Any]) -> str:
+    """What of a work change the kernel's page-fault handling explains, where both runs' processes counted it."""
+    ka, kb = traced.get("kernel_cpu_s"), rerun.get("kernel_cpu_s")
+    fa, fb = traced.get("minor_faults"), rerun.get("minor_faults")
+    if ka is None or kb is None or not fa or fb is None:
+        return ""
+    kernel, faults = kb - ka, (fb - fa) / fa
+    if abs(kernel) < FAULT_KERNEL_TO_NOTE or abs(faults) < FAULT_CHANGE_TO_NOTE or (kernel > 0) != (faults > 0):
+        return ""
+    more = kernel > 0
+    return (f"; {abs(kernel):.2f} CPU-s {'more' if more else 'less'} of it in the kernel, on {abs(faults):.0%} "
+            f"{'more' if more else 'fewer'} page faults served from memory ({fb:,.0f} against {fa:,.0f}): its JVMs "
+            f"first touched {'more' if more else 'less'} of their heaps")
 
 
 def _measured(run: Run, streaming: bool) -> float:

@@ -4,7 +4,8 @@ kept them, the other processes of its hosts, and where the processes' CPU went b
 A user deciding whether more task slots would help needs to see this: a JVM whose compilers, collector and
 network threads already keep its cores busy gives an added slot little, and the what-ifs' ceilings count that
 (docs/whatif.md). The figures are the hooks' own: the processes' CPU counters (trace ``io`` rows, schema 1.8)
-and each process's CPU by thread kind (``environment.executors[].thread_cpu``, schema 1.6).
+and each process's CPU by thread kind (``environment.executors[].thread_cpu``, schema 1.6), with its kernel seconds
+and page faults served from memory (schema 1.13) where the hook read them.
 """
 
 from __future__ import annotations
@@ -104,6 +105,11 @@ def machine_entry(trace: tr.Trace, machine: SharedMachine | None) -> dict[str, A
         total = sum(threads.values())
         entry["threads"] = _rounded(threads)
         entry["threads_cpu_s"] = round(total, 6)
+        faulted = [e.thread_cpu for e in split if e.thread_cpu is not None]
+        if all(cpu.kernel is not None and cpu.minor_faults is not None for cpu in faulted):
+            # validate compares them: a rerun whose heap more threads first touched at once faulted more, dearer
+            entry["kernel_cpu_s"] = round(sum(cpu.kernel or 0.0 for cpu in faulted), 6)
+            entry["minor_faults"] = sum(cpu.minor_faults or 0 for cpu in faulted)
         entry["processes"] = processes
         if total > 0:
             who = "its process's" if len(split) == 1 else f"its {len(split)} processes'"

@@ -94,10 +94,12 @@ class ThreadCpu(_Model):
                       "work while the job is stopped, where the hook tells them apart: gc_concurrent)")
     jit: float = Field(0.0, ge=0, le=MAX_TIME, description="the JIT compilers' threads")
     other: float = Field(0.0, ge=0, le=MAX_TIME, description="the rest: timers, heartbeats, RPC")
-    gc_concurrent: float = Field(
-        0.0, ge=0, le=MAX_TIME,
-        description="(1.7) the collector's threads that work beside the job (G1's refinement and marking)")
+    gc_concurrent: float = Field(0.0, ge=0, le=MAX_TIME, description="(1.7) the collector's threads that work beside "
+                                 "the job (G1's refinement and marking)")
     hook: float = Field(0.0, ge=0, le=MAX_TIME, description="(1.9) crystalperf's own threads (earlier: in other)")
+    # The whole process's, not a kind of thread's (a fresh JVM faults on each page of heap it first touches)
+    kernel: float | None = Field(None, ge=0, le=MAX_TIME, description="(1.13) its CPU seconds in the kernel")
+    minor_faults: int | None = Field(None, ge=0, le=MAX_INDEX, description="(1.13) page faults memory served")
 
     @property
     def total(self) -> float:
@@ -111,9 +113,8 @@ GC_FAMILIES = ("serial", "parallel", "g1", "z", "shenandoah", "cms")
 class GarbageCollector(_Model):
     """The garbage collector a JVM ran (1.7): what a change of its CPUs may change, where the JVM chose it."""
 
-    family: str | None = Field(
-        None, max_length=32, description="the collector, one of GC_FAMILIES (another name: one a later version "
-        "knows); None: unknown")
+    family: str | None = Field(None, max_length=32, description="the collector, one of GC_FAMILIES (another name: "
+                               "one a later version knows); None: unknown")
     option: str | None = Field(
         None, max_length=64, description="the command-line option that chose it (-XX:+UseG1GC...); None: the JVM's "
         "ergonomics did, which pick the serial collector on fewer than two processors")
@@ -138,8 +139,8 @@ class Executor(_Model):
     memory_bytes: int | None = Field(None, ge=0, le=2**63)
     added: float | None = None
     removed: float | None = None
-    thread_cpu: ThreadCpu | None = Field(
-        None, description="(1.6) the process's CPU seconds over the job by thread kind, where the hook measured them")
+    thread_cpu: ThreadCpu | None = Field(None, description="(1.6) the process's CPU seconds over the job by "
+                                         "thread kind, where the hook measured them")
     garbage_collector: GarbageCollector | None = Field(None, description="(1.7) the JVM's collector, where known")
 
     _check_times = field_validator("added", "removed")(lambda v: _optional_time(v))
@@ -165,10 +166,9 @@ class Environment(_Model):
                                       "the cluster when the job ran, the job's or not (Flink: taskSlotsTotal)")
     cluster_workers: int | None = Field(None, ge=1, le=MAX_SLOTS, description="(1.10) worker processes registered "
                                         "then, the job's or not (Flink: TaskManagers, numRegisteredTaskManagers)")
-    scaling: list[str] = Field(
-        default_factory=list,
-        description="what-if keys that change how many tasks run at once, e.g. cores and executors, or "
-        "parallelism for pipelined operators (empty: as the integration that wrote the trace declares)",
+    scaling: list[str] = Field(default_factory=list, description="what-if keys that change how many tasks run at "
+        "once, e.g. cores and executors, or parallelism for pipelined operators (empty: as the integration that "
+        "wrote the trace declares)",
     )
 
 

@@ -5,7 +5,7 @@ optional fields) and rejects a newer major version or a foreign document with on
 
 from __future__ import annotations
 
-SCHEMA_VERSION = "1.12"
+SCHEMA_VERSION = "1.13"
 SCHEMA_MAJOR = 1
 SCHEMA_ID = f"urn:crystalperf:trace:{SCHEMA_VERSION}"
 

@@ -236,8 +236,10 @@ def taskmanagers(job: Part) -> dict[str, Any]:
         if scope.taskmanager and scope.taskmanager not in executors:
             kinds = job.taskmanager_kinds.get(scope.taskmanager)
             collector = job.taskmanager_collectors.get(scope.taskmanager)
+            faults = job.taskmanager_faults.get(scope.taskmanager, {})
             executors[scope.taskmanager] = t.Executor(
-                id=scope.taskmanager, host=scope.host, thread_cpu=t.ThreadCpu(**kinds) if kinds is not None else None,
+                id=scope.taskmanager, host=scope.host,
+                thread_cpu=t.ThreadCpu(**kinds, **faults) if kinds is not None else None,
                 garbage_collector=t.GarbageCollector(**collector) if collector is not None else None)
     return {"hosts": hosts, "executors": list(executors.values())}
 

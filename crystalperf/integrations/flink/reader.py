@@ -21,7 +21,8 @@ CPU time is not one thread's; since version 8, ``cluster`` (in the JobManager's 
 TaskManagers registered with the cluster, the most its gauges read while the job ran (not kept from a process that
 also ran subtasks: a mini cluster sizes its slots to its job); since version 9, ``heap``: the heap's maximum, the old
 generation's live data after its collections during the job and the collections of each generation then
-(:func:`heap_use`, kept with the collector); since version 10, ``status`` and ``failure`` (in the JobManager's part,
+(:func:`heap_use`, kept with the collector); since version 11, ``process_faults``: the process's page faults served
+from memory and its kernel seconds over the job; since version 10, ``status`` and ``failure`` (in the JobManager's part,
 where the jar's job status listener is configured): how the job ended, Flink's name of the state, and the exception
 it failed with, and ``cut``: why the part was written while the job still ran (the reporter closed, the JVM exited).
 Version 1 parts (no thread states, lifetimes or classpath), parts without
@@ -131,6 +132,9 @@ class Part:
     # The JVM's garbage collector (trace.GarbageCollector fields: family, option, processors) per TaskManager id,
     # for the same parts as taskmanager_kinds (absent: the part does not say).
     taskmanager_collectors: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The process's page faults served from memory and its kernel seconds over the job (version 11,
+    # trace.ThreadCpu's minor_faults and kernel) per TaskManager id, for the same parts as taskmanager_kinds.
+    taskmanager_faults: dict[str, dict[str, float]] = field(default_factory=dict)
     # What the hook cost in each process over the job (version 6): one entry per part.
     hook: list[HookProcess] = field(default_factory=list)
     # (task name, subtask) -> CPU seconds of its fetcher threads, part of its thread_cpu (version 7): a subtask
@@ -285,6 +289,7 @@ def load_part(path: Path) -> Part:
         cpu_count = min(_count(doc.get("cpu_count") or 0), 2**20)
         classpath = [str(entry) for entry in doc.get("classpath") or []]
         kinds = _thread_kinds(doc.get("thread_kinds_cpu_s")) if process_cpu is not None else None
+        faults = _process_faults(doc.get("process_faults"))
     except (TypeError, ValueError, OverflowError, AttributeError) as exc:
         raise BadInputError(f"malformed CPU times in a crystalperf Flink metrics file ({exc})", path) from None
     try:
@@ -333,6 +338,9 @@ def load_part(path: Path) -> Part:
             taskmanager_kinds={next(iter(taskmanagers)): kinds} if kinds is not None and len(taskmanagers) == 1 else {},
             taskmanager_collectors=(
                 {next(iter(taskmanagers)): collector} if collector is not None and len(taskmanagers) == 1 else {}),
+            taskmanager_faults=(
+                {next(iter(taskmanagers)): faults} if faults is not None and kinds is not None and len(taskmanagers) == 1
+                else {}),
             hook=hook,
             cluster=cluster,
             status=_job_status(doc.get("status")),
@@ -391,6 +399,16 @@ def _thread_kinds(value: Any) -> dict[str, float] | None:
     if not isinstance(value, dict):
         raise ValueError("thread_kinds_cpu_s is not an object")
     return {kind: max(0.0, _time(value.get(kind, 0.0))) for kind in THREAD_KINDS}
+
+
+def _process_faults(value: Any) -> dict[str, float] | None:
+    """A part's ``process_faults`` (version 11), ``[minor faults, kernel seconds]``, as trace.ThreadCpu fields;
+    None when the part has none."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) != 2:
+        raise ValueError("process_faults is not [minor faults, kernel seconds]")
+    return {"minor_faults": _count(value[0]), "kernel": max(0.0, _time(value[1]))}
 
 
 def garbage_collector(value: Any, processors: int) -> dict[str, Any] | None:
@@ -477,6 +495,10 @@ def _add(merged: Part, part: Part) -> None:
             if taskmanager in merged.taskmanager_kinds else dict(kinds))
     for taskmanager, collector in part.taskmanager_collectors.items():
         merged.taskmanager_collectors.setdefault(taskmanager, collector)
+    for taskmanager, faults in part.taskmanager_faults.items():
+        known_faults = merged.taskmanager_faults.get(taskmanager)
+        merged.taskmanager_faults[taskmanager] = (
+            {k: known_faults[k] + faults[k] for k in faults} if known_faults is not None else dict(faults))
     merged.samples.extend(part.samples)
     # every process lists the same Flink jars; the order of the first part is kept
     known = set(merged.classpath)
@@ -495,7 +517,8 @@ def merge_parts(first: Part, others: Iterable[Path]) -> Part:
                      hook=list(first.hook),
                      thread_kinds=dict(first.thread_kinds) if first.thread_kinds is not None else None,
                      taskmanager_kinds={tm: dict(kinds) for tm, kinds in first.taskmanager_kinds.items()},
-                     taskmanager_collectors=dict(first.taskmanager_collectors))
+                     taskmanager_collectors=dict(first.taskmanager_collectors),
+                     taskmanager_faults={tm: dict(faults) for tm, faults in first.taskmanager_faults.items()})
     parts = [first]
     for path in others:
         part = load_part(path)

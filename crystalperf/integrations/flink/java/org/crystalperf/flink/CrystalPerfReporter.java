@@ -180,6 +180,8 @@ public class CrystalPerfReporter implements MetricReporter {
         final long processCpuAtStart = HookCpu.processNanos();
         /** The process's CPU time per thread kind then ({@link ThreadKinds#totals}; null: unknown). */
         final long[] kindsAtStart;
+        /** The process's minor faults and kernel time then ({@link ThreadKinds#processFaults}; null: unknown). */
+        final long[] faultsAtStart = ThreadKinds.processFaults();
         /** The hook's CPU time by part, its sampling rounds (taken, planned) and budget windows (all, over) then. */
         final long[] hookAtStart = HookCpu.parts();
         long[] paceAtStart = new long[4];
@@ -1018,6 +1020,7 @@ public class CrystalPerfReporter implements MetricReporter {
         double end;
         long processCpuAtStart;
         long[] kindsAtStart;
+        long[] faultsAtStart;
         Map<String, Long> subtaskCpu;
         /** The part of subtaskCpu its fetcher threads used, for the subtasks that have them. */
         Map<String, Long> fetcherCpu;
@@ -1059,6 +1062,7 @@ public class CrystalPerfReporter implements MetricReporter {
         s.end = job.lastRemoved > 0 ? job.lastRemoved : System.currentTimeMillis() / 1000.0;
         s.processCpuAtStart = job.processCpuAtStart;
         s.kindsAtStart = job.kindsAtStart;
+        s.faultsAtStart = job.faultsAtStart;
         // A subtask's threads (a legacy source's two, a FLIP-27 source's fetchers, restarted attempts') add up
         // to its CPU time.
         s.subtaskCpu = new LinkedHashMap<>();
@@ -1115,10 +1119,10 @@ public class CrystalPerfReporter implements MetricReporter {
         return s;
     }
 
-    /** The part's JSON (format version 10; see the Python reader for what each version added). */
+    /** The part's JSON (format version 11; see the Python reader for what each version added). */
     private String render(Snapshot s) {
         StringBuilder w = new StringBuilder(4096 + 64 * s.samples.size());
-        w.append("{\"format\":\"crystalperf-flink-metrics\",\"version\":10,\"job_id\":").append(quote(s.id));
+        w.append("{\"format\":\"crystalperf-flink-metrics\",\"version\":11,\"job_id\":").append(quote(s.id));
         w.append(",\"job_name\":").append(quote(s.name));
         w.append(",\"process\":").append(PROCESS_ID);
         // complete: none of the job's metrics is left in this process; a flushed part is not
@@ -1146,6 +1150,12 @@ public class CrystalPerfReporter implements MetricReporter {
             if (kinds != null) {
                 w.append(",\"thread_kinds_cpu_s\":").append(kindsJson(processCpu - s.processCpuAtStart, s, kinds));
             }
+        }
+        // version 11: the process's page faults served from memory and its kernel time over the job
+        long[] faults = s.faultsAtStart == null ? null : ThreadKinds.processFaults();
+        if (faults != null) {
+            w.append(",\"process_faults\":[").append(Math.max(0, faults[0] - s.faultsAtStart[0])).append(',')
+                    .append(Math.max(0, faults[1] - s.faultsAtStart[1]) / 1e9).append(']');
         }
         w.append(",\"cpu_count\":").append(Runtime.getRuntime().availableProcessors());
         if (s.clusterSlots > 0 && s.clusterTaskManagers > 0) {

@@ -53,7 +53,7 @@ public class CrystalPerfListener extends SparkListener {
      * configured by hand); crystalperf's {@code spark_conf} sets it to the version its Python side reads.
      * A unit test keeps this equal to {@code crystalperf.core.trace.SCHEMA_VERSION}.
      */
-    static final String SCHEMA_VERSION = "1.12";
+    static final String SCHEMA_VERSION = "1.13";
     /** The operation id of the samples of the driver's own work (crystalperf.core.trace.DRIVER_OPERATION). */
     static final String DRIVER_OPERATION = "(driver)";
     /** Their thread role: the driver JVM's threads serving the application's calls. */
