@@ -21,10 +21,11 @@ CPU time is not one thread's; since version 8, ``cluster`` (in the JobManager's 
 TaskManagers registered with the cluster, the most its gauges read while the job ran (not kept from a process that
 also ran subtasks: a mini cluster sizes its slots to its job); since version 9, ``heap``: the heap's maximum, the old
 generation's live data after its collections during the job and the collections of each generation then
-(:func:`heap_use`, kept with the collector); since version 11, ``process_faults``: the process's page faults served
-from memory and its kernel seconds over the job; since version 10, ``status`` and ``failure`` (in the JobManager's part,
+(:func:`heap_use`, kept with the collector); since version 10, ``status`` and ``failure`` (in the JobManager's part,
 where the jar's job status listener is configured): how the job ended, Flink's name of the state, and the exception
-it failed with, and ``cut``: why the part was written while the job still ran (the reporter closed, the JVM exited).
+it failed with, and ``cut``: why the part was written while the job still ran (the reporter closed, the JVM exited);
+since version 11, ``process_faults``: the process's page faults served from memory and its kernel seconds over the
+job.
 Version 1 parts (no thread states, lifetimes or classpath), parts without
 roles, version 2 parts (no I/O rows) and parts without the split are still read. :func:`crystalperf.integrations.flink.record_plan` writes the job
 graph beside them as ``crystalperf-flink-plan-<hash>.json``. Standard library only: reading the files
