@@ -76,6 +76,18 @@ def test_a_slot_more_on_cores_the_processes_already_use_gains_what_the_cores_all
     assert p.predict(Changes(), band=False).crystalperf.runtime_s == pytest.approx(10.0)
 
 
+def test_a_slot_more_in_a_process_whose_kernel_first_touched_its_heap_pays_it_twice() -> None:
+    trace = cpu_job(process_cores=1.6)
+    before = predictor(trace).predict(Changes({"cores": 2}), band=False).crystalperf.runtime_s
+    # of the process's 16 CPU-s, 1.6 in the kernel on 400,000 page faults (schema 1.13)
+    trace.environment.executors[0].thread_cpu = tr.ThreadCpu(task=10.0, jit=6.0, kernel=1.6, minor_faults=400_000)
+    prediction = predictor(trace).predict(Changes({"cores": 2}), band=False)
+    # 16 CPU-s on 2 cores; two slots side by side in the one process take the kernel's tenth twice: 17.6 on 2
+    assert (before, prediction.crystalperf.runtime_s) == pytest.approx((8.0, 8.8))
+    assert any(n.startswith("page faults: the task processes spent 1.60 CPU-s in the kernel") for n in prediction.notes)
+    assert predictor(trace).predict(Changes(), band=False).crystalperf.runtime_s == pytest.approx(10.0)
+
+
 def test_work_a_gpu_takes_over_leaves_the_cores_with_it() -> None:
     trace = cpu_job()
     trace.operations[0].attributes["placement"] = "device"

@@ -606,3 +606,28 @@ def test_a_rerun_s_spread_widens_every_band_in_quadrature_with_the_model_s() -> 
     assert (same.model_low_s, same.model_high_s) == (pytest.approx(9.8), pytest.approx(10.0))
     assert same.low_s == pytest.approx(10.0 * math.exp(-math.hypot(math.log(10.0 / 9.8), rerun)))
     assert same.high_s == pytest.approx(10.0 * math.exp(rerun))
+
+
+def test_the_kernels_first_touches_grow_with_the_subtasks_side_by_side_in_each_process() -> None:
+    from crystalperf.core.predict.jvm import first_touch
+
+    # per TaskManager: task 6 and jit 1, of which 1.5 CPU-s in the kernel on 300,000 page faults: 14 CPU-s of work
+    kinds = tr.ThreadCpu(task=6.0, jit=1.0, kernel=1.5, minor_faults=300_000)
+    trace = _flink_trace([kinds, kinds])
+    touch = first_touch(trace)
+    assert touch is not None and (touch.kernel_s, touch.faults, touch.process_cpu_s) == (3.0, 600_000, 14.0)
+    assert touch.extra_s(2.0) == 3.0 and touch.extra_s(0.5) == -1.5 and touch.note(1.0) is None
+    assert touch.note(2.0) == ("page faults: the task processes spent 3.00 CPU-s in the kernel over the job (600,000 "
+                               "page faults memory served: a JVM first touching its heap); 2 times the subtasks side "
+                               "by side in each take 6.00 CPU-s there")
+    model = StreamingCpu.of(trace, 10.0)
+    assert model is not None and model.first_touch == touch
+    # parallelism 4 on the same two TaskManagers: two subtasks side by side in each, the kernel's 3 CPU-s twice:
+    # the machine limit (14 + 3) / 2
+    assert model.machine(parallelism=4) == pytest.approx(8.5)
+    # parallelism 1: half the subtasks in each, half the kernel's: (14 - 1.5) / 2
+    assert model.machine(parallelism=1) == pytest.approx(6.25)
+    assert model.machine() == pytest.approx(7.0)  # as traced
+    # a trace without the kernel's time keeps the work: 14 / 2
+    plain = StreamingCpu.of(_flink_trace([tr.ThreadCpu(task=6.0, jit=1.0)] * 2), 10.0)
+    assert plain is not None and plain.first_touch is None and plain.machine(parallelism=4) == pytest.approx(7.0)

@@ -35,6 +35,7 @@ from crystalperf.core.predict.base import (
     device_factor,
     is_device_operation,
 )
+from crystalperf.core.predict.jvm import first_touch
 from crystalperf.core.profile.dag import ExecutionProfile
 from crystalperf.core.profile.machine import ClusterSpread
 from crystalperf.core.profile.shared import OperationShare, SharedMachine, shared_machine
@@ -107,6 +108,7 @@ class Ceilings:
         self.machine: SharedMachine | None = shared_machine(profile)
         # a GPU takes over these operations' CPU work, and with it their demand on the cores
         self.device_paths = {p.path for p in profile.walk() if is_device_operation(p.op)}
+        self.first_touch = first_touch(profile.trace)
         self.reach = machine_reach(self.machine, baseline.slots) if self.machine is not None else 1.0
         observed = baseline.origins
         # a bandwidth assumed (not in the trace) bounds nothing: the job may have had far more
@@ -138,6 +140,10 @@ class Ceilings:
         before, after = self.baseline.hosts_for(changes)
         return after / before * self.workers_factor(changes, new_slots)
 
+    def side_by_side(self, changes: Changes, new_slots: int) -> float:
+        """How many times the traced run's task slots each process runs side by side in the scenario."""
+        return new_slots / (max(1, self.baseline.slots) * self.executors_factor(changes, new_slots))
+
     def cores_factor(self, changes: Changes, new_slots: int) -> float:
         """How many times the cores the traced run's processes could have the scenario's have."""
         assert self.machine is not None
@@ -160,10 +166,13 @@ class Ceilings:
         network = changes.number("network", baseline.network_bandwidth) / baseline.network_bandwidth
         machine_cpus = (changes.number("host_cpus", 1.0) * machine.hosts if "host_cpus" in changes
                         else float(machine.host_cpus)) * self.workers_factor(changes, new_slots)
+        # the kernel's first touches of a fresh JVM's heap grow with the subtasks side by side in it (jvm.FirstTouch)
+        touched = (self.first_touch.share * (self.side_by_side(changes, new_slots) - 1.0)
+                   if self.first_touch is not None else 0.0)
         for path, share in machine.shares.items():
             # every process more that runs the operation's tasks pays what one pays for itself again: its compilers
             # and timers, and its first task's cold code
-            cpu_s = share.cpu_s + (share.per_process_cpu_s + share.cold_cpu_s) * (
+            cpu_s = share.cpu_s * (1.0 + touched) + (share.per_process_cpu_s + share.cold_cpu_s) * (
                 _busy_workers(share, baseline.executors * processes) / _busy_workers(share, baseline.executors) - 1.0)
             factor = cpu_factor * (on_device if path in self.device_paths else 1.0)
             candidates = [(self._cores_floor(share, machine, cpu_s * factor, cores, machine_cpus, pessimistic),

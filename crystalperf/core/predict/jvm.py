@@ -31,6 +31,17 @@ generation was 64-67 % live after 68-84 full collections that took 5.6-7.7 s; at
 once, 56-76 MB live, its collector using 0.21-0.30 CPU-s where the model gives each 0.83 CPU-s; the model predicted
 3.0x the speed (4.11 s), the runs gave 2.99x: the second TaskManager's compilers and other threads, which it leaves
 out, took what the collections it overstates did not.
+
+A fresh JVM (a mini cluster, a per-job cluster) also takes a page fault for each 4 KiB of heap it first touches,
+in the thread that touches it, and more subtasks side by side in one process cost more of them: they allocate
+faster, so the collector grows more young generation, and faults taken at once contend in the kernel. Where the
+trace has each task process's kernel time (schema 1.13), a change that puts ``s`` times the traced subtasks side by
+side in each process gives that kernel time ``s`` times itself (:class:`FirstTouch`). Measured on the Flink scale
+cases (``python -m bench.whatif.cpu_per_row``, ``docs/whatif.md``, "Known limits"): parallelism 1 -> 2 took the
+kernel time 2.3x (groupby-warm, 0.85 -> 1.95 CPU-s) and 2.6x (stream-files, 2.46 -> 6.50 CPU-s), on 1.4x and 1.6x
+the faults, so ``s`` understates the growth; the kernel time also holds the process's reads from the page cache,
+which do not grow, so it overstates it where those are much of it. A process whose heap was touched before the job
+(a TaskManager that has run for a while) has little kernel time over the job and nothing to scale.
 """
 
 from __future__ import annotations
@@ -121,3 +132,40 @@ def ergonomic_g1(trace: tr.Trace) -> list[tuple[int, float]]:
                 and collector.processors and cpu.gc_concurrent > 0):
             found.append((collector.processors, cpu.gc_concurrent))
     return found
+
+
+@dataclass(frozen=True)
+class FirstTouch:
+    """The kernel CPU-s of the processes that ran the job's tasks over the job, their page faults served from memory
+    and their CPU-s in all (schema 1.13; see the module doc)."""
+
+    kernel_s: float
+    faults: int
+    process_cpu_s: float
+
+    @property
+    def share(self) -> float:
+        """The kernel's share of the processes' CPU time."""
+        return self.kernel_s / self.process_cpu_s if self.process_cpu_s > 0 else 0.0
+
+    def extra_s(self, side_by_side: float) -> float:
+        """CPU-s more (negative: fewer) with ``side_by_side`` times the traced subtasks side by side in each process."""
+        return self.kernel_s * (side_by_side - 1.0)
+
+    def note(self, side_by_side: float) -> str | None:
+        """The change in words (None: no change)."""
+        if abs(side_by_side - 1.0) < 1e-9 or self.kernel_s <= 0:
+            return None
+        return (f"page faults: the task processes spent {self.kernel_s:.2f} CPU-s in the kernel over the job "
+                f"({self.faults:,} page faults memory served: a JVM first touching its heap); {side_by_side:.2g} "
+                f"times the subtasks side by side in each take {self.kernel_s * side_by_side:.2f} CPU-s there")
+
+
+def first_touch(trace: tr.Trace) -> FirstTouch | None:
+    """The :class:`FirstTouch` of the trace's task processes, where each one that split its CPU by thread kind also
+    counted its kernel time and page faults (a Flink TaskManager since schema 1.13); else None."""
+    cpus = [e.thread_cpu for e in trace.environment.executors if e.thread_cpu is not None]
+    if not cpus or any(c.kernel is None or c.minor_faults is None for c in cpus):
+        return None
+    return FirstTouch(sum(c.kernel or 0.0 for c in cpus), sum(c.minor_faults or 0 for c in cpus),
+                      sum(c.total for c in cpus))

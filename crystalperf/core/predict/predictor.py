@@ -170,8 +170,9 @@ class Predictor(Simulator):
             notes.append(f"task slots {self.baseline.slots} -> {self.new_slots(changes)}"
                          + (f" (first-wave warm-up factor {self.warmup:.2f})" if self.warmup != 1.0 else ""))
             spread = self.spread.note(self.new_slots(changes)) if self.spread and "parallelism" in changes else None
-            if spread:
-                notes.append(spread)
+            touch = self.ceilings.first_touch
+            touched = touch.note(self.ceilings.side_by_side(changes, self.new_slots(changes))) if touch else None
+            notes += [n for n in (spread, touched) if n]
         point = self.simulate(changes, record_point=True)
         bound: dict[str, tuple[float, float]] = {}
         if self._floors is not None:

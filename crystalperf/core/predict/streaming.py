@@ -53,6 +53,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from crystalperf.core import trace as tr
+from crystalperf.core.predict import jvm
 from crystalperf.core.predict.base import Changes, describe_rtt
 from crystalperf.core.predict.jvm import MAX_LIVE_SHARE, Heap, ergonomic_g1, heaps, serial_at
 from crystalperf.core.profile.bottleneck import Pace
@@ -136,6 +137,7 @@ class StreamingCpu:
     spread: ClusterSpread | None = None
     # The heaps of the processes that ran the job's tasks, where the trace has their live data (schema 1.11).
     heaps: Sequence[Heap] = ()
+    first_touch: jvm.FirstTouch | None = None  # their kernel time, where the trace has it (schema 1.13)
 
     @classmethod
     def of(cls, trace: tr.Trace, runtime_s: float, link: Link | None = None,
@@ -168,7 +170,7 @@ class StreamingCpu:
                        window_shares_queue=shares_queue, credit_waits=waits, spread=spread)
         work = min(work, process)
         return cls(chains, process, count, runtime_s, link, work, (process - work) / duration, stalled, window,
-                   shares_queue, waits, ergonomic_g1(trace), spread, heaps(trace))
+                   shares_queue, waits, ergonomic_g1(trace), spread, heaps(trace), jvm.first_touch(trace))
 
     def limit(self, parallelism: int | None = None, cpu_share: float = 1.0, cpu_speed: float = 1.0,
               bandwidth: float | None = None, heap_bytes: float | None = None) -> float:
@@ -193,6 +195,8 @@ class StreamingCpu:
             work = self.process_cpu_s
         else:
             work = self.work_cpu_s - self.serial_savings(cpu_share) - self.heap_savings(1 / workers, heap_bytes)
+            if self.first_touch is not None and parallelism:  # subtasks side by side in each process: s times
+                work += self.first_touch.extra_s(parallelism / max(len(c.cpu_s) for c in self.chains) / workers)
         return max(0.0, work) / (self.cpu_count * workers * cpu_share) / cpu_speed
 
     def workers(self, parallelism: int | None) -> float:
