@@ -170,7 +170,7 @@ class Predictor(Simulator):
             notes.append(f"task slots {self.baseline.slots} -> {self.new_slots(changes)}"
                          + (f" (first-wave warm-up factor {self.warmup:.2f})" if self.warmup != 1.0 else ""))
             spread = self.spread.note(self.new_slots(changes)) if self.spread and "parallelism" in changes else None
-            touch = self.ceilings.first_touch
+            touch = self.ceilings.first_touch if self.ceilings.useful or stream is not None else None
             touched = touch.note(self.ceilings.side_by_side(changes, self.new_slots(changes))) if touch else None
             notes += [n for n in (spread, touched) if n]
         point = self.simulate(changes, record_point=True)
