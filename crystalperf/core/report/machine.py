@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from crystalperf.core import trace as tr
+from crystalperf.core.predict.jvm import first_touch
 from crystalperf.core.profile.shared import SharedMachine
 from crystalperf.core.report.svg import esc, seconds
 
@@ -105,11 +106,11 @@ def machine_entry(trace: tr.Trace, machine: SharedMachine | None) -> dict[str, A
         total = sum(threads.values())
         entry["threads"] = _rounded(threads)
         entry["threads_cpu_s"] = round(total, 6)
-        faulted = [e.thread_cpu for e in split if e.thread_cpu is not None]
-        if all(cpu.kernel is not None and cpu.minor_faults is not None for cpu in faulted):
+        touched = first_touch(trace)
+        if touched is not None:
             # validate compares them: a rerun whose heap more threads first touched at once faulted more, dearer
-            entry["kernel_cpu_s"] = round(sum(cpu.kernel or 0.0 for cpu in faulted), 6)
-            entry["minor_faults"] = sum(cpu.minor_faults or 0 for cpu in faulted)
+            entry["kernel_cpu_s"] = round(touched.kernel_s, 6)
+            entry["minor_faults"] = touched.faults
         entry["processes"] = processes
         if total > 0:
             who = "its process's" if len(split) == 1 else f"its {len(split)} processes'"
