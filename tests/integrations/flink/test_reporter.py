@@ -86,9 +86,9 @@ def test_the_process_cpu_time_is_split_by_thread_kind(sql_job: Path) -> None:
     (executor,) = cpflink.read_metrics(part.path).environment.executors
     assert executor.thread_cpu is not None and executor.thread_cpu.task == pytest.approx(kinds["task"])
     # a fresh JVM's heap is first touched while the job runs: the process's page faults and its time in the kernel,
-    # which is part of its CPU time
+    # which is part of its CPU time (counted in 10 ms clock ticks: a short job's may be none)
     assert executor.thread_cpu.minor_faults and executor.thread_cpu.minor_faults > 0
-    assert executor.thread_cpu.kernel is not None and 0 < executor.thread_cpu.kernel <= part.process_cpu_s + 0.05
+    assert executor.thread_cpu.kernel is not None and 0 <= executor.thread_cpu.kernel <= part.process_cpu_s + 0.05
     # and the collector the JVM's ergonomics chose: the serial one below two processors, G1 from two
     collector = executor.garbage_collector
     assert collector is not None and collector.option is None and collector.processors == part.cpu_count
