@@ -88,6 +88,24 @@ def test_a_slot_more_in_a_process_whose_kernel_first_touched_its_heap_pays_it_tw
     assert predictor(trace).predict(Changes(), band=False).crystalperf.runtime_s == pytest.approx(10.0)
 
 
+def test_only_the_task_threads_kernel_time_grows_with_the_slots_side_by_side() -> None:
+    trace = cpu_job(process_cores=1.6)
+    # the same 1.6 kernel CPU-s, of which the task threads took 0.4 (the rest: the compilers', the collector's)
+    trace.environment.executors[0].thread_cpu = tr.ThreadCpu(task=10.0, jit=6.0, kernel=1.6, minor_faults=400_000,
+                                                            task_kernel=0.4)
+    prediction = predictor(trace).predict(Changes({"cores": 2}), band=False)
+    # 16 CPU-s and the task threads' 0.4 once more, on 2 cores: 8.2 s
+    assert prediction.crystalperf.runtime_s == pytest.approx(8.2)
+    assert any(n.startswith("page faults: the task threads spent 0.40 CPU-s in the kernel over the job (their "
+                            "processes 1.60, 400,000 page faults") for n in prediction.notes), prediction.notes
+    # none of it in the task threads: nothing grows
+    trace.environment.executors[0].thread_cpu = tr.ThreadCpu(task=10.0, jit=6.0, kernel=1.6, minor_faults=400_000,
+                                                            task_kernel=0.0)
+    flat = predictor(trace).predict(Changes({"cores": 2}), band=False)
+    assert flat.crystalperf.runtime_s == pytest.approx(8.0)
+    assert not any(n.startswith("page faults") for n in flat.notes)
+
+
 def test_work_a_gpu_takes_over_leaves_the_cores_with_it() -> None:
     trace = cpu_job()
     trace.operations[0].attributes["placement"] = "device"

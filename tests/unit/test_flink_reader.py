@@ -430,7 +430,7 @@ def test_the_cpu_split_by_thread_kind_reaches_each_taskmanager(tmp_path: Path) -
 
 def test_a_taskmanagers_page_faults_and_kernel_time_reach_its_thread_cpu(tmp_path: Path) -> None:
     shutil.copytree(CLUSTER, tmp_path, dirs_exist_ok=True)
-    for part, kinds, faults in ((TM1_PART, {"task": 0.38, "other": 0.2}, [278698, 0.82]),
+    for part, kinds, faults in ((TM1_PART, {"task": 0.38, "other": 0.2}, [278698, 0.82, 0.31]),
                                 (TM2_PART, {"task": 0.6, "other": 0.2}, None)):
         doc = json.loads(part.read_text())
         doc["thread_kinds_cpu_s"] = kinds
@@ -439,13 +439,25 @@ def test_a_taskmanagers_page_faults_and_kernel_time_reach_its_thread_cpu(tmp_pat
         (tmp_path / part.name).write_text(json.dumps(doc))
     trace = read_metrics(tmp_path / JM_PART.name)
     split = {e.id: e.thread_cpu for e in trace.environment.executors}
-    assert split["127.0.0.1:33027-7883d4"] == t.ThreadCpu(task=0.38, other=0.2, kernel=0.82, minor_faults=278698)
+    assert split["127.0.0.1:33027-7883d4"] == t.ThreadCpu(task=0.38, other=0.2, kernel=0.82, minor_faults=278698,
+                                                          task_kernel=0.31)
     # not a kind of thread: the process's total is its kinds'
     assert split["127.0.0.1:33027-7883d4"].total == pytest.approx(0.58)
     assert split["127.0.0.1:42641-d2fa04"] == t.ThreadCpu(task=0.6, other=0.2)
 
 
-@pytest.mark.parametrize("faults", [[1.0], {"minor": 1}, [-5, 0.1], ["x", 0.1], [1, float("inf")]])
+def test_a_part_without_its_task_threads_kernel_time_keeps_the_processs(tmp_path: Path) -> None:
+    shutil.copytree(CLUSTER, tmp_path, dirs_exist_ok=True)
+    doc = json.loads(TM1_PART.read_text())
+    doc["thread_kinds_cpu_s"] = {"task": 0.38, "other": 0.2}
+    doc["process_faults"] = [278698, 0.82]
+    (tmp_path / TM1_PART.name).write_text(json.dumps(doc))
+    cpu = {e.id: e.thread_cpu for e in read_metrics(tmp_path / JM_PART.name).environment.executors}
+    assert cpu["127.0.0.1:33027-7883d4"] == t.ThreadCpu(task=0.38, other=0.2, kernel=0.82, minor_faults=278698)
+
+
+@pytest.mark.parametrize("faults", [[1.0], {"minor": 1}, [-5, 0.1], ["x", 0.1], [1, float("inf")],
+                                    [1, 0.1, "x"], [1, 0.1, 0.1, 0.1]])
 def test_malformed_page_faults_are_bad_input_naming_the_file(tmp_path: Path, faults: object) -> None:
     doc = json.loads(TM1_PART.read_text())
     doc["process_faults"] = faults

@@ -48,6 +48,11 @@ def test_the_processes_page_faults_and_kernel_time_add_up_where_every_process_ha
     machine = _report(trace)["machine"]
     assert machine["kernel_cpu_s"] == 0.75 and machine["minor_faults"] == 1500
     assert machine["threads_cpu_s"] == 15.0  # a cut across the kinds, not one of them
+    assert "task_kernel_cpu_s" not in machine  # neither split its task threads' part out
+    for executor, task_kernel in zip(trace.environment.executors, (0.125, 0.25), strict=True):
+        assert executor.thread_cpu is not None
+        executor.thread_cpu.task_kernel = task_kernel
+    assert _report(trace)["machine"]["task_kernel_cpu_s"] == 0.375
     trace.environment.executors[1].thread_cpu = tr.ThreadCpu(task=5.0, jit=2.0)
     assert "minor_faults" not in _report(trace)["machine"]
 

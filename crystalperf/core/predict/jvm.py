@@ -136,36 +136,49 @@ def ergonomic_g1(trace: tr.Trace) -> list[tuple[int, float]]:
 
 @dataclass(frozen=True)
 class FirstTouch:
-    """The kernel CPU-s of the processes that ran the job's tasks over the job, their page faults served from memory
-    and their CPU-s in all (schema 1.13; see the module doc)."""
+    """The kernel CPU-s of the processes that ran the job's tasks over the job, their page faults served from memory,
+    their CPU-s in all, and the part of that kernel time in their task threads (None: not split; schema 1.13; see
+    the module doc)."""
 
     kernel_s: float
     faults: int
     process_cpu_s: float
+    task_kernel_s: float | None = None
+
+    @property
+    def scaled_s(self) -> float:
+        """The kernel CPU-s that grow with the subtasks side by side: the task threads' where the trace splits it (the
+        rest is the collector's, the compilers', the framework's own threads'), else all of it."""
+        return self.task_kernel_s if self.task_kernel_s is not None else self.kernel_s
 
     @property
     def share(self) -> float:
-        """The kernel's share of the processes' CPU time."""
-        return self.kernel_s / self.process_cpu_s if self.process_cpu_s > 0 else 0.0
+        """The scaled kernel time's share of the processes' CPU time."""
+        return self.scaled_s / self.process_cpu_s if self.process_cpu_s > 0 else 0.0
 
     def extra_s(self, side_by_side: float) -> float:
         """CPU-s more (negative: fewer) with ``side_by_side`` times the traced subtasks side by side in each process."""
-        return self.kernel_s * (side_by_side - 1.0)
+        return self.scaled_s * (side_by_side - 1.0)
 
     def note(self, side_by_side: float) -> str | None:
         """The change in words (None: no change)."""
-        if abs(side_by_side - 1.0) < 1e-9 or self.kernel_s <= 0:
+        if abs(side_by_side - 1.0) < 1e-9 or self.scaled_s <= 0:
             return None
-        return (f"page faults: the task processes spent {self.kernel_s:.2f} CPU-s in the kernel over the job "
-                f"({self.faults:,} page faults memory served: a JVM first touching its heap); {side_by_side:.2g} "
-                f"times the subtasks side by side in each take {self.kernel_s * side_by_side:.2f} CPU-s there")
+        whose = (f"the task threads spent {self.scaled_s:.2f} CPU-s in the kernel over the job (their processes "
+                 f"{self.kernel_s:.2f}" if self.task_kernel_s is not None
+                 else f"the task processes spent {self.kernel_s:.2f} CPU-s in the kernel over the job (")
+        return (f"page faults: {whose}{', ' if self.task_kernel_s is not None else ''}{self.faults:,} page faults "
+                f"memory served: a JVM first touching its heap); {side_by_side:.2g} times the subtasks side by side "
+                f"in each take {self.scaled_s * side_by_side:.2f} CPU-s there")
 
 
 def first_touch(trace: tr.Trace) -> FirstTouch | None:
     """The :class:`FirstTouch` of the trace's task processes, where each one that split its CPU by thread kind also
-    counted its kernel time and page faults (a Flink TaskManager since schema 1.13); else None."""
+    counted its kernel time and page faults (a Flink TaskManager, a Spark executor: schema 1.13); else None. The task
+    threads' part counts where every process split it out."""
     cpus = [e.thread_cpu for e in trace.environment.executors if e.thread_cpu is not None]
     if not cpus or any(c.kernel is None or c.minor_faults is None for c in cpus):
         return None
+    split = all(c.task_kernel is not None for c in cpus)
     return FirstTouch(sum(c.kernel or 0.0 for c in cpus), sum(c.minor_faults or 0 for c in cpus),
-                      sum(c.total for c in cpus))
+                      sum(c.total for c in cpus), sum(c.task_kernel or 0.0 for c in cpus) if split else None)

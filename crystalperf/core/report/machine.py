@@ -111,6 +111,8 @@ def machine_entry(trace: tr.Trace, machine: SharedMachine | None) -> dict[str, A
             # validate compares them: a rerun whose heap more threads first touched at once faulted more, dearer
             entry["kernel_cpu_s"] = round(touched.kernel_s, 6)
             entry["minor_faults"] = touched.faults
+            if touched.task_kernel_s is not None:
+                entry["task_kernel_cpu_s"] = round(touched.task_kernel_s, 6)
         entry["processes"] = processes
         if total > 0:
             who = "its process's" if len(split) == 1 else f"its {len(split)} processes'"

@@ -84,9 +84,8 @@ class Device(_Model):
 
 class ThreadCpu(_Model):
     """CPU seconds a process used while the job ran, by the kind of thread (1.6), so that what scales with the
-    records the job processes can be told from what the process pays for running at all (the streaming model
-    counts all but other as work, ``core.predict.streaming.WORK_KINDS``); the kinds add up to the
-    process's CPU time."""
+    records the job processes can be told from what the process pays for running at all (the streaming model counts
+    all but other as work, ``core.predict.streaming.WORK_KINDS``); the kinds add up to the process's CPU time."""
 
     task: float = Field(0.0, ge=0, le=MAX_TIME, description="the job's task threads (Flink: subtask/mailbox threads)")
     network: float = Field(0.0, ge=0, le=MAX_TIME, description="the threads that move the job's data (Flink: netty)")
@@ -97,9 +96,10 @@ class ThreadCpu(_Model):
     gc_concurrent: float = Field(0.0, ge=0, le=MAX_TIME, description="(1.7) the collector's threads that work beside "
                                  "the job (G1's refinement and marking)")
     hook: float = Field(0.0, ge=0, le=MAX_TIME, description="(1.9) crystalperf's own threads (earlier: in other)")
-    # The whole process's, not a kind of thread's (a fresh JVM faults on each page of heap it first touches)
+    # Cuts across the kinds: the whole process's (a fresh JVM faults on each page of heap it first touches), the tasks'
     kernel: float | None = Field(None, ge=0, le=MAX_TIME, description="(1.13) its CPU seconds in the kernel")
     minor_faults: int | None = Field(None, ge=0, le=MAX_INDEX, description="(1.13) page faults memory served")
+    task_kernel: float | None = Field(None, ge=0, le=MAX_TIME, description="(1.13) the task threads' kernel seconds")
 
     @property
     def total(self) -> float:

@@ -25,7 +25,7 @@ generation's live data after its collections during the job and the collections 
 where the jar's job status listener is configured): how the job ended, Flink's name of the state, and the exception
 it failed with, and ``cut``: why the part was written while the job still ran (the reporter closed, the JVM exited);
 since version 11, ``process_faults``: the process's page faults served from memory and its kernel seconds over the
-job.
+job, and its task threads' kernel seconds.
 Version 1 parts (no thread states, lifetimes or classpath), parts without
 roles, version 2 parts (no I/O rows) and parts without the split are still read. :func:`crystalperf.integrations.flink.record_plan` writes the job
 graph beside them as ``crystalperf-flink-plan-<hash>.json``. Standard library only: reading the files
@@ -403,13 +403,16 @@ def _thread_kinds(value: Any) -> dict[str, float] | None:
 
 
 def _process_faults(value: Any) -> dict[str, float] | None:
-    """A part's ``process_faults`` (version 11), ``[minor faults, kernel seconds]``, as trace.ThreadCpu fields;
-    None when the part has none."""
+    """A part's ``process_faults`` (version 11), ``[minor faults, kernel seconds, the task threads' kernel
+    seconds]`` (the third may be missing), as trace.ThreadCpu fields; None when the part has none."""
     if value is None:
         return None
-    if not isinstance(value, list) or len(value) != 2:
-        raise ValueError("process_faults is not [minor faults, kernel seconds]")
-    return {"minor_faults": _count(value[0]), "kernel": max(0.0, _time(value[1]))}
+    if not isinstance(value, list) or len(value) not in (2, 3):
+        raise ValueError("process_faults is not [minor faults, kernel seconds, task threads' kernel seconds]")
+    faults = {"minor_faults": _count(value[0]), "kernel": max(0.0, _time(value[1]))}
+    if len(value) == 3:
+        faults["task_kernel"] = max(0.0, _time(value[2]))
+    return faults
 
 
 def garbage_collector(value: Any, processors: int) -> dict[str, Any] | None:
@@ -499,7 +502,8 @@ def _add(merged: Part, part: Part) -> None:
     for taskmanager, faults in part.taskmanager_faults.items():
         known_faults = merged.taskmanager_faults.get(taskmanager)
         merged.taskmanager_faults[taskmanager] = (
-            {k: known_faults[k] + faults[k] for k in faults} if known_faults is not None else dict(faults))
+            {k: known_faults[k] + faults[k] for k in faults if k in known_faults} if known_faults is not None
+            else dict(faults))
     merged.samples.extend(part.samples)
     # every process lists the same Flink jars; the order of the first part is kept
     known = set(merged.classpath)

@@ -89,6 +89,9 @@ def test_the_process_cpu_time_is_split_by_thread_kind(sql_job: Path) -> None:
     # which is part of its CPU time (counted in 10 ms clock ticks: a short job's may be none)
     assert executor.thread_cpu.minor_faults and executor.thread_cpu.minor_faults > 0
     assert executor.thread_cpu.kernel is not None and 0 <= executor.thread_cpu.kernel <= part.process_cpu_s + 0.05
+    # and the part of it in the subtask threads, read from the JVM's clocks (their CPU time less their user time)
+    task_kernel = executor.thread_cpu.task_kernel
+    assert task_kernel is not None and 0 <= task_kernel <= executor.thread_cpu.task + 0.05
     # and the collector the JVM's ergonomics chose: the serial one below two processors, G1 from two
     collector = executor.garbage_collector
     assert collector is not None and collector.option is None and collector.processors == part.cpu_count

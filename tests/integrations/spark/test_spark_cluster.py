@@ -82,6 +82,8 @@ spark.stop()
     for executor in trace.environment.executors:
         kinds = executor.thread_cpu
         assert kinds is not None and kinds.task > 0 and kinds.jit > 0 and kinds.network > 0, executor
+        # each executor's own process's faults and kernel time, shipped with its hook's report
+        assert kinds.minor_faults and kinds.minor_faults > 0 and kinds.kernel is not None, executor
     assert sum(e.thread_cpu.task for e in trace.environment.executors if e.thread_cpu) > 0.5
     # the executors started on the driver's machine before the first job: one more would start there too
     profile = build_profile(trace, KeywordClassifier())

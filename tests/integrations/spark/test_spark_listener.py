@@ -311,6 +311,10 @@ def test_gzip_decompression_job_is_cpu_bound(run_app, tmp_path: Path) -> None:
     kinds = executor.thread_cpu
     assert kinds is not None, executor
     assert kinds.task > 0 and kinds.jit > 0 and kinds.gc + kinds.gc_concurrent > 0 and kinds.hook > 0
+    # and its kernel time and page faults over the same span: a fresh JVM's heap is first touched in the kernel
+    # (the kernel's clock counts in 10 ms ticks, so a short job's may read none)
+    assert kinds.minor_faults is not None and kinds.minor_faults > 0, kinds
+    assert kinds.kernel is not None and 0 <= kinds.kernel <= kinds.total, kinds
     # the report says what the tasks shared: the cores, how busy the process kept them, and that split
     machine = report["machine"]
     assert machine["cores"] >= 1 and 0 < machine["busy_cores"] <= machine["cores"] * 1.05

@@ -137,6 +137,8 @@ public class CrystalPerfReporter implements MetricReporter {
     private long scannedVersion = -1;
     private long scannedStarted = -1;
     private long lastScan;
+    /** When the task threads' user times were last read (ms): a JVM reads a thread's from /proc, so once a second. */
+    private long lastKernelRead;
     private long[] scanIds = new long[0];
     private List<String[]> scanOwners = new ArrayList<>();
     private List<Boolean> scanLegacy = new ArrayList<>();
@@ -194,6 +196,8 @@ public class CrystalPerfReporter implements MetricReporter {
          * seen by the sampler: a legacy source's subtask runs on two threads (the task's and the source's), a FLIP-27
          * source's on its task thread and its fetcher threads (role FETCHER_ROLE). */
         final Map<String, Long> threadCpu = new HashMap<>();
+        /** The same threads' CPU ns in the kernel (CPU time less user time), read at most once a second. */
+        final Map<String, Long> threadKernel = new HashMap<>();
         /** The heap's live data and the collections while the job ran (version 9). */
         final HeapPressure.Tracker heap = new HeapPressure.Tracker();
         /** Scope key -> {when its first metric was registered, when its last was removed} (s, 0: not yet):
@@ -526,6 +530,17 @@ public class CrystalPerfReporter implements MetricReporter {
         for (int i = 0; i < idArray.length; i++) {
             cpu[i] = mx.isThreadCpuTimeSupported() ? mx.getThreadCpuTime(idArray[i]) : -1;
         }
+        // The kernel's part of it: where a fresh JVM's heap is first touched, which grows with the subtasks that
+        // allocate side by side (the what-ifs scale it); the rest of the process's kernel time does not.
+        long[] kernel = null;
+        if (now - lastKernelRead >= 1000) {
+            lastKernelRead = now;
+            kernel = new long[idArray.length];
+            for (int i = 0; i < idArray.length; i++) {
+                long user = cpu[i] >= 0 ? mx.getThreadUserTime(idArray[i]) : -1;
+                kernel[i] = user >= 0 && cpu[i] >= user ? cpu[i] - user : -1;
+            }
+        }
         long bucket = (long) ((System.currentTimeMillis() / 1000.0 - sampleOrigin) / BUCKET_S);
         // A legacy source's subtask runs on two threads that hand the work to each other (the source thread
         // emits, the task thread runs blocking operators' endInput), one waiting while the other works.
@@ -550,6 +565,9 @@ public class CrystalPerfReporter implements MetricReporter {
                 String threadKey = owner[1] + "\u0001" + owner[2] + "\u0001" + roles.get(i) + "\u0001" + idArray[i];
                 if (cpu[i] >= 0 && (job.threadCpu.containsKey(threadKey) || job.threadCpu.size() < maxScopesPerJob)) {
                     job.threadCpu.merge(threadKey, cpu[i], Math::max);
+                    if (kernel != null && kernel[i] >= 0) {
+                        job.threadKernel.merge(threadKey, kernel[i], Math::max);
+                    }
                 }
                 if (withLegacyThread.contains(owner) && (legacyRunning.contains(owner)
                         ? infos[i].getThreadState() != Thread.State.RUNNABLE : !legacy.get(i))) {
@@ -1021,6 +1039,8 @@ public class CrystalPerfReporter implements MetricReporter {
         long processCpuAtStart;
         long[] kindsAtStart;
         long[] faultsAtStart;
+        /** The task threads' kernel ns (a part of subtaskCpu's sum). */
+        long taskKernel;
         Map<String, Long> subtaskCpu;
         /** The part of subtaskCpu its fetcher threads used, for the subtasks that have them. */
         Map<String, Long> fetcherCpu;
@@ -1065,6 +1085,7 @@ public class CrystalPerfReporter implements MetricReporter {
         s.faultsAtStart = job.faultsAtStart;
         // A subtask's threads (a legacy source's two, a FLIP-27 source's fetchers, restarted attempts') add up
         // to its CPU time.
+        s.taskKernel = job.threadKernel.values().stream().mapToLong(Long::longValue).sum();
         s.subtaskCpu = new LinkedHashMap<>();
         s.fetcherCpu = new HashMap<>();
         for (Map.Entry<String, Long> e : job.threadCpu.entrySet()) {
@@ -1151,11 +1172,13 @@ public class CrystalPerfReporter implements MetricReporter {
                 w.append(",\"thread_kinds_cpu_s\":").append(kindsJson(processCpu - s.processCpuAtStart, s, kinds));
             }
         }
-        // version 11: the process's page faults served from memory and its kernel time over the job
+        // version 11: the process's page faults served from memory and its kernel time over the job, and its task
+        // threads' kernel time
         long[] faults = s.faultsAtStart == null ? null : ThreadKinds.processFaults();
         if (faults != null) {
             w.append(",\"process_faults\":[").append(Math.max(0, faults[0] - s.faultsAtStart[0])).append(',')
-                    .append(Math.max(0, faults[1] - s.faultsAtStart[1]) / 1e9).append(']');
+                    .append(Math.max(0, faults[1] - s.faultsAtStart[1]) / 1e9).append(',')
+                    .append(s.taskKernel / 1e9).append(']');
         }
         w.append(",\"cpu_count\":").append(Runtime.getRuntime().availableProcessors());
         if (s.clusterSlots > 0 && s.clusterTaskManagers > 0) {

@@ -825,7 +825,7 @@ public class CrystalPerfListener extends SparkListener {
         long[] windows = budget.windows();
         HookReport driver = new HookReport("driver", IoCounters.hostname(), now,
                 process >= 0 && processAtStart >= 0 ? process - processAtStart : -1, processAtStart,
-                HookCpu.processStartMillis(), null, budget.share(), budget.cores(),
+                HookCpu.processStartMillis(), null, null, budget.share(), budget.cores(),
                 pace[0], pace[1], windows[0], windows[1]);
         List<Map<String, Object>> processes = new ArrayList<>();
         processes.add(driver.document());
@@ -860,7 +860,7 @@ public class CrystalPerfListener extends SparkListener {
             if (mem instanceof Long) {
                 memory += (Long) mem;
             }
-            Map<String, Double> threadCpu = threadCpu(String.valueOf(ex.get("id")));
+            Map<String, Object> threadCpu = threadCpu(String.valueOf(ex.get("id")));
             if (threadCpu != null) {
                 copy.put("thread_cpu", threadCpu);
             }
@@ -890,26 +890,41 @@ public class CrystalPerfListener extends SparkListener {
     /**
      * An executor's CPU seconds since its hook started, by thread kind (schema 1.6): its tasks' (Spark's
      * executorCpuTime), the kinds {@link ThreadKinds} reads from /proc, and "other" the rest of the process's; the
-     * driver's in local mode, where it runs the tasks. Null where the executor's hook did not report them.
+     * driver's in local mode, where it runs the tasks; and the process's kernel time and minor page faults over the
+     * same span, and its task threads' kernel time (schema 1.13). Null where the executor's hook did not report them.
      */
-    private Map<String, Double> threadCpu(String executorId) {
+    private Map<String, Object> threadCpu(String executorId) {
         long[] kinds;
+        long[] faults;
         long process;
         if ("driver".equals(executorId)) {
             CrystalPerfPlugin.Sampler local = CrystalPerfPlugin.Sampler.local;
             kinds = local == null ? null : local.kindsSinceStart();
+            faults = local == null ? null : local.faultsSinceStart();
             long now = HookCpu.processNanos();
             process = now >= 0 && processAtStart >= 0 ? now - processAtStart : -1;
         } else {
             HookReport report = SampleStore.hookReport(executorId);
             kinds = report == null ? null : report.threadKinds;
+            faults = report == null ? null : report.processFaults;
             process = report == null ? -1 : report.processNanos;
         }
         if (kinds == null || process < 0 || kinds.length != ThreadKinds.KINDS.length) {
             return null;
         }
         long[] taskSum = taskCpuByExecutor.get(executorId);
-        return ThreadKinds.split(taskSum == null ? 0 : Math.max(0, taskSum[0]), kinds, process);
+        Map<String, Double> split = ThreadKinds.split(taskSum == null ? 0 : Math.max(0, taskSum[0]), kinds, process);
+        Map<String, Object> cpu = new LinkedHashMap<>(split);
+        if (faults != null && faults.length == 3) {
+            // schema 1.13: the process's kernel time (10 ms ticks), never more than its CPU time over the span, and
+            // the part of it in the task threads (their whole lives: a pool's threads start with their first task)
+            cpu.put("kernel", Math.min(faults[1], process) / 1e9);
+            cpu.put("minor_faults", faults[0]);
+            if (faults[2] >= 0) {
+                cpu.put("task_kernel", Math.min(faults[2], Math.max(faults[1], 0)) / 1e9);
+            }
+        }
+        return cpu;
     }
 
     private int localCores() {

@@ -191,6 +191,8 @@ public class CrystalPerfPlugin implements SparkPlugin {
         long endedTask;
         int endedStage;
         long endedQueuedNs;
+        /** The thread's CPU ns in the kernel when the sampler last read it (written under the sampler's lock). */
+        long kernelNs;
 
         Slot(Thread thread) {
             this.thread = thread;
@@ -262,6 +264,10 @@ public class CrystalPerfPlugin implements SparkPlugin {
         /** This JVM's CPU by thread kind, and its totals when the hook started (null: no /proc). */
         private ThreadKinds kinds;
         private long[] kindsAtStart;
+        /** The process's minor faults and kernel ns when the hook started ({@link ThreadKinds#processFaults}). */
+        private long[] faultsAtStart;
+        /** Kernel ns of the task threads the executor's pool retired. */
+        private long retiredTaskKernelNs;
 
         @Override
         public void init(PluginContext ctx, Map<String, String> extraConf) {
@@ -275,6 +281,7 @@ public class CrystalPerfPlugin implements SparkPlugin {
                 kinds = new ThreadKinds(ThreadKinds.SPARK_NETWORK,
                         conf.getLong("spark.crystalperf.maxThreadBytes", 1L << 20));
                 kindsAtStart = kinds.totals();
+                faultsAtStart = ThreadKinds.processFaults();
                 intervalMs = Math.max(1, conf.getLong("spark.crystalperf.sampleIntervalMs", 100));
                 bucketMs = Math.max(intervalMs, conf.getLong("spark.crystalperf.bucketMs", 1000));
                 maxDepth = conf.getInt("spark.crystalperf.maxStackDepth", 64);
@@ -481,6 +488,7 @@ public class CrystalPerfPlugin implements SparkPlugin {
                     boolean sampled = sampleOnce();
                     long now = System.currentTimeMillis();
                     if (now >= nextShip) {
+                        taskKernelNanos();  // a thread the pool retires keeps what it was last read to have used
                         flush();
                         shipIo();
                         nextShip = now + 1000;
@@ -516,6 +524,9 @@ public class CrystalPerfPlugin implements SparkPlugin {
                 }
                 if (!s.thread.isAlive()) {
                     slots.remove(s);  // the executor's pool retired the thread
+                    synchronized (this) {
+                        retiredTaskKernelNs += s.kernelNs;
+                    }
                     continue;
                 }
                 long task = s.task;
@@ -606,13 +617,49 @@ public class CrystalPerfPlugin implements SparkPlugin {
             return now == null ? null : ThreadKinds.since(now, start);
         }
 
+        /**
+         * This JVM's minor page faults and kernel CPU ns since the hook started, and its task threads' kernel ns (-1:
+         * unknown); null: unknown. A fresh executor first touches its heap in the kernel, in the thread that touches
+         * it: tasks that allocate much take more of those faults the more of them run side by side.
+         */
+        long[] faultsSinceStart() {
+            long[] start = faultsAtStart;
+            long[] now = start == null ? null : ThreadKinds.processFaults();
+            if (now == null) {
+                return null;
+            }
+            long[] since = ThreadKinds.since(now, start);
+            return new long[] {since[0], since[1], taskKernelNanos()};
+        }
+
+        /**
+         * The task threads' CPU ns in the kernel (their CPU time less their user time), the ended ones' included; -1
+         * where the JVM does not measure threads' CPU. Read by the sampler once a shipment (a second), not per task:
+         * a JVM reads a thread's user time from /proc.
+         */
+        synchronized long taskKernelNanos() {
+            if (!mx.isThreadCpuTimeSupported() || !mx.isThreadCpuTimeEnabled()) {
+                return -1;
+            }
+            long sum = retiredTaskKernelNs;
+            for (Slot s : slots) {
+                long cpu = mx.getThreadCpuTime(s.threadId);
+                long user = cpu < 0 ? -1 : mx.getThreadUserTime(s.threadId);
+                if (user >= 0 && cpu >= user) {
+                    s.kernelNs = Math.max(s.kernelNs, cpu - user);
+                }
+                sum += s.kernelNs;
+            }
+            return sum;
+        }
+
         /** What this executor's hook cost so far, for the driver. */
         HookReport hookReport() {
             long[] w = budget == null ? new long[2] : budget.windows();
             long process = HookCpu.processNanos();
             return new HookReport(ctx == null ? "" : ctx.executorID(), IoCounters.hostname(), HookCpu.parts(),
                     process >= 0 && processNanosAtStart >= 0 ? process - processNanosAtStart : -1,
-                    processNanosAtStart, HookCpu.processStartMillis(), kindsSinceStart(),
+                    processNanosAtStart, HookCpu.processStartMillis(), kindsSinceStart(), faultsSinceStart(),
                     budget == null ? 0 : budget.share(), budget == null ? 0 : budget.cores(),
                     pace == null ? 0 : pace.taken(), pace == null ? 0 : pace.planned(), w[0], w[1]);
         }

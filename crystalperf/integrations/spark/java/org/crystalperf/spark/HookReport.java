@@ -26,6 +26,9 @@ public final class HookReport implements Serializable {
     public final long processStartMs;
     /** The process's CPU ns by thread kind since the hook started ({@link ThreadKinds#KINDS} order); null: unknown. */
     public final long[] threadKinds;
+    /** The process's minor page faults and kernel CPU ns since the hook started, its task threads' kernel ns (-1:
+     * unknown); null: unknown. */
+    public final long[] processFaults;
     public final double budgetShare;
     public final double cores;
     public final long samplesTaken;
@@ -34,7 +37,7 @@ public final class HookReport implements Serializable {
     public final long windowsOverBudget;
 
     HookReport(String source, String host, long[] parts, long processNanos, long startupNanos, long processStartMs,
-               long[] threadKinds, double budgetShare, double cores, long samplesTaken, long samplesPlanned,
+               long[] threadKinds, long[] processFaults, double budgetShare, double cores, long samplesTaken, long samplesPlanned,
                long windows, long windowsOverBudget) {
         this.source = source;
         this.host = host;
@@ -43,6 +46,7 @@ public final class HookReport implements Serializable {
         this.startupNanos = startupNanos;
         this.processStartMs = processStartMs;
         this.threadKinds = threadKinds;
+        this.processFaults = processFaults;
         this.budgetShare = budgetShare;
         this.cores = cores;
         this.samplesTaken = samplesTaken;
@@ -53,8 +57,8 @@ public final class HookReport implements Serializable {
 
     /** The same report under another source name (an executor's id becomes {@code executor:<id>}). */
     HookReport as(String name) {
-        return new HookReport(name, host, parts, processNanos, startupNanos, processStartMs, threadKinds, budgetShare,
-                cores, samplesTaken, samplesPlanned, windows, windowsOverBudget);
+        return new HookReport(name, host, parts, processNanos, startupNanos, processStartMs, threadKinds, processFaults,
+                budgetShare, cores, samplesTaken, samplesPlanned, windows, windowsOverBudget);
     }
 
     /** The trace's {@code HookProcess} document. */
