@@ -191,8 +191,8 @@ public class CrystalPerfPlugin implements SparkPlugin {
         long endedTask;
         int endedStage;
         long endedQueuedNs;
-        /** The thread's CPU ns in the kernel when the sampler last read it (written under the sampler's lock). */
-        long kernelNs;
+        /** The thread's CPU ns in the kernel when it was last read (only ever raised). */
+        volatile long kernelNs;
 
         Slot(Thread thread) {
             this.thread = thread;
@@ -266,8 +266,8 @@ public class CrystalPerfPlugin implements SparkPlugin {
         private long[] kindsAtStart;
         /** The process's minor faults and kernel ns when the hook started ({@link ThreadKinds#processFaults}). */
         private long[] faultsAtStart;
-        /** Kernel ns of the task threads the executor's pool retired. */
-        private long retiredTaskKernelNs;
+        /** Kernel ns of the task threads the executor's pool retired (written by the sampler's thread only). */
+        private volatile long retiredTaskKernelNs;
 
         @Override
         public void init(PluginContext ctx, Map<String, String> extraConf) {
@@ -524,9 +524,7 @@ public class CrystalPerfPlugin implements SparkPlugin {
                 }
                 if (!s.thread.isAlive()) {
                     slots.remove(s);  // the executor's pool retired the thread
-                    synchronized (this) {
-                        retiredTaskKernelNs += s.kernelNs;
-                    }
+                    retiredTaskKernelNs += s.kernelNs;
                     continue;
                 }
                 long task = s.task;
@@ -635,9 +633,10 @@ public class CrystalPerfPlugin implements SparkPlugin {
         /**
          * The task threads' CPU ns in the kernel (their CPU time less their user time), the ended ones' included; -1
          * where the JVM does not measure threads' CPU. Read by the sampler once a shipment (a second), not per task:
-         * a JVM reads a thread's user time from /proc.
+         * a JVM reads a thread's user time from /proc. No lock: a task thread that ends a measured task may wait
+         * for the sampler's, and two readers at once only raise each thread's figure to what they read.
          */
-        synchronized long taskKernelNanos() {
+        long taskKernelNanos() {
             if (!mx.isThreadCpuTimeSupported() || !mx.isThreadCpuTimeEnabled()) {
                 return -1;
             }
@@ -645,8 +644,8 @@ public class CrystalPerfPlugin implements SparkPlugin {
             for (Slot s : slots) {
                 long cpu = mx.getThreadCpuTime(s.threadId);
                 long user = cpu < 0 ? -1 : mx.getThreadUserTime(s.threadId);
-                if (user >= 0 && cpu >= user) {
-                    s.kernelNs = Math.max(s.kernelNs, cpu - user);
+                if (user >= 0 && cpu - user > s.kernelNs) {
+                    s.kernelNs = cpu - user;
                 }
                 sum += s.kernelNs;
             }
