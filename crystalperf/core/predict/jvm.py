@@ -168,12 +168,14 @@ class FirstTouch:
         """The change in words (None: no change)."""
         if abs(side_by_side - 1.0) < 1e-9 or self.scaled_s <= 0:
             return None
-        whose = (f"the task threads spent {self.scaled_s:.2f} CPU-s in the kernel over the job (their processes "
-                 f"{self.kernel_s:.2f}" if self.task_kernel_s is not None
-                 else f"the task processes spent {self.kernel_s:.2f} CPU-s in the kernel over the job (")
-        return (f"page faults: {whose}{', ' if self.task_kernel_s is not None else ''}{self.faults:,} page faults "
-                f"memory served: a JVM first touching its heap); {side_by_side:.2g} times the subtasks side by side "
-                f"in each take {self.scaled_s * side_by_side:.2f} CPU-s there")
+        if self.task_kernel_s is not None:
+            whose = (f"the task threads spent {self.scaled_s:.2f} CPU-s in the kernel over the job (their processes "
+                     f"{self.kernel_s:.2f}, ")
+        else:
+            whose = f"the task processes spent {self.kernel_s:.2f} CPU-s in the kernel over the job ("
+        return (f"page faults: {whose}{self.faults:,} page faults memory served: a JVM first touching its heap); "
+                f"{side_by_side:.2g} times the subtasks side by side in each take {self.scaled_s * side_by_side:.2f} "
+                "CPU-s there")
 
 
 def first_touch(trace: tr.Trace) -> FirstTouch | None:

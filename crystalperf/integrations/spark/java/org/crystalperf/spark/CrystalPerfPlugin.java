@@ -488,7 +488,11 @@ public class CrystalPerfPlugin implements SparkPlugin {
                     boolean sampled = sampleOnce();
                     long now = System.currentTimeMillis();
                     if (now >= nextShip) {
-                        taskKernelNanos();  // a thread the pool retires keeps what it was last read to have used
+                        if ("driver".equals(ctx.executorID())) {
+                            // a thread the pool retires keeps what it was last read to have used; an executor's
+                            // flush reads it for its hook report
+                            taskKernelNanos();
+                        }
                         flush();
                         shipIo();
                         nextShip = now + 1000;
