@@ -301,9 +301,14 @@ KERAS = PRELUDE + textwrap.dedent('''
     trace = os.path.join(out, "crystalperf-trace.json.gz")
     if mode == "on" and os.path.exists(trace):
         with gzip.open(trace, "rt") as f:
-            process = (json.load(f).get("hook") or {}).get("processes", [{}])[0]
+            doc = json.load(f)
+        process = (doc.get("hook") or {}).get("processes", [{}])[0]
         figures.update(hook_cpu_s=process.get("cpu_s"), hook_parts=process.get("parts"),
                        samples=[process.get("samples_taken"), process.get("samples_planned")])
+        metrics = doc.get("metrics") or {}
+        if metrics.get("later_step_median_s"):  # the callback's own comparison of its steps with later ones
+            figures.update(self_slowdown=metrics["profiled_step_median_s"] / metrics["later_step_median_s"] - 1,
+                           self_slowdown_se=metrics.get("step_slowdown_se"))
     result(**figures)
 ''')
 
@@ -553,6 +558,11 @@ def summary(args: argparse.Namespace) -> None:
             if parts:
                 print("  hook's parts (median s): " + ", ".join(  # noqa: T201
                     f"{name} {statistics.median(v):.3f}" for name, v in sorted(parts.items(), key=lambda kv: -max(kv[1]))))
+        slowdowns = [p["on"]["self_slowdown"] for p in complete if p["on"].get("self_slowdown") is not None]
+        if slowdowns:
+            print(f"  the callback's own comparison of the profiled steps with the later ones: median "  # noqa: T201
+                  f"{100 * statistics.median(slowdowns):+.1f} % ({100 * min(slowdowns):+.1f} to "
+                  f"{100 * max(slowdowns):+.1f}; the pairs' A/B of the median step is above)")
         for key in ("stop_s", "fit_s", "fit_end_s", "window_end_s", "steady_s", "step_s_median", "task_run_s_median"):
             if all(key in p["on"] for p in complete):
                 on = [p["on"][key] for p in complete]

@@ -167,6 +167,27 @@ def test_the_report_gives_the_hooks_cpu_and_its_share() -> None:
     assert hook_cost(None) is None and hook_cost(tr.HookCost()) is None
 
 
+def test_the_report_sets_the_profiled_steps_beside_the_later_ones() -> None:
+    """Keras: the trace's medians of the profiled steps and of the steps after them say what recording a step cost
+    (the framework's profiler included); a difference within twice its standard error is said to be within what the
+    steps vary, and later steps slower than the profiled ones are not called a cost."""
+    later = {"profiled_step_median_s": 0.0242, "later_step_median_s": 0.0220, "later_steps": 38.0,
+             "step_slowdown_se": 0.03}
+    cost = hook_cost(_hook(), later)
+    assert cost is not None
+    slowdown = cost["step_slowdown"]
+    assert slowdown["ratio"] == pytest.approx(0.1) and slowdown["later_steps"] == 38
+    assert slowdown["standard_error"] == pytest.approx(0.03)
+    assert "The profiled steps took 10.0% longer than the 38 steps timed after them (medians 24.2 ms and 22 ms, ±3.0%)" \
+        in cost["sentence"]
+    close = hook_cost(_hook(), later | {"profiled_step_median_s": 0.0231})["sentence"]
+    assert "took +5.0% against the 38 steps" in close and "within what the steps vary" in close
+    slower_later = hook_cost(_hook(), later | {"profiled_step_median_s": 0.0198})["sentence"]
+    assert "took 10.0% less time than" in slower_later and "reasons of their own" in slower_later
+    assert hook_cost(_hook())["step_slowdown"] is None  # type: ignore[index]
+    assert hook_cost(_hook(), {"later_step_median_s": 0.02, "later_steps": 9.0})["step_slowdown"] is None  # type: ignore[index]
+
+
 def test_the_report_says_how_much_of_the_cost_was_the_jobs_threads_paused_for_stacks() -> None:
     cost = hook_cost(_hook(cpu_s=1.5, parts={"sampler": 0.5, "tasks": 0.25, "pauses": 0.75}))
     assert cost is not None and cost["parts"]["pauses"] == 0.75

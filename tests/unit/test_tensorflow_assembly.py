@@ -10,6 +10,7 @@ from crystalperf.core.profile.dag import build_profile
 from crystalperf.integrations.tensorflow.assemble import (
     build_trace,
     kernel_core_seconds,
+    later_step_metrics,
     layer_name,
     op_group,
     pipeline_split,
@@ -407,3 +408,24 @@ def test_a_step_of_several_iterations_is_the_sum_of_its_iterations() -> None:
         ("other", 0.002), ("dense", 0.006), ("adam", 0.002), ("host (Python, dispatch)", 0.015)]
     assert step.children[0].start == step.start and step.children[-1].end == step.end
     assert all(b.parents == [a.id] for a, b in zip(step.children, step.children[1:], strict=False))
+
+
+def test_the_profiled_steps_are_set_beside_the_steps_timed_after_them() -> None:
+    """Medians by hand: the profiled steps after the first (whose begin follows the profiler's start) 20, 22, 24
+    and 21 ms -> 21.5 ms; the later steps 20, 19, 21, 20, 20 and 30 ms -> 20 ms. Their standard errors from the
+    median absolute deviations (1 ms and 0.5 ms): 1.2533 * 1.4826 * MAD / sqrt(n) = 0.929 ms and 0.379 ms, so the
+    ratio 1.075 is known to 1.075 * hypot(0.929 / 21.5, 0.379 / 20) = 0.0507."""
+    starts = [100.0, 100.5, 100.52, 100.542, 100.566, 100.587]
+    steps = [Step(2 + i, 0, a, b) for i, (a, b) in enumerate(zip(starts, starts[1:], strict=False))]
+    rec = Recording(steps=steps, timeline=None, python_samples=None, threads=2, cpu_count=2, cpu_seconds=1.0,
+                    memory_bytes=None, later_step_s=[0.020, 0.019, 0.021, 0.020, 0.020, 0.030])
+    metrics = later_step_metrics(rec)
+    assert metrics["profiled_step_median_s"] == pytest.approx(0.0215)
+    assert metrics["later_step_median_s"] == pytest.approx(0.020)
+    assert metrics["later_steps"] == 6
+    assert metrics["step_slowdown_se"] == pytest.approx(0.0507, abs=5e-4)
+    # too few steps after the window (or in it) to say anything
+    assert later_step_metrics(Recording(steps=steps, timeline=None, python_samples=None, threads=2, cpu_count=2,
+                                        cpu_seconds=1.0, memory_bytes=None, later_step_s=[0.02] * 4)) == {}
+    assert later_step_metrics(Recording(steps=steps[:3], timeline=None, python_samples=None, threads=2, cpu_count=2,
+                                        cpu_seconds=1.0, memory_bytes=None, later_step_s=[0.02] * 9)) == {}

@@ -253,10 +253,12 @@ class ReportParts:
 PAUSES_PART = "pauses"
 
 
-def hook_cost(hook: tr.HookCost | None) -> dict[str, Any] | None:
+def hook_cost(hook: tr.HookCost | None, metrics: dict[str, float] | None = None) -> dict[str, Any] | None:
     """What the hook cost, as it measured itself (the report's ``hook_cost``): its CPU seconds, their share of the
-    CPU time of the processes it ran in, where they went, and whether its CPU budget thinned the samples; None
-    for a trace without the figures (an imported event log, a trace before schema 1.9)."""
+    CPU time of the processes it ran in, where they went, whether its CPU budget thinned the samples, and where the
+    trace timed steps both ways (Keras: ``profiled_step_median_s`` and ``later_step_median_s`` in ``metrics``), how
+    much longer a profiled step took; None for a trace without the figures (an imported event log, a trace before
+    schema 1.9)."""
     if hook is None or not hook.processes:
         return None
     cpu = hook.cpu_s
@@ -288,6 +290,9 @@ def hook_cost(hook: tr.HookCost | None) -> dict[str, Any] | None:
     if over:
         sentence += (f" It used more than its budget in {over} of {windows} two-second windows, while sampling no "
                      "less often than the analysis needs.")
+    slowdown = step_slowdown(metrics or {})
+    if slowdown is not None:
+        sentence += " " + slowdown["sentence"]
     return {
         "cpu_s": round(cpu, 6),
         "job_cpu_s": round(job, 6) if job is not None else None,
@@ -299,8 +304,39 @@ def hook_cost(hook: tr.HookCost | None) -> dict[str, Any] | None:
         "thinned": thinned,
         "windows_over_budget": over,
         "processes": [p.model_dump(exclude_none=True) for p in hook.processes[:100]],
+        "step_slowdown": slowdown,
         "sentence": sentence,
     }
+
+
+def _step_time(seconds: float) -> str:
+    return f"{seconds:.3f} s" if seconds >= 1 else f"{seconds * 1000:.3g} ms"
+
+
+def step_slowdown(metrics: dict[str, float]) -> dict[str, Any] | None:
+    """The profiled steps' median against the steps timed after them in the same run: what recording a step cost
+    the job, the framework's own profiler included (its work runs on the framework's threads, where the hook's
+    CPU figure does not see it). None where the trace did not time both."""
+    profiled, later = metrics.get("profiled_step_median_s"), metrics.get("later_step_median_s")
+    count = int(metrics.get("later_steps", 0))
+    if profiled is None or later is None or profiled <= 0 or later <= 0 or count <= 0:
+        return None
+    ratio = profiled / later - 1.0
+    se = metrics.get("step_slowdown_se")
+    spread = f", ±{se:.1%}" if se is not None and se >= 0 else ""
+    medians = f"medians {_step_time(profiled)} and {_step_time(later)}{spread}"
+    if se is not None and abs(ratio) <= 2 * se:
+        sentence = (f"The profiled steps took {ratio:+.1%} against the {count} steps timed after them ({medians}): "
+                    "what recording a step cost is within what the steps vary.")
+    elif ratio > 0:
+        sentence = (f"The profiled steps took {ratio:.1%} longer than the {count} steps timed after them ({medians}): "
+                    "what recording a step cost, the framework's profiler included.")
+    else:
+        sentence = (f"The profiled steps took {-ratio:.1%} less time than the {count} steps timed after them "
+                    f"({medians}): the later steps slowed for reasons of their own, which hides what recording cost.")
+    return {"profiled_step_median_s": round(profiled, 6), "later_step_median_s": round(later, 6),
+            "later_steps": count, "ratio": round(ratio, 6),
+            "standard_error": round(se, 6) if se is not None else None, "sentence": sentence}
 
 
 def report_parts(profile: ExecutionProfile, bottleneck: Bottleneck, queries: list[dict[str, Any]],
@@ -451,7 +487,7 @@ def build_report(
     # What the tasks shared: the cores, how busy the processes kept them, where their CPU went by thread kind.
     report["machine"] = machine_entry(trace, predictor.ceilings.machine)
     # What the hook itself cost (trace schema 1.9), measured by the hook.
-    report["hook_cost"] = hook_cost(trace.hook)
+    report["hook_cost"] = hook_cost(trace.hook, trace.metrics)
     if report["hook_cost"] is not None and report["hook_cost"]["thinned"]:
         report["warnings"].append(report["hook_cost"]["sentence"])
     if queries:

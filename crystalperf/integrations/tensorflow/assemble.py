@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -596,6 +597,35 @@ def read_limit(rows: Sequence[tr.IoSample], start: float, end: float) -> float |
     return min(limits) if limits and 2 * len(limits) >= len(reading) else None
 
 
+# The fewest steps timed after the window that make their median worth setting beside the profiled steps'.
+LATER_STEPS_MIN = 5
+
+
+def later_step_metrics(rec: Recording) -> dict[str, float]:
+    """The profiled steps' median time beside that of the steps timed after the window, in the same fit: the
+    difference is what recording a step cost, TensorFlow's profiler included, which no CPU clock of the callback's
+    own sees. ``step_slowdown_se`` is the standard error of their ratio, from how much the steps of each kind vary.
+    The first profiled step is left out (its begin follows the profiler's start); none without enough of either."""
+    profiled = [s.end - s.start for s in rec.steps[1:]]
+    later = rec.later_step_s
+    if len(profiled) < 3 or len(later) < LATER_STEPS_MIN:
+        return {}
+    p, q = statistics.median(profiled), statistics.median(later)
+    if p <= 0 or q <= 0:
+        return {}
+    relative = math.hypot(_median_se(profiled) / p, _median_se(later) / q)
+    return {"profiled_step_median_s": p, "later_step_median_s": q, "later_steps": float(len(later)),
+            "step_slowdown_se": p / q * relative}
+
+
+def _median_se(values: Sequence[float]) -> float:
+    """The standard error of a sample's median, from its median absolute deviation (robust to the odd slow step:
+    a collection, a checkpoint): 1.2533 σ / √n for normal spread, σ ≈ 1.4826 MAD."""
+    centre = statistics.median(values)
+    mad = statistics.median(abs(v - centre) for v in values)
+    return 1.2533 * 1.4826 * mad / math.sqrt(len(values))
+
+
 def _window_metrics(rec: Recording, waited: float, window: float) -> dict[str, float]:
     metrics: dict[str, float] = {
         "steps": float(len(rec.steps)),
@@ -682,6 +712,7 @@ def build_trace(rec: Recording, *, run_id: str, name: str, framework_version: st
     if rec.python_samples is not None and rec.timeline is not None:
         _copy_python_samples(table, rec.python_samples, callbacks_to=callback_parts(operations))
     metrics = _window_metrics(rec, waited, max(end - start, 1e-9))
+    metrics.update(later_step_metrics(rec))
     warnings = list(rec.warnings)
     if rec.unprofiled is not None and operations[-1].attributes.get("profiled") == "false":
         tail = operations[-1]

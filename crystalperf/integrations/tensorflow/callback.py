@@ -97,6 +97,9 @@ _INPUT_SEARCH_DEPTH = 256
 # Until the sampler first finds an input thread running Python, its wait doubles up to this many intervals: an
 # input pipeline of TensorFlow's own ops (no Python) is then looked at a few times a second, not fifty.
 IDLE_SAMPLER_WAITS = 8
+# Steps timed after the window (their medians beside the profiled steps' say what profiling cost a step), and the
+# fewest that make a comparison.
+LATER_STEPS_TIMED = 64
 
 
 def _in_batch_callback(stack: Any) -> bool:
@@ -273,6 +276,8 @@ class CrystalPerfCallback(keras.callbacks.Callback):
         # at an epoch's start: its first step counts from its own begin, not from the evaluation before it).
         self._unprofiled: Unprofiled | None = None
         self._unprofiled_mark: float | None = None
+        self._later_steps: list[float] = []
+        self._later_begin: float | None = None  # the last timed step's begin after the window (None: a new epoch)
         self._cpu_budget: hook_budget.CpuBudget | None = None
         self._hook_at_start: dict[str, float] = {}
         self._process_cpu_at_start = 0.0
@@ -330,6 +335,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._epoch = epoch
         self._unprofiled_mark = None
+        self._later_begin = None  # an epoch's first step starts its iterator (and follows the validation)
         with guard("crystalperf: starting an epoch", log):
             if self._profiling and self._resident_start is not None:
                 resident = resident_bytes()
@@ -371,8 +377,13 @@ class CrystalPerfCallback(keras.callbacks.Callback):
                     self._current.end = now  # a step lasts until the next begins (callbacks included)
                 self._current = Step(self._batch, self._epoch, now, now)
                 self._steps.append(self._current)
-            elif self._unprofiled is not None and self._unprofiled_mark is None:
-                self._unprofiled_mark = now
+            else:
+                if self._unprofiled is not None and self._unprofiled_mark is None:
+                    self._unprofiled_mark = now
+                if self._steps and len(self._later_steps) < LATER_STEPS_TIMED:
+                    if self._later_begin is not None:
+                        self._later_steps.append(now - self._later_begin)
+                    self._later_begin = now
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         now = time.time()
@@ -631,6 +642,7 @@ class CrystalPerfCallback(keras.callbacks.Callback):
             multi_worker=config.multi_worker(config.tf_config()), layer_names=_layer_names(self.model),
             fit_start=self._fit_start, fit_end=time.time(), properties=self._properties(), warnings=self._warnings,
             unprofiled=unprofiled if unprofiled is not None and unprofiled.count else None,
+            later_step_s=list(self._later_steps),
         )
 
     def _stop_io(self) -> list[tr.IoSample]:

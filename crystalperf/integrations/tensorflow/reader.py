@@ -141,6 +141,9 @@ class Recording:
     properties: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     unprofiled: Unprofiled | None = None
+    # Steps after the window, timed only (begin to the next step's begin, an epoch's first step left out): what a
+    # step takes without the profiler and the sampler, beside the profiled steps' time.
+    later_step_s: list[float] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -533,6 +536,7 @@ def save_recording(rec: Recording, info: RunInfo, path: Path, xplane: str | None
         "layer_names": sorted(rec.layer_names),
         "io": [row.model_dump(mode="json", exclude_none=True) for row in rec.io],
         "unprofiled": asdict(rec.unprofiled) if rec.unprofiled is not None else None,
+        "later_step_s": rec.later_step_s,
     }
     atomic.write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
@@ -557,6 +561,7 @@ def load_recording(path: Path) -> tuple[Recording, RunInfo]:
         layer_names=frozenset(doc["layer_names"]),
         io=[tr.IoSample.model_validate(row) for row in doc.get("io", ())],  # recordings before 1.3 have none
         unprofiled=Unprofiled(**doc["unprofiled"]) if doc.get("unprofiled") else None,
+        later_step_s=[float(x) for x in doc.get("later_step_s", ())],  # recordings before 1.13 have none
         **{name: doc[name] for name in _SCALAR_FIELDS},
     )
     return rec, RunInfo(**doc["run"])

@@ -386,20 +386,27 @@ def test_the_end_of_fit_does_not_wait_for_the_report(image_files: list[str], tmp
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The analysis runs in a process of its own after fit. Made slow here (a test-only knob), fit has returned
     with the trace written and the report still to come; the report follows. The trace says what the callback
-    cost."""
+    cost, and times the steps after the window to set the profiled ones beside them."""
     from crystalperf.integrations.base import SLOW_FINISH_ENV
 
     monkeypatch.setenv(SLOW_FINISH_ENV, "20")
     out = tmp_path / "report"
     callback = CrystalPerfCallback(output_dir=out, steps=4)
-    _cnn().fit(_image_dataset(image_files[:96]), epochs=1, verbose=0, callbacks=[callback])
+    _cnn().fit(_image_dataset(image_files, batch=8), epochs=1, verbose=0, callbacks=[callback])  # 16 steps
     assert callback.trace_path is not None and callback.trace_path.is_file()
     assert not (out / "crystalperf-report.json").exists()  # the finish process is still asleep
     hook = load_trace(callback.trace_path).hook
     assert hook is not None and hook.processes[0].source == f"python:{os.getpid()}"
     assert {"callbacks", "profile_start", "profile_read", "trace_build"} <= set(hook.processes[0].parts)
     assert 0 < hook.cpu_s < (hook.processes[0].process_cpu_s or 0.0)
-    assert _report(out)["hook_cost"]["cpu_s"] == pytest.approx(hook.cpu_s, abs=1e-6)
+    metrics = load_trace(callback.trace_path).metrics
+    assert metrics["later_steps"] == 9  # steps 6-15 begin after the window (2-5): nine begin-to-begin times
+    assert metrics["profiled_step_median_s"] > 0 and metrics["later_step_median_s"] > 0
+    cost = _report(out)["hook_cost"]
+    assert cost["cpu_s"] == pytest.approx(hook.cpu_s, abs=1e-6)
+    ratio = metrics["profiled_step_median_s"] / metrics["later_step_median_s"] - 1
+    assert cost["step_slowdown"]["ratio"] == pytest.approx(ratio, abs=1e-5)
+    assert "steps timed after them" in cost["sentence"]
 
 
 def test_default_output_dir_is_next_to_the_tensorboard_logs(image_files: list[str], tmp_path: Path,
