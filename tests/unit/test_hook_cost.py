@@ -209,6 +209,8 @@ def test_the_report_says_when_the_budget_thinned_the_evidence() -> None:
 def test_json_html_and_terminal_reports_show_the_cost(tmp_path: Path) -> None:
     trace = spark_like_trace(jobs=1, tasks_per_stage=2)
     trace.hook = _hook(samples_taken=300, samples_planned=900)
+    trace.metrics.update(profiled_step_median_s=0.03, later_step_median_s=0.02, later_steps=40.0,
+                         step_slowdown_se=0.05)
     path = tr.save_trace(trace, tmp_path / "crystalperf-trace.json.gz")
     assert tr.load_trace(path).hook == trace.hook
     report = analyze_path(path, tmp_path, classifier=KeywordClassifier()).report
@@ -216,7 +218,9 @@ def test_json_html_and_terminal_reports_show_the_cost(tmp_path: Path) -> None:
     assert report["hook_cost"]["sentence"] in report["warnings"]  # thinned: said among the warnings too
     html = HtmlRenderer().render(report)
     assert 'id="hook-cost"' in html and "1.00%" in html
-    assert "Cost of the hook" in TerminalRenderer(width=300).render(report)
+    assert "profiled steps against later ones</dt><dd>+50.0%" in html
+    terminal = TerminalRenderer(width=400).render(report)
+    assert "Cost of the hook" in terminal and "50.0% longer than the 40 steps timed after them" in terminal
     # a trace without the figures: the key is there, empty, and the page says why
     (tmp_path / "old").mkdir()
     path = tr.save_trace(spark_like_trace(jobs=1, tasks_per_stage=2), tmp_path / "old" / "crystalperf-trace.json.gz")

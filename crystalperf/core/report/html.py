@@ -570,10 +570,8 @@ class HtmlRenderer(Renderer):
         if cost.get("budget_share"):
             items.append(("CPU budget", esc(f"{_num(cost['budget_share'], '{:.1%}')} of the cores each process may "
                                             "use")))
-        slowdown = cost.get("step_slowdown")
-        if isinstance(slowdown, dict) and slowdown.get("ratio") is not None:
-            items.append(("profiled steps against later ones", esc(f"{_num(slowdown['ratio'], '{:+.1%}')} "
-                                                                   f"({slowdown.get('later_steps')} later steps)")))
+        if isinstance(slow := cost.get("step_slowdown"), dict):
+            items.append(("profiled steps against later ones", esc(f"{_num(slow.get('ratio'), '{:+.1%}')}")))
         if cost.get("samples_planned"):
             items.append(("sampling rounds", esc(f"{int(cost.get('samples_taken') or 0):,} taken of "
                                                  f"{int(cost['samples_planned']):,} at the configured interval")))
