@@ -330,7 +330,8 @@ def step_slowdown(metrics: dict[str, float]) -> dict[str, Any] | None:
                     "what recording a step cost is within what the steps vary.")
     elif ratio > 0:
         sentence = (f"The profiled steps took {ratio:.1%} longer than the {count} steps timed after them ({medians}): "
-                    "what recording a step cost, the framework's profiler included.")
+                    "what recording a step cost, with the work on the framework's threads (its profiler's) that the "
+                    "hook's CPU figure does not see.")
     else:
         sentence = (f"The profiled steps took {-ratio:.1%} less time than the {count} steps timed after them "
                     f"({medians}): the later steps slowed for reasons of their own, which hides what recording cost.")
