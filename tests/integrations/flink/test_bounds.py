@@ -57,3 +57,31 @@ def test_bounds_hold_on_a_job_with_1000_operator_subtasks(tmp_path: Path) -> Non
     assert len(operator_subtasks) < 1000  # the job had more; the rest were counted as dropped
     trace = cpflink.read_metrics(files[0])
     assert any("memory bound" in w for w in trace.warnings)
+
+
+def _rewrites_of_a_job(out: Path, budget: str) -> int:
+    """Runs a job of a few seconds whose open part may be rewritten every 50 ms; its part's count of rewrites."""
+    from pyflink.common import Configuration
+
+    config = cpflink.configure(Configuration(), out, analyze=False)
+    config.set_string("metrics.reporter.crystalperf.flush.interval.ms", "50")
+    config.set_string("metrics.reporter.crystalperf.cpu.budget", budget)
+    env = batch_table_env(config, 1)
+    env.execute_sql("CREATE TABLE src (v DOUBLE) WITH ('connector'='datagen', 'number-of-rows'='3000000', "
+                    "'rows-per-second'='1000000000')")
+    env.execute_sql("CREATE TABLE snk (h STRING) WITH ('connector'='blackhole')")
+    env.execute_sql("INSERT INTO snk SELECT SHA256(CAST(v AS STRING)) FROM src").wait()
+    files = cpflink.wait_for_metrics(out)
+    assert len(files) == 1
+    return int(json.loads(files[0].read_text())["hook"]["rewrites"])
+
+
+def test_an_open_jobs_part_is_rewritten_within_a_share_of_the_budget(tmp_path: Path) -> None:
+    """A part is rewritten whole while its job runs (a long job's grows): without a budget every flush interval;
+    under one, no more often than a quarter of the budget pays for. At a budget of 0.01 % of the cores a rewrite of
+    even a few hundred microseconds of CPU waits seconds, so a job of a few seconds sees one or two."""
+    pytest.importorskip("pyflink")
+    unbudgeted = _rewrites_of_a_job(tmp_path / "off", "0")
+    budgeted = _rewrites_of_a_job(tmp_path / "tiny", "0.0001")
+    assert unbudgeted >= 10
+    assert 1 <= budgeted <= 3

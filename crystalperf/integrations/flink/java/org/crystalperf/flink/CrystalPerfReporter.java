@@ -95,6 +95,11 @@ public class CrystalPerfReporter implements MetricReporter {
     private static final double BUCKET_S = 1.0;
     private long sampleIntervalMs = 100;
     private long flushIntervalMs = 5000;
+    /** The share of the hook's CPU budget the rewrites of open jobs' parts may take: each rewrites a part whole, and a
+     * part grows with a long job, so a fixed interval would cost more and more of the budget the samplers need. */
+    static final double FLUSH_BUDGET_SHARE = 0.25;
+    /** The longest wait between two rewrites of an open job's part: what a SIGKILL may lose at most. */
+    static final long MAX_FLUSH_WAIT_MS = 120_000;
     /** The Python module that finishes a job (crystalperf.integrations.flink.finish, run with -m). */
     private static final String FINISH_MODULE = "crystalperf.integrations.flink.finish";
     /** Python interpreter with crystalperf that analyses a job's parts once it ended here (empty: none). */
@@ -192,6 +197,8 @@ public class CrystalPerfReporter implements MetricReporter {
          * local cluster shuts down before the job's last part is written. */
         double clusterSlots;
         double clusterTaskManagers;
+        /** The part's rewrites while the job was open (the last write not counted). */
+        long rewrites;
         /** Latest CPU time (ns) of each thread of a subtask, "task_name\u0001subtask\u0001role\u0001thread id" -> ns,
          * seen by the sampler: a legacy source's subtask runs on two threads (the task's and the source's), a FLIP-27
          * source's on its task thread and its fetcher threads (role FETCHER_ROLE). */
@@ -432,6 +439,7 @@ public class CrystalPerfReporter implements MetricReporter {
     private void sampleLoop() {
         ThreadMXBean mx = ManagementFactory.getThreadMXBean();
         long lastFlush = System.currentTimeMillis();
+        long flushWaitMs = flushIntervalMs;
         long lastKinds = lastFlush;
         long idleTick = Math.min(flushIntervalMs > 0 ? flushIntervalMs : THREAD_KINDS_INTERVAL_MS,
                 THREAD_KINDS_INTERVAL_MS);
@@ -449,10 +457,10 @@ public class CrystalPerfReporter implements MetricReporter {
                     refreshKinds();
                 }
                 cpu = HookCpu.addOwn(HookCpu.SAMPLER, cpu);
-                if (flushIntervalMs > 0 && System.currentTimeMillis() - lastFlush >= flushIntervalMs) {
+                if (flushIntervalMs > 0 && System.currentTimeMillis() - lastFlush >= flushWaitMs) {
                     lastFlush = System.currentTimeMillis();
                     flushOpenJobs();
-                    HookCpu.addOwn(HookCpu.WRITING, cpu);
+                    flushWaitMs = flushWaitMs(flushIntervalMs, HookCpu.addOwn(HookCpu.WRITING, cpu) - cpu, budget);
                 }
             } catch (InterruptedException e) {
                 return;
@@ -758,11 +766,25 @@ public class CrystalPerfReporter implements MetricReporter {
      * a job's last tasks until it releases the job (or shuts down); current counter values of finished
      * tasks are their final values, so the part on disk is complete soon after the job ends.
      */
+    /**
+     * The wait before the next rewrite of the open jobs' parts: the configured interval, longer where the last
+     * rewrite ({@code writeNs} of the sampler thread's CPU) would take more than {@link #FLUSH_BUDGET_SHARE} of the
+     * hook's CPU budget at that interval, and at most {@link #MAX_FLUSH_WAIT_MS}. Without a budget, the interval.
+     */
+    static long flushWaitMs(long intervalMs, long writeNs, CpuBudget budget) {
+        if (budget == null || !budget.enabled() || writeNs <= 0) {
+            return intervalMs;
+        }
+        double paidMs = writeNs / (FLUSH_BUDGET_SHARE * budget.allowedRate()) / 1e6;
+        return Math.max(intervalMs, Math.min(MAX_FLUSH_WAIT_MS, (long) Math.ceil(paidMs)));
+    }
+
     private void flushOpenJobs() {
         List<Snapshot> due = new ArrayList<>();
         synchronized (this) {
             for (Job job : jobs.values()) {
                 if (!finished.contains(job.id) && job.liveCount > 0 && job.changedSinceWrite()) {
+                    job.rewrites++;
                     due.add(snapshot(job, false));
                 }
             }
@@ -1304,7 +1326,8 @@ public class CrystalPerfReporter implements MetricReporter {
         return b.append(",\"samples_taken\":").append(taken)
                 .append(",\"samples_planned\":").append(Math.max(taken, p[1] - job.paceAtStart[1]))
                 .append(",\"windows\":").append(p[2] - job.paceAtStart[2])
-                .append(",\"windows_over_budget\":").append(p[3] - job.paceAtStart[3]).append('}').toString();
+                .append(",\"windows_over_budget\":").append(p[3] - job.paceAtStart[3])
+                .append(",\"rewrites\":").append(job.rewrites).append('}').toString();
     }
 
     /** Command-line options that choose the garbage collector (the JVM's ergonomics then stay out of it). */
