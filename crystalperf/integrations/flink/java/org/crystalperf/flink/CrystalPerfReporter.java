@@ -762,11 +762,6 @@ public class CrystalPerfReporter implements MetricReporter {
     }
 
     /**
-     * Rewrites the part of every job still open in this process. A TaskManager may keep the metrics of
-     * a job's last tasks until it releases the job (or shuts down); current counter values of finished
-     * tasks are their final values, so the part on disk is complete soon after the job ends.
-     */
-    /**
      * The wait before the next rewrite of the open jobs' parts: the configured interval, longer where the last
      * rewrite ({@code writeNs} of the sampler thread's CPU) would take more than {@link #FLUSH_BUDGET_SHARE} of the
      * hook's CPU budget at that interval, and at most {@link #MAX_FLUSH_WAIT_MS}. Without a budget, the interval.
@@ -779,6 +774,11 @@ public class CrystalPerfReporter implements MetricReporter {
         return Math.max(intervalMs, Math.min(MAX_FLUSH_WAIT_MS, (long) Math.ceil(paidMs)));
     }
 
+    /**
+     * Rewrites the part of every job still open in this process. A TaskManager may keep the metrics of
+     * a job's last tasks until it releases the job (or shuts down); current counter values of finished
+     * tasks are their final values, so the part on disk is complete soon after the job ends.
+     */
     private void flushOpenJobs() {
         List<Snapshot> due = new ArrayList<>();
         synchronized (this) {
