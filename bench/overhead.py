@@ -305,10 +305,10 @@ KERAS = PRELUDE + textwrap.dedent('''
         process = (doc.get("hook") or {}).get("processes", [{}])[0]
         figures.update(hook_cpu_s=process.get("cpu_s"), hook_parts=process.get("parts"),
                        samples=[process.get("samples_taken"), process.get("samples_planned")])
-        metrics = doc.get("metrics") or {}
-        if metrics.get("later_step_median_s"):  # the callback's own comparison of its steps with later ones
-            figures.update(self_slowdown=metrics["profiled_step_median_s"] / metrics["later_step_median_s"] - 1,
-                           self_slowdown_se=metrics.get("step_slowdown_se"))
+        from crystalperf.core.report.document import step_slowdown
+        slowdown = step_slowdown(doc.get("metrics") or {})  # the callback's own comparison with later steps
+        if slowdown is not None:
+            figures.update(self_slowdown=slowdown["ratio"], self_slowdown_se=slowdown["standard_error"])
     result(**figures)
 ''')
 

@@ -613,15 +613,14 @@ def later_step_metrics(rec: Recording) -> dict[str, float]:
     p, q = statistics.median(profiled), statistics.median(later)
     if p <= 0 or q <= 0:
         return {}
-    relative = math.hypot(_median_se(profiled) / p, _median_se(later) / q)
+    relative = math.hypot(_median_se(profiled, p) / p, _median_se(later, q) / q)
     return {"profiled_step_median_s": p, "later_step_median_s": q, "later_steps": float(len(later)),
             "step_slowdown_se": p / q * relative}
 
 
-def _median_se(values: Sequence[float]) -> float:
-    """The standard error of a sample's median, from its median absolute deviation (robust to the odd slow step:
-    a collection, a checkpoint): 1.2533 σ / √n for normal spread, σ ≈ 1.4826 MAD."""
-    centre = statistics.median(values)
+def _median_se(values: Sequence[float], centre: float) -> float:
+    """The standard error of a sample's median ``centre``, from its median absolute deviation (robust to the odd
+    slow step: a collection, a checkpoint): 1.2533 σ / √n for normal spread, σ ≈ 1.4826 MAD."""
     mad = statistics.median(abs(v - centre) for v in values)
     return 1.2533 * 1.4826 * mad / math.sqrt(len(values))
 

@@ -97,8 +97,7 @@ _INPUT_SEARCH_DEPTH = 256
 # Until the sampler first finds an input thread running Python, its wait doubles up to this many intervals: an
 # input pipeline of TensorFlow's own ops (no Python) is then looked at a few times a second, not fifty.
 IDLE_SAMPLER_WAITS = 8
-# Steps timed after the window (their medians beside the profiled steps' say what profiling cost a step), and the
-# fewest that make a comparison.
+# The most steps timed after the window (their median beside the profiled steps' says what profiling cost a step).
 LATER_STEPS_TIMED = 64
 
 
