@@ -67,10 +67,14 @@ _PLUMBING_PREFIXES = re.compile(
     r"|runners|selector_events|locks|queues|tasks)\.|socketserver\.\w+\.serve_forever|time\.sleep"
     r"|multiprocessing\.(?:connection\.wait|synchronize\.|pool\.worker|queues\.)"
     r"|(?:[\w.$]*\.)?com\.google\.common\.util\.concurrent\.(?:AbstractFuture(?:State)?|OverflowAvoidingLockSupport"
-    r"|Uninterruptibles)\b"
-    # a cache's reader waiting for the thread loading its value (Beam's Java harness, under PyFlink's operators)
-    r"|(?:[\w.$]*\.)?com\.google\.common\.cache\.LocalCache\$(?:LoadingValueReference\.waitForValue"
-    r"|Segment\.waitForLoadingValue)"
+    r"|Uninterruptibles|Platform)\b"
+    # Flink's executors that hand a task to a JDK pool with the caller's logging context
+    r"|org\.apache\.flink\.util\.MdcAware\w*\."
+    # a cache's lookup that loads a missing value or waits for the thread loading it, and for the segment's lock
+    # around that (Beam's Java harness under PyFlink's operators, Flink's cache of compiled code): a loader's own
+    # work is above these frames, the caller's below
+    r"|(?:[\w.$]*\.)?com\.google\.common\.cache\.LocalCache(?:\$LoadingValueReference\.waitForValue"
+    r"|\$Segment\.(?:get|waitForLoadingValue|lockedGetOrLoad)|(?:\$Local\w*Cache)?\.(?:get|getOrLoad|getUnchecked))\b"
     # Spark's per-key lock (a Python worker's creation, a block's lock)
     r"|org\.apache\.spark\.util\.KeyLock\."
     # Beam's Python harness waiting on its futures (a PyFlink worker's state commit waiting for the JVM's answer)
